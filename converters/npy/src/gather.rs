@@ -1,0 +1,173 @@
+//! Strided gather: copies a hyper-rectangle out of a strided byte layout into C-order,
+//! little-endian output. Every source layout this crate meets (C or Fortran order, record
+//! fields, sub-array axes, complex parts) is a base offset plus one byte stride per axis.
+
+use tet_source::{Result, SourceError};
+
+/// Element handling after the copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fix {
+    None,
+    /// Reverse the bytes of each element (big-endian source).
+    Swap,
+    /// Map any non-zero byte to 1 (numpy bool).
+    Bool,
+}
+
+/// Where the elements of one variable sit in its payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Byte offset of element `[0, 0, …]`.
+    pub base: u64,
+    /// Byte stride of each axis.
+    pub strides: Vec<u64>,
+    /// Bytes per element.
+    pub esize: usize,
+    /// Per-element fix-up.
+    pub fix: Fix,
+}
+
+/// Copies elements `start .. start + count` of `layout` over `data` into `out` (C order).
+/// `out.len()` must be `product(count) * esize` (checked by the caller); bounds against `data`
+/// are checked here once, up front.
+pub(crate) fn gather(
+    data: &[u8],
+    layout: &Layout,
+    start: &[u64],
+    count: &[u64],
+    out: &mut [u8],
+) -> Result<()> {
+    let Layout {
+        base,
+        ref strides,
+        esize,
+        fix,
+    } = *layout;
+    if out.is_empty() || count.contains(&0) {
+        return Ok(());
+    }
+    let oob = || SourceError::malformed("region lies outside the stored data");
+    // First and one-past-last byte touched, with checked arithmetic.
+    let mut first = base;
+    let mut last = base;
+    for ((&s, &c), &st) in start.iter().zip(count).zip(strides) {
+        first = s
+            .checked_mul(st)
+            .and_then(|x| first.checked_add(x))
+            .ok_or_else(oob)?;
+        last = (s + c - 1)
+            .checked_mul(st)
+            .and_then(|x| last.checked_add(x))
+            .ok_or_else(oob)?;
+    }
+    let end = last.checked_add(esize as u64).ok_or_else(oob)?;
+    if end > data.len() as u64 {
+        return Err(oob());
+    }
+    let first = first as usize;
+
+    // Coalesce axes: drop length-1 axes, merge an axis into the next when stepping it is the
+    // same as running through the whole next axis.
+    let mut axes: Vec<(usize, usize)> = Vec::with_capacity(count.len() + 1);
+    for (&c, &st) in count.iter().zip(strides) {
+        if c == 1 {
+            continue;
+        }
+        let (c, st) = (c as usize, st as usize);
+        if let Some(prev) = axes.last_mut() {
+            // `prev` is the outer axis; it merges when its stride equals c * st.
+            if prev.1 == c * st {
+                *prev = (prev.0 * c, st);
+                continue;
+            }
+        }
+        axes.push((c, st));
+    }
+    if axes.is_empty() {
+        axes.push((1, esize));
+    }
+    let (inner_n, inner_st) = *axes.last().unwrap_or(&(1, esize));
+    let outer = &axes[..axes.len() - 1];
+    let run = inner_n * esize;
+
+    let mut idx = vec![0usize; outer.len()];
+    let mut off = first;
+    let mut o = 0usize;
+    loop {
+        let dst = &mut out[o..o + run];
+        if inner_st == esize {
+            dst.copy_from_slice(&data[off..off + run]);
+        } else {
+            let mut src = off;
+            for d in dst.chunks_exact_mut(esize) {
+                d.copy_from_slice(&data[src..src + esize]);
+                src += inner_st;
+            }
+        }
+        o += run;
+        // Advance the outer odometer.
+        let mut k = outer.len();
+        loop {
+            if k == 0 {
+                finish(out, esize, fix);
+                return Ok(());
+            }
+            k -= 1;
+            idx[k] += 1;
+            off += outer[k].1;
+            if idx[k] < outer[k].0 {
+                break;
+            }
+            off -= outer[k].1 * outer[k].0;
+            idx[k] = 0;
+        }
+    }
+}
+
+fn finish(out: &mut [u8], esize: usize, fix: Fix) {
+    match fix {
+        Fix::None => {}
+        Fix::Swap => {
+            if esize > 1 {
+                out.chunks_exact_mut(esize).for_each(|c| c.reverse());
+            }
+        }
+        Fix::Bool => out.iter_mut().for_each(|b| *b = u8::from(*b != 0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transposes_fortran() {
+        // 2x3 Fortran-order u8: memory is column-major.
+        let data = [0u8, 3, 1, 4, 2, 5]; // a[i][j] = 3i + j
+        let mut out = [0u8; 6];
+        let l = Layout {
+            base: 0,
+            strides: vec![1, 2],
+            esize: 1,
+            fix: Fix::None,
+        };
+        gather(&data, &l, &[0, 0], &[2, 3], &mut out).unwrap();
+        assert_eq!(out, [0, 1, 2, 3, 4, 5]);
+        let mut out = [0u8; 2];
+        gather(&data, &l, &[1, 1], &[1, 2], &mut out).unwrap();
+        assert_eq!(out, [4, 5]);
+    }
+
+    #[test]
+    fn refuses_out_of_bounds() {
+        let data = [0u8; 4];
+        let mut out = [0u8; 8];
+        let l = Layout {
+            base: 0,
+            strides: vec![4],
+            esize: 4,
+            fix: Fix::None,
+        };
+        assert!(gather(&data, &l, &[0], &[2], &mut out).is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! NPY / NPZ importer (work in progress).

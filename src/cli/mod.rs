@@ -1,0 +1,89 @@
+//! The command lines: `tet` (info, verify, convert, …) and `tet-convert` (the converter alone).
+//!
+//! This layer only parses arguments, calls the library and prints; every error becomes one line
+//! on stderr naming the file and the reason, with a non-zero exit code.
+
+mod info;
+mod verify;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code for a failed check or a failed conversion.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for a usage error (clap uses 2 as well).
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tet",
+    version,
+    about = "Inspect, verify and convert .tet tensor files",
+    propagate_version = true
+)]
+struct TetCli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the datasets, metadata and history of a .tet file.
+    Info(info::InfoArgs),
+    /// Check a .tet file against every rule of the format (exit 0 ok, 1 failed, 2 usage).
+    Verify(verify::VerifyArgs),
+}
+
+/// Entry point of the `tet` binary.
+pub fn main_tet() -> ExitCode {
+    let cli = TetCli::parse();
+    match cli.command {
+        Command::Info(a) => info::run(&a),
+        Command::Verify(a) => verify::run(&a),
+    }
+}
+
+/// Entry point of the `tet-convert` binary.
+pub fn main_convert() -> ExitCode {
+    #[derive(Parser, Debug)]
+    #[command(name = "tet-convert", version, about = "Convert tensor files to .tet")]
+    struct ConvertCli {
+        input: PathBuf,
+        output: PathBuf,
+    }
+    let cli = ConvertCli::parse();
+    fail(
+        &cli.input,
+        "conversion is not available in this build yet".to_string(),
+    )
+}
+
+/// Prints `tet: FILE: reason` and returns the failure exit code.
+pub(crate) fn fail(path: &std::path::Path, reason: String) -> ExitCode {
+    eprintln!("tet: {}: {}", path.display(), one_line(&reason));
+    ExitCode::from(EXIT_FAILED)
+}
+
+/// Folds a message onto one line.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `1.5 MiB`-style sizes.
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}

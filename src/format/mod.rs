@@ -1,0 +1,361 @@
+//! The `.tet` v1 container: constants, element types, chunk-grid arithmetic, and the reader,
+//! streaming writer, footer model and verifier built on them.
+//!
+//! Layout (see `docs/FORMAT.md`): a 32-byte superblock, the dataset directory, the `TIDX` chunk
+//! index at `align8(40 + dataset_blob_len)`, the chunk payloads and, when flag bit 0 is set, the
+//! `THST` footer at the end of the file. All integers are little-endian.
+
+pub mod footer;
+pub mod reader;
+pub mod verify;
+pub mod writer;
+
+use std::fmt;
+
+pub use footer::{DatasetMeta, Footer, HistoryRow};
+pub use reader::{ChunkEntry, DatasetInfo, TetFile};
+pub use writer::{ChunkPayload, DatasetSpec, TetWriter, WriterOptions};
+
+/// `TETR`
+pub const MAGIC: [u8; 4] = *b"TETR";
+/// `TIDX`
+pub const INDEX_MAGIC: [u8; 4] = *b"TIDX";
+/// `THST`
+pub const FOOTER_MAGIC: [u8; 4] = *b"THST";
+pub const LAYOUT_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 1;
+pub const FOOTER_VERSION: u32 = 1;
+pub const SUPERBLOCK_LEN: u64 = 32;
+pub const INDEX_HEADER_LEN: u64 = 32;
+pub const INDEX_ROW_LEN: u64 = 104;
+/// Footer trailer: history_json_len (u64) + history_version (u32) + magic.
+pub const FOOTER_TRAILER_LEN: u64 = 16;
+/// Superblock flag: a THST footer ends the file.
+pub const FLAG_FOOTER: u32 = 1;
+/// Highest rank v1 allows.
+pub const MAX_RANK: usize = 8;
+
+/// Codec id of a chunk payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Codec {
+    Raw,
+    Zstd,
+}
+
+impl Codec {
+    pub fn id(self) -> u32 {
+        match self {
+            Codec::Raw => 0,
+            Codec::Zstd => 1,
+        }
+    }
+    pub fn from_id(id: u32) -> Option<Codec> {
+        match id {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Zstd => "zstd",
+        }
+    }
+}
+
+/// Element type of a `.tet` dataset (wire tags 1–10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    F32,
+    F64,
+    I32,
+    I64,
+    U8,
+    U16,
+    I16,
+    U32,
+    F16,
+    U64,
+}
+
+impl DType {
+    pub const ALL: [DType; 10] = [
+        DType::F32,
+        DType::F64,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::F16,
+        DType::U64,
+    ];
+
+    pub fn tag(self) -> u32 {
+        match self {
+            DType::F32 => 1,
+            DType::F64 => 2,
+            DType::I32 => 3,
+            DType::I64 => 4,
+            DType::U8 => 5,
+            DType::U16 => 6,
+            DType::I16 => 7,
+            DType::U32 => 8,
+            DType::F16 => 9,
+            DType::U64 => 10,
+        }
+    }
+
+    pub fn from_tag(tag: u32) -> Option<DType> {
+        DType::ALL.get((tag as usize).wrapping_sub(1)).copied()
+    }
+
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::U16 | DType::I16 | DType::F16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::I16 => "i16",
+            DType::U32 => "u32",
+            DType::F16 => "f16",
+            DType::U64 => "u64",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Errors of the `.tet` reader, writer and footer.
+#[derive(Debug, thiserror::Error)]
+pub enum TetError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The bytes break a structural rule of the format.
+    #[error("{0}")]
+    Corrupt(String),
+    /// The THST footer is present but unreadable; the datasets may still be readable.
+    #[error("footer: {0}")]
+    Footer(String),
+    /// A caller error (bad dataset spec, region outside the shape, buffer of the wrong size…).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = TetError> = std::result::Result<T, E>;
+
+pub(crate) fn corrupt(msg: impl Into<String>) -> TetError {
+    TetError::Corrupt(msg.into())
+}
+
+pub(crate) fn invalid(msg: impl Into<String>) -> TetError {
+    TetError::Invalid(msg.into())
+}
+
+/// Rounds up to a multiple of 8, `None` on overflow.
+pub fn align8(n: u64) -> Option<u64> {
+    n.checked_add(7).map(|v| v & !7)
+}
+
+/// The chunk grid of a dataset: `ceil(shape / chunk_shape)` per axis, with checked arithmetic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grid {
+    pub shape: Vec<u64>,
+    pub chunk_shape: Vec<u64>,
+    /// Chunks per axis.
+    pub counts: Vec<u64>,
+    /// Total number of chunks (0 when an axis has length 0).
+    pub total: u64,
+}
+
+impl Grid {
+    /// Validates `chunk_shape` (rank match, every entry ≥ 1) and computes the grid.
+    pub fn new(shape: &[u64], chunk_shape: &[u64]) -> Result<Grid, String> {
+        if shape.is_empty() || shape.len() > MAX_RANK {
+            return Err(format!("rank {} is outside 1..=8", shape.len()));
+        }
+        if chunk_shape.len() != shape.len() {
+            return Err(format!(
+                "chunk_shape has {} axes, shape has {}",
+                chunk_shape.len(),
+                shape.len()
+            ));
+        }
+        let mut counts = Vec::with_capacity(shape.len());
+        let mut total = 1u64;
+        for (axis, (&s, &c)) in shape.iter().zip(chunk_shape).enumerate() {
+            if c == 0 {
+                return Err(format!("chunk_shape[{axis}] is 0"));
+            }
+            let n = s.div_ceil(c);
+            counts.push(n);
+            total = total
+                .checked_mul(n)
+                .ok_or_else(|| "chunk grid size overflows u64".to_string())?;
+        }
+        Ok(Grid {
+            shape: shape.to_vec(),
+            chunk_shape: chunk_shape.to_vec(),
+            counts,
+            total,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Row-major linear index of grid coordinates, `None` when outside the grid.
+    pub fn linear(&self, coords: &[u64]) -> Option<u64> {
+        if coords.len() != self.rank() {
+            return None;
+        }
+        let mut idx = 0u64;
+        for (&c, &n) in coords.iter().zip(&self.counts) {
+            if c >= n {
+                return None;
+            }
+            idx = idx * n + c; // cannot overflow: idx < total ≤ u64::MAX
+        }
+        Some(idx)
+    }
+
+    /// Grid coordinates of a row-major linear index (`linear < total`).
+    pub fn coords(&self, mut linear: u64) -> Vec<u64> {
+        let mut out = vec![0u64; self.rank()];
+        for axis in (0..self.rank()).rev() {
+            let n = self.counts[axis].max(1);
+            out[axis] = linear % n;
+            linear /= n;
+        }
+        out
+    }
+
+    /// Start and (clipped) extent of the chunk at `coords`.
+    pub fn chunk_region(&self, coords: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        let mut start = Vec::with_capacity(self.rank());
+        let mut count = Vec::with_capacity(self.rank());
+        for axis in 0..self.rank() {
+            let s = coords[axis] * self.chunk_shape[axis];
+            start.push(s);
+            count.push(self.chunk_shape[axis].min(self.shape[axis] - s));
+        }
+        (start, count)
+    }
+
+    /// Element count of the clipped chunk at `coords` (cannot overflow when the dataset's total
+    /// byte size fits u64, which callers check with [`Grid::byte_len`]).
+    pub fn chunk_elements(&self, coords: &[u64]) -> u64 {
+        let (_, count) = self.chunk_region(coords);
+        count.iter().product()
+    }
+
+    /// Total element count, `None` on overflow.
+    pub fn element_count(&self) -> Option<u64> {
+        self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
+    }
+
+    /// Total byte size for elements of `elem_size` bytes, `None` on overflow.
+    pub fn byte_len(&self, elem_size: usize) -> Option<u64> {
+        self.element_count()?.checked_mul(elem_size as u64)
+    }
+}
+
+/// Copies a C-order block `src` (shape `src_count`) into a C-order buffer `dst` (shape
+/// `dst_shape`) at offset `dst_start`, for elements of `elem` bytes. Inner rows are copied whole.
+pub(crate) fn copy_block(
+    src: &[u8],
+    src_count: &[u64],
+    dst: &mut [u8],
+    dst_shape: &[u64],
+    dst_start: &[u64],
+    elem: usize,
+) {
+    let rank = src_count.len();
+    if src_count.contains(&0) {
+        return;
+    }
+    let row = src_count[rank - 1] as usize * elem;
+    // Strides of dst in bytes.
+    let mut dst_strides = vec![0usize; rank];
+    let mut s = elem;
+    for axis in (0..rank).rev() {
+        dst_strides[axis] = s;
+        s *= dst_shape[axis] as usize;
+    }
+    let rows: u64 = src_count[..rank - 1].iter().product();
+    let mut idx = vec![0u64; rank];
+    for r in 0..rows as usize {
+        let mut off = 0usize;
+        for axis in 0..rank {
+            off += (dst_start[axis] + idx[axis]) as usize * dst_strides[axis];
+        }
+        dst[off..off + row].copy_from_slice(&src[r * row..(r + 1) * row]);
+        // advance the row counter over axes 0..rank-1
+        for axis in (0..rank - 1).rev() {
+            idx[axis] += 1;
+            if idx[axis] < src_count[axis] {
+                break;
+            }
+            idx[axis] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dtype_tags_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::from_tag(d.tag()), Some(d));
+            assert_eq!(DType::from_name(d.name()), Some(d));
+        }
+        assert_eq!(DType::from_tag(0), None);
+        assert_eq!(DType::from_tag(11), None);
+        assert_eq!(DType::from_tag(u32::MAX), None);
+    }
+
+    #[test]
+    fn grid_math() {
+        let g = Grid::new(&[2, 3], &[2, 2]).unwrap();
+        assert_eq!(g.counts, vec![1, 2]);
+        assert_eq!(g.total, 2);
+        assert_eq!(g.chunk_region(&[0, 1]), (vec![0, 2], vec![2, 1]));
+        assert_eq!(g.linear(&[0, 1]), Some(1));
+        assert_eq!(g.coords(1), vec![0, 1]);
+        assert!(Grid::new(&[2, 3], &[0, 2]).is_err());
+        assert_eq!(Grid::new(&[0, 3], &[1, 2]).unwrap().total, 0);
+        assert!(Grid::new(&[u64::MAX, u64::MAX], &[1, 1]).is_err());
+    }
+
+    #[test]
+    fn copy_block_places_rows() {
+        // dst 3x4 of u8, block 2x2 at (1,1)
+        let mut dst = vec![0u8; 12];
+        copy_block(&[1, 2, 3, 4], &[2, 2], &mut dst, &[3, 4], &[1, 1], 1);
+        assert_eq!(dst, vec![0, 0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0]);
+    }
+}

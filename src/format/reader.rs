@@ -1,0 +1,711 @@
+//! Reading `.tet` files: memory-mapped, zero-copy for raw payloads, every offset and size
+//! checked before use.
+//!
+//! [`TetFile::open`] parses the superblock, the dataset directory and the chunk index; a file whose
+//! structure cannot be followed is refused there. Problems confined to one chunk (a payload
+//! outside the file, an unknown codec, a wrong decoded size) surface when that chunk is read,
+//! and all of them at once from [`crate::format::verify`]. A broken footer does not stop the
+//! datasets from being read: [`TetFile::footer`] reports it.
+
+use std::fs::File;
+use std::ops::Deref;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::footer::Footer;
+use super::{
+    copy_block, corrupt, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
+    FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
+    INDEX_VERSION, LAYOUT_VERSION, MAGIC, MAX_RANK, SUPERBLOCK_LEN,
+};
+
+/// The bytes behind a [`TetFile`].
+enum Backing {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Deref for Backing {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Backing::Mapped(m) => m,
+            Backing::Owned(v) => v,
+        }
+    }
+}
+
+/// One dataset record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetInfo {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub chunk_shape: Vec<u64>,
+    pub grid: Grid,
+    /// Value of the record's reserved field (should be 0).
+    pub reserved: u32,
+}
+
+impl DatasetInfo {
+    /// Bytes of the whole dataset (checked at open to fit u64).
+    pub fn byte_len(&self) -> u64 {
+        self.grid.byte_len(self.dtype.size()).unwrap_or(u64::MAX)
+    }
+}
+
+/// One chunk index row, as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkEntry {
+    pub dataset_id: u64,
+    pub coords: [u64; 8],
+    pub payload_offset: u64,
+    pub raw_byte_len: u64,
+    pub stored_byte_len: u64,
+    pub codec_id: u32,
+    pub reserved: u32,
+}
+
+impl ChunkEntry {
+    pub fn codec(&self) -> Option<Codec> {
+        Codec::from_id(self.codec_id)
+    }
+}
+
+/// Where the footer lies, as far as the trailer could be followed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FooterLayout {
+    /// Offset of the first footer byte (the spill when there is one, else the history JSON).
+    pub start: u64,
+    /// Offset and length of the history JSON.
+    pub json_offset: u64,
+    pub json_len: u64,
+    /// `metadata_ref`, if any.
+    pub spill: Option<(u64, u64)>,
+    /// Footer version read from the trailer.
+    pub version: u32,
+}
+
+/// Index header fields other than the entry count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IndexHeader {
+    pub memory_budget_percent_bps: u16,
+    pub reserved_a: u16,
+    pub memory_budget_bytes: u32,
+    pub reserved_b: u64,
+}
+
+/// An open `.tet` file.
+pub struct TetFile {
+    data: Backing,
+    pub flags: u32,
+    pub chunk_index_offset: u64,
+    pub chunk_index_length: u64,
+    pub dataset_blob_len: u64,
+    pub index_header: IndexHeader,
+    pub datasets: Vec<DatasetInfo>,
+    pub entries: Vec<ChunkEntry>,
+    /// (dataset_id, linear grid index, entry position), sorted; first occurrence of duplicates.
+    lookup: Vec<(u64, u64, usize)>,
+    footer_layout: Option<FooterLayout>,
+    footer: std::result::Result<Option<Footer>, String>,
+    /// The raw footer JSON value, for `verify`'s schema and limit checks.
+    footer_json: Option<Value>,
+    spilled_metadata: Option<Value>,
+}
+
+fn u32_at(b: &[u8], off: u64) -> Result<u32> {
+    let o = usize::try_from(off).map_err(|_| corrupt("offset overflows"))?;
+    b.get(o..o.wrapping_add(4))
+        .filter(|_| o.checked_add(4).is_some())
+        .map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()))
+        .ok_or_else(|| corrupt(format!("read of 4 bytes at {off} is past the end of the file")))
+}
+
+fn u64_at(b: &[u8], off: u64) -> Result<u64> {
+    let o = usize::try_from(off).map_err(|_| corrupt("offset overflows"))?;
+    b.get(o..o.wrapping_add(8))
+        .filter(|_| o.checked_add(8).is_some())
+        .map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
+        .ok_or_else(|| corrupt(format!("read of 8 bytes at {off} is past the end of the file")))
+}
+
+fn u16_at(b: &[u8], off: u64) -> Result<u16> {
+    let o = usize::try_from(off).map_err(|_| corrupt("offset overflows"))?;
+    b.get(o..o.wrapping_add(2))
+        .filter(|_| o.checked_add(2).is_some())
+        .map(|s| u16::from_le_bytes(s.try_into().unwrap_or_default()))
+        .ok_or_else(|| corrupt(format!("read of 2 bytes at {off} is past the end of the file")))
+}
+
+/// `b[off .. off + len]` with every bound checked.
+pub(crate) fn slice_at(b: &[u8], off: u64, len: u64) -> Option<&[u8]> {
+    let end = off.checked_add(len)?;
+    b.get(usize::try_from(off).ok()?..usize::try_from(end).ok()?)
+}
+
+impl TetFile {
+    /// Memory-maps and parses `path`.
+    pub fn open(path: &Path) -> Result<TetFile> {
+        let file = File::open(path)?;
+        // SAFETY: the map is read-only; like every mmap reader we rely on the file not being
+        // truncated by another process while it is open.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        TetFile::parse(Backing::Mapped(map))
+    }
+
+    /// Parses a file held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<TetFile> {
+        TetFile::parse(Backing::Owned(bytes))
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn parse(data: Backing) -> Result<TetFile> {
+        let b: &[u8] = &data;
+        let file_len = b.len() as u64;
+        if file_len < SUPERBLOCK_LEN {
+            return Err(corrupt(format!(
+                "file is {file_len} bytes, shorter than the 32-byte superblock"
+            )));
+        }
+        if b[0..4] != MAGIC {
+            return Err(corrupt("not a .tet file (magic is not TETR)"));
+        }
+        let version = u32_at(b, 4)?;
+        if version != LAYOUT_VERSION {
+            return Err(corrupt(format!(
+                "layout version {version} is not supported (only 1)"
+            )));
+        }
+        let dataset_count = u32_at(b, 8)?;
+        let flags = u32_at(b, 12)?;
+        let chunk_index_offset = u64_at(b, 16)?;
+        let chunk_index_length = u64_at(b, 24)?;
+        let index_end = chunk_index_offset
+            .checked_add(chunk_index_length)
+            .filter(|&e| e <= file_len)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "chunk index {chunk_index_offset}+{chunk_index_length} lies past the end of the file ({file_len} bytes)"
+                ))
+            })?;
+        let _ = index_end;
+
+        let mut datasets = Vec::new();
+        let mut dataset_blob_len = 0;
+        let mut entries = Vec::new();
+        let mut index_header = IndexHeader::default();
+        if dataset_count > 0 {
+            dataset_blob_len = u64_at(b, 32)?;
+            let blob = slice_at(b, 40, dataset_blob_len).ok_or_else(|| {
+                corrupt(format!(
+                    "dataset directory of {dataset_blob_len} bytes runs past the end of the file"
+                ))
+            })?;
+            datasets = parse_directory(blob, dataset_count)?;
+
+            if chunk_index_length < INDEX_HEADER_LEN {
+                return Err(corrupt(format!(
+                    "chunk index length {chunk_index_length} is shorter than its 32-byte header"
+                )));
+            }
+            let ix = chunk_index_offset;
+            if slice_at(b, ix, 4) != Some(&INDEX_MAGIC[..]) {
+                return Err(corrupt(format!("no TIDX magic at chunk index offset {ix}")));
+            }
+            let iv = u32_at(b, ix + 4)?;
+            if iv != INDEX_VERSION {
+                return Err(corrupt(format!(
+                    "chunk index version {iv} is not supported (only 1)"
+                )));
+            }
+            let entry_count = u64_at(b, ix + 8)?;
+            index_header = IndexHeader {
+                memory_budget_percent_bps: u16_at(b, ix + 16)?,
+                reserved_a: u16_at(b, ix + 18)?,
+                memory_budget_bytes: u32_at(b, ix + 20)?,
+                reserved_b: u64_at(b, ix + 24)?,
+            };
+            let expect_len = entry_count
+                .checked_mul(INDEX_ROW_LEN)
+                .and_then(|n| n.checked_add(INDEX_HEADER_LEN));
+            if expect_len != Some(chunk_index_length) {
+                return Err(corrupt(format!(
+                    "chunk index length {chunk_index_length} does not match 32 + {entry_count} × 104"
+                )));
+            }
+            // entry_count is bounded by the file length now (the index fits the file).
+            entries.reserve(entry_count as usize);
+            for i in 0..entry_count {
+                let r = ix + INDEX_HEADER_LEN + i * INDEX_ROW_LEN;
+                let mut coords = [0u64; 8];
+                for (k, c) in coords.iter_mut().enumerate() {
+                    *c = u64_at(b, r + 8 + 8 * k as u64)?;
+                }
+                entries.push(ChunkEntry {
+                    dataset_id: u64_at(b, r)?,
+                    coords,
+                    payload_offset: u64_at(b, r + 72)?,
+                    raw_byte_len: u64_at(b, r + 80)?,
+                    stored_byte_len: u64_at(b, r + 88)?,
+                    codec_id: u32_at(b, r + 96)?,
+                    reserved: u32_at(b, r + 100)?,
+                });
+            }
+        }
+
+        let mut lookup: Vec<(u64, u64, usize)> = entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let ds = datasets.get(usize::try_from(e.dataset_id).ok()?)?;
+                let rank = ds.grid.rank();
+                if e.coords[rank..].iter().any(|&c| c != 0) {
+                    return None;
+                }
+                Some((e.dataset_id, ds.grid.linear(&e.coords[..rank])?, i))
+            })
+            .collect();
+        lookup.sort_unstable();
+        lookup.dedup_by_key(|&mut (d, l, _)| (d, l));
+
+        let mut tet = TetFile {
+            data,
+            flags,
+            chunk_index_offset,
+            chunk_index_length,
+            dataset_blob_len,
+            index_header,
+            datasets,
+            entries,
+            lookup,
+            footer_layout: None,
+            footer: Ok(None),
+            footer_json: None,
+            spilled_metadata: None,
+        };
+        if flags & FLAG_FOOTER != 0 {
+            tet.load_footer();
+        }
+        Ok(tet)
+    }
+
+    fn load_footer(&mut self) {
+        let data = std::mem::replace(&mut self.data, Backing::Owned(Vec::new()));
+        let b: &[u8] = &data;
+        let file_len = b.len() as u64;
+        let result = (|| -> std::result::Result<(FooterLayout, Value, Option<Value>), String> {
+            if file_len < SUPERBLOCK_LEN + FOOTER_TRAILER_LEN {
+                return Err("file too short for the THST trailer".into());
+            }
+            let t = file_len - FOOTER_TRAILER_LEN;
+            if b[(file_len - 4) as usize..] != FOOTER_MAGIC {
+                return Err("flag bit 0 is set but the file does not end with THST".into());
+            }
+            let json_len = u64_at(b, t).map_err(|e| e.to_string())?;
+            let version = u32_at(b, t + 8).map_err(|e| e.to_string())?;
+            let json_offset = t.checked_sub(json_len).ok_or_else(|| {
+                format!("history JSON length {json_len} is larger than the file")
+            })?;
+            let mut layout = FooterLayout {
+                start: json_offset,
+                json_offset,
+                json_len,
+                spill: None,
+                version,
+            };
+            if version != FOOTER_VERSION {
+                return Err(format!("footer version {version} is not supported (only 1)"));
+            }
+            self.footer_layout = Some(layout.clone());
+            let text = &b[json_offset as usize..t as usize];
+            let v: Value = serde_json::from_slice(text)
+                .map_err(|e| format!("history JSON at {json_offset} is not valid JSON: {e}"))?;
+            let mut spilled = None;
+            if let Some(r) = v.get("metadata_ref") {
+                let off = r.get("offset").and_then(Value::as_u64);
+                let len = r.get("len").and_then(Value::as_u64);
+                let (Some(off), Some(len)) = (off, len) else {
+                    return Err("`metadata_ref` needs u64 `offset` and `len`".into());
+                };
+                let end = off
+                    .checked_add(len)
+                    .filter(|&e| e <= json_offset)
+                    .ok_or_else(|| {
+                        format!("metadata spill {off}+{len} does not lie before the history JSON")
+                    })?;
+                let _ = end;
+                layout.spill = Some((off, len));
+                layout.start = off;
+                self.footer_layout = Some(layout.clone());
+                let bytes = slice_at(b, off, len).ok_or("metadata spill is outside the file")?;
+                spilled = Some(
+                    serde_json::from_slice(bytes)
+                        .map_err(|e| format!("spilled metadata is not valid JSON: {e}"))?,
+                );
+            }
+            Ok((layout, v, spilled))
+        })();
+        self.data = data;
+        match result {
+            Err(msg) => self.footer = Err(msg),
+            Ok((layout, v, spilled)) => {
+                self.footer_layout = Some(layout);
+                let decoded = (|| {
+                    let obj = v.as_object().ok_or("footer JSON is not an object")?;
+                    let history = match obj.get("history") {
+                        Some(h) => Footer::decode_history(h)?,
+                        None => return Err("footer JSON has no `history`".to_string()),
+                    };
+                    let md = spilled.as_ref().or_else(|| obj.get("metadata"));
+                    Footer::decode(history, md)
+                })();
+                self.footer = decoded.map(Some);
+                self.footer_json = Some(v);
+                self.spilled_metadata = spilled;
+            }
+        }
+    }
+
+    /// The footer: `Ok(None)` when the file has none, `Err` with the reason when it is present
+    /// but unreadable.
+    pub fn footer(&self) -> std::result::Result<Option<&Footer>, TetError> {
+        match &self.footer {
+            Ok(f) => Ok(f.as_ref()),
+            Err(msg) => Err(TetError::Footer(msg.clone())),
+        }
+    }
+
+    /// Where the footer lies (when its trailer could be followed).
+    pub fn footer_layout(&self) -> Option<&FooterLayout> {
+        self.footer_layout.as_ref()
+    }
+
+    /// The footer JSON and the spilled metadata JSON, as parsed.
+    pub fn footer_json(&self) -> (Option<&Value>, Option<&Value>) {
+        (self.footer_json.as_ref(), self.spilled_metadata.as_ref())
+    }
+
+    /// Dataset id by name.
+    pub fn dataset_id(&self, name: &str) -> Option<usize> {
+        self.datasets.iter().position(|d| d.name == name)
+    }
+
+    /// The index row of a chunk, by dataset id and grid coordinates.
+    pub fn find_chunk(&self, dataset: usize, coords: &[u64]) -> Option<&ChunkEntry> {
+        let ds = self.datasets.get(dataset)?;
+        let linear = ds.grid.linear(coords)?;
+        let key = (dataset as u64, linear);
+        let pos = self
+            .lookup
+            .binary_search_by(|&(d, l, _)| (d, l).cmp(&key))
+            .ok()?;
+        self.entries.get(self.lookup[pos].2)
+    }
+
+    /// The raw byte length the chunk at `coords` must have (clipped at the edges).
+    pub fn expected_raw_len(&self, dataset: usize, coords: &[u64]) -> Option<u64> {
+        let ds = self.datasets.get(dataset)?;
+        ds.grid.linear(coords)?;
+        Some(ds.grid.chunk_elements(coords) * ds.dtype.size() as u64)
+    }
+
+    /// The stored bytes of a chunk, borrowed from the map (zero copy).
+    pub fn stored_bytes(&self, e: &ChunkEntry) -> Result<&[u8]> {
+        slice_at(&self.data, e.payload_offset, e.stored_byte_len).ok_or_else(|| {
+            corrupt(format!(
+                "payload {}+{} lies past the end of the file",
+                e.payload_offset, e.stored_byte_len
+            ))
+        })
+    }
+
+    /// The decoded bytes of a raw chunk, borrowed (zero copy); `None` for a compressed chunk.
+    pub fn raw_payload(&self, e: &ChunkEntry) -> Result<Option<&[u8]>> {
+        match e.codec() {
+            Some(Codec::Raw) => {
+                if e.raw_byte_len != e.stored_byte_len {
+                    return Err(corrupt(format!(
+                        "raw chunk has stored_byte_len {} but raw_byte_len {}",
+                        e.stored_byte_len, e.raw_byte_len
+                    )));
+                }
+                self.stored_bytes(e).map(Some)
+            }
+            Some(Codec::Zstd) => Ok(None),
+            None => Err(corrupt(format!("unknown codec {}", e.codec_id))),
+        }
+    }
+
+    /// Decodes a chunk into `out`, which must be exactly `raw_byte_len` long.
+    pub fn read_chunk_into(&self, e: &ChunkEntry, out: &mut [u8]) -> Result<()> {
+        if out.len() as u64 != e.raw_byte_len {
+            return Err(invalid(format!(
+                "buffer of {} bytes for a chunk of {} bytes",
+                out.len(),
+                e.raw_byte_len
+            )));
+        }
+        if let Some(raw) = self.raw_payload(e)? {
+            out.copy_from_slice(raw);
+            return Ok(());
+        }
+        decode_zstd(self.stored_bytes(e)?, out)
+    }
+
+    fn checked_entry(&self, dataset: usize, coords: &[u64]) -> Result<&ChunkEntry> {
+        let ds = &self.datasets[dataset];
+        let e = self.find_chunk(dataset, coords).ok_or_else(|| {
+            corrupt(format!(
+                "dataset `{}`: chunk {:?} is missing from the index",
+                ds.name, coords
+            ))
+        })?;
+        let want = self.expected_raw_len(dataset, coords).unwrap_or(0);
+        if e.raw_byte_len != want {
+            return Err(corrupt(format!(
+                "dataset `{}` chunk {:?}: raw_byte_len {} but the (clipped) chunk holds {} bytes",
+                ds.name, coords, e.raw_byte_len, want
+            )));
+        }
+        Ok(e)
+    }
+
+    /// Reads the whole dataset into a new buffer (C order, little-endian).
+    pub fn read_dataset(&self, dataset: usize) -> Result<Vec<u8>> {
+        let ds = self
+            .datasets
+            .get(dataset)
+            .ok_or_else(|| invalid(format!("no dataset {dataset}")))?;
+        let start = vec![0; ds.shape.len()];
+        let len = usize::try_from(ds.byte_len())
+            .map_err(|_| invalid("dataset larger than the address space"))?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(len)
+            .map_err(|_| invalid(format!("cannot allocate {len} bytes for `{}`", ds.name)))?;
+        out.resize(len, 0);
+        self.read_region(dataset, &start, &ds.shape.clone(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Reads the hyper-rectangle `start .. start + count` of a dataset into `out` (C order),
+    /// decoding only the chunks that intersect it.
+    pub fn read_region(
+        &self,
+        dataset: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let ds = self
+            .datasets
+            .get(dataset)
+            .ok_or_else(|| invalid(format!("no dataset {dataset}")))?;
+        let rank = ds.shape.len();
+        if start.len() != rank || count.len() != rank {
+            return Err(invalid("region rank does not match the dataset"));
+        }
+        let mut n = ds.dtype.size() as u64;
+        for a in 0..rank {
+            let end = start[a]
+                .checked_add(count[a])
+                .ok_or_else(|| invalid("region overflows"))?;
+            if end > ds.shape[a] {
+                return Err(invalid(format!(
+                    "region {}+{} exceeds axis {a} of length {}",
+                    start[a], count[a], ds.shape[a]
+                )));
+            }
+            n = n
+                .checked_mul(count[a])
+                .ok_or_else(|| invalid("region overflows"))?;
+        }
+        if out.len() as u64 != n {
+            return Err(invalid(format!(
+                "buffer of {} bytes for a region of {n} bytes",
+                out.len()
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let elem = ds.dtype.size();
+        let g = &ds.grid;
+        // Range of chunk coordinates per axis.
+        let lo: Vec<u64> = (0..rank).map(|a| start[a] / g.chunk_shape[a]).collect();
+        let hi: Vec<u64> = (0..rank)
+            .map(|a| (start[a] + count[a] - 1) / g.chunk_shape[a])
+            .collect();
+        let mut c = lo.clone();
+        let mut scratch = Vec::new();
+        loop {
+            let e = self.checked_entry(dataset, &c)?;
+            let (cstart, ccount) = g.chunk_region(&c);
+            // Decoded chunk bytes: borrowed when raw, decoded into scratch otherwise.
+            let bytes: &[u8] = match self.raw_payload(e)? {
+                Some(raw) => raw,
+                None => {
+                    scratch.resize(e.raw_byte_len as usize, 0);
+                    decode_zstd(self.stored_bytes(e)?, &mut scratch)
+                        .map_err(|err| self.chunk_error(dataset, &c, err))?;
+                    &scratch
+                }
+            };
+            // Intersection of the chunk with the region.
+            let mut istart = vec![0u64; rank];
+            let mut icount = vec![0u64; rank];
+            for a in 0..rank {
+                let s = cstart[a].max(start[a]);
+                let e2 = (cstart[a] + ccount[a]).min(start[a] + count[a]);
+                istart[a] = s;
+                icount[a] = e2 - s;
+            }
+            if istart == cstart && icount == ccount {
+                let dst_off: Vec<u64> = (0..rank).map(|a| cstart[a] - start[a]).collect();
+                copy_block(bytes, &ccount, out, count, &dst_off, elem);
+            } else {
+                // Gather the intersection out of the chunk first.
+                let sub_off: Vec<u64> = (0..rank).map(|a| istart[a] - cstart[a]).collect();
+                let sub = gather(bytes, &ccount, &sub_off, &icount, elem);
+                let dst_off: Vec<u64> = (0..rank).map(|a| istart[a] - start[a]).collect();
+                copy_block(&sub, &icount, out, count, &dst_off, elem);
+            }
+            // Next chunk coordinate in row-major order within [lo, hi].
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return Ok(());
+                }
+                a -= 1;
+                if c[a] < hi[a] {
+                    c[a] += 1;
+                    break;
+                }
+                c[a] = lo[a];
+            }
+        }
+    }
+
+    fn chunk_error(&self, dataset: usize, coords: &[u64], err: TetError) -> TetError {
+        corrupt(format!(
+            "dataset `{}` chunk {:?}: {err}",
+            self.datasets[dataset].name, coords
+        ))
+    }
+}
+
+/// Extracts the sub-block `off .. off + count` of a C-order block of shape `shape`.
+fn gather(src: &[u8], shape: &[u64], off: &[u64], count: &[u64], elem: usize) -> Vec<u8> {
+    let rank = shape.len();
+    let total: u64 = count.iter().product();
+    let mut out = Vec::with_capacity(total as usize * elem);
+    let mut strides = vec![0usize; rank];
+    let mut s = elem;
+    for a in (0..rank).rev() {
+        strides[a] = s;
+        s *= shape[a] as usize;
+    }
+    let row = count[rank - 1] as usize * elem;
+    let rows: u64 = count[..rank - 1].iter().product();
+    let mut idx = vec![0u64; rank];
+    for _ in 0..rows {
+        let mut o = 0usize;
+        for a in 0..rank {
+            o += (off[a] + idx[a]) as usize * strides[a];
+        }
+        out.extend_from_slice(&src[o..o + row]);
+        for a in (0..rank - 1).rev() {
+            idx[a] += 1;
+            if idx[a] < count[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    out
+}
+
+/// Decodes one zstd frame into `out`, which must be filled exactly.
+pub fn decode_zstd(src: &[u8], out: &mut [u8]) -> Result<()> {
+    let n = zstd::bulk::decompress_to_buffer(src, out)
+        .map_err(|e| corrupt(format!("zstd payload does not decode: {e}")))?;
+    if n != out.len() {
+        return Err(corrupt(format!(
+            "zstd payload decodes to {n} bytes, raw_byte_len is {}",
+            out.len()
+        )));
+    }
+    Ok(())
+}
+
+fn parse_directory(blob: &[u8], count: u32) -> Result<Vec<DatasetInfo>> {
+    let mut out = Vec::new();
+    let mut pos = 0u64;
+    let blob_len = blob.len() as u64;
+    for i in 0..count {
+        let at = |what: &str| format!("dataset record {i}: {what}");
+        let name_len = u32_at(blob, pos).map_err(|_| corrupt(at("header runs past the directory")))?;
+        let dtype_tag = u32_at(blob, pos + 4).map_err(|_| corrupt(at("header truncated")))?;
+        let ndim = u32_at(blob, pos + 8).map_err(|_| corrupt(at("header truncated")))?;
+        let reserved = u32_at(blob, pos + 12).map_err(|_| corrupt(at("header truncated")))?;
+        let name_bytes = slice_at(blob, pos + 16, name_len as u64)
+            .ok_or_else(|| corrupt(at(&format!("name of {name_len} bytes runs past the directory"))))?;
+        let name = std::str::from_utf8(name_bytes)
+            .map_err(|_| corrupt(at("name is not UTF-8")))?
+            .to_string();
+        let dtype = DType::from_tag(dtype_tag).ok_or_else(|| {
+            corrupt(format!("dataset `{name}`: unknown dtype tag {dtype_tag}"))
+        })?;
+        if ndim == 0 || ndim as usize > MAX_RANK {
+            return Err(corrupt(format!(
+                "dataset `{name}`: rank {ndim} is outside 1..=8"
+            )));
+        }
+        // Pad so the record length up to shape[0] is a multiple of 8.
+        let head = 16 + name_len as u64;
+        let mut p = pos + super::align8(head).ok_or_else(|| corrupt(at("overflow")))?;
+        let mut shape = Vec::with_capacity(ndim as usize);
+        let mut chunk_shape = Vec::with_capacity(ndim as usize);
+        for _ in 0..ndim {
+            shape.push(u64_at(blob, p).map_err(|_| corrupt(at("shape runs past the directory")))?);
+            p += 8;
+        }
+        for _ in 0..ndim {
+            chunk_shape.push(
+                u64_at(blob, p).map_err(|_| corrupt(at("chunk_shape runs past the directory")))?,
+            );
+            p += 8;
+        }
+        let grid = Grid::new(&shape, &chunk_shape)
+            .map_err(|e| corrupt(format!("dataset `{name}`: {e}")))?;
+        if grid.byte_len(dtype.size()).is_none() {
+            return Err(corrupt(format!(
+                "dataset `{name}`: shape {shape:?} overflows u64 bytes"
+            )));
+        }
+        out.push(DatasetInfo {
+            name,
+            dtype,
+            shape,
+            chunk_shape,
+            grid,
+            reserved,
+        });
+        pos = p;
+    }
+    if pos != blob_len {
+        return Err(corrupt(format!(
+            "dataset directory is {blob_len} bytes but its {count} records take {pos}"
+        )));
+    }
+    Ok(out)
+}

@@ -1,0 +1,647 @@
+//! `tet verify`: every structural rule of the format, the footer schema and the reference
+//! reader's limits, and the decoded size of compressed chunks.
+//!
+//! Findings are *failures* (the file breaks a rule, or a reader would get wrong data) or
+//! *warnings* (legal but unusual: payload gaps or out-of-order payloads, non-zero reserved
+//! fields). Verification never panics and never allocates in proportion to sizes claimed by the
+//! file: zstd frames are decoded in a streaming fashion into a fixed scratch buffer.
+
+use std::collections::HashSet;
+use std::io::Read;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::footer::{fits, limits, EXT_KEY};
+use super::reader::{slice_at, TetFile};
+use super::{align8, Codec, FLAG_FOOTER, SUPERBLOCK_LEN};
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Stable machine-readable code, e.g. `chunk-missing`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// The outcome of a verification.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub failures: Vec<Finding>,
+    pub warnings: Vec<Finding>,
+    /// Index rows in the file.
+    pub chunks: u64,
+    /// Compressed chunks that were fully decoded.
+    pub decoded: u64,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+    fn fail(&mut self, code: &'static str, message: impl Into<String>) {
+        self.failures.push(Finding {
+            code,
+            message: message.into(),
+        });
+    }
+    fn warn(&mut self, code: &'static str, message: impl Into<String>) {
+        self.warnings.push(Finding {
+            code,
+            message: message.into(),
+        });
+    }
+}
+
+/// How much to decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Decode a sample of compressed chunks per dataset (first, last and a few between).
+    Sample,
+    /// Decode every compressed chunk.
+    Deep,
+}
+
+/// Chunks per dataset decoded by [`Depth::Sample`].
+const SAMPLE_PER_DATASET: u64 = 8;
+
+/// Upper bound of a zstd frame's expansion: an RLE block of 4 bytes yields at most 128 KiB.
+pub const ZSTD_MAX_RATIO: u64 = 32 * 1024;
+
+/// Verifies bytes that may not even parse.
+pub fn verify_bytes(bytes: Vec<u8>, depth: Depth) -> Report {
+    match TetFile::from_bytes(bytes) {
+        Ok(f) => verify(&f, depth),
+        Err(e) => {
+            let mut r = Report::default();
+            r.fail("structure", e.to_string());
+            r
+        }
+    }
+}
+
+/// Verifies an opened file.
+pub fn verify(f: &TetFile, depth: Depth) -> Report {
+    let mut r = Report {
+        chunks: f.entries.len() as u64,
+        ..Report::default()
+    };
+    let file_len = f.file_len();
+
+    // Superblock and layout.
+    if f.flags & !FLAG_FOOTER != 0 {
+        r.fail(
+            "flags-unknown",
+            format!("superblock flags {:#x} set unknown bits", f.flags),
+        );
+    }
+    let header_end = if f.datasets.is_empty() {
+        if f.chunk_index_offset != SUPERBLOCK_LEN || f.chunk_index_length != 0 {
+            r.fail(
+                "index-position",
+                format!(
+                    "a file without datasets must have chunk index 32+0, not {}+{}",
+                    f.chunk_index_offset, f.chunk_index_length
+                ),
+            );
+        }
+        SUPERBLOCK_LEN
+    } else {
+        let want = align8(40 + f.dataset_blob_len).unwrap_or(u64::MAX);
+        if f.chunk_index_offset != want {
+            r.fail(
+                "index-position",
+                format!(
+                    "chunk index at {} but it must be at align8(40 + {}) = {want}",
+                    f.chunk_index_offset, f.dataset_blob_len
+                ),
+            );
+        }
+        let ih = f.index_header;
+        if ih.reserved_a != 0 || ih.reserved_b != 0 {
+            r.warn("reserved", "chunk index header reserved fields are not 0");
+        }
+        if ih.memory_budget_percent_bps > 10000 {
+            r.fail(
+                "index-budget",
+                format!(
+                    "memory_budget_percent_bps {} is over 10000 (100%)",
+                    ih.memory_budget_percent_bps
+                ),
+            );
+        }
+        f.chunk_index_offset + f.chunk_index_length
+    };
+
+    let mut names = HashSet::new();
+    for d in &f.datasets {
+        if !names.insert(d.name.as_str()) {
+            r.fail(
+                "dataset-duplicate",
+                format!("dataset name `{}` appears twice", d.name),
+            );
+        }
+        if d.name.is_empty() {
+            r.fail("dataset-name", "a dataset has an empty name");
+        }
+        if d.reserved != 0 {
+            r.warn(
+                "reserved",
+                format!("dataset `{}`: reserved field is {}", d.name, d.reserved),
+            );
+        }
+    }
+
+    // Where payloads may lie: after the index, before the footer.
+    let footer_start = f.footer_layout().map(|l| l.start).unwrap_or(file_len);
+    check_footer(f, &mut r);
+
+    // Index rows.
+    let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); f.datasets.len()];
+    let mut spans: Vec<(u64, u64, usize)> = Vec::new();
+    let mut sample_budget: Vec<u64> = vec![0; f.datasets.len()];
+    let mut scratch = vec![0u8; 1 << 16];
+    for (i, e) in f.entries.iter().enumerate() {
+        let Some(ds) = usize::try_from(e.dataset_id)
+            .ok()
+            .and_then(|d| f.datasets.get(d))
+        else {
+            r.fail(
+                "chunk-dataset",
+                format!(
+                    "index row {i}: dataset_id {} does not name a dataset",
+                    e.dataset_id
+                ),
+            );
+            continue;
+        };
+        let did = e.dataset_id as usize;
+        let rank = ds.grid.rank();
+        let coords = &e.coords[..rank];
+        let at = format!("dataset `{}` chunk {coords:?}", ds.name);
+        if e.coords[rank..].iter().any(|&c| c != 0) {
+            r.fail(
+                "chunk-coords",
+                format!("{at}: unused coordinate slots are not 0 ({:?})", e.coords),
+            );
+            continue;
+        }
+        let Some(linear) = ds.grid.linear(coords) else {
+            r.fail(
+                "chunk-coords",
+                format!("{at}: outside the chunk grid {:?}", ds.grid.counts),
+            );
+            continue;
+        };
+        if !seen[did].insert(linear) {
+            r.fail("chunk-duplicate", format!("{at}: appears twice in the index"));
+            continue;
+        }
+        if e.reserved != 0 {
+            r.warn("reserved", format!("{at}: reserved field is {}", e.reserved));
+        }
+        let want = ds.grid.chunk_elements(coords) * ds.dtype.size() as u64;
+        if e.raw_byte_len != want {
+            let full = ds
+                .chunk_shape
+                .iter()
+                .try_fold(ds.dtype.size() as u64, |a, &c| a.checked_mul(c));
+            let kind = if full == Some(e.raw_byte_len) {
+                " (a padded edge chunk: edge chunks must be clipped)"
+            } else {
+                ""
+            };
+            r.fail(
+                "chunk-raw-len",
+                format!(
+                    "{at}: raw_byte_len {} but the clipped chunk holds {want} bytes{kind}",
+                    e.raw_byte_len
+                ),
+            );
+        }
+        let end = e.payload_offset.checked_add(e.stored_byte_len);
+        match end {
+            Some(end) if end <= file_len => {
+                if e.payload_offset < header_end || end > footer_start {
+                    r.fail(
+                        "chunk-payload-region",
+                        format!(
+                            "{at}: payload {}+{} lies outside the payload region {header_end}..{footer_start}",
+                            e.payload_offset, e.stored_byte_len
+                        ),
+                    );
+                } else {
+                    spans.push((e.payload_offset, end, i));
+                }
+            }
+            _ => {
+                r.fail(
+                    "chunk-payload-bounds",
+                    format!(
+                        "{at}: payload {}+{} lies past the end of the file ({file_len} bytes)",
+                        e.payload_offset, e.stored_byte_len
+                    ),
+                );
+                continue;
+            }
+        }
+        match e.codec() {
+            None => r.fail("chunk-codec", format!("{at}: unknown codec {}", e.codec_id)),
+            Some(Codec::Raw) => {
+                if e.stored_byte_len != e.raw_byte_len {
+                    r.fail(
+                        "chunk-raw-len",
+                        format!(
+                            "{at}: raw chunk with stored_byte_len {} != raw_byte_len {}",
+                            e.stored_byte_len, e.raw_byte_len
+                        ),
+                    );
+                }
+            }
+            Some(Codec::Zstd) => {
+                let Some(src) = slice_at(f.bytes(), e.payload_offset, e.stored_byte_len) else {
+                    continue;
+                };
+                if let Err(msg) = check_zstd_header(src, e.raw_byte_len) {
+                    r.fail("chunk-zstd", format!("{at}: {msg}"));
+                    continue;
+                }
+                let n = ds.grid.total.max(1);
+                let pick = depth == Depth::Deep
+                    || linear == 0
+                    || linear + 1 == n
+                    || (sample_budget[did] < SAMPLE_PER_DATASET
+                        && linear % (n / SAMPLE_PER_DATASET).max(1) == 0);
+                if pick {
+                    sample_budget[did] += 1;
+                    r.decoded += 1;
+                    if let Err(msg) = decode_streaming(src, e.raw_byte_len, &mut scratch) {
+                        r.fail("chunk-zstd", format!("{at}: {msg}"));
+                    }
+                }
+            }
+        }
+    }
+
+    // Each grid cell exactly once.
+    for (did, ds) in f.datasets.iter().enumerate() {
+        let have = seen[did].len() as u64;
+        if have != ds.grid.total {
+            let missing = (0..ds.grid.total).find(|l| !seen[did].contains(l));
+            let first = missing
+                .map(|l| format!(", first missing {:?}", ds.grid.coords(l)))
+                .unwrap_or_default();
+            r.fail(
+                "chunk-missing",
+                format!(
+                    "dataset `{}`: {} of {} chunks present in the index{first}",
+                    ds.name, have, ds.grid.total
+                ),
+            );
+        }
+    }
+
+    // Payload order, gaps, overlaps.
+    let in_index_order = spans.windows(2).all(|w| w[0].0 <= w[1].0);
+    if !in_index_order {
+        r.warn(
+            "payload-order",
+            "payloads are not in index order (a full scan is not one sequential read)",
+        );
+    }
+    spans.sort_unstable();
+    let mut cursor = header_end;
+    let mut gaps = 0u64;
+    for &(s, e, i) in &spans {
+        if s < cursor && cursor > header_end {
+            r.warn(
+                "payload-overlap",
+                format!("index row {i}: payload at {s} overlaps the previous payload"),
+            );
+        } else if s > cursor {
+            gaps += s - cursor;
+        }
+        cursor = cursor.max(e);
+    }
+    if gaps > 0 {
+        r.warn(
+            "payload-gap",
+            format!("{gaps} bytes between payloads are not referenced by any chunk"),
+        );
+    }
+    if cursor < footer_start && !spans.is_empty() {
+        r.warn(
+            "trailing-bytes",
+            format!(
+                "{} bytes after the last payload are not referenced",
+                footer_start - cursor
+            ),
+        );
+    }
+    r
+}
+
+/// Checks the zstd frame header: a frame that declares its content size must declare
+/// `raw_len`; and no frame can expand more than [`ZSTD_MAX_RATIO`].
+fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
+    if src.len() < 4 || src[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
+        return Err("payload is not a zstd frame (bad magic)".into());
+    }
+    if raw_len > (src.len() as u64).saturating_mul(ZSTD_MAX_RATIO) + (1 << 17) {
+        return Err(format!(
+            "raw_byte_len {raw_len} is more than a {}-byte zstd frame can hold",
+            src.len()
+        ));
+    }
+    match zstd::zstd_safe::get_frame_content_size(src) {
+        Ok(Some(n)) if n != raw_len => Err(format!(
+            "zstd frame declares {n} bytes, raw_byte_len is {raw_len}"
+        )),
+        Ok(_) => Ok(()),
+        Err(_) => Err("zstd frame header is invalid".into()),
+    }
+}
+
+/// Decodes one zstd frame through a fixed buffer, checking that it yields exactly `raw_len`
+/// bytes and that nothing follows it.
+fn decode_streaming(src: &[u8], raw_len: u64, scratch: &mut [u8]) -> Result<(), String> {
+    let mut dec = zstd::stream::read::Decoder::with_buffer(src)
+        .map_err(|e| format!("zstd decoder: {e}"))?
+        .single_frame();
+    let mut total = 0u64;
+    loop {
+        let n = dec
+            .read(scratch)
+            .map_err(|e| format!("zstd payload does not decode: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if total > raw_len {
+            return Err(format!(
+                "zstd payload decodes to more than raw_byte_len {raw_len}"
+            ));
+        }
+    }
+    if total != raw_len {
+        return Err(format!(
+            "zstd payload decodes to {total} bytes, raw_byte_len is {raw_len}"
+        ));
+    }
+    let rest = dec.finish();
+    if !rest.is_empty() {
+        return Err(format!(
+            "{} bytes follow the zstd frame inside the payload",
+            rest.len()
+        ));
+    }
+    Ok(())
+}
+
+fn check_footer(f: &TetFile, r: &mut Report) {
+    if f.flags & FLAG_FOOTER == 0 {
+        return;
+    }
+    if let Err(e) = f.footer() {
+        r.fail("footer", e.to_string());
+        return;
+    }
+    let (Some(top), spilled) = f.footer_json() else {
+        return;
+    };
+    let Some(obj) = top.as_object() else {
+        r.fail("footer-schema", "footer JSON is not an object");
+        return;
+    };
+    if let Some(l) = f.footer_layout() {
+        if let Some((off, len)) = l.spill {
+            if off + len != l.json_offset {
+                r.warn(
+                    "footer-spill",
+                    "metadata spill does not end where the history JSON starts",
+                );
+            }
+        }
+    }
+    if obj.contains_key("metadata") && obj.contains_key("metadata_ref") {
+        r.fail(
+            "footer-schema",
+            "footer has both `metadata` and `metadata_ref`",
+        );
+    }
+    // History rows: exact keys and limits.
+    if let Some(rows) = obj.get("history").and_then(Value::as_array) {
+        if rows.len() > limits::HISTORY_ROWS {
+            r.fail(
+                "footer-limit",
+                format!("{} history rows (limit {})", rows.len(), limits::HISTORY_ROWS),
+            );
+        }
+        for (i, row) in rows.iter().enumerate() {
+            let Some(o) = row.as_object() else { continue };
+            for k in o.keys() {
+                if !matches!(k.as_str(), "op" | "source" | "at" | "parents" | "params") {
+                    r.fail(
+                        "footer-schema",
+                        format!("history row {i}: unknown key `{k}`"),
+                    );
+                }
+            }
+            for k in ["op", "source", "at"] {
+                if let Some(s) = o.get(k).and_then(Value::as_str) {
+                    if !fits(s) {
+                        r.fail(
+                            "footer-limit",
+                            format!("history row {i}: `{k}` is {} bytes (1..=1024)", s.len()),
+                        );
+                    }
+                }
+            }
+            if let Some(at) = o.get("at").and_then(Value::as_str) {
+                if at.parse::<u64>().is_err() {
+                    r.warn(
+                        "footer-history",
+                        format!("history row {i}: `at` = {at:?} is not decimal Unix seconds"),
+                    );
+                }
+            }
+            if let Some(p) = o.get("parents").and_then(Value::as_array) {
+                if p.len() > limits::PARENTS_PER_ROW {
+                    r.fail(
+                        "footer-limit",
+                        format!("history row {i}: {} parents (limit 16)", p.len()),
+                    );
+                }
+                if p.iter().any(|s| !s.as_str().is_some_and(fits)) {
+                    r.fail(
+                        "footer-limit",
+                        format!("history row {i}: a parent is not a 1..=1024-byte string"),
+                    );
+                }
+            }
+            if let Some(p) = o.get("params").and_then(Value::as_object) {
+                if p.len() > limits::PARAMS_PER_ROW {
+                    r.fail(
+                        "footer-limit",
+                        format!("history row {i}: {} params (limit 32)", p.len()),
+                    );
+                }
+                if p
+                    .iter()
+                    .any(|(k, v)| !fits(k) || !v.as_str().is_some_and(fits))
+                {
+                    r.fail(
+                        "footer-limit",
+                        format!("history row {i}: a param key or value is not a 1..=1024-byte string"),
+                    );
+                }
+            }
+        }
+    }
+    let md = spilled.or_else(|| obj.get("metadata"));
+    let Some(md) = md.and_then(Value::as_object) else {
+        return;
+    };
+    if let Some(file) = md.get("file").and_then(Value::as_object) {
+        for (k, v) in file {
+            if !v.is_string() {
+                r.fail(
+                    "footer-schema",
+                    format!("metadata.file.{k} is not a string"),
+                );
+            }
+        }
+    }
+    let Some(dsets) = md.get("datasets").and_then(Value::as_object) else {
+        return;
+    };
+    if dsets.len() > limits::DATASET_ENTRIES {
+        r.fail(
+            "footer-limit",
+            format!(
+                "{} entries in metadata.datasets (limit {})",
+                dsets.len(),
+                limits::DATASET_ENTRIES
+            ),
+        );
+    }
+    for (name, entry) in dsets {
+        let Some(id) = f.dataset_id(name) else {
+            r.warn(
+                "footer-dataset",
+                format!("metadata.datasets names `{name}`, which is not a dataset"),
+            );
+            continue;
+        };
+        let ds = &f.datasets[id];
+        let Some(e) = entry.as_object() else {
+            r.fail(
+                "footer-schema",
+                format!("metadata.datasets.{name} is not an object"),
+            );
+            continue;
+        };
+        if let Some(a) = e.get("attrs") {
+            match a.as_object() {
+                None => r.fail("footer-schema", format!("`{name}`: attrs is not an object")),
+                Some(a) => {
+                    if a.len() > limits::ATTRS_PER_DATASET {
+                        r.fail(
+                            "footer-limit",
+                            format!("`{name}`: {} attrs (limit 64)", a.len()),
+                        );
+                    }
+                    for (k, v) in a {
+                        match v.as_str() {
+                            None => r.fail(
+                                "footer-schema",
+                                format!("`{name}`: attr `{k}` is not a string"),
+                            ),
+                            Some(s) if !fits(s) || !fits(k) => r.fail(
+                                "footer-limit",
+                                format!("`{name}`: attr `{k}` key or value outside 1..=1024 bytes"),
+                            ),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        let mut dim_names: Vec<String> = Vec::new();
+        if let Some(d) = e.get("dim_names") {
+            match d.as_array() {
+                Some(a) if a.iter().all(|x| x.as_str().is_some_and(fits)) => {
+                    dim_names = a.iter().filter_map(|x| x.as_str().map(String::from)).collect();
+                    if a.len() != ds.shape.len() {
+                        r.fail(
+                            "footer-schema",
+                            format!(
+                                "`{name}`: {} dim_names for rank {}",
+                                a.len(),
+                                ds.shape.len()
+                            ),
+                        );
+                    }
+                }
+                _ => r.fail(
+                    "footer-schema",
+                    format!("`{name}`: dim_names is not a list of 1..=1024-byte strings"),
+                ),
+            }
+        }
+        if let Some(c) = e.get("coords") {
+            let Some(c) = c.as_object() else {
+                r.fail("footer-schema", format!("`{name}`: coords is not an object"));
+                continue;
+            };
+            for (axis, v) in c {
+                let labels = v.get("labels").and_then(Value::as_array);
+                let Some(labels) = labels else {
+                    r.fail(
+                        "footer-schema",
+                        format!("`{name}`: coords `{axis}` has no labels list"),
+                    );
+                    continue;
+                };
+                if labels.len() > limits::LABELS_PER_AXIS {
+                    r.fail(
+                        "footer-limit",
+                        format!(
+                            "`{name}`: coords `{axis}` has {} labels (limit 64)",
+                            labels.len()
+                        ),
+                    );
+                }
+                if labels.iter().any(|l| !l.as_str().is_some_and(fits)) {
+                    r.fail(
+                        "footer-limit",
+                        format!("`{name}`: a label of `{axis}` is not a 1..=1024-byte string"),
+                    );
+                }
+                match dim_names.iter().position(|d| d == axis) {
+                    Some(a) if ds.shape[a] != labels.len() as u64 => r.fail(
+                        "footer-schema",
+                        format!(
+                            "`{name}`: coords `{axis}` has {} labels for {} positions",
+                            labels.len(),
+                            ds.shape[a]
+                        ),
+                    ),
+                    Some(_) => {}
+                    None => r.warn(
+                        "footer-coords",
+                        format!("`{name}`: coords axis `{axis}` is not one of its dim_names"),
+                    ),
+                }
+            }
+        }
+        if let Some(x) = e.get(EXT_KEY) {
+            if !x.is_object() {
+                r.fail(
+                    "footer-schema",
+                    format!("`{name}`: {EXT_KEY} is not an object"),
+                );
+            }
+        }
+    }
+}

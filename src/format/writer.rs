@@ -1,0 +1,457 @@
+//! The streaming `.tet` writer.
+//!
+//! Datasets are declared up front, so the directory and the index size are known before the
+//! first payload: the superblock, directory and a zeroed index are written at once and payloads
+//! follow the index. Chunks may then be submitted from any number of threads in any order;
+//! a bounded reorder window puts them back into index order (dataset, then row-major grid) before
+//! they are written, so the output bytes do not depend on thread timing and at most `window`
+//! chunks wait in memory. [`TetWriter::finish`] writes the footer, fills in the index rows,
+//! fsyncs, and renames the temporary file over the target: a crash never leaves a partial file
+//! at the target path.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use tempfile::NamedTempFile;
+
+use super::footer::{limits, Footer};
+use super::{
+    align8, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
+    FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN, INDEX_VERSION, LAYOUT_VERSION,
+    MAGIC, SUPERBLOCK_LEN,
+};
+
+/// A dataset to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub chunk_shape: Vec<u64>,
+}
+
+/// One encoded chunk, ready to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkPayload {
+    pub codec: Codec,
+    /// Decoded size (the clipped chunk's bytes).
+    pub raw_len: u64,
+    /// Stored bytes (equal to the decoded bytes for raw).
+    pub data: Vec<u8>,
+}
+
+impl ChunkPayload {
+    pub fn raw(data: Vec<u8>) -> Self {
+        ChunkPayload {
+            codec: Codec::Raw,
+            raw_len: data.len() as u64,
+            data,
+        }
+    }
+}
+
+/// Writer settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// How many chunks may wait out of order before submitters block.
+    pub window: usize,
+    /// Index header `memory_budget_percent_bps` (0 = reader default).
+    pub memory_budget_percent_bps: u16,
+    /// Index header `memory_budget_bytes` (0 = use the percentage).
+    pub memory_budget_bytes: u32,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            window: 16,
+            memory_budget_percent_bps: 0,
+            memory_budget_bytes: 0,
+        }
+    }
+}
+
+/// One written index row, kept until `finish`.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    offset: u64,
+    raw_len: u64,
+    stored_len: u64,
+    codec: u32,
+}
+
+struct Reorder {
+    /// Sequence number of the next chunk to write.
+    next: u64,
+    pending: BTreeMap<u64, ChunkPayload>,
+    /// A thread is writing chunks (others only queue theirs).
+    writing: bool,
+    failed: Option<String>,
+}
+
+struct Output {
+    file: BufWriter<NamedTempFile>,
+    pos: u64,
+    rows: Vec<Row>,
+}
+
+/// A `.tet` file being written. `Sync`: share it by reference between worker threads.
+pub struct TetWriter {
+    target: PathBuf,
+    specs: Vec<DatasetSpec>,
+    grids: Vec<Grid>,
+    /// First sequence number of each dataset.
+    bases: Vec<u64>,
+    total: u64,
+    index_offset: u64,
+    index_len: u64,
+    options: WriterOptions,
+    state: Mutex<Reorder>,
+    ready: Condvar,
+    out: Mutex<Option<Output>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Encodes the directory blob (records with the name padding rule).
+fn directory_blob(specs: &[DatasetSpec]) -> Vec<u8> {
+    let mut blob = Vec::new();
+    for s in specs {
+        let name = s.name.as_bytes();
+        blob.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        blob.extend_from_slice(&s.dtype.tag().to_le_bytes());
+        blob.extend_from_slice(&(s.shape.len() as u32).to_le_bytes());
+        blob.extend_from_slice(&0u32.to_le_bytes());
+        blob.extend_from_slice(name);
+        let pad = (8 - (16 + name.len()) % 8) % 8;
+        blob.extend(std::iter::repeat_n(0u8, pad));
+        for v in s.shape.iter().chain(&s.chunk_shape) {
+            blob.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    blob
+}
+
+impl TetWriter {
+    /// Creates the temporary output beside `target` and writes the header, directory and a
+    /// placeholder index.
+    pub fn create(
+        target: &Path,
+        specs: Vec<DatasetSpec>,
+        options: WriterOptions,
+    ) -> Result<TetWriter> {
+        if specs.len() > u32::MAX as usize {
+            return Err(invalid("too many datasets"));
+        }
+        let mut grids = Vec::with_capacity(specs.len());
+        let mut bases = Vec::with_capacity(specs.len());
+        let mut total = 0u64;
+        let mut seen = std::collections::HashSet::new();
+        for s in &specs {
+            if s.name.len() > u32::MAX as usize {
+                return Err(invalid("dataset name too long"));
+            }
+            if !seen.insert(s.name.as_str()) {
+                return Err(invalid(format!("dataset `{}` is declared twice", s.name)));
+            }
+            let g = Grid::new(&s.shape, &s.chunk_shape)
+                .map_err(|e| invalid(format!("dataset `{}`: {e}", s.name)))?;
+            if g.byte_len(s.dtype.size()).is_none() {
+                return Err(invalid(format!("dataset `{}` is too large", s.name)));
+            }
+            bases.push(total);
+            total = total
+                .checked_add(g.total)
+                .ok_or_else(|| invalid("too many chunks"))?;
+            grids.push(g);
+        }
+        let blob = directory_blob(&specs);
+        let (index_offset, index_len) = if specs.is_empty() {
+            (SUPERBLOCK_LEN, 0)
+        } else {
+            let off = align8(40 + blob.len() as u64).ok_or_else(|| invalid("overflow"))?;
+            let len = total
+                .checked_mul(INDEX_ROW_LEN)
+                .and_then(|n| n.checked_add(INDEX_HEADER_LEN))
+                .ok_or_else(|| invalid("chunk index too large"))?;
+            (off, len)
+        };
+
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let base = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out.tet".into());
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{base}."))
+            .suffix(".tmp")
+            .tempfile_in(&dir)?;
+        let mut file = BufWriter::with_capacity(1 << 20, tmp);
+
+        // Superblock.
+        let mut head = Vec::with_capacity(index_offset as usize + 32);
+        head.extend_from_slice(&MAGIC);
+        head.extend_from_slice(&LAYOUT_VERSION.to_le_bytes());
+        head.extend_from_slice(&(specs.len() as u32).to_le_bytes());
+        head.extend_from_slice(&FLAG_FOOTER.to_le_bytes());
+        head.extend_from_slice(&index_offset.to_le_bytes());
+        head.extend_from_slice(&index_len.to_le_bytes());
+        if !specs.is_empty() {
+            head.extend_from_slice(&(blob.len() as u64).to_le_bytes());
+            head.extend_from_slice(&blob);
+            head.resize(index_offset as usize, 0);
+            head.extend_from_slice(&INDEX_MAGIC);
+            head.extend_from_slice(&INDEX_VERSION.to_le_bytes());
+            head.extend_from_slice(&total.to_le_bytes());
+            head.extend_from_slice(&options.memory_budget_percent_bps.to_le_bytes());
+            head.extend_from_slice(&0u16.to_le_bytes());
+            head.extend_from_slice(&options.memory_budget_bytes.to_le_bytes());
+            head.extend_from_slice(&0u64.to_le_bytes());
+        }
+        file.write_all(&head)?;
+        // Placeholder rows, filled in by `finish`.
+        let zeros = vec![0u8; 1 << 16];
+        let mut left = index_len.saturating_sub(INDEX_HEADER_LEN);
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            file.write_all(&zeros[..n])?;
+            left -= n as u64;
+        }
+        let pos = index_offset + index_len;
+        Ok(TetWriter {
+            target: target.to_path_buf(),
+            specs,
+            grids,
+            bases,
+            total,
+            index_offset,
+            index_len,
+            options: WriterOptions {
+                window: options.window.max(1),
+                ..options
+            },
+            state: Mutex::new(Reorder {
+                next: 0,
+                pending: BTreeMap::new(),
+                writing: false,
+                failed: None,
+            }),
+            ready: Condvar::new(),
+            out: Mutex::new(Some(Output {
+                file,
+                pos,
+                rows: Vec::with_capacity(total.min(1 << 20) as usize),
+            })),
+        })
+    }
+
+    /// The declared datasets.
+    pub fn datasets(&self) -> &[DatasetSpec] {
+        &self.specs
+    }
+
+    /// The chunk grid of a declared dataset.
+    pub fn grid(&self, dataset: usize) -> &Grid {
+        &self.grids[dataset]
+    }
+
+    /// Total number of chunks the file will hold.
+    pub fn chunk_count(&self) -> u64 {
+        self.total
+    }
+
+    /// Hands in one chunk. Blocks while the chunk is more than `window` places ahead of the
+    /// next one to be written. The thread that supplies the next chunk writes every chunk that
+    /// is then in order.
+    pub fn submit(&self, dataset: usize, coords: &[u64], payload: ChunkPayload) -> Result<()> {
+        let spec = self
+            .specs
+            .get(dataset)
+            .ok_or_else(|| invalid(format!("no dataset {dataset}")))?;
+        let grid = &self.grids[dataset];
+        let linear = grid.linear(coords).ok_or_else(|| {
+            invalid(format!(
+                "dataset `{}`: chunk {coords:?} is outside the grid {:?}",
+                spec.name, grid.counts
+            ))
+        })?;
+        let want = grid.chunk_elements(coords) * spec.dtype.size() as u64;
+        if payload.raw_len != want {
+            return Err(invalid(format!(
+                "dataset `{}` chunk {coords:?}: raw length {} but the clipped chunk holds {want} bytes",
+                spec.name, payload.raw_len
+            )));
+        }
+        if payload.codec == Codec::Raw && payload.data.len() as u64 != want {
+            return Err(invalid(format!(
+                "dataset `{}` chunk {coords:?}: raw payload of {} bytes, expected {want}",
+                spec.name,
+                payload.data.len()
+            )));
+        }
+        let seq = self.bases[dataset] + linear;
+
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(msg) = &st.failed {
+                return Err(TetError::Invalid(format!("writer failed earlier: {msg}")));
+            }
+            if seq < st.next || st.pending.contains_key(&seq) {
+                return Err(invalid(format!(
+                    "dataset `{}`: chunk {coords:?} was submitted twice",
+                    spec.name
+                )));
+            }
+            if seq < st.next + self.options.window as u64 {
+                break;
+            }
+            st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.pending.insert(seq, payload);
+        if st.writing {
+            return Ok(());
+        }
+        st.writing = true;
+        loop {
+            // Take the run of chunks that are now in order.
+            let mut run = Vec::new();
+            let mut n = st.next;
+            while let Some(p) = st.pending.remove(&n) {
+                run.push(p);
+                n += 1;
+            }
+            if run.is_empty() {
+                st.writing = false;
+                return Ok(());
+            }
+            drop(st);
+            let result = self.write_run(&run);
+            st = lock(&self.state);
+            st.next = n;
+            if let Err(e) = result {
+                st.failed = Some(e.to_string());
+                st.writing = false;
+                st.pending.clear();
+                self.ready.notify_all();
+                return Err(e);
+            }
+            self.ready.notify_all();
+        }
+    }
+
+    fn write_run(&self, run: &[ChunkPayload]) -> Result<()> {
+        let mut guard = lock(&self.out);
+        let out = guard
+            .as_mut()
+            .ok_or_else(|| invalid("writer already finished"))?;
+        for p in run {
+            out.file.write_all(&p.data)?;
+            out.rows.push(Row {
+                offset: out.pos,
+                raw_len: p.raw_len,
+                stored_len: p.data.len() as u64,
+                codec: p.codec.id(),
+            });
+            out.pos += p.data.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes the footer and the index, fsyncs and renames the file into place. Fails (and
+    /// removes the temporary file) if any chunk is missing.
+    pub fn finish(self, footer: &Footer) -> Result<()> {
+        {
+            let st = lock(&self.state);
+            if let Some(msg) = &st.failed {
+                return Err(TetError::Invalid(format!("writer failed earlier: {msg}")));
+            }
+            if st.next != self.total {
+                let missing = st.next;
+                let (ds, first) = self.locate(missing);
+                return Err(invalid(format!(
+                    "dataset `{}`: chunk {:?} was never submitted ({} of {} chunks written)",
+                    self.specs[ds].name, first, missing, self.total
+                )));
+            }
+        }
+        let mut out = lock(&self.out)
+            .take()
+            .ok_or_else(|| invalid("writer already finished"))?;
+
+        // Footer: metadata spill (when needed), history JSON, trailer.
+        let enc = footer.encode().map_err(TetError::Invalid)?;
+        let inline = enc.inline_json();
+        let json = if inline.len() > limits::INLINE_JSON {
+            let spill = enc.metadata.to_string();
+            let offset = out.pos;
+            out.file.write_all(spill.as_bytes())?;
+            out.pos += spill.len() as u64;
+            enc.spilled_json(offset, spill.len() as u64)
+        } else {
+            inline
+        };
+        out.file.write_all(json.as_bytes())?;
+        out.file.write_all(&(json.len() as u64).to_le_bytes())?;
+        out.file.write_all(&FOOTER_VERSION.to_le_bytes())?;
+        out.file.write_all(&FOOTER_MAGIC)?;
+
+        // Index rows.
+        if self.index_len > 0 {
+            out.file
+                .seek(SeekFrom::Start(self.index_offset + INDEX_HEADER_LEN))?;
+            let mut rows = Vec::with_capacity(out.rows.len().min(1 << 16) * 104);
+            for (seq, r) in out.rows.iter().enumerate() {
+                let (ds, coords) = self.locate(seq as u64);
+                rows.extend_from_slice(&(ds as u64).to_le_bytes());
+                for k in 0..8 {
+                    rows.extend_from_slice(&coords.get(k).copied().unwrap_or(0).to_le_bytes());
+                }
+                rows.extend_from_slice(&r.offset.to_le_bytes());
+                rows.extend_from_slice(&r.raw_len.to_le_bytes());
+                rows.extend_from_slice(&r.stored_len.to_le_bytes());
+                rows.extend_from_slice(&r.codec.to_le_bytes());
+                rows.extend_from_slice(&0u32.to_le_bytes());
+                if rows.len() >= (1 << 16) * 104 {
+                    out.file.write_all(&rows)?;
+                    rows.clear();
+                }
+            }
+            out.file.write_all(&rows)?;
+        }
+        let tmp = out
+            .file
+            .into_inner()
+            .map_err(|e| TetError::Io(e.into_error()))?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(&self.target).map_err(|e| TetError::Io(e.error))?;
+        sync_dir(&self.target);
+        Ok(())
+    }
+
+    /// Dataset and grid coordinates of a sequence number.
+    fn locate(&self, seq: u64) -> (usize, Vec<u64>) {
+        // The last dataset whose first sequence number is ≤ seq (datasets without chunks share
+        // their base with the next one and are passed over).
+        let ds = self.bases.partition_point(|&b| b <= seq).saturating_sub(1);
+        (ds, self.grids[ds].coords(seq - self.bases[ds]))
+    }
+}
+
+/// Makes the rename durable (best effort: not every filesystem supports syncing a directory).
+fn sync_dir(target: &Path) {
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
