@@ -323,6 +323,38 @@ pub(crate) fn copy_block(
     }
 }
 
+/// Extracts the sub-block (C order) `off .. off + count` of a C-order block of shape `shape`.
+pub fn gather_block(src: &[u8], shape: &[u64], off: &[u64], count: &[u64], elem: usize) -> Vec<u8> {
+    let rank = shape.len();
+    let total: u64 = count.iter().product();
+    let mut out = Vec::with_capacity(total as usize * elem);
+    let mut strides = vec![0usize; rank];
+    let mut s = elem;
+    for a in (0..rank).rev() {
+        strides[a] = s;
+        s *= shape[a] as usize;
+    }
+    let row = count[rank - 1] as usize * elem;
+    let rows: u64 = count[..rank - 1].iter().product();
+    let mut idx = vec![0u64; rank];
+    for _ in 0..rows {
+        let mut o = 0usize;
+        for a in 0..rank {
+            o += (off[a] + idx[a]) as usize * strides[a];
+        }
+        out.extend_from_slice(&src[o..o + row]);
+        for a in (0..rank - 1).rev() {
+            idx[a] += 1;
+            if idx[a] < count[a] {
+                break;
+            }
+            idx[a] = 0;
+        }
+    }
+    out
+}
+
+
 #[cfg(test)]
 mod tests {
     use super::*;

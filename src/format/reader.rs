@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::footer::Footer;
 use super::{
-    copy_block, corrupt, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
+    copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
     FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
     INDEX_VERSION, LAYOUT_VERSION, MAGIC, MAX_RANK, SUPERBLOCK_LEN,
 };
@@ -470,14 +470,64 @@ impl TetFile {
                 ds.name, coords
             ))
         })?;
+        let at = || format!("dataset `{}` chunk {:?}", ds.name, coords);
         let want = self.expected_raw_len(dataset, coords).unwrap_or(0);
         if e.raw_byte_len != want {
             return Err(corrupt(format!(
-                "dataset `{}` chunk {:?}: raw_byte_len {} but the (clipped) chunk holds {} bytes",
-                ds.name, coords, e.raw_byte_len, want
+                "{}: raw_byte_len {} but the (clipped) chunk holds {} bytes",
+                at(),
+                e.raw_byte_len,
+                want
             )));
         }
+        self.stored_bytes(e)
+            .map_err(|err| corrupt(format!("{}: {err}", at())))?;
+        match e.codec() {
+            None => return Err(corrupt(format!("{}: unknown codec {}", at(), e.codec_id))),
+            Some(Codec::Raw) if e.stored_byte_len != e.raw_byte_len => {
+                return Err(corrupt(format!(
+                    "{}: raw chunk with stored_byte_len {} != raw_byte_len {}",
+                    at(),
+                    e.stored_byte_len,
+                    e.raw_byte_len
+                )))
+            }
+            // A zstd frame cannot expand more than this: refusing larger claims keeps every
+            // allocation proportional to the file.
+            Some(Codec::Zstd)
+                if e.raw_byte_len
+                    > e.stored_byte_len
+                        .saturating_mul(super::verify::ZSTD_MAX_RATIO)
+                        .saturating_add(1 << 17) =>
+            {
+                return Err(corrupt(format!(
+                    "{}: raw_byte_len {} is more than a {}-byte zstd frame can hold",
+                    at(),
+                    e.raw_byte_len,
+                    e.stored_byte_len
+                )))
+            }
+            _ => {}
+        }
         Ok(e)
+    }
+
+    /// Checks that every chunk of a dataset is present and plausible, so that a buffer of the
+    /// dataset's size is backed by the file before it is allocated.
+    fn check_all_chunks(&self, dataset: usize) -> Result<()> {
+        let ds = &self.datasets[dataset];
+        if ds.grid.total > self.entries.len() as u64 {
+            return Err(corrupt(format!(
+                "dataset `{}` has {} chunks in its grid but the index holds only {} rows",
+                ds.name,
+                ds.grid.total,
+                self.entries.len()
+            )));
+        }
+        for l in 0..ds.grid.total {
+            self.checked_entry(dataset, &ds.grid.coords(l))?;
+        }
+        Ok(())
     }
 
     /// Reads the whole dataset into a new buffer (C order, little-endian).
@@ -486,6 +536,7 @@ impl TetFile {
             .datasets
             .get(dataset)
             .ok_or_else(|| invalid(format!("no dataset {dataset}")))?;
+        self.check_all_chunks(dataset)?;
         let start = vec![0; ds.shape.len()];
         let len = usize::try_from(ds.byte_len())
             .map_err(|_| invalid("dataset larger than the address space"))?;
@@ -575,7 +626,7 @@ impl TetFile {
             } else {
                 // Gather the intersection out of the chunk first.
                 let sub_off: Vec<u64> = (0..rank).map(|a| istart[a] - cstart[a]).collect();
-                let sub = gather(bytes, &ccount, &sub_off, &icount, elem);
+                let sub = gather_block(bytes, &ccount, &sub_off, &icount, elem);
                 let dst_off: Vec<u64> = (0..rank).map(|a| istart[a] - start[a]).collect();
                 copy_block(&sub, &icount, out, count, &dst_off, elem);
             }
@@ -601,37 +652,6 @@ impl TetFile {
             self.datasets[dataset].name, coords
         ))
     }
-}
-
-/// Extracts the sub-block `off .. off + count` of a C-order block of shape `shape`.
-fn gather(src: &[u8], shape: &[u64], off: &[u64], count: &[u64], elem: usize) -> Vec<u8> {
-    let rank = shape.len();
-    let total: u64 = count.iter().product();
-    let mut out = Vec::with_capacity(total as usize * elem);
-    let mut strides = vec![0usize; rank];
-    let mut s = elem;
-    for a in (0..rank).rev() {
-        strides[a] = s;
-        s *= shape[a] as usize;
-    }
-    let row = count[rank - 1] as usize * elem;
-    let rows: u64 = count[..rank - 1].iter().product();
-    let mut idx = vec![0u64; rank];
-    for _ in 0..rows {
-        let mut o = 0usize;
-        for a in 0..rank {
-            o += (off[a] + idx[a]) as usize * strides[a];
-        }
-        out.extend_from_slice(&src[o..o + row]);
-        for a in (0..rank - 1).rev() {
-            idx[a] += 1;
-            if idx[a] < count[a] {
-                break;
-            }
-            idx[a] = 0;
-        }
-    }
-    out
 }
 
 /// Decodes one zstd frame into `out`, which must be filled exactly.

@@ -126,7 +126,8 @@ fn walk(
         DType::Array(n, inner) => {
             let stride = inner
                 .num_bytes()
-                .ok_or_else(|| "sub-array size overflows".to_string())? as u64;
+                .ok_or_else(|| "sub-array size overflows".to_string())?
+                as u64;
             sub_axes.push((*n, stride));
             let r = walk(inner, path, offset, sub_axes, out);
             sub_axes.pop();
@@ -138,7 +139,8 @@ fn walk(
                 let size = f
                     .dtype
                     .num_bytes()
-                    .ok_or_else(|| "record size overflows".to_string())? as u64;
+                    .ok_or_else(|| "record size overflows".to_string())?
+                    as u64;
                 let padding = f.name.is_empty()
                     && matches!(&f.dtype, DType::Plain(ts) if ts.type_char() == TypeChar::RawData);
                 if !padding {
@@ -262,9 +264,7 @@ fn plain(
             out.push(leaf(
                 path.to_vec(),
                 offset,
-                LeafKind::Unsupported(format!(
-                    "{what} dtype '{ts}' has no numeric .tet form"
-                )),
+                LeafKind::Unsupported(format!("{what} dtype '{ts}' has no numeric .tet form")),
             ));
         }
     }

@@ -28,8 +28,6 @@ pub(crate) const PREAMBLE_LEN: usize = 12;
 /// A parsed `.npy` header.
 #[derive(Debug, Clone)]
 pub(crate) struct Header {
-    /// Format version `(major, minor)`.
-    pub version: (u8, u8),
     /// Offset of the first data byte from the start of the file.
     pub data_offset: usize,
     /// The element type, as npyz models it.
@@ -54,15 +52,15 @@ pub(crate) fn header_extent(bytes: &[u8]) -> Result<(usize, (u8, u8))> {
     let version = (bytes[6], bytes[7]);
     let (len_size, len) = match version {
         (1, 0) => {
-            let b = bytes
-                .get(8..10)
-                .ok_or_else(|| SourceError::malformed("truncated .npy: header length is cut off"))?;
+            let b = bytes.get(8..10).ok_or_else(|| {
+                SourceError::malformed("truncated .npy: header length is cut off")
+            })?;
             (2, u16::from_le_bytes([b[0], b[1]]) as usize)
         }
         (2, 0) | (3, 0) => {
-            let b = bytes
-                .get(8..12)
-                .ok_or_else(|| SourceError::malformed("truncated .npy: header length is cut off"))?;
+            let b = bytes.get(8..12).ok_or_else(|| {
+                SourceError::malformed("truncated .npy: header length is cut off")
+            })?;
             let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             (4, usize::try_from(len).unwrap_or(usize::MAX))
         }
@@ -141,7 +139,6 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     let descr_text = descr.to_python();
     let dtype = descr_to_dtype(descr)?;
     Ok(Header {
-        version,
         data_offset,
         dtype,
         descr_text,
@@ -226,7 +223,10 @@ fn descr_to_dtype(descr: &Lit) -> Result<DType> {
 #[derive(Debug, Clone, PartialEq)]
 enum Lit {
     Str(String),
-    Int { neg: bool, val: u64 },
+    Int {
+        neg: bool,
+        val: u64,
+    },
     Bool(bool),
     None,
     /// A tuple or a list.
@@ -348,9 +348,7 @@ impl<'a> Parser<'a> {
                 }
             }
             '\'' | '"' => self.string(),
-            'u' | 'U' | 'b' | 'B'
-                if matches!(self.s.get(self.pos + 1), Some('\'') | Some('"')) =>
-            {
+            'u' | 'U' | 'b' | 'B' if matches!(self.s.get(self.pos + 1), Some('\'') | Some('"')) => {
                 self.pos += 1;
                 self.string()
             }
@@ -416,9 +414,7 @@ impl<'a> Parser<'a> {
         self.pos += if triple { 3 } else { 1 };
         let mut out = String::new();
         loop {
-            let c = self
-                .peek()
-                .ok_or_else(|| syntax("unterminated string"))?;
+            let c = self.peek().ok_or_else(|| syntax("unterminated string"))?;
             self.pos += 1;
             if c == q {
                 if !triple {
@@ -430,9 +426,7 @@ impl<'a> Parser<'a> {
                 }
                 out.push(c);
             } else if c == '\\' {
-                let e = self
-                    .peek()
-                    .ok_or_else(|| syntax("unterminated string"))?;
+                let e = self.peek().ok_or_else(|| syntax("unterminated string"))?;
                 self.pos += 1;
                 match e {
                     '\\' => out.push('\\'),
@@ -520,7 +514,9 @@ mod tests {
         .unwrap();
         assert_eq!(h.shape, vec![5]);
         assert!(h.fortran_order);
-        let DType::Record(fields) = &h.dtype else { panic!() };
+        let DType::Record(fields) = &h.dtype else {
+            panic!()
+        };
         assert_eq!(fields.len(), 3);
         assert_eq!(fields[2].name, "d");
         assert_eq!(h.dtype.num_bytes(), Some(4 + 24 + 1));

@@ -1,1 +1,760 @@
-//! NPY / NPZ importer (work in progress).
+//! NPY / NPZ importer for tet-convert.
+//!
+//! Two [`Importer`]s: [`NpyImporter`] (a single NumPy `.npy` array) and [`NpzImporter`] (a
+//! `.npz`, i.e. a zip archive of `.npy` members as written by `np.savez` /
+//! `np.savez_compressed`). Both produce an [`NpySource`]; [`open_npy_bytes`] and
+//! [`open_npz_bytes`] open the same from a byte buffer (for fuzzing and tests).
+//!
+//! # What becomes what
+//!
+//! - Dataset name: the file stem of a `.npy`; the member name without `.npy` for a `.npz`
+//!   member (members in sub-folders keep their `/` path). Members not ending in `.npy` are
+//!   listed in [`Source::skipped`]; directory entries are ignored.
+//! - Numeric dtypes `i1 i2 i4 i8 u1 u2 u4 u8 f2 f4 f8` and `b1` map to the [`ElementType`] of the
+//!   same width (`i1` → [`ElementType::I8`], `b1` → [`ElementType::Bool`]: the engine widens
+//!   those, not this crate). Big-endian data is byte-swapped; bool bytes are delivered as 0/1.
+//! - `datetime64[u]` / `timedelta64[u]` → `I64` with a `units` attribute (`"seconds since
+//!   1970-01-01"`, `"seconds"`; datetimes also get `calendar = "proleptic_gregorian"`).
+//! - Complex `c8` / `c16` → two variables `<name>/real` and `<name>/imag` (`F32` / `F64`) with
+//!   attributes `complex_part` (`"real"`/`"imag"`) and `complex_dtype` (`"c64"`/`"c128"`).
+//! - Record (structured) dtypes → one variable per field, `<name>/<field>`, nested records
+//!   joined with `/`; sub-array fields (`('x', '<f4', (3,))`) add trailing axes; unnamed
+//!   `|V` padding fields are ignored.
+//! - Strings (`S`, `U`), raw `V` fields, `f16`/`c32` (extended precision) and object arrays have
+//!   no numeric form: [`SourceError::Unsupported`], or listed in [`Source::skipped`] when
+//!   [`OpenOptions::skip_unsupported`] is set.
+//! - A 0-d array becomes shape `[1]`; a Fortran-order array is delivered in C order (same shape,
+//!   same values). Both are recorded in [`Variable::notes`]. Empty arrays are fine.
+//! - The format has no attributes: no global attributes, none per variable beyond the above.
+//!
+//! # Storage
+//!
+//! Files are memory-mapped. A `.npy` and a *stored* `.npz` member are read in place; a C-order,
+//! little-endian (or single-byte) plain array is lent whole by [`Source::contiguous_bytes`]. A
+//! *deflated* `.npz` member cannot be read at random: on first use it is inflated once (thread
+//! safe) into an anonymous temporary file, which is then mapped, so memory stays bounded. The
+//! CRC-32 of a member is checked on first use (a stored member's by one pass over the mapped
+//! bytes, a deflated one's while inflating); a mismatch fails every read of that member.
+//!
+//! # Validation
+//!
+//! Data shorter than the header declares is refused at open (`truncated .npy: header declares
+//! 1000 f64 (8000 bytes) but only 6999 data bytes follow`). Extra bytes after the data are
+//! accepted and noted on each variable of that array. All size arithmetic is checked, headers
+//! are bounded (1 MiB of header text at most, nested 32 deep at most), and nothing is allocated
+//! from a declared size that the input does not actually hold.
+
+use std::io::{self, Cursor, Read, Write};
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use npyz::DType;
+use tet_source::{
+    check_region, extension_confidence, Confidence, ElementType, Importer, OpenOptions, Result,
+    Skipped, Source, SourceError, SourceLayout, Variable,
+};
+
+mod fields;
+mod gather;
+mod header;
+
+use fields::{Leaf, LeafKind};
+use gather::{Fix, Layout};
+use header::Header;
+
+/// Importer for a single NumPy `.npy` array.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NpyImporter;
+
+/// Importer for a NumPy `.npz` archive (zip of `.npy` members, stored or deflated).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NpzImporter;
+
+impl Importer for NpyImporter {
+    fn id(&self) -> &'static str {
+        "npy"
+    }
+
+    fn name(&self) -> &'static str {
+        "NumPy .npy"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["npy"]
+    }
+
+    fn identify(&self, path: &Path, head: &[u8]) -> Confidence {
+        if head.starts_with(header::MAGIC) {
+            Confidence::Magic
+        } else {
+            extension_confidence(path, self.extensions())
+        }
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "array".to_string());
+        let bytes = map_file(path)?;
+        Ok(Box::new(open_npy(&name, bytes, options)?))
+    }
+}
+
+impl Importer for NpzImporter {
+    fn id(&self) -> &'static str {
+        "npz"
+    }
+
+    fn name(&self) -> &'static str {
+        "NumPy .npz"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["npz"]
+    }
+
+    fn identify(&self, path: &Path, head: &[u8]) -> Confidence {
+        let by_ext = extension_confidence(path, self.extensions());
+        if head.starts_with(b"PK\x03\x04") {
+            // The first local header's file name sits at offset 30.
+            let first_is_npy = head.get(26..28).is_some_and(|b| {
+                let n = usize::from(u16::from_le_bytes([b[0], b[1]]));
+                head.get(30..30 + n)
+                    .is_some_and(|name| name.ends_with(b".npy"))
+            });
+            if first_is_npy || by_ext == Confidence::Extension {
+                return Confidence::Magic;
+            }
+            return Confidence::No;
+        }
+        by_ext
+    }
+
+    fn open(&self, _path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
+        let bytes = map_file(_path)?;
+        Ok(Box::new(open_npz(bytes, options)?))
+    }
+}
+
+/// Opens a `.npy` held in memory; `name` is the dataset name (what the file stem would be).
+pub fn open_npy_bytes(
+    name: &str,
+    bytes: impl Into<Arc<[u8]>>,
+    options: &OpenOptions,
+) -> Result<NpySource> {
+    open_npy(name, Bytes::Mem(bytes.into()), options)
+}
+
+/// Opens a `.npz` held in memory. Deflated members are still inflated into temporary files on
+/// first use.
+pub fn open_npz_bytes(bytes: impl Into<Arc<[u8]>>, options: &OpenOptions) -> Result<NpySource> {
+    open_npz(Bytes::Mem(bytes.into()), options)
+}
+
+/// An opened `.npy` or `.npz`. `Send + Sync`; regions may be read from several threads.
+pub struct NpySource {
+    container: Bytes,
+    payloads: Vec<Payload>,
+    vars: Vec<Variable>,
+    maps: Vec<VarMap>,
+    skipped: Vec<Skipped>,
+}
+
+impl std::fmt::Debug for NpySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NpySource")
+            .field("variables", &self.vars)
+            .field("skipped", &self.skipped)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The bytes of a file: mapped, or in memory.
+enum Bytes {
+    Map(memmap2::Mmap),
+    Mem(Arc<[u8]>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Mem(b) => b,
+        }
+    }
+}
+
+fn map_file(path: &Path) -> Result<Bytes> {
+    let file = std::fs::File::open(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(Bytes::Mem(Arc::from(&[][..])));
+    }
+    // SAFETY: the mapping is read-only; like every mmap-based reader we rely on the input not
+    // being truncated or rewritten by another process while it is converted.
+    let map = unsafe { memmap2::Mmap::map(&file)? };
+    Ok(Bytes::Map(map))
+}
+
+/// The bytes of one `.npy` (the whole file, or one `.npz` member).
+enum Payload {
+    /// `container[start .. start + len]`; `crc` is the zip member's CRC-32, checked once.
+    InPlace {
+        start: usize,
+        len: usize,
+        crc: Option<(u32, OnceLock<Result<(), String>>)>,
+    },
+    /// A deflated zip member, inflated on first use. `needed` is how many leading bytes the
+    /// header requires (header + data); only those are kept.
+    Deflated {
+        index: usize,
+        member: String,
+        needed: u64,
+        cell: OnceLock<Result<Bytes, String>>,
+    },
+}
+
+/// Where one variable's elements are.
+struct VarMap {
+    payload: usize,
+    layout: Layout,
+    /// The variable's bytes are one C-order little-endian run (possibly a bool array, whose
+    /// bytes must still be checked to be 0/1).
+    lendable: bool,
+    /// For a lendable bool variable: whether all its bytes are 0 or 1.
+    bool_clean: OnceLock<bool>,
+}
+
+impl NpySource {
+    fn payload_bytes(&self, p: usize) -> Result<&[u8]> {
+        match &self.payloads[p] {
+            Payload::InPlace { start, len, crc } => {
+                let bytes = self
+                    .container
+                    .get(*start..start.saturating_add(*len))
+                    .ok_or_else(|| SourceError::malformed("member lies outside the archive"))?;
+                if let Some((want, checked)) = crc {
+                    let ok = checked.get_or_init(|| {
+                        let got = crc32fast::hash(bytes);
+                        if got == *want {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "corrupt .npz member: CRC-32 is {got:08x}, the archive says {want:08x}"
+                            ))
+                        }
+                    });
+                    ok.clone().map_err(SourceError::Malformed)?;
+                }
+                Ok(bytes)
+            }
+            Payload::Deflated {
+                index,
+                member,
+                needed,
+                cell,
+            } => {
+                let r = cell.get_or_init(|| inflate(&self.container, *index, member, *needed));
+                match r {
+                    Ok(b) => Ok(b),
+                    Err(e) => Err(SourceError::Malformed(e.clone())),
+                }
+            }
+        }
+    }
+
+    fn map(&self, var: usize) -> Result<&VarMap> {
+        self.maps.get(var).ok_or_else(|| {
+            SourceError::InvalidRequest(format!(
+                "variable index {var} out of range ({} variables)",
+                self.maps.len()
+            ))
+        })
+    }
+}
+
+/// Inflates the first `needed` bytes of deflated member `index` into a mapped temporary file,
+/// then reads the rest of the member (discarding it) so that the CRC-32 is verified.
+fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot inflate .npz member '{member}': {e}");
+    let mut archive = zip::ZipArchive::new(Cursor::new(container)).map_err(|e| err(&e))?;
+    let mut file = archive.by_index(index).map_err(|e| err(&e))?;
+    let tmp = tempfile::tempfile().map_err(|e| err(&e))?;
+    let mut w = io::BufWriter::with_capacity(1 << 20, tmp);
+    let got = io::copy(&mut (&mut file).take(needed), &mut w).map_err(|e| err(&e))?;
+    if got < needed {
+        return Err(format!(
+            "truncated .npz member '{member}': it inflates to {got} bytes but its header needs {needed}"
+        ));
+    }
+    io::copy(&mut file, &mut io::sink()).map_err(|e| err(&e))?;
+    let tmp = w.into_inner().map_err(|e| err(&e.into_error()))?;
+    let mut tmp = tmp;
+    tmp.flush().map_err(|e| err(&e))?;
+    // SAFETY: the temporary file is anonymous (already unlinked) and owned here; nothing else
+    // writes to it after this point.
+    let map = unsafe { memmap2::Mmap::map(&tmp) }.map_err(|e| err(&e))?;
+    Ok(Bytes::Map(map))
+}
+
+impl Source for NpySource {
+    fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let map = self.map(var)?;
+        let v = &self.vars[var];
+        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let data = self.payload_bytes(map.payload)?;
+        gather::gather(data, &map.layout, start, count, out)
+    }
+
+    fn contiguous_bytes(&self, var: usize) -> Option<&[u8]> {
+        let map = self.maps.get(var)?;
+        if !map.lendable {
+            return None;
+        }
+        let len = usize::try_from(self.vars[var].byte_len()?).ok()?;
+        let base = usize::try_from(map.layout.base).ok()?;
+        let data = self.payload_bytes(map.payload).ok()?;
+        let bytes = data.get(base..base.checked_add(len)?)?;
+        if map.layout.fix == Fix::Bool
+            && !*map.bool_clean.get_or_init(|| bytes.iter().all(|&b| b <= 1))
+        {
+            return None;
+        }
+        Some(bytes)
+    }
+}
+
+/// Collects variables while opening.
+struct Builder<'o> {
+    options: &'o OpenOptions,
+    payloads: Vec<Payload>,
+    vars: Vec<Variable>,
+    maps: Vec<VarMap>,
+    skipped: Vec<Skipped>,
+}
+
+/// Facts about the payload an array comes from.
+struct Origin<'a> {
+    /// `".npy"` or `".npy member 'x.npy'"`, for messages.
+    what: &'a str,
+    payload: usize,
+    /// Bytes the payload holds (header included).
+    available: u64,
+    compressed: bool,
+}
+
+impl<'o> Builder<'o> {
+    fn new(options: &'o OpenOptions) -> Self {
+        Builder {
+            options,
+            payloads: Vec::new(),
+            vars: Vec::new(),
+            maps: Vec::new(),
+            skipped: Vec::new(),
+        }
+    }
+
+    fn finish(self, container: Bytes) -> NpySource {
+        NpySource {
+            container,
+            payloads: self.payloads,
+            vars: self.vars,
+            maps: self.maps,
+            skipped: self.skipped,
+        }
+    }
+
+    /// Skips `name` (with `skip_unsupported`) or fails.
+    fn unsupported(&mut self, name: String, reason: String) -> Result<()> {
+        if self.options.skip_unsupported {
+            self.skipped.push(Skipped { name, reason });
+            Ok(())
+        } else {
+            Err(SourceError::Unsupported(format!("'{name}': {reason}")))
+        }
+    }
+
+    fn name_taken(&self, name: &str) -> bool {
+        self.vars.iter().any(|v| v.name == name) || self.skipped.iter().any(|s| s.name == name)
+    }
+
+    /// Checks the header against the payload size; the bytes needed (header + data).
+    fn required(&self, h: &Header, from: &Origin) -> Result<Option<(u64, u64)>> {
+        let overflow =
+            || SourceError::malformed(format!("{}: the shape {:?} overflows", from.what, h.shape));
+        // Every partial product of the shape must fit, whatever zeros it has.
+        h.shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d.max(1)))
+            .ok_or_else(overflow)?;
+        let count: u64 = h.shape.iter().product();
+        let Some(record) = h.dtype.num_bytes() else {
+            return Ok(None);
+        };
+        let data_bytes = count.checked_mul(record as u64).ok_or_else(overflow)?;
+        let avail = from.available.saturating_sub(h.data_offset as u64);
+        if avail < data_bytes {
+            return Err(SourceError::malformed(format!(
+                "truncated {}: header declares {count} {} ({data_bytes} bytes) but only {avail} data bytes follow",
+                from.what,
+                fields::describe(&h.dtype),
+            )));
+        }
+        Ok(Some((data_bytes, avail - data_bytes)))
+    }
+
+    /// Adds the variables of one array.
+    fn add_array(&mut self, name: &str, h: &Header, from: &Origin) -> Result<()> {
+        let Some((_, trailing)) = self.required(h, from)? else {
+            let reason = fields::leaves(&h.dtype)
+                .err()
+                .unwrap_or_else(|| format!("dtype {} has no fixed size", h.descr_text));
+            return self.unsupported(name.to_string(), reason);
+        };
+        let leaves = match fields::leaves(&h.dtype) {
+            Ok(l) => l,
+            Err(reason) => return self.unsupported(name.to_string(), reason),
+        };
+        let record = h.dtype.num_bytes().unwrap_or(0) as u64;
+        let scalar = h.shape.is_empty();
+        let shape: Vec<u64> = if scalar { vec![1] } else { h.shape.clone() };
+        let fortran = h.fortran_order && shape.len() > 1;
+        // Byte stride of each array axis; saturating is harmless because an empty array is
+        // never read.
+        let mut strides = vec![0u64; shape.len()];
+        let mut acc = record;
+        if h.fortran_order {
+            for (s, &d) in strides.iter_mut().zip(&shape) {
+                *s = acc;
+                acc = acc.saturating_mul(d);
+            }
+        } else {
+            for (s, &d) in strides.iter_mut().zip(&shape).rev() {
+                *s = acc;
+                acc = acc.saturating_mul(d);
+            }
+        }
+        let is_record = matches!(h.dtype, DType::Record(_));
+        for leaf in leaves {
+            let Leaf {
+                path,
+                offset,
+                sub_axes,
+                kind,
+            } = leaf;
+            let full = if path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name}/{}", path.join("/"))
+            };
+            let (elem, swap, attrs, leaf_notes) = match kind {
+                LeafKind::Unsupported(reason) => {
+                    self.unsupported(full, reason)?;
+                    continue;
+                }
+                LeafKind::Numeric {
+                    elem,
+                    swap,
+                    attrs,
+                    notes,
+                } => (elem, swap, attrs, notes),
+            };
+            if self.name_taken(&full) {
+                self.unsupported(
+                    full.clone(),
+                    format!("another dataset is already named '{full}'"),
+                )?;
+                continue;
+            }
+            let mut vshape = shape.clone();
+            let mut vstrides = strides.clone();
+            for &(n, st) in &sub_axes {
+                vshape.push(n);
+                vstrides.push(st);
+            }
+            let esize = elem.size() as u64;
+            vshape
+                .iter()
+                .try_fold(esize, |a, &d| a.checked_mul(d.max(1)))
+                .ok_or_else(|| {
+                    SourceError::malformed(format!(
+                        "{}: '{full}' of shape {vshape:?} overflows",
+                        from.what
+                    ))
+                })?;
+            let mut notes = Vec::new();
+            if scalar {
+                notes.push("0-d scalar stored as shape [1]".to_string());
+            }
+            if fortran {
+                notes.push(
+                    "Fortran-order (column-major) array delivered in C order; shape and values unchanged"
+                        .to_string(),
+                );
+            }
+            if is_record {
+                let field = full
+                    .strip_prefix(name)
+                    .unwrap_or(&full)
+                    .trim_start_matches('/');
+                notes.push(format!(
+                    "field '{field}' of the record (structured) array '{name}', split into one dataset per field"
+                ));
+            }
+            if !sub_axes.is_empty() {
+                let dims: Vec<String> = sub_axes.iter().map(|(n, _)| n.to_string()).collect();
+                notes.push(format!(
+                    "sub-array field of shape ({},) stored as trailing axes",
+                    dims.join(", ")
+                ));
+            }
+            notes.extend(leaf_notes);
+            if trailing > 0 {
+                notes.push(format!(
+                    "{trailing} bytes after the array data in the {} were ignored",
+                    from.what
+                ));
+            }
+            let base = (h.data_offset as u64)
+                .checked_add(offset)
+                .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+            let fix = if elem == ElementType::Bool {
+                Fix::Bool
+            } else if swap {
+                Fix::Swap
+            } else {
+                Fix::None
+            };
+            let lendable = path.is_empty()
+                && sub_axes.is_empty()
+                && record == esize
+                && !swap
+                && is_c_contiguous(&vshape, &vstrides, esize);
+            self.maps.push(VarMap {
+                payload: from.payload,
+                layout: Layout {
+                    base,
+                    strides: vstrides,
+                    esize: esize as usize,
+                    fix,
+                },
+                lendable,
+                bool_clean: OnceLock::new(),
+            });
+            self.vars.push(Variable {
+                name: full,
+                dtype: elem,
+                shape: vshape,
+                dims: None,
+                attrs,
+                layout: SourceLayout {
+                    chunk_shape: None,
+                    compressed: from.compressed,
+                    filters: if from.compressed {
+                        vec!["deflate".to_string()]
+                    } else {
+                        Vec::new()
+                    },
+                },
+                role: tet_source::Role::Data,
+                notes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether `strides` are the C-order strides of `shape` (axes of length 1 do not matter).
+fn is_c_contiguous(shape: &[u64], strides: &[u64], esize: u64) -> bool {
+    let mut want = esize;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d > 1 && s != want {
+            return false;
+        }
+        want = want.saturating_mul(d);
+    }
+    true
+}
+
+/// Runs `f`; with `skip_unsupported`, an `Unsupported` error skips `name` instead.
+fn skip_or_fail(b: &mut Builder, name: &str, r: Result<()>) -> Result<()> {
+    match r {
+        Err(SourceError::Unsupported(reason)) if b.options.skip_unsupported => {
+            b.skipped.push(Skipped {
+                name: name.to_string(),
+                reason,
+            });
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
+    let mut b = Builder::new(options);
+    b.payloads.push(Payload::InPlace {
+        start: 0,
+        len: bytes.len(),
+        crc: None,
+    });
+    let from = Origin {
+        what: ".npy",
+        payload: 0,
+        available: bytes.len() as u64,
+        compressed: false,
+    };
+    let r = header::parse_header(&bytes).and_then(|h| b.add_array(name, &h, &from));
+    skip_or_fail(&mut b, name, r)?;
+    Ok(b.finish(bytes))
+}
+
+fn zip_err(e: zip::result::ZipError) -> SourceError {
+    SourceError::malformed(format!("not a valid .npz (zip) archive: {e}"))
+}
+
+fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
+    let mut b = Builder::new(options);
+    {
+        let mut archive = zip::ZipArchive::new(Cursor::new(&bytes[..])).map_err(zip_err)?;
+        for index in 0..archive.len() {
+            let (member, is_dir, encrypted, method, size, csize, crc, data_start) = {
+                let f = archive.by_index_raw(index).map_err(zip_err)?;
+                (
+                    f.name().to_string(),
+                    f.is_dir(),
+                    f.encrypted(),
+                    f.compression(),
+                    f.size(),
+                    f.compressed_size(),
+                    f.crc32(),
+                    f.data_start(),
+                )
+            };
+            if is_dir {
+                continue;
+            }
+            let Some(stem) = member.strip_suffix(".npy") else {
+                b.skipped.push(Skipped {
+                    name: member.clone(),
+                    reason: "not a .npy member of the .npz".to_string(),
+                });
+                continue;
+            };
+            let name = stem.trim_start_matches('/').to_string();
+            if name.is_empty() {
+                b.unsupported(member.clone(), "member has an empty array name".to_string())?;
+                continue;
+            }
+            if encrypted {
+                b.unsupported(name, format!("member '{member}' is encrypted"))?;
+                continue;
+            }
+            let what = format!(".npy member '{member}'");
+            let r = match method {
+                zip::CompressionMethod::Stored => {
+                    let start = data_start.ok_or_else(|| {
+                        SourceError::malformed(format!("{what}: data offset unknown"))
+                    })?;
+                    let end = start.checked_add(size);
+                    if csize != size || end.is_none_or(|e| e > bytes.len() as u64) {
+                        return Err(SourceError::malformed(format!(
+                            "truncated .npz: {what} of {size} bytes extends past the end of the archive"
+                        )));
+                    }
+                    let (start, len) = (start as usize, size as usize);
+                    let payload = b.payloads.len();
+                    b.payloads.push(Payload::InPlace {
+                        start,
+                        len,
+                        crc: Some((crc, OnceLock::new())),
+                    });
+                    let from = Origin {
+                        what: &what,
+                        payload,
+                        available: size,
+                        compressed: false,
+                    };
+                    header::parse_header(&bytes[start..start + len])
+                        .map_err(|e| in_member(e, &member))
+                        .and_then(|h| b.add_array(&name, &h, &from))
+                }
+                zip::CompressionMethod::Deflated => {
+                    let h = {
+                        let f = archive.by_index(index).map_err(zip_err)?;
+                        read_header_from(f, &member)
+                    };
+                    h.and_then(|h| {
+                        let from = Origin {
+                            what: &what,
+                            payload: b.payloads.len(),
+                            available: size,
+                            compressed: true,
+                        };
+                        let needed = match b.required(&h, &from)? {
+                            Some((data, _)) => (h.data_offset as u64).saturating_add(data),
+                            None => 0,
+                        };
+                        b.payloads.push(Payload::Deflated {
+                            index,
+                            member: member.clone(),
+                            needed,
+                            cell: OnceLock::new(),
+                        });
+                        b.add_array(&name, &h, &from)
+                    })
+                }
+                other => Err(SourceError::unsupported(format!(
+                    "member '{member}' uses zip compression {other}, only stored and deflated are supported"
+                ))),
+            };
+            skip_or_fail(&mut b, &name, r)?;
+        }
+    }
+    Ok(b.finish(bytes))
+}
+
+/// Prefixes a header error with the member it is about.
+fn in_member(e: SourceError, member: &str) -> SourceError {
+    match e {
+        SourceError::Malformed(m) => SourceError::Malformed(format!(".npz member '{member}': {m}")),
+        SourceError::Unsupported(m) => {
+            SourceError::Unsupported(format!(".npz member '{member}': {m}"))
+        }
+        other => other,
+    }
+}
+
+/// Reads and parses the header at the start of a (decompressing) reader.
+fn read_header_from(r: impl Read, member: &str) -> Result<Header> {
+    let mut r = r;
+    let io_err = |e: io::Error| {
+        SourceError::malformed(format!("cannot inflate .npz member '{member}': {e}"))
+    };
+    let mut buf = Vec::with_capacity(header::PREAMBLE_LEN);
+    (&mut r)
+        .take(header::PREAMBLE_LEN as u64)
+        .read_to_end(&mut buf)
+        .map_err(io_err)?;
+    let (extent, _) = header::header_extent(&buf).map_err(|e| in_member(e, member))?;
+    if extent > buf.len() {
+        (&mut r)
+            .take((extent - buf.len()) as u64)
+            .read_to_end(&mut buf)
+            .map_err(io_err)?;
+    }
+    header::parse_header(&buf).map_err(|e| in_member(e, member))
+}

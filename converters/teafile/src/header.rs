@@ -364,8 +364,8 @@ fn read_i32(bytes: &[u8], at: usize, order: ByteOrder) -> Option<i32> {
     })
 }
 
-/// Parses the header of a TeaFile held in `bytes` (the whole file, or at least everything up to
-/// ItemStart plus the true file length in `file_len`).
+/// Parses the header of a TeaFile held in `bytes` (the whole file: its length is the physical
+/// file size used for the ItemStart/ItemEnd checks and the item count).
 ///
 /// Refuses (with [`SourceError::Malformed`]) a file that is not a TeaFile or whose header is
 /// inconsistent: a bad magic, an ItemStart inside the header or beyond the end of the file, an
@@ -459,9 +459,10 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
                     "section {number} of {section_count} at offset {pos} does not fit before ItemStart {item_start}"
                 ))
             })?;
-        let id = read_i32(bytes, pos, order).ok_or_else(|| malformed("section header truncated"))?;
-        let nso = read_i32(bytes, pos + 4, order)
-            .ok_or_else(|| malformed("section header truncated"))?;
+        let id =
+            read_i32(bytes, pos, order).ok_or_else(|| malformed("section header truncated"))?;
+        let nso =
+            read_i32(bytes, pos + 4, order).ok_or_else(|| malformed("section header truncated"))?;
         let last = number == section_count;
         let body_end = if last {
             header_end

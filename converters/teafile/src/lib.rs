@@ -139,10 +139,19 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Te
     TeaSource::new(Backing::Owned(bytes.into()), options)
 }
 
-#[derive(Debug)]
 enum Backing {
     Owned(Vec<u8>),
     Mapped(memmap2::Mmap),
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Backing::Owned(_) => "in memory",
+            Backing::Mapped(_) => "memory-mapped",
+        };
+        write!(f, "{} bytes {kind}", self.bytes().len())
+    }
 }
 
 impl Backing {
@@ -309,14 +318,10 @@ impl TeaSource {
                     attrs.push(("teafile_field_name".into(), AttrValue::Text(f.name.clone())));
                 }
                 let mut role = Role::Data;
-                if let (Some(t), Some(pos)) = (
-                    &header.time,
-                    time_fields.iter().position(|&tf| tf == fi),
-                ) {
-                    attrs.push((
-                        "time_epoch_days".into(),
-                        AttrValue::I64(vec![t.epoch_days]),
-                    ));
+                if let (Some(t), Some(pos)) =
+                    (&header.time, time_fields.iter().position(|&tf| tf == fi))
+                {
+                    attrs.push(("time_epoch_days".into(), AttrValue::I64(vec![t.epoch_days])));
                     attrs.push((
                         "time_ticks_per_day".into(),
                         AttrValue::I64(vec![t.ticks_per_day]),
@@ -460,10 +465,7 @@ fn global_attributes(header: &TeaHeader) -> Attrs {
     }
     let mut tail: Attrs = Vec::new();
     if let Some(t) = &header.time {
-        tail.push((
-            "time_epoch_days".into(),
-            AttrValue::I64(vec![t.epoch_days]),
-        ));
+        tail.push(("time_epoch_days".into(), AttrValue::I64(vec![t.epoch_days])));
         tail.push((
             "time_ticks_per_day".into(),
             AttrValue::I64(vec![t.ticks_per_day]),
@@ -532,7 +534,7 @@ impl Source for TeaSource {
         &self.variables
     }
 
-    fn global_attrs(&self) -> &Attrs {
+    fn global_attrs(&self) -> &[(String, AttrValue)] {
         &self.global_attrs
     }
 

@@ -125,14 +125,24 @@ fn check_file(path: &Path) {
     let expect = sidecar(path);
     let opened = TeaImporter.open(path, &OpenOptions::default());
     if let Some(err) = expect.get("expect_error") {
-        let e = opened.err().unwrap_or_else(|| panic!("{name}: expected error {err}"));
+        let e = opened
+            .err()
+            .unwrap_or_else(|| panic!("{name}: expected error {err}"));
         eprintln!("{name}: refused as expected: {e}");
         return;
     }
     let src = opened.unwrap_or_else(|e| panic!("{name}: {e}"));
     let arrays = expect["arrays"].as_array().unwrap();
-    assert_eq!(src.variables().len(), arrays.len(), "{name}: variable count");
-    assert!(src.skipped().is_empty(), "{name}: skipped {:?}", src.skipped());
+    assert_eq!(
+        src.variables().len(),
+        arrays.len(),
+        "{name}: variable count"
+    );
+    assert!(
+        src.skipped().is_empty(),
+        "{name}: skipped {:?}",
+        src.skipped()
+    );
 
     for (i, a) in arrays.iter().enumerate() {
         let aname = a["name"].as_str().unwrap();
@@ -150,11 +160,9 @@ fn check_file(path: &Path) {
             .map(|x| x.as_u64().unwrap())
             .collect();
         assert_eq!(v.shape, shape, "{name}/{aname}: shape");
-        let dims: Option<Vec<String>> = a["dims"].as_array().map(|d| {
-            d.iter()
-                .map(|x| x.as_str().unwrap().to_string())
-                .collect()
-        });
+        let dims: Option<Vec<String>> = a["dims"]
+            .as_array()
+            .map(|d| d.iter().map(|x| x.as_str().unwrap().to_string()).collect());
         assert_eq!(v.dims, dims, "{name}/{aname}: dims");
         let role = match a["role"].as_str().unwrap() {
             "coordinate" => Role::Coordinate,
@@ -258,7 +266,11 @@ fn check_container(path: &Path) {
     let item = h.item.as_ref().unwrap();
     assert_eq!(c["item"]["name"], item.name.as_str());
     assert_eq!(c["item"]["size"].as_u64(), Some(u64::from(item.size)));
-    for (f, jf) in item.fields.iter().zip(c["item"]["fields"].as_array().unwrap()) {
+    for (f, jf) in item
+        .fields
+        .iter()
+        .zip(c["item"]["fields"].as_array().unwrap())
+    {
         assert_eq!(jf["name"], f.name.as_str());
         assert_eq!(jf["type"].as_i64(), Some(i64::from(f.field_type)));
         assert_eq!(jf["offset"].as_u64(), Some(u64::from(f.offset)));
@@ -361,7 +373,10 @@ fn trailing_partial_item_is_reported() {
 #[test]
 fn both_byte_orders_agree_with_sidecar_values() {
     let src = TeaImporter
-        .open(&corpus_dir().join("big_endian_tick.tea"), &OpenOptions::default())
+        .open(
+            &corpus_dir().join("big_endian_tick.tea"),
+            &OpenOptions::default(),
+        )
         .unwrap();
     let mut t = vec![0u8; 8];
     src.read_region(0, &[0], &[1], &mut t).unwrap();
@@ -372,7 +387,10 @@ fn both_byte_orders_agree_with_sidecar_values() {
 #[test]
 fn region_requests_are_checked() {
     let src = TeaImporter
-        .open(&corpus_dir().join("primitive_double.tea"), &OpenOptions::default())
+        .open(
+            &corpus_dir().join("primitive_double.tea"),
+            &OpenOptions::default(),
+        )
         .unwrap();
     let mut out = vec![0u8; 8];
     assert!(src.read_region(0, &[64], &[1], &mut out).is_err());

@@ -64,15 +64,27 @@ struct W {
 
 impl W {
     fn i32(&mut self, v: i32) {
-        let b = if self.big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let b = if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
         self.buf.extend_from_slice(&b);
     }
     fn i64(&mut self, v: i64) {
-        let b = if self.big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let b = if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
         self.buf.extend_from_slice(&b);
     }
     fn f64(&mut self, v: f64) {
-        let b = if self.big { v.to_be_bytes() } else { v.to_le_bytes() };
+        let b = if self.big {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        };
         self.buf.extend_from_slice(&b);
     }
     fn str(&mut self, s: &str) {
@@ -162,7 +174,9 @@ fn write_tea(t: &Tea) -> Vec<u8> {
     // A deterministic shuffle.
     let mut seed = t.order_seed;
     for i in (1..ids.len()).rev() {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ids.swap(i, (seed >> 33) as usize % (i + 1));
     }
     let mut sections = W {
@@ -172,7 +186,11 @@ fn write_tea(t: &Tea) -> Vec<u8> {
     for (k, &id) in ids.iter().enumerate() {
         let body = section_body(t, id);
         // Some headroom inside non-last sections, as writers may reserve.
-        let headroom = if k + 1 < ids.len() { (seed as usize >> k) % 3 } else { 0 };
+        let headroom = if k + 1 < ids.len() {
+            (seed as usize >> k) % 3
+        } else {
+            0
+        };
         sections.i32(id);
         sections.i32((body.len() + headroom) as i32);
         sections.buf.extend_from_slice(&body);
@@ -269,8 +287,7 @@ fn arb_tea() -> impl Strategy<Value = Tea> {
                 Just(86_400_000_000_000),
                 1i64..i64::MAX
             ],
-            prop::sample::subsequence((0..nfields).collect::<Vec<_>>(), 0..=nfields)
-                .prop_shuffle(),
+            prop::sample::subsequence((0..nfields).collect::<Vec<_>>(), 0..=nfields).prop_shuffle(),
         ));
         let items = prop::collection::vec(prop::collection::vec(any::<u64>(), nfields), 0..40);
         (
@@ -469,13 +486,12 @@ fn check_roundtrip(t: &Tea, src: &TeaSource, split: usize) {
     // Skipped: decimal fields, the custom section, a trailing partial item.
     let skipped = src.skipped();
     let decimals = t.fields.iter().filter(|f| f.ty == NET_DECIMAL).count();
-    let expected_skips =
-        decimals + usize::from(t.custom.is_some()) + usize::from(t.partial > 0);
+    let expected_skips = decimals + usize::from(t.custom.is_some()) + usize::from(t.partial > 0);
     assert_eq!(skipped.len(), expected_skips, "{skipped:?}");
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn random_teafiles_round_trip(t in arb_tea(), split in 0usize..50) {
@@ -483,7 +499,7 @@ proptest! {
         let has_decimal = t.fields.iter().any(|f| f.ty == NET_DECIMAL);
         let strict = open_bytes(bytes.clone(), &OpenOptions::default());
         if has_decimal {
-            let err = strict.err().expect("NetDecimal must be refused without skip_unsupported");
+            let err = strict.expect_err("NetDecimal must be refused without skip_unsupported");
             prop_assert!(matches!(err, SourceError::Unsupported(_)), "{err}");
             prop_assert!(err.to_string().contains("NetDecimal"));
         } else {

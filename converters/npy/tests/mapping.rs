@@ -1,0 +1,317 @@
+//! How dtypes, members and file facts map to variables, skips, attributes and notes.
+
+mod common;
+
+use std::path::Path;
+
+use common::{npy_bytes, npz_bytes};
+use tet_npy::{open_npy_bytes, open_npz_bytes, NpyImporter, NpySource, NpzImporter};
+use tet_source::{AttrValue, Confidence, ElementType, Importer, OpenOptions, Source, SourceError};
+
+fn skip() -> OpenOptions {
+    OpenOptions {
+        skip_unsupported: true,
+        ..OpenOptions::default()
+    }
+}
+
+fn names(s: &NpySource) -> Vec<&str> {
+    s.variables().iter().map(|v| v.name.as_str()).collect()
+}
+
+fn attr<'a>(s: &'a NpySource, var: usize, key: &str) -> Option<&'a AttrValue> {
+    s.variables()[var]
+        .attrs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
+fn read(s: &NpySource, var: usize) -> Vec<u8> {
+    let v = &s.variables()[var];
+    let mut out = vec![0u8; v.byte_len().unwrap() as usize];
+    s.read_region(var, &vec![0; v.shape.len()], &v.shape, &mut out)
+        .unwrap();
+    out
+}
+
+#[test]
+fn nested_records_sub_arrays_complex_and_datetime() {
+    let descr = "[('id', '<u2'), ('pos', [('x', '>f4'), ('y', '<f4')]), ('v', '<i2', (3,)), \
+                 ('z', '>c8'), ('t', '<M8[s]'), ('dt', '>m8[ms]'), ('', '|V2'), (('Title', 'ok'), '|b1')]";
+    let rec = 2 + 8 + 6 + 8 + 8 + 8 + 2 + 1;
+    let mut data = Vec::new();
+    for r in 0..2u8 {
+        data.extend_from_slice(&[r, 0]); // id
+        data.extend_from_slice(&1.5f32.to_be_bytes()); // pos/x
+        data.extend_from_slice(&2.5f32.to_le_bytes()); // pos/y
+        for k in 0..3i16 {
+            data.extend_from_slice(&(k - 1).to_le_bytes()); // v
+        }
+        data.extend_from_slice(&3.0f32.to_be_bytes()); // z real
+        data.extend_from_slice(&(-4.0f32).to_be_bytes()); // z imag
+        data.extend_from_slice(&86_400i64.to_le_bytes()); // t
+        data.extend_from_slice(&(-5i64).to_be_bytes()); // dt
+        data.extend_from_slice(&[0xEE, 0xEE]); // padding
+        data.push(r); // ok
+    }
+    assert_eq!(data.len(), 2 * rec);
+    let s = open_npy_bytes(
+        "rec",
+        npy_bytes(1, descr, false, &[2], &data),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        names(&s),
+        [
+            "rec/id",
+            "rec/pos/x",
+            "rec/pos/y",
+            "rec/v",
+            "rec/z/real",
+            "rec/z/imag",
+            "rec/t",
+            "rec/dt",
+            "rec/ok"
+        ]
+    );
+    let v = s.variables();
+    assert_eq!(v[3].shape, vec![2, 3]);
+    assert_eq!(v[3].dtype, ElementType::I16);
+    assert!(v[3].notes.iter().any(|n| n.contains("trailing axes")));
+    assert!(v[0].notes.iter().any(|n| n.contains("record")));
+    assert_eq!(
+        read(&s, 1),
+        [1.5f32.to_le_bytes(), 1.5f32.to_le_bytes()].concat()
+    );
+    assert_eq!(
+        read(&s, 3),
+        [-1i16, 0, 1, -1, 0, 1]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(v[4].dtype, ElementType::F32);
+    assert_eq!(read(&s, 5), [(-4.0f32).to_le_bytes(); 2].concat());
+    assert_eq!(
+        attr(&s, 4, "complex_part"),
+        Some(&AttrValue::Text("real".into()))
+    );
+    assert_eq!(
+        attr(&s, 5, "complex_part"),
+        Some(&AttrValue::Text("imag".into()))
+    );
+    assert_eq!(
+        attr(&s, 5, "complex_dtype"),
+        Some(&AttrValue::Text("c64".into()))
+    );
+    assert_eq!(v[6].dtype, ElementType::I64);
+    assert_eq!(
+        attr(&s, 6, "units"),
+        Some(&AttrValue::Text("seconds since 1970-01-01".into()))
+    );
+    assert_eq!(
+        attr(&s, 7, "units"),
+        Some(&AttrValue::Text("milliseconds".into()))
+    );
+    assert_eq!(read(&s, 7), [(-5i64).to_le_bytes(); 2].concat());
+    assert_eq!(v[8].dtype, ElementType::Bool);
+    assert_eq!(read(&s, 8), [0, 1]);
+}
+
+#[test]
+fn unsupported_fields_fail_or_are_skipped() {
+    let descr = "[('a', '<f4'), ('name', '<U3'), ('b', '|S2')]";
+    let data = vec![0u8; 2 * (4 + 12 + 2)];
+    let file = npy_bytes(1, descr, false, &[2], &data);
+    match open_npy_bytes("r", file.clone(), &OpenOptions::default()) {
+        Err(SourceError::Unsupported(m)) => assert!(m.contains("r/name"), "{m}"),
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let s = open_npy_bytes("r", file, &skip()).unwrap();
+    assert_eq!(names(&s), ["r/a"]);
+    let skipped: Vec<&str> = s.skipped().iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(skipped, ["r/name", "r/b"]);
+    assert!(s.skipped()[0].reason.contains("unicode"));
+
+    // A whole object array.
+    let file = npy_bytes(1, "'|O'", false, &[2], b"\x80\x02pickle");
+    assert!(matches!(
+        open_npy_bytes("o", file.clone(), &OpenOptions::default()),
+        Err(SourceError::Unsupported(_))
+    ));
+    let s = open_npy_bytes("o", file, &skip()).unwrap();
+    assert!(s.variables().is_empty());
+    assert_eq!(s.skipped()[0].name, "o");
+}
+
+#[test]
+fn scalars_trailing_bytes_and_python2_headers() {
+    let s = open_npy_bytes(
+        "s",
+        npy_bytes(1, "'<i8'", false, &[], &[1, 0, 0, 0, 0, 0, 0, 0, 9, 9]),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    let v = &s.variables()[0];
+    assert_eq!(v.shape, vec![1]);
+    assert!(v.notes.iter().any(|n| n.contains("0-d")));
+    assert!(v.notes.iter().any(|n| n.contains("2 bytes after")));
+    assert_eq!(read(&s, 0), 1i64.to_le_bytes());
+
+    // numpy under Python 2 wrote `3L`.
+    let mut f = b"\x93NUMPY\x01\x00".to_vec();
+    let h = b"{'descr': '<u2', 'fortran_order': False, 'shape': (3L,), }\n";
+    f.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    f.extend_from_slice(h);
+    f.extend_from_slice(&[1, 0, 2, 0, 3, 0]);
+    let s = open_npy_bytes("p2", f, &OpenOptions::default()).unwrap();
+    assert_eq!(s.variables()[0].shape, vec![3]);
+
+    // Empty arrays.
+    let s = open_npy_bytes(
+        "e",
+        npy_bytes(1, "'<f4'", true, &[3, 0, 2], &[]),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(s.variables()[0].shape, vec![3, 0, 2]);
+    s.read_region(0, &[0, 0, 0], &[3, 0, 2], &mut []).unwrap();
+    assert_eq!(s.contiguous_bytes(0).map(<[u8]>::len).unwrap_or(0), 0);
+}
+
+#[test]
+fn truncated_npy_message() {
+    let f = npy_bytes(1, "'<f8'", false, &[1000], &vec![0u8; 6999]);
+    let e = open_npy_bytes("t", f, &OpenOptions::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "truncated .npy: header declares 1000 f64 (8000 bytes) but only 6999 data bytes follow"
+    );
+    let f = npy_bytes(1, "[('a', '<f8'), ('b', '|i1')]", false, &[4], &[0; 10]);
+    let e = open_npy_bytes("t", f, &OpenOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("4 records of 9 bytes (36 bytes)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn npz_members() {
+    let a = npy_bytes(1, "'<i4'", false, &[2], &[1, 0, 0, 0, 2, 0, 0, 0]);
+    let b = npy_bytes(1, "'>u2'", false, &[1], &[1, 2]);
+    let z = npz_bytes(&[
+        ("a.npy", &a, false),
+        ("group/sub/b.npy", &b, true),
+        ("readme.txt", b"hi", true),
+    ]);
+    let s = open_npz_bytes(z, &OpenOptions::default()).unwrap();
+    assert_eq!(names(&s), ["a", "group/sub/b"]);
+    assert_eq!(s.skipped().len(), 1);
+    assert_eq!(s.skipped()[0].name, "readme.txt");
+    assert!(!s.variables()[0].layout.compressed);
+    assert!(s.variables()[1].layout.compressed);
+    assert_eq!(s.variables()[1].layout.filters, ["deflate"]);
+    assert_eq!(s.variables()[1].layout.chunk_shape, None);
+    assert_eq!(read(&s, 1), [2, 1]);
+
+    // A record field colliding with a member name.
+    let r = npy_bytes(1, "[('b', '<f4')]", false, &[1], &[0; 4]);
+    let z = npz_bytes(&[("a.npy", &r, false), ("a/b.npy", &b, false)]);
+    assert!(open_npz_bytes(z.clone(), &OpenOptions::default()).is_err());
+    let s = open_npz_bytes(z, &skip()).unwrap();
+    assert_eq!(names(&s), ["a/b"]);
+    assert_eq!(s.skipped()[0].name, "a/b");
+}
+
+#[test]
+fn npz_corruption() {
+    let data: Vec<u8> = (0..800u32).map(|i| (i * 7) as u8).collect();
+    let a = npy_bytes(1, "'<f8'", false, &[100], &data);
+    for deflate in [false, true] {
+        let mut z = npz_bytes(&[("a.npy", &a, deflate)]);
+        let (start, len) = {
+            let mut ar = zip::ZipArchive::new(std::io::Cursor::new(&z[..])).unwrap();
+            let f = ar.by_index_raw(0).unwrap();
+            (
+                f.data_start().unwrap() as usize,
+                f.compressed_size() as usize,
+            )
+        };
+        // Flip a byte of the member's data (stored: the last data byte; deflated: mid-stream).
+        let pos = if deflate {
+            start + len / 2
+        } else {
+            start + len - 1
+        };
+        z[pos] ^= 0x40;
+        let s = open_npz_bytes(z, &OpenOptions::default()).unwrap();
+        let mut out = vec![0u8; 800];
+        let r = s.read_region(0, &[0], &[100], &mut out);
+        assert!(r.is_err(), "deflate={deflate}: corrupt member read fine");
+        assert!(s.contiguous_bytes(0).is_none());
+    }
+    // A stored member cut short inside a valid-looking archive.
+    let full = npy_bytes(1, "'<f8'", false, &[100], &data);
+    let z = npz_bytes(&[("a.npy", &full[..full.len() - 8], false)]);
+    let e = open_npz_bytes(z, &OpenOptions::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("truncated .npy member 'a.npy'"),
+        "{e}"
+    );
+}
+
+#[test]
+fn identify_and_open_from_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("temperature.npy");
+    std::fs::write(&npy, npy_bytes(1, "'<f4'", false, &[2], &[0; 8])).unwrap();
+    let head = std::fs::read(&npy).unwrap();
+    assert_eq!(NpyImporter.identify(&npy, &head), Confidence::Magic);
+    assert_eq!(
+        NpyImporter.identify(Path::new("x.dat"), &head),
+        Confidence::Magic
+    );
+    assert_eq!(
+        NpyImporter.identify(Path::new("x.NPY"), b"junk"),
+        Confidence::Extension
+    );
+    assert_eq!(
+        NpyImporter.identify(Path::new("x.dat"), b"junk"),
+        Confidence::No
+    );
+    assert_eq!(NpzImporter.identify(&npy, &head), Confidence::No);
+    let s = NpyImporter.open(&npy, &OpenOptions::default()).unwrap();
+    assert_eq!(s.variables()[0].name, "temperature");
+
+    let z = npz_bytes(&[("a.npy", &head, false)]);
+    assert_eq!(
+        NpzImporter.identify(Path::new("x.zip"), &z),
+        Confidence::Magic
+    );
+    assert_eq!(NpyImporter.identify(Path::new("x.zip"), &z), Confidence::No);
+    let other = npz_bytes(&[("a.txt", b"x", false)]);
+    assert_eq!(
+        NpzImporter.identify(Path::new("x.zip"), &other),
+        Confidence::No
+    );
+    assert_eq!(
+        NpzImporter.identify(Path::new("x.npz"), &other),
+        Confidence::Magic
+    );
+    assert_eq!(
+        NpzImporter.identify(Path::new("x.npz"), b""),
+        Confidence::Extension
+    );
+    let npz = dir.path().join("bundle.npz");
+    std::fs::write(&npz, &z).unwrap();
+    let s = NpzImporter.open(&npz, &OpenOptions::default()).unwrap();
+    assert_eq!(s.variables()[0].name, "a");
+
+    // Importers and sources are usable across threads.
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<NpySource>();
+    send_sync::<NpyImporter>();
+    send_sync::<NpzImporter>();
+}

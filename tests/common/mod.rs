@@ -1,0 +1,86 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use tet::format::{gather_block, ChunkPayload, Codec, DatasetSpec, Footer, TetWriter, WriterOptions};
+
+/// The shared corpus and interop files beside the repository.
+pub fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+pub fn reference(name: &str) -> PathBuf {
+    shared().join("interop/reference-tet").join(name)
+}
+
+/// One dataset with its full C-order data.
+#[derive(Debug, Clone)]
+pub struct Array {
+    pub spec: DatasetSpec,
+    pub data: Vec<u8>,
+}
+
+/// Encodes chunk `coords` of `a` with `codec` (zstd level 1).
+pub fn payload(a: &Array, coords: &[u64], codec: Codec) -> ChunkPayload {
+    let g = tet::format::Grid::new(&a.spec.shape, &a.spec.chunk_shape).unwrap();
+    let (start, count) = g.chunk_region(coords);
+    let raw = gather_block(&a.data, &a.spec.shape, &start, &count, a.spec.dtype.size());
+    match codec {
+        Codec::Raw => ChunkPayload::raw(raw),
+        Codec::Zstd => ChunkPayload {
+            codec,
+            raw_len: raw.len() as u64,
+            data: zstd::bulk::compress(&raw, 1).unwrap(),
+        },
+    }
+}
+
+/// Every (dataset, coords) of the arrays, in index order.
+pub fn jobs(arrays: &[Array]) -> Vec<(usize, Vec<u64>)> {
+    let mut out = Vec::new();
+    for (i, a) in arrays.iter().enumerate() {
+        let g = tet::format::Grid::new(&a.spec.shape, &a.spec.chunk_shape).unwrap();
+        for l in 0..g.total {
+            out.push((i, g.coords(l)));
+        }
+    }
+    out
+}
+
+/// Writes `arrays` submitting `order` (positions into `jobs(arrays)`) from `threads` threads
+/// that pop jobs from one shared queue. `codec_of(job)` picks each chunk's codec.
+pub fn write(
+    path: &Path,
+    arrays: &[Array],
+    footer: &Footer,
+    order: &[usize],
+    threads: usize,
+    window: usize,
+    codec_of: &(dyn Fn(usize) -> Codec + Sync),
+) {
+    let all = jobs(arrays);
+    let w = TetWriter::create(
+        path,
+        arrays.iter().map(|a| a.spec.clone()).collect(),
+        WriterOptions {
+            window,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let queue = Mutex::new(order.iter().rev().copied().collect::<Vec<_>>());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let Some(j) = queue.lock().unwrap().pop() else {
+                    break;
+                };
+                let (d, c) = &all[j];
+                w.submit(*d, c, payload(&arrays[*d], c, codec_of(j))).unwrap();
+            });
+        }
+    });
+    w.finish(footer).unwrap();
+}
