@@ -1,9 +1,17 @@
 //! tet-convert: convert tensor files into chunked, compressed, memory-mappable `.tet` files.
 //!
 //! - [`format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
+//! - [`planner`]: the chunk planner (pure);
+//! - [`pipeline`]: parallel read → compress → ordered write;
+//! - [`meta`]: metadata and provenance mapping shared by every importer;
+//! - [`registry`]: the importers compiled into this build;
 //! - [`cli`]: the `tet` and `tet-convert` command lines.
 //!
 //! Importers live in their own crates under `converters/` and implement the `tet-source` API.
 
 pub mod cli;
 pub mod format;
+pub mod meta;
+pub mod pipeline;
+pub mod planner;
+pub mod registry;

@@ -68,7 +68,8 @@ fn ours() -> Vec<u8> {
     let m = footer.datasets.entry("a".into()).or_default();
     m.dim_names = Some(vec!["y".into(), "x".into()]);
     m.attrs.push(("scale".into(), AttrValue::F32(vec![0.5])));
-    m.coords.insert("x".into(), (0..5).map(|i| i.to_string()).collect());
+    m.coords
+        .insert("x".into(), (0..5).map(|i| i.to_string()).collect());
     let p = dir.path().join("x.tet");
     let n = common::jobs(&arrays).len();
     write(
@@ -84,10 +85,11 @@ fn ours() -> Vec<u8> {
 }
 
 fn files() -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = ["sample.tet", "large.tet", "plan.tet", "multichunk_f16.tet"]
-        .iter()
-        .map(|n| (n.to_string(), std::fs::read(common::reference(n)).unwrap()))
-        .collect();
+    let mut v: Vec<(String, Vec<u8>)> =
+        ["sample.tet", "large.tet", "plan.tet", "multichunk_f16.tet"]
+            .iter()
+            .map(|n| (n.to_string(), std::fs::read(common::reference(n)).unwrap()))
+            .collect();
     v.push(("ours".into(), ours()));
     v
 }
@@ -141,7 +143,11 @@ fn absurd_headers_are_refused() {
     // shape[0] of the only record lies at 40 + 16 + 16 (name padded to 16).
     b[72..80].copy_from_slice(&u64::MAX.to_le_bytes());
     let r = verify_bytes(b, Depth::Deep);
-    assert!(r.failures.iter().any(|f| f.message.contains("overflow")), "{:?}", r.failures);
+    assert!(
+        r.failures.iter().any(|f| f.message.contains("overflow")),
+        "{:?}",
+        r.failures
+    );
 
     // An index claiming more rows than the file can hold.
     let mut b = std::fs::read(common::reference("sample.tet")).unwrap();
@@ -151,11 +157,7 @@ fn absurd_headers_are_refused() {
     // A zstd chunk claiming terabytes.
     let mut b = ours();
     let f = TetFile::from_bytes(b.clone()).unwrap();
-    let pos = f
-        .entries
-        .iter()
-        .position(|e| e.codec_id == 1)
-        .unwrap();
+    let pos = f.entries.iter().position(|e| e.codec_id == 1).unwrap();
     let row = f.chunk_index_offset as usize + 32 + pos * 104;
     b[row + 80..row + 88].copy_from_slice(&(1u64 << 42).to_le_bytes());
     let f = TetFile::from_bytes(b.clone()).unwrap();

@@ -154,7 +154,11 @@ fn verify_deep_passes_on_all_but_plan() {
         let r = verify(&f, Depth::Deep);
         if name == "plan.tet" {
             assert!(!r.ok());
-            assert!(r.failures.iter().all(|x| x.code == "footer"), "{:?}", r.failures);
+            assert!(
+                r.failures.iter().all(|x| x.code == "footer"),
+                "{:?}",
+                r.failures
+            );
             assert!(f.footer().is_err());
         } else {
             assert!(r.ok(), "{name}: {:?}", r.failures);

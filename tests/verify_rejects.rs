@@ -167,14 +167,22 @@ fn payloads_outside_their_region() {
     let len = bytes.len();
     bytes.truncate(len - 4);
     let r = check(bytes);
-    assert_fails(&r, "chunk-payload-bounds", "dataset `temperature` chunk [0, 1]");
+    assert_fails(
+        &r,
+        "chunk-payload-bounds",
+        "dataset `temperature` chunk [0, 1]",
+    );
 
     // Pointing into the chunk index.
     let mut bytes = build(&sample_ds(), &good_rows(), None, 0);
     let row1 = 104 + 32 + 104; // index at 104, second row
     bytes[row1 + 72..row1 + 80].copy_from_slice(&(120u64).to_le_bytes());
     let r = check(bytes);
-    assert_fails(&r, "chunk-payload-region", "dataset `temperature` chunk [0, 1]");
+    assert_fails(
+        &r,
+        "chunk-payload-region",
+        "dataset `temperature` chunk [0, 1]",
+    );
 
     // Overlapping the footer.
     let mut bytes = build(&sample_ds(), &good_rows(), Some(FOOTER_OK), 1);
@@ -222,12 +230,20 @@ fn unknown_dtype_codec_flags() {
     let mut ds = sample_ds();
     ds[0].dtype = 11;
     let r = check(build(&ds, &good_rows(), None, 0));
-    assert_fails(&r, "structure", "dataset `temperature`: unknown dtype tag 11");
+    assert_fails(
+        &r,
+        "structure",
+        "dataset `temperature`: unknown dtype tag 11",
+    );
 
     let mut rows = good_rows();
     rows[0].codec = 7;
     let r = check(build(&sample_ds(), &rows, None, 0));
-    assert_fails(&r, "chunk-codec", "dataset `temperature` chunk [0, 0]: unknown codec 7");
+    assert_fails(
+        &r,
+        "chunk-codec",
+        "dataset `temperature` chunk [0, 0]: unknown codec 7",
+    );
 
     let r = check(build(&sample_ds(), &good_rows(), None, 4));
     assert_fails(&r, "flags-unknown", "0x4");

@@ -233,7 +233,10 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
 
     match f.footer() {
         Err(e) => {
-            let _ = writeln!(o, "\nfooter: UNREADABLE ({e}); the datasets above are still readable");
+            let _ = writeln!(
+                o,
+                "\nfooter: UNREADABLE ({e}); the datasets above are still readable"
+            );
         }
         Ok(None) => {
             let _ = writeln!(o, "\nno footer (no metadata, no history)");
@@ -242,7 +245,11 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
     }
 
     if a.chunks {
-        let n = if a.n == 0 { f.entries.len() } else { a.n.min(f.entries.len()) };
+        let n = if a.n == 0 {
+            f.entries.len()
+        } else {
+            a.n.min(f.entries.len())
+        };
         let _ = writeln!(o, "\nchunk index ({} of {} rows):", n, f.entries.len());
         let _ = writeln!(
             o,
@@ -291,7 +298,11 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
                 .take(if full { usize::MAX } else { 4 })
                 .map(String::as_str)
                 .collect();
-            let more = if shown.len() < labels.len() { ", …" } else { "" };
+            let more = if shown.len() < labels.len() {
+                ", …"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 o,
                 "  coords {axis} [{}]: {}{more}",
@@ -322,7 +333,11 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
         for (k, v) in &m.file {
             let _ = writeln!(o, "  {k}: {v}");
         }
-        for (k, v) in m.global_attrs.iter().take(if full { usize::MAX } else { 12 }) {
+        for (k, v) in m
+            .global_attrs
+            .iter()
+            .take(if full { usize::MAX } else { 12 })
+        {
             let text = attr_to_text(v);
             let text = if full { text } else { shorten(&text, 70) };
             let _ = writeln!(o, "  {k} = {text}");

@@ -3,10 +3,10 @@
 //! This layer only parses arguments, calls the library and prints; every error becomes one line
 //! on stderr naming the file and the reason, with a non-zero exit code.
 
+mod convert;
 mod info;
 mod verify;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -36,6 +36,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Check a .tet file against every rule of the format (exit 0 ok, 1 failed, 2 usage).
     Verify(verify::VerifyArgs),
+    /// Convert a NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram or Zarr input to .tet.
+    Convert(convert::ConvertArgs),
 }
 
 /// Entry point of the `tet` binary.
@@ -44,22 +46,23 @@ pub fn main_tet() -> ExitCode {
     match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Verify(a) => verify::run(&a),
+        Command::Convert(a) => convert::run(&a),
     }
 }
 
 /// Entry point of the `tet-convert` binary.
 pub fn main_convert() -> ExitCode {
     #[derive(Parser, Debug)]
-    #[command(name = "tet-convert", version, about = "Convert tensor files to .tet")]
+    #[command(
+        name = "tet-convert",
+        version,
+        about = "Convert tensor files (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr) to .tet"
+    )]
     struct ConvertCli {
-        input: PathBuf,
-        output: PathBuf,
+        #[command(flatten)]
+        args: convert::ConvertArgs,
     }
-    let cli = ConvertCli::parse();
-    fail(
-        &cli.input,
-        "conversion is not available in this build yet".to_string(),
-    )
+    convert::run(&ConvertCli::parse().args)
 }
 
 /// Prints `tet: FILE: reason` and returns the failure exit code.

@@ -354,9 +354,8 @@ fn encode_dataset(meta: &DatasetMeta) -> (Map<String, Value>, Map<String, Value>
     let mut coords = Map::new();
     let mut ext_coords = Map::new();
     for (axis, labels) in &meta.coords {
-        let ok = fits(axis)
-            && labels.len() <= limits::LABELS_PER_AXIS
-            && labels.iter().all(|l| fits(l));
+        let ok =
+            fits(axis) && labels.len() <= limits::LABELS_PER_AXIS && labels.iter().all(|l| fits(l));
         let target = if ok { &mut coords } else { &mut ext_coords };
         target.insert(axis.clone(), json!({ "labels": labels }));
     }
@@ -466,7 +465,9 @@ impl Footer {
                     Some(p) => p
                         .as_array()
                         .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect())
-                        .ok_or_else(|| format!("history row {i}: `parents` is not a string list"))?,
+                        .ok_or_else(|| {
+                            format!("history row {i}: `parents` is not a string list")
+                        })?,
                 };
                 let params = match o.get("params") {
                     None => BTreeMap::new(),
@@ -477,9 +478,7 @@ impl Footer {
                                 .map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
                                 .collect()
                         })
-                        .ok_or_else(|| {
-                            format!("history row {i}: `params` is not a string map")
-                        })?,
+                        .ok_or_else(|| format!("history row {i}: `params` is not a string map"))?,
                 };
                 Ok(HistoryRow {
                     op: s("op")?,
@@ -504,7 +503,10 @@ impl Footer {
         let md = metadata.as_object().ok_or("`metadata` is not an object")?;
         if let Some(file) = md.get("file").and_then(Value::as_object) {
             for (k, v) in file {
-                let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+                let text = v
+                    .as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string());
                 footer.file.insert(k.clone(), text);
             }
         }
@@ -594,8 +596,11 @@ fn decode_dataset(entry: &Value) -> Result<DatasetMeta, String> {
     if let Some(a) = o.get("attrs") {
         let a = a.as_object().ok_or("`attrs` is not an object")?;
         for (k, v) in a {
-            let text = v.as_str().ok_or_else(|| format!("attr `{k}` is not a string"))?;
-            meta.attrs.push((k.clone(), AttrValue::Text(text.to_string())));
+            let text = v
+                .as_str()
+                .ok_or_else(|| format!("attr `{k}` is not a string"))?;
+            meta.attrs
+                .push((k.clone(), AttrValue::Text(text.to_string())));
         }
     }
     if let Some(ext) = o.get(EXT_KEY).and_then(Value::as_object) {
@@ -634,7 +639,8 @@ mod tests {
             params: [("codec".to_string(), "zstd:3".to_string())].into(),
         });
         f.file.insert("tool".into(), "tet-convert".into());
-        f.global_attrs.push(("title".into(), AttrValue::Text("T".into())));
+        f.global_attrs
+            .push(("title".into(), AttrValue::Text("T".into())));
         f.global_attrs
             .push(("ints".into(), AttrValue::I16(vec![-1, 2, 3])));
         let mut d = DatasetMeta {
@@ -645,9 +651,12 @@ mod tests {
         d.coords
             .insert("time".into(), (0..100).map(|i| i.to_string()).collect());
         d.attrs.push(("units".into(), AttrValue::Text("K".into())));
+        d.attrs.push((
+            "scale".into(),
+            AttrValue::F32(vec![0.1, f32::NAN, f32::NEG_INFINITY]),
+        ));
         d.attrs
-            .push(("scale".into(), AttrValue::F32(vec![0.1, f32::NAN, f32::NEG_INFINITY])));
-        d.attrs.push(("empty".into(), AttrValue::Text(String::new())));
+            .push(("empty".into(), AttrValue::Text(String::new())));
         d.attrs
             .push(("long".into(), AttrValue::Text("x".repeat(2000))));
         d.attrs.push(("big".into(), AttrValue::U64(vec![u64::MAX])));

@@ -354,7 +354,6 @@ pub fn gather_block(src: &[u8], shape: &[u64], off: &[u64], count: &[u64], elem:
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

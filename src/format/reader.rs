@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use super::footer::Footer;
 use super::{
-    copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
-    FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
+    copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
+    FOOTER_MAGIC, FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
     INDEX_VERSION, LAYOUT_VERSION, MAGIC, MAX_RANK, SUPERBLOCK_LEN,
 };
 
@@ -120,7 +120,11 @@ fn u32_at(b: &[u8], off: u64) -> Result<u32> {
     b.get(o..o.wrapping_add(4))
         .filter(|_| o.checked_add(4).is_some())
         .map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()))
-        .ok_or_else(|| corrupt(format!("read of 4 bytes at {off} is past the end of the file")))
+        .ok_or_else(|| {
+            corrupt(format!(
+                "read of 4 bytes at {off} is past the end of the file"
+            ))
+        })
 }
 
 fn u64_at(b: &[u8], off: u64) -> Result<u64> {
@@ -128,7 +132,11 @@ fn u64_at(b: &[u8], off: u64) -> Result<u64> {
     b.get(o..o.wrapping_add(8))
         .filter(|_| o.checked_add(8).is_some())
         .map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
-        .ok_or_else(|| corrupt(format!("read of 8 bytes at {off} is past the end of the file")))
+        .ok_or_else(|| {
+            corrupt(format!(
+                "read of 8 bytes at {off} is past the end of the file"
+            ))
+        })
 }
 
 fn u16_at(b: &[u8], off: u64) -> Result<u16> {
@@ -136,7 +144,11 @@ fn u16_at(b: &[u8], off: u64) -> Result<u16> {
     b.get(o..o.wrapping_add(2))
         .filter(|_| o.checked_add(2).is_some())
         .map(|s| u16::from_le_bytes(s.try_into().unwrap_or_default()))
-        .ok_or_else(|| corrupt(format!("read of 2 bytes at {off} is past the end of the file")))
+        .ok_or_else(|| {
+            corrupt(format!(
+                "read of 2 bytes at {off} is past the end of the file"
+            ))
+        })
 }
 
 /// `b[off .. off + len]` with every bound checked.
@@ -313,9 +325,9 @@ impl TetFile {
             }
             let json_len = u64_at(b, t).map_err(|e| e.to_string())?;
             let version = u32_at(b, t + 8).map_err(|e| e.to_string())?;
-            let json_offset = t.checked_sub(json_len).ok_or_else(|| {
-                format!("history JSON length {json_len} is larger than the file")
-            })?;
+            let json_offset = t
+                .checked_sub(json_len)
+                .ok_or_else(|| format!("history JSON length {json_len} is larger than the file"))?;
             let mut layout = FooterLayout {
                 start: json_offset,
                 json_offset,
@@ -324,7 +336,9 @@ impl TetFile {
                 version,
             };
             if version != FOOTER_VERSION {
-                return Err(format!("footer version {version} is not supported (only 1)"));
+                return Err(format!(
+                    "footer version {version} is not supported (only 1)"
+                ));
             }
             self.footer_layout = Some(layout.clone());
             let text = &b[json_offset as usize..t as usize];
@@ -673,18 +687,21 @@ fn parse_directory(blob: &[u8], count: u32) -> Result<Vec<DatasetInfo>> {
     let blob_len = blob.len() as u64;
     for i in 0..count {
         let at = |what: &str| format!("dataset record {i}: {what}");
-        let name_len = u32_at(blob, pos).map_err(|_| corrupt(at("header runs past the directory")))?;
+        let name_len =
+            u32_at(blob, pos).map_err(|_| corrupt(at("header runs past the directory")))?;
         let dtype_tag = u32_at(blob, pos + 4).map_err(|_| corrupt(at("header truncated")))?;
         let ndim = u32_at(blob, pos + 8).map_err(|_| corrupt(at("header truncated")))?;
         let reserved = u32_at(blob, pos + 12).map_err(|_| corrupt(at("header truncated")))?;
-        let name_bytes = slice_at(blob, pos + 16, name_len as u64)
-            .ok_or_else(|| corrupt(at(&format!("name of {name_len} bytes runs past the directory"))))?;
+        let name_bytes = slice_at(blob, pos + 16, name_len as u64).ok_or_else(|| {
+            corrupt(at(&format!(
+                "name of {name_len} bytes runs past the directory"
+            )))
+        })?;
         let name = std::str::from_utf8(name_bytes)
             .map_err(|_| corrupt(at("name is not UTF-8")))?
             .to_string();
-        let dtype = DType::from_tag(dtype_tag).ok_or_else(|| {
-            corrupt(format!("dataset `{name}`: unknown dtype tag {dtype_tag}"))
-        })?;
+        let dtype = DType::from_tag(dtype_tag)
+            .ok_or_else(|| corrupt(format!("dataset `{name}`: unknown dtype tag {dtype_tag}")))?;
         if ndim == 0 || ndim as usize > MAX_RANK {
             return Err(corrupt(format!(
                 "dataset `{name}`: rank {ndim} is outside 1..=8"

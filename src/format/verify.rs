@@ -194,11 +194,17 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             continue;
         };
         if !seen[did].insert(linear) {
-            r.fail("chunk-duplicate", format!("{at}: appears twice in the index"));
+            r.fail(
+                "chunk-duplicate",
+                format!("{at}: appears twice in the index"),
+            );
             continue;
         }
         if e.reserved != 0 {
-            r.warn("reserved", format!("{at}: reserved field is {}", e.reserved));
+            r.warn(
+                "reserved",
+                format!("{at}: reserved field is {}", e.reserved),
+            );
         }
         let want = ds.grid.chunk_elements(coords) * ds.dtype.size() as u64;
         if e.raw_byte_len != want {
@@ -434,7 +440,11 @@ fn check_footer(f: &TetFile, r: &mut Report) {
         if rows.len() > limits::HISTORY_ROWS {
             r.fail(
                 "footer-limit",
-                format!("{} history rows (limit {})", rows.len(), limits::HISTORY_ROWS),
+                format!(
+                    "{} history rows (limit {})",
+                    rows.len(),
+                    limits::HISTORY_ROWS
+                ),
             );
         }
         for (i, row) in rows.iter().enumerate() {
@@ -486,13 +496,14 @@ fn check_footer(f: &TetFile, r: &mut Report) {
                         format!("history row {i}: {} params (limit 32)", p.len()),
                     );
                 }
-                if p
-                    .iter()
+                if p.iter()
                     .any(|(k, v)| !fits(k) || !v.as_str().is_some_and(fits))
                 {
                     r.fail(
                         "footer-limit",
-                        format!("history row {i}: a param key or value is not a 1..=1024-byte string"),
+                        format!(
+                            "history row {i}: a param key or value is not a 1..=1024-byte string"
+                        ),
                     );
                 }
             }
@@ -571,7 +582,10 @@ fn check_footer(f: &TetFile, r: &mut Report) {
         if let Some(d) = e.get("dim_names") {
             match d.as_array() {
                 Some(a) if a.iter().all(|x| x.as_str().is_some_and(fits)) => {
-                    dim_names = a.iter().filter_map(|x| x.as_str().map(String::from)).collect();
+                    dim_names = a
+                        .iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect();
                     if a.len() != ds.shape.len() {
                         r.fail(
                             "footer-schema",
@@ -591,7 +605,10 @@ fn check_footer(f: &TetFile, r: &mut Report) {
         }
         if let Some(c) = e.get("coords") {
             let Some(c) = c.as_object() else {
-                r.fail("footer-schema", format!("`{name}`: coords is not an object"));
+                r.fail(
+                    "footer-schema",
+                    format!("`{name}`: coords is not an object"),
+                );
                 continue;
             };
             for (axis, v) in c {

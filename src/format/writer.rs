@@ -9,6 +9,7 @@
 //! fsyncs, and renames the temporary file over the target: a crash never leaves a partial file
 //! at the target path.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -33,18 +34,21 @@ pub struct DatasetSpec {
     pub chunk_shape: Vec<u64>,
 }
 
-/// One encoded chunk, ready to be written.
+/// One encoded chunk, ready to be written. The bytes may be borrowed (e.g. straight from a
+/// memory-mapped source) for as long as the writer lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChunkPayload {
+pub struct ChunkPayload<'a> {
     pub codec: Codec,
     /// Decoded size (the clipped chunk's bytes).
     pub raw_len: u64,
     /// Stored bytes (equal to the decoded bytes for raw).
-    pub data: Vec<u8>,
+    pub data: Cow<'a, [u8]>,
 }
 
-impl ChunkPayload {
-    pub fn raw(data: Vec<u8>) -> Self {
+impl<'a> ChunkPayload<'a> {
+    /// An uncompressed chunk.
+    pub fn raw(data: impl Into<Cow<'a, [u8]>>) -> Self {
+        let data = data.into();
         ChunkPayload {
             codec: Codec::Raw,
             raw_len: data.len() as u64,
@@ -83,10 +87,10 @@ struct Row {
     codec: u32,
 }
 
-struct Reorder {
+struct Reorder<'a> {
     /// Sequence number of the next chunk to write.
     next: u64,
-    pending: BTreeMap<u64, ChunkPayload>,
+    pending: BTreeMap<u64, ChunkPayload<'a>>,
     /// A thread is writing chunks (others only queue theirs).
     writing: bool,
     failed: Option<String>,
@@ -99,7 +103,7 @@ struct Output {
 }
 
 /// A `.tet` file being written. `Sync`: share it by reference between worker threads.
-pub struct TetWriter {
+pub struct TetWriter<'a> {
     target: PathBuf,
     specs: Vec<DatasetSpec>,
     grids: Vec<Grid>,
@@ -109,7 +113,7 @@ pub struct TetWriter {
     index_offset: u64,
     index_len: u64,
     options: WriterOptions,
-    state: Mutex<Reorder>,
+    state: Mutex<Reorder<'a>>,
     ready: Condvar,
     out: Mutex<Option<Output>>,
 }
@@ -137,14 +141,14 @@ fn directory_blob(specs: &[DatasetSpec]) -> Vec<u8> {
     blob
 }
 
-impl TetWriter {
+impl<'a> TetWriter<'a> {
     /// Creates the temporary output beside `target` and writes the header, directory and a
     /// placeholder index.
     pub fn create(
         target: &Path,
         specs: Vec<DatasetSpec>,
         options: WriterOptions,
-    ) -> Result<TetWriter> {
+    ) -> Result<TetWriter<'a>> {
         if specs.len() > u32::MAX as usize {
             return Err(invalid("too many datasets"));
         }
@@ -271,7 +275,7 @@ impl TetWriter {
     /// Hands in one chunk. Blocks while the chunk is more than `window` places ahead of the
     /// next one to be written. The thread that supplies the next chunk writes every chunk that
     /// is then in order.
-    pub fn submit(&self, dataset: usize, coords: &[u64], payload: ChunkPayload) -> Result<()> {
+    pub fn submit(&self, dataset: usize, coords: &[u64], payload: ChunkPayload<'a>) -> Result<()> {
         let spec = self
             .specs
             .get(dataset)
@@ -347,7 +351,18 @@ impl TetWriter {
         }
     }
 
-    fn write_run(&self, run: &[ChunkPayload]) -> Result<()> {
+    /// Fails the write: submitters blocked in the reorder window return an error, and
+    /// [`TetWriter::finish`] refuses. Dropping the writer then removes the temporary file.
+    pub fn abort(&self, reason: &str) {
+        let mut st = lock(&self.state);
+        if st.failed.is_none() {
+            st.failed = Some(reason.to_string());
+        }
+        st.pending.clear();
+        self.ready.notify_all();
+    }
+
+    fn write_run(&self, run: &[ChunkPayload<'a>]) -> Result<()> {
         let mut guard = lock(&self.out);
         let out = guard
             .as_mut()
@@ -431,7 +446,8 @@ impl TetWriter {
             .into_inner()
             .map_err(|e| TetError::Io(e.into_error()))?;
         tmp.as_file().sync_all()?;
-        tmp.persist(&self.target).map_err(|e| TetError::Io(e.error))?;
+        tmp.persist(&self.target)
+            .map_err(|e| TetError::Io(e.error))?;
         sync_dir(&self.target);
         Ok(())
     }

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use tet::format::{gather_block, ChunkPayload, Codec, DatasetSpec, Footer, TetWriter, WriterOptions};
+use tet::format::{
+    gather_block, ChunkPayload, Codec, DatasetSpec, Footer, TetWriter, WriterOptions,
+};
 
 /// The shared corpus and interop files beside the repository.
 pub fn shared() -> PathBuf {
@@ -23,7 +25,7 @@ pub struct Array {
 }
 
 /// Encodes chunk `coords` of `a` with `codec` (zstd level 1).
-pub fn payload(a: &Array, coords: &[u64], codec: Codec) -> ChunkPayload {
+pub fn payload(a: &Array, coords: &[u64], codec: Codec) -> ChunkPayload<'static> {
     let g = tet::format::Grid::new(&a.spec.shape, &a.spec.chunk_shape).unwrap();
     let (start, count) = g.chunk_region(coords);
     let raw = gather_block(&a.data, &a.spec.shape, &start, &count, a.spec.dtype.size());
@@ -32,7 +34,7 @@ pub fn payload(a: &Array, coords: &[u64], codec: Codec) -> ChunkPayload {
         Codec::Zstd => ChunkPayload {
             codec,
             raw_len: raw.len() as u64,
-            data: zstd::bulk::compress(&raw, 1).unwrap(),
+            data: zstd::bulk::compress(&raw, 1).unwrap().into(),
         },
     }
 }
@@ -78,7 +80,8 @@ pub fn write(
                     break;
                 };
                 let (d, c) = &all[j];
-                w.submit(*d, c, payload(&arrays[*d], c, codec_of(j))).unwrap();
+                w.submit(*d, c, payload(&arrays[*d], c, codec_of(j)))
+                    .unwrap();
             });
         }
     });

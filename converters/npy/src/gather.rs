@@ -98,10 +98,18 @@ pub(crate) fn gather(
         if inner_st == esize {
             dst.copy_from_slice(&data[off..off + run]);
         } else {
-            let mut src = off;
-            for d in dst.chunks_exact_mut(esize) {
-                d.copy_from_slice(&data[src..src + esize]);
-                src += inner_st;
+            match esize {
+                1 => copy_strided::<1>(dst, data, off, inner_st),
+                2 => copy_strided::<2>(dst, data, off, inner_st),
+                4 => copy_strided::<4>(dst, data, off, inner_st),
+                8 => copy_strided::<8>(dst, data, off, inner_st),
+                _ => {
+                    let mut src = off;
+                    for d in dst.chunks_exact_mut(esize) {
+                        d.copy_from_slice(&data[src..src + esize]);
+                        src += inner_st;
+                    }
+                }
             }
         }
         o += run;
@@ -124,14 +132,30 @@ pub(crate) fn gather(
     }
 }
 
+/// Copies `dst.len() / N` elements of `N` bytes, `stride` bytes apart, from `src[off..]`.
+fn copy_strided<const N: usize>(dst: &mut [u8], src: &[u8], mut off: usize, stride: usize) {
+    for d in dst.chunks_exact_mut(N) {
+        d.copy_from_slice(&src[off..off + N]);
+        off += stride;
+    }
+}
+
+fn swap<const N: usize>(out: &mut [u8]) {
+    for c in out.chunks_exact_mut(N) {
+        c.reverse();
+    }
+}
+
 fn finish(out: &mut [u8], esize: usize, fix: Fix) {
     match fix {
         Fix::None => {}
-        Fix::Swap => {
-            if esize > 1 {
-                out.chunks_exact_mut(esize).for_each(|c| c.reverse());
-            }
-        }
+        Fix::Swap => match esize {
+            2 => swap::<2>(out),
+            4 => swap::<4>(out),
+            8 => swap::<8>(out),
+            1 => {}
+            n => out.chunks_exact_mut(n).for_each(|c| c.reverse()),
+        },
         Fix::Bool => out.iter_mut().for_each(|b| *b = u8::from(*b != 0)),
     }
 }

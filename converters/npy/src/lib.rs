@@ -29,12 +29,17 @@
 //!
 //! # Storage
 //!
-//! Files are memory-mapped. A `.npy` and a *stored* `.npz` member are read in place; a C-order,
-//! little-endian (or single-byte) plain array is lent whole by [`Source::contiguous_bytes`]. A
+//! Files are memory-mapped. A `.npy` and a *stored* `.npz` member are read in place. A
 //! *deflated* `.npz` member cannot be read at random: on first use it is inflated once (thread
-//! safe) into an anonymous temporary file, which is then mapped, so memory stays bounded. The
-//! CRC-32 of a member is checked on first use (a stored member's by one pass over the mapped
-//! bytes, a deflated one's while inflating); a mismatch fails every read of that member.
+//! safe, `OnceLock`) into an anonymous temporary file, which is then mapped, so memory stays
+//! bounded. [`Source::contiguous_bytes`] lends a plain (non-record, non-complex) C-order
+//! little-endian or single-byte variable whole: in place for stored data, from the inflated
+//! file for a deflated member (inflating it if needed); a bool variable only when all its bytes
+//! are 0 or 1. The CRC-32 of a member is checked on first use (a stored member's by one pass over
+//! the mapped bytes, a deflated one's while inflating); a mismatch fails every read of it.
+//!
+//! The header dict is parsed by this crate (a bounded parser, see `header.rs`); element types
+//! are described with `npyz`'s `DType` / `TypeStr`, whose type-string parser validates them.
 //!
 //! # Validation
 //!
@@ -133,8 +138,8 @@ impl Importer for NpzImporter {
         by_ext
     }
 
-    fn open(&self, _path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
-        let bytes = map_file(_path)?;
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
+        let bytes = map_file(path)?;
         Ok(Box::new(open_npz(bytes, options)?))
     }
 }

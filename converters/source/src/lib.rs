@@ -156,7 +156,9 @@ impl Variable {
 
     /// Number of elements, `None` on overflow.
     pub fn element_count(&self) -> Option<u64> {
-        self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
     /// Number of bytes of the whole variable, `None` on overflow.

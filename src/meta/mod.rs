@@ -1,0 +1,398 @@
+//! Metadata and provenance mapping shared by every importer: element types that `.tet` has no
+//! tag for (widened and recorded), dimension names, coordinate labels (numbers, CF time →
+//! ISO 8601, importer-supplied labels), attributes, and the history row with the input digest.
+
+pub mod cftime;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tet_source::{AttrValue, ElementType, Role, Variable};
+
+use crate::format::footer::{DatasetMeta, HistoryRow};
+use crate::format::DType;
+
+/// How source bytes become `.tet` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Widen {
+    /// Same bytes.
+    None,
+    /// i8 → i16 (sign-extended).
+    I8ToI16,
+    /// bool (one byte, 0/1) → u8: the same bytes, recorded.
+    BoolToU8,
+    /// bfloat16 → f32 (exact).
+    Bf16ToF32,
+}
+
+impl Widen {
+    /// Output bytes per input byte.
+    pub fn factor(self) -> usize {
+        match self {
+            Widen::None | Widen::BoolToU8 => 1,
+            Widen::I8ToI16 | Widen::Bf16ToF32 => 2,
+        }
+    }
+
+    /// Whether bytes must be transformed.
+    pub fn converts(self) -> bool {
+        matches!(self, Widen::I8ToI16 | Widen::Bf16ToF32)
+    }
+
+    /// The text recorded in the footer and report (`i8 -> i16`), `None` when nothing changed.
+    pub fn describe(self) -> Option<&'static str> {
+        match self {
+            Widen::None => None,
+            Widen::I8ToI16 => Some("i8 -> i16"),
+            Widen::BoolToU8 => Some("bool -> u8"),
+            Widen::Bf16ToF32 => Some("bf16 -> f32"),
+        }
+    }
+
+    /// Converts `src` (source element bytes) into `dst` (cleared first).
+    pub fn apply(self, src: &[u8], dst: &mut Vec<u8>) {
+        dst.clear();
+        match self {
+            Widen::None | Widen::BoolToU8 => dst.extend_from_slice(src),
+            Widen::I8ToI16 => {
+                dst.reserve(src.len() * 2);
+                dst.extend(src.iter().flat_map(|&b| (b as i8 as i16).to_le_bytes()));
+            }
+            Widen::Bf16ToF32 => {
+                dst.reserve(src.len() * 2);
+                dst.extend(src.chunks_exact(2).flat_map(|c| [0, 0, c[0], c[1]]));
+            }
+        }
+    }
+}
+
+/// The `.tet` type a source element type is stored as.
+pub fn storage_type(t: ElementType) -> (DType, Widen) {
+    match t {
+        ElementType::Bool => (DType::U8, Widen::BoolToU8),
+        ElementType::I8 => (DType::I16, Widen::I8ToI16),
+        ElementType::U8 => (DType::U8, Widen::None),
+        ElementType::I16 => (DType::I16, Widen::None),
+        ElementType::U16 => (DType::U16, Widen::None),
+        ElementType::I32 => (DType::I32, Widen::None),
+        ElementType::U32 => (DType::U32, Widen::None),
+        ElementType::I64 => (DType::I64, Widen::None),
+        ElementType::U64 => (DType::U64, Widen::None),
+        ElementType::F16 => (DType::F16, Widen::None),
+        ElementType::BF16 => (DType::F32, Widen::Bf16ToF32),
+        ElementType::F32 => (DType::F32, Widen::None),
+        ElementType::F64 => (DType::F64, Widen::None),
+    }
+}
+
+fn text_attr<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
+    attrs.iter().find_map(|(k, v)| match v {
+        AttrValue::Text(s) if k == key => Some(s.as_str()),
+        _ => None,
+    })
+}
+
+/// Formats the values of a 1-D coordinate (source element bytes) as labels: ISO 8601 for CF
+/// time (`units` "… since …" with a known `calendar`), else the shortest exact decimal form.
+pub fn coordinate_labels(
+    bytes: &[u8],
+    dtype: ElementType,
+    attrs: &[(String, AttrValue)],
+) -> Vec<String> {
+    let values: Vec<f64> = element_values(bytes, dtype);
+    let time = text_attr(attrs, "units").and_then(cftime::parse_units);
+    let cal = cftime::Calendar::parse(text_attr(attrs, "calendar").unwrap_or("standard"));
+    if let (Some(units), Some(cal)) = (time, cal) {
+        let labels: Option<Vec<String>> = values
+            .iter()
+            .map(|&v| cftime::label(v, &units, cal))
+            .collect();
+        if let Some(l) = labels {
+            return l;
+        }
+    }
+    number_labels(bytes, dtype)
+}
+
+/// Element values as f64 (for time arithmetic; integers beyond 2^53 lose precision there only).
+fn element_values(b: &[u8], t: ElementType) -> Vec<f64> {
+    macro_rules! conv {
+        ($ty:ty, $n:expr) => {
+            b.chunks_exact($n)
+                .map(|c| <$ty>::from_le_bytes(c.try_into().unwrap_or([0; $n])) as f64)
+                .collect()
+        };
+    }
+    match t {
+        ElementType::Bool | ElementType::U8 => b.iter().map(|&v| v as f64).collect(),
+        ElementType::I8 => b.iter().map(|&v| v as i8 as f64).collect(),
+        ElementType::I16 => conv!(i16, 2),
+        ElementType::U16 => conv!(u16, 2),
+        ElementType::I32 => conv!(i32, 4),
+        ElementType::U32 => conv!(u32, 4),
+        ElementType::I64 => conv!(i64, 8),
+        ElementType::U64 => conv!(u64, 8),
+        ElementType::F32 => conv!(f32, 4),
+        ElementType::F64 => conv!(f64, 8),
+        ElementType::F16 => b
+            .chunks_exact(2)
+            .map(|c| f16_to_f64(u16::from_le_bytes([c[0], c[1]])))
+            .collect(),
+        ElementType::BF16 => b
+            .chunks_exact(2)
+            .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16) as f64)
+            .collect(),
+    }
+}
+
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = ((h >> 10) & 0x1f) as i32;
+    let man = (h & 0x3ff) as f64;
+    sign * match exp {
+        0 => man * 2f64.powi(-24),
+        31 if man == 0.0 => f64::INFINITY,
+        31 => f64::NAN,
+        _ => (1.0 + man / 1024.0) * 2f64.powi(exp - 15),
+    }
+}
+
+fn float_label(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        v.to_string()
+    }
+}
+
+/// Shortest exact decimal labels of the values.
+pub fn number_labels(b: &[u8], t: ElementType) -> Vec<String> {
+    macro_rules! ints {
+        ($ty:ty, $n:expr) => {
+            b.chunks_exact($n)
+                .map(|c| <$ty>::from_le_bytes(c.try_into().unwrap_or([0; $n])).to_string())
+                .collect()
+        };
+    }
+    match t {
+        ElementType::Bool | ElementType::U8 => b.iter().map(u8::to_string).collect(),
+        ElementType::I8 => b.iter().map(|&v| (v as i8).to_string()).collect(),
+        ElementType::I16 => ints!(i16, 2),
+        ElementType::U16 => ints!(u16, 2),
+        ElementType::I32 => ints!(i32, 4),
+        ElementType::U32 => ints!(u32, 4),
+        ElementType::I64 => ints!(i64, 8),
+        ElementType::U64 => ints!(u64, 8),
+        ElementType::F32 => b
+            .chunks_exact(4)
+            .map(|c| {
+                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                if v.is_finite() {
+                    v.to_string()
+                } else {
+                    float_label(v as f64)
+                }
+            })
+            .collect(),
+        ElementType::F64 | ElementType::F16 | ElementType::BF16 => {
+            element_values(b, t).into_iter().map(float_label).collect()
+        }
+    }
+}
+
+/// The footer metadata of one dataset made from a source variable.
+pub fn dataset_meta(
+    var: &Variable,
+    widen: Widen,
+    labels: &BTreeMap<String, Vec<String>>,
+) -> DatasetMeta {
+    let mut m = DatasetMeta {
+        attrs: var.attrs.clone(),
+        ..DatasetMeta::default()
+    };
+    if let Some(dims) = var.dims.as_ref().filter(|d| d.len() == var.shape.len()) {
+        m.dim_names = Some(dims.clone());
+        for (axis, d) in dims.iter().enumerate() {
+            if let Some(l) = labels.get(d) {
+                if l.len() as u64 == var.shape[axis] {
+                    m.coords.insert(d.clone(), l.clone());
+                }
+            }
+        }
+    }
+    if let Some(w) = widen.describe() {
+        m.extra
+            .insert("source_dtype".into(), json!(var.dtype.name()));
+        m.extra.insert("widened".into(), json!(w));
+    }
+    if var.role == Role::Coordinate {
+        m.extra.insert("role".into(), json!("coordinate"));
+    }
+    if let Some(c) = &var.layout.chunk_shape {
+        m.extra.insert("source_chunks".into(), json!(c));
+    }
+    if !var.layout.filters.is_empty() {
+        m.extra
+            .insert("source_filters".into(), json!(var.layout.filters));
+    }
+    if !var.notes.is_empty() {
+        m.extra.insert("notes".into(), json!(var.notes));
+    }
+    m
+}
+
+/// `SOURCE_DATE_EPOCH` when set (and a valid integer), else the current Unix time.
+pub fn timestamp() -> String {
+    if let Ok(s) = std::env::var("SOURCE_DATE_EPOCH") {
+        if let Ok(v) = s.trim().parse::<u64>() {
+            return v.to_string();
+        }
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        .to_string()
+}
+
+/// SHA-256 of the input: the file's bytes, or for a directory store every regular file below
+/// it in sorted path order, each as `path NUL length NUL bytes`. Returns (`sha256:<hex>`, bytes).
+pub fn digest_input(path: &Path) -> std::io::Result<(String, u64)> {
+    let mut h = Sha256::new();
+    let mut total = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut hash_file = |h: &mut Sha256, p: &Path, total: &mut u64| -> std::io::Result<()> {
+        let mut f = std::fs::File::open(p)?;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            h.update(&buf[..n]);
+            *total += n as u64;
+        }
+    };
+    if path.is_dir() {
+        let mut files = Vec::new();
+        let mut stack = vec![path.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d)? {
+                let e = e?;
+                let ft = e.file_type()?;
+                if ft.is_dir() {
+                    stack.push(e.path());
+                } else if ft.is_file() {
+                    files.push(e.path());
+                }
+            }
+        }
+        files.sort();
+        for f in files {
+            let rel = f
+                .strip_prefix(path)
+                .unwrap_or(&f)
+                .to_string_lossy()
+                .into_owned();
+            let len = std::fs::metadata(&f)?.len();
+            h.update(rel.as_bytes());
+            h.update([0]);
+            h.update(len.to_string().as_bytes());
+            h.update([0]);
+            hash_file(&mut h, &f, &mut total)?;
+        }
+    } else {
+        hash_file(&mut h, path, &mut total)?;
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok((format!("sha256:{hex}"), total))
+}
+
+/// Cuts a string to at most 1024 bytes (the reference limit) on a character boundary, marking
+/// the cut with `…`.
+pub fn fit_1024(s: &str) -> String {
+    if s.len() <= 1024 {
+        return if s.is_empty() {
+            "-".into()
+        } else {
+            s.to_string()
+        };
+    }
+    let mut end = 1021;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A `convert` history row.
+pub fn convert_row(
+    source: &str,
+    at: &str,
+    digest: &str,
+    params: BTreeMap<String, String>,
+) -> HistoryRow {
+    HistoryRow {
+        op: "convert".into(),
+        source: source.into(),
+        at: at.into(),
+        parents: vec![digest.into()],
+        params: params.into_iter().map(|(k, v)| (k, fit_1024(&v))).collect(),
+    }
+}
+
+/// JSON of a list of (name, reason) pairs.
+pub fn name_reasons(items: &[(String, String)]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|(n, r)| json!({"name": n, "reason": r}))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening() {
+        let mut out = Vec::new();
+        Widen::I8ToI16.apply(&[0xff, 0x7f, 0x80], &mut out);
+        assert_eq!(out, [0xff, 0xff, 0x7f, 0x00, 0x80, 0xff]);
+        // bf16 1.0 = 0x3f80 → f32 0x3f800000
+        Widen::Bf16ToF32.apply(&[0x80, 0x3f], &mut out);
+        assert_eq!(f32::from_le_bytes(out[..4].try_into().unwrap()), 1.0);
+        assert_eq!(
+            storage_type(ElementType::Bool),
+            (DType::U8, Widen::BoolToU8)
+        );
+    }
+
+    #[test]
+    fn labels() {
+        let b: Vec<u8> = [-90.0f32, -84.19355, 90.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(
+            number_labels(&b, ElementType::F32),
+            ["-90", "-84.19355", "90"]
+        );
+        let t: Vec<u8> = [0i64, 1500].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let attrs = vec![(
+            "units".to_string(),
+            AttrValue::Text("milliseconds since 1970-01-01 00:00:00".into()),
+        )];
+        assert_eq!(
+            coordinate_labels(&t, ElementType::I64, &attrs),
+            ["1970-01-01T00:00:00", "1970-01-01T00:00:01.500000"]
+        );
+        assert_eq!(f16_to_f64(0x3c00), 1.0);
+        assert_eq!(fit_1024(&"é".repeat(600)).len(), 1020 + 3);
+    }
+}

@@ -1,0 +1,674 @@
+//! The conversion pipeline: open a source through the registry, plan every dataset's chunks,
+//! then read → (widen) → compress on a pool of worker threads feeding the ordered writer.
+//!
+//! Workers claim chunk jobs from one counter in index order, so the chunk the writer waits for is
+//! always being worked on and the writer's reorder window (2 × jobs + 2 chunks) bounds the data
+//! in flight: peak memory depends on the chunk size and the number of jobs, not on the input.
+//! Each worker reuses its read buffer and its zstd context. The pipeline knows nothing of any
+//! format: everything format-specific is behind the `tet-source` API.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde::Serialize;
+use tet_source::{OpenOptions, Role, Skipped, Source, SourceError, Variable};
+
+use crate::format::footer::Footer;
+use crate::format::{ChunkPayload, Codec, DatasetSpec, Grid, TetError, TetWriter, WriterOptions};
+use crate::meta::{self, storage_type, Widen};
+use crate::planner::{self, PlanInput, PlanOptions};
+use crate::registry::{self, IdentifyError};
+
+/// Coordinate variables up to this length also become `coords` labels.
+pub const MAX_LABELS: u64 = 64;
+
+/// zstd is kept for a chunk only when it saves at least 1/32 (~3 %) of the raw size: below
+/// that, raw chunks read faster and mmap without decoding.
+pub const ZSTD_MIN_SAVING_DIVISOR: usize = 32;
+
+/// Default zstd level.
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// `--codec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodecChoice {
+    /// Mirror the source: compressed source data → zstd, uncompressed → raw.
+    Auto,
+    Raw,
+    Zstd(i32),
+}
+
+impl FromStr for CodecChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(CodecChoice::Auto),
+            "raw" => Ok(CodecChoice::Raw),
+            "zstd" => Ok(CodecChoice::Zstd(DEFAULT_ZSTD_LEVEL)),
+            _ => {
+                let level = s
+                    .strip_prefix("zstd:")
+                    .and_then(|l| l.parse::<i32>().ok())
+                    .filter(|l| (1..=22).contains(l))
+                    .ok_or_else(|| {
+                        format!("codec {s:?}: expected auto, raw, zstd or zstd:1..22")
+                    })?;
+                Ok(CodecChoice::Zstd(level))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for CodecChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecChoice::Auto => f.write_str("auto"),
+            CodecChoice::Raw => f.write_str("raw"),
+            CodecChoice::Zstd(l) => write!(f, "zstd:{l}"),
+        }
+    }
+}
+
+/// Everything that shapes a conversion.
+#[derive(Debug, Clone)]
+pub struct ConvertOptions {
+    pub codec: CodecChoice,
+    pub plan: PlanOptions,
+    /// Worker threads (≥ 1).
+    pub jobs: usize,
+    pub open: OpenOptions,
+    /// Draw a progress bar on stderr (only when it is a terminal).
+    pub progress: bool,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            codec: CodecChoice::Auto,
+            plan: PlanOptions::default(),
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            open: OpenOptions::default(),
+            progress: false,
+        }
+    }
+}
+
+impl ConvertOptions {
+    /// The options that change output bytes, as history params (never `jobs`).
+    pub fn byte_affecting_params(&self) -> BTreeMap<String, String> {
+        let mut p = BTreeMap::new();
+        p.insert("codec".into(), self.codec.to_string());
+        p.insert("chunk".into(), self.plan.describe());
+        p.insert(
+            "skip_unsupported".into(),
+            self.open.skip_unsupported.to_string(),
+        );
+        if self.open.unpack {
+            p.insert("unpack".into(), "true".into());
+        }
+        if self.open.follow_external {
+            p.insert("follow_external".into(), "true".into());
+        }
+        p
+    }
+}
+
+/// What happened to one dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetReport {
+    pub name: String,
+    pub dtype: String,
+    pub source_dtype: String,
+    pub shape: Vec<u64>,
+    pub chunk_shape: Vec<u64>,
+    pub chunks: u64,
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+    pub codec: String,
+    pub widened: Option<String>,
+}
+
+/// The outcome of one conversion (`--json` prints it).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConvertReport {
+    pub input: String,
+    pub output: String,
+    pub format: String,
+    pub input_digest: String,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+    /// bytes_out / bytes_in.
+    pub ratio: f64,
+    pub elapsed_s: f64,
+    pub jobs: usize,
+    pub datasets: Vec<DatasetReport>,
+    pub skipped: Vec<SkippedItem>,
+    pub warnings: Vec<String>,
+}
+
+/// A source item with no `.tet` form.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedItem {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Why a conversion failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error("{0}")]
+    Identify(#[from] IdentifyError),
+    #[error("{0}")]
+    Source(#[from] SourceError),
+    #[error("{0}")]
+    Tet(#[from] TetError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Refused before any work (bad options, output = input, unmappable data…).
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn refused(msg: impl Into<String>) -> ConvertError {
+    ConvertError::Refused(msg.into())
+}
+
+/// One planned dataset.
+struct Planned {
+    var: usize,
+    spec: DatasetSpec,
+    grid: Grid,
+    widen: Widen,
+    codec: Codec,
+    level: i32,
+}
+
+/// The absolute form of a path that may not exist yet (its parent must).
+fn absolute(p: &Path) -> PathBuf {
+    if let Ok(c) = p.canonicalize() {
+        return c;
+    }
+    let parent = p.parent().filter(|x| !x.as_os_str().is_empty());
+    let dir = parent
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.to_path_buf()))
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_default());
+    dir.join(p.file_name().unwrap_or_default())
+}
+
+/// Converts `input` into the `.tet` file `output`.
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let started = Instant::now();
+    if absolute(input) == absolute(output) {
+        return Err(refused("the output would overwrite the input"));
+    }
+    if output.is_dir() {
+        return Err(refused(format!(
+            "output {} is a directory",
+            output.display()
+        )));
+    }
+    let importer = registry::identify(input)?;
+    let source = importer.open(input, &opts.open)?;
+    let format = importer.id();
+
+    // Hash the input on its own thread while the conversion runs.
+    let digest_path = input.to_path_buf();
+    let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
+
+    let (planned, mut skipped) = plan_all(source.as_ref(), opts)?;
+    let labels = dimension_labels(source.as_ref())?;
+
+    let mut footer = Footer::default();
+    for p in &planned {
+        let var = &source.variables()[p.var];
+        footer.datasets.insert(
+            p.spec.name.clone(),
+            meta::dataset_meta(var, p.widen, &labels),
+        );
+    }
+    footer.global_attrs = source.global_attrs().to_vec();
+    skipped.extend(source.skipped().iter().cloned());
+    footer.skipped = skipped.clone();
+
+    let jobs = opts.jobs.max(1);
+    let writer = TetWriter::create(
+        output,
+        planned.iter().map(|p| p.spec.clone()).collect(),
+        WriterOptions {
+            window: 2 * jobs + 2,
+            ..WriterOptions::default()
+        },
+    )?;
+    let stored = run_workers(source.as_ref(), &planned, &writer, jobs, opts.progress)?;
+
+    let (digest, bytes_in) = digest
+        .join()
+        .map_err(|_| refused("the input digest thread panicked"))??;
+    let at = meta::timestamp();
+    let mut params = opts.byte_affecting_params();
+    params.insert("tool".into(), "tet-convert".into());
+    params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    params.insert("input".into(), input.display().to_string());
+    params.insert("input_bytes".into(), bytes_in.to_string());
+    footer
+        .history
+        .push(meta::convert_row(format, &at, &digest, params));
+    footer.file.insert("tool".into(), "tet-convert".into());
+    footer
+        .file
+        .insert("library_version".into(), env!("CARGO_PKG_VERSION").into());
+    footer.file.insert("created_at".into(), at);
+    writer.finish(&footer)?;
+
+    let bytes_out = std::fs::metadata(output)?.len();
+    let datasets: Vec<DatasetReport> = planned
+        .iter()
+        .zip(&stored)
+        .map(|(p, &(raw, st))| DatasetReport {
+            name: p.spec.name.clone(),
+            dtype: p.spec.dtype.name().into(),
+            source_dtype: source.variables()[p.var].dtype.name().into(),
+            shape: p.spec.shape.clone(),
+            chunk_shape: p.spec.chunk_shape.clone(),
+            chunks: p.grid.total,
+            raw_bytes: raw,
+            stored_bytes: st,
+            codec: match p.codec {
+                Codec::Raw => "raw".into(),
+                Codec::Zstd => format!("zstd:{}", p.level),
+            },
+            widened: p.widen.describe().map(String::from),
+        })
+        .collect();
+    let warnings = datasets
+        .iter()
+        .filter_map(|d| {
+            d.widened
+                .as_ref()
+                .map(|w| format!("dataset `{}`: widened {w}", d.name))
+        })
+        .collect();
+    Ok(ConvertReport {
+        input: input.display().to_string(),
+        output: output.display().to_string(),
+        format: format.into(),
+        input_digest: digest,
+        bytes_in,
+        bytes_out,
+        raw_bytes: stored.iter().map(|s| s.0).sum(),
+        stored_bytes: stored.iter().map(|s| s.1).sum(),
+        ratio: if bytes_in > 0 {
+            bytes_out as f64 / bytes_in as f64
+        } else {
+            0.0
+        },
+        elapsed_s: started.elapsed().as_secs_f64(),
+        jobs,
+        datasets,
+        skipped: skipped
+            .into_iter()
+            .map(|s| SkippedItem {
+                name: s.name,
+                reason: s.reason,
+            })
+            .collect(),
+        warnings,
+    })
+}
+
+/// Maps and plans every variable; returns the planned datasets and what had to be skipped.
+fn plan_all(
+    source: &dyn Source,
+    opts: &ConvertOptions,
+) -> Result<(Vec<Planned>, Vec<Skipped>), ConvertError> {
+    let mut planned = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, var) in source.variables().iter().enumerate() {
+        if var.shape.is_empty() || var.shape.len() > crate::format::MAX_RANK {
+            let reason = format!(
+                "rank {} is outside the 1..=8 that .tet supports",
+                var.shape.len()
+            );
+            if opts.open.skip_unsupported {
+                skipped.push(Skipped {
+                    name: var.name.clone(),
+                    reason,
+                });
+                continue;
+            }
+            return Err(refused(format!(
+                "dataset '{}' has {reason} (use --skip-unsupported to skip it)",
+                var.name
+            )));
+        }
+        let (dtype, widen) = storage_type(var.dtype);
+        if var
+            .element_count()
+            .and_then(|n| n.checked_mul(dtype.size() as u64))
+            .is_none()
+        {
+            return Err(refused(format!(
+                "dataset '{}' is too large: its size overflows u64",
+                var.name
+            )));
+        }
+        let chunk_shape = planner::plan(
+            &PlanInput {
+                name: &var.name,
+                shape: &var.shape,
+                elem_size: dtype.size() as u64,
+                dims: var.dims.as_deref(),
+                source_chunks: var.layout.chunk_shape.as_deref(),
+            },
+            &opts.plan,
+        )
+        .map_err(ConvertError::Refused)?;
+        let grid = Grid::new(&var.shape, &chunk_shape)
+            .map_err(|e| refused(format!("dataset '{}': {e}", var.name)))?;
+        let (codec, level) = match opts.codec {
+            CodecChoice::Raw => (Codec::Raw, 0),
+            CodecChoice::Zstd(l) => (Codec::Zstd, l),
+            CodecChoice::Auto if var.layout.compressed => (Codec::Zstd, DEFAULT_ZSTD_LEVEL),
+            CodecChoice::Auto => (Codec::Raw, 0),
+        };
+        planned.push(Planned {
+            var: i,
+            spec: DatasetSpec {
+                name: var.name.clone(),
+                dtype,
+                shape: var.shape.clone(),
+                chunk_shape,
+            },
+            grid,
+            widen,
+            codec,
+            level,
+        });
+    }
+    Ok((planned, skipped))
+}
+
+/// Labels per dimension name: the importer's own, then short 1-D coordinate variables.
+fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>, ConvertError> {
+    let mut labels: BTreeMap<String, Vec<String>> = source
+        .dim_labels()
+        .iter()
+        .filter(|l| l.labels.len() as u64 <= MAX_LABELS)
+        .map(|l| (l.dim.clone(), l.labels.clone()))
+        .collect();
+    for (i, var) in source.variables().iter().enumerate() {
+        let is_coord = var.role == Role::Coordinate
+            || (var.shape.len() == 1 && var.dims.as_ref().is_some_and(|d| d[0] == var.name));
+        if !is_coord || var.shape.len() != 1 || var.shape[0] == 0 || var.shape[0] > MAX_LABELS {
+            continue;
+        }
+        let dim = var
+            .dims
+            .as_ref()
+            .map(|d| d[0].clone())
+            .unwrap_or_else(|| var.name.clone());
+        if labels.contains_key(&dim) {
+            continue;
+        }
+        let mut buf = vec![0u8; var.shape[0] as usize * var.dtype.size()];
+        source.read_region(i, &[0], &var.shape, &mut buf)?;
+        labels.insert(dim, meta::coordinate_labels(&buf, var.dtype, &var.attrs));
+    }
+    Ok(labels)
+}
+
+/// Byte offset of a region inside a C-order array when the region is one contiguous run.
+fn contiguous_offset(
+    shape: &[u64],
+    start: &[u64],
+    count: &[u64],
+    elem: u64,
+) -> Option<(usize, usize)> {
+    // All axes after the first axis with count > 1 must be whole.
+    let first = count.iter().position(|&c| c > 1).unwrap_or(count.len());
+    if (first + 1..shape.len()).any(|a| count[a] != shape[a] || start[a] != 0) {
+        return None;
+    }
+    let mut off = 0u64;
+    for a in 0..shape.len() {
+        off = off * shape[a] + start[a];
+    }
+    let len: u64 = count.iter().product::<u64>() * elem;
+    Some((
+        usize::try_from(off * elem).ok()?,
+        usize::try_from(len).ok()?,
+    ))
+}
+
+/// Runs the workers; returns (raw, stored) bytes per dataset.
+fn run_workers<'s>(
+    source: &'s dyn Source,
+    planned: &[Planned],
+    writer: &TetWriter<'s>,
+    jobs: usize,
+    progress: bool,
+) -> Result<Vec<(u64, u64)>, ConvertError> {
+    let bases: Vec<u64> = planned
+        .iter()
+        .scan(0u64, |acc, p| {
+            let b = *acc;
+            *acc += p.grid.total;
+            Some(b)
+        })
+        .collect();
+    let total: u64 = planned.iter().map(|p| p.grid.total).sum();
+    let raw_total: u64 = planned
+        .iter()
+        .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
+        .sum();
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(raw_total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let next = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<ConvertError>> = Mutex::new(None);
+    let sizes: Vec<(AtomicU64, AtomicU64)> = planned
+        .iter()
+        .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+        .collect();
+    // Sources whose library serialises every call anyway are read by one thread at a time.
+    let read_lock = Mutex::new(());
+    let serial_reads = !source.parallel_reads();
+
+    let worker = || {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut wide: Vec<u8> = Vec::new();
+        let mut zctx: Option<(i32, zstd::bulk::Compressor<'static>)> = None;
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let seq = next.fetch_add(1, Ordering::Relaxed);
+            if seq >= total {
+                return;
+            }
+            let d = bases.partition_point(|&b| b <= seq) - 1;
+            let p = &planned[d];
+            let coords = p.grid.coords(seq - bases[d]);
+            let result = encode_chunk(
+                source,
+                p,
+                &coords,
+                &mut buf,
+                &mut wide,
+                &mut zctx,
+                &read_lock,
+                serial_reads,
+            )
+            .and_then(|payload| {
+                let (raw, stored) = (payload.raw_len, payload.data.len() as u64);
+                writer.submit(d, &coords, payload)?;
+                sizes[d].0.fetch_add(raw, Ordering::Relaxed);
+                sizes[d].1.fetch_add(stored, Ordering::Relaxed);
+                if let Some(b) = &bar {
+                    b.inc(raw);
+                }
+                Ok(())
+            });
+            if let Err(e) = result {
+                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                if slot.is_none() {
+                    let name = &p.spec.name;
+                    *slot = Some(match e {
+                        ConvertError::Source(s) => {
+                            ConvertError::Refused(format!("dataset '{name}' chunk {coords:?}: {s}"))
+                        }
+                        other => other,
+                    });
+                }
+                failed.store(true, Ordering::Relaxed);
+                writer.abort("conversion failed");
+                return;
+            }
+        }
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| refused(format!("cannot start {jobs} worker threads: {e}")))?;
+    pool.scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|_| worker());
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    Ok(sizes
+        .iter()
+        .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
+        .collect())
+}
+
+/// Reads, widens and encodes one chunk.
+#[allow(clippy::too_many_arguments)]
+fn encode_chunk<'s>(
+    source: &'s dyn Source,
+    p: &Planned,
+    coords: &[u64],
+    buf: &mut Vec<u8>,
+    wide: &mut Vec<u8>,
+    zctx: &mut Option<(i32, zstd::bulk::Compressor<'static>)>,
+    read_lock: &Mutex<()>,
+    serial_reads: bool,
+) -> Result<ChunkPayload<'s>, ConvertError> {
+    let var: &Variable = &source.variables()[p.var];
+    let (start, count) = p.grid.chunk_region(coords);
+    let elem = var.dtype.size() as u64;
+    let n: u64 = count.iter().product::<u64>() * elem;
+    let len = usize::try_from(n).map_err(|_| refused("chunk larger than the address space"))?;
+
+    // Source bytes: borrowed from a mapped source when the region is contiguous there.
+    let borrowed: Option<&'s [u8]> = source.contiguous_bytes(p.var).and_then(|all| {
+        let (off, l) = contiguous_offset(&var.shape, &start, &count, elem)?;
+        all.get(off..off.checked_add(l)?)
+    });
+    let src: Cow<'s, [u8]> = match borrowed {
+        Some(b) => Cow::Borrowed(b),
+        None => {
+            buf.clear();
+            buf.resize(len, 0);
+            if serial_reads {
+                let _g = read_lock.lock().unwrap_or_else(|p| p.into_inner());
+                source.read_region(p.var, &start, &count, buf)?;
+            } else {
+                source.read_region(p.var, &start, &count, buf)?;
+            }
+            Cow::Owned(std::mem::take(buf))
+        }
+    };
+    let data: Cow<'s, [u8]> = if p.widen.converts() {
+        p.widen.apply(&src, wide);
+        if let Cow::Owned(v) = src {
+            *buf = v; // keep the read buffer for the next chunk
+        }
+        Cow::Owned(std::mem::take(wide))
+    } else {
+        src
+    };
+    let raw_len = data.len() as u64;
+    if p.codec == Codec::Raw {
+        return Ok(ChunkPayload::raw(data));
+    }
+    let level = p.level;
+    if zctx.as_ref().is_none_or(|(l, _)| *l != level) {
+        let c = zstd::bulk::Compressor::new(level)
+            .map_err(|e| refused(format!("zstd level {level}: {e}")))?;
+        *zctx = Some((level, c));
+    }
+    let (_, comp) = zctx.as_mut().expect("set above");
+    let packed = comp.compress(&data)?;
+    if packed.len() > data.len() - data.len() / ZSTD_MIN_SAVING_DIVISOR {
+        return Ok(ChunkPayload::raw(data));
+    }
+    if let Cow::Owned(v) = data {
+        // Reuse the allocation for the next read.
+        if buf.capacity() < v.capacity() {
+            *buf = v;
+        }
+    }
+    Ok(ChunkPayload {
+        codec: Codec::Zstd,
+        raw_len,
+        data: Cow::Owned(packed),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codec_choice_parses() {
+        assert_eq!("auto".parse(), Ok(CodecChoice::Auto));
+        assert_eq!("zstd".parse(), Ok(CodecChoice::Zstd(3)));
+        assert_eq!("zstd:19".parse(), Ok(CodecChoice::Zstd(19)));
+        assert!("zstd:0".parse::<CodecChoice>().is_err());
+        assert!("lz4".parse::<CodecChoice>().is_err());
+        assert_eq!(CodecChoice::Zstd(7).to_string(), "zstd:7");
+    }
+
+    #[test]
+    fn contiguous_regions() {
+        assert_eq!(
+            contiguous_offset(&[4, 5], &[1, 0], &[2, 5], 4),
+            Some((20, 40))
+        );
+        assert_eq!(
+            contiguous_offset(&[4, 5], &[1, 1], &[1, 3], 4),
+            Some((24, 12))
+        );
+        assert_eq!(contiguous_offset(&[4, 5], &[1, 1], &[2, 3], 4), None);
+        assert_eq!(
+            contiguous_offset(&[4, 5, 6], &[2, 0, 0], &[1, 5, 6], 1),
+            Some((60, 30))
+        );
+    }
+}

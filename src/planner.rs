@@ -1,0 +1,285 @@
+//! The chunk planner: a pure function from a variable's shape, element size and source chunking
+//! to the `.tet` `chunk_shape`.
+//!
+//! Rules, in order:
+//! 1. a per-dataset override (`--chunk temperature:1,721,1440`) is taken as given;
+//! 2. otherwise the unit is the source's chunk shape (1 per axis for contiguous sources), and
+//!    axes named in a per-dimension override (`--chunk time=1`) are fixed to that extent;
+//! 3. the other axes grow from the innermost outwards, in multiples of the unit, keeping trailing
+//!    axes whole while the chunk stays within the byte target; the first axis that cannot be
+//!    whole takes the largest multiple of its unit that fits, and the axes outside it stay at
+//!    one unit.
+//!
+//! So a chunk never exceeds the target unless one source chunk alone is larger (then it is that
+//! one source chunk: each source chunk is decoded exactly once), and a large contiguous array is
+//! never one giant chunk. See ARCHITECTURE.md for the choice of the default target.
+
+use std::collections::BTreeMap;
+
+/// Default target of raw bytes per chunk: 4 MiB.
+pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
+
+/// User settings that shape chunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Target raw bytes per chunk.
+    pub target_bytes: u64,
+    /// Fixed extents by dimension name (`--chunk time=1,lat=100`).
+    pub by_dim: BTreeMap<String, u64>,
+    /// Whole chunk shapes by dataset name (`--chunk temperature:1,721,1440`).
+    pub by_dataset: BTreeMap<String, Vec<u64>>,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            target_bytes: DEFAULT_CHUNK_BYTES,
+            by_dim: BTreeMap::new(),
+            by_dataset: BTreeMap::new(),
+        }
+    }
+}
+
+impl PlanOptions {
+    /// A canonical text of the settings, for the history row (`4194304;time=1;t:1,2`).
+    pub fn describe(&self) -> String {
+        let mut s = self.target_bytes.to_string();
+        for (d, n) in &self.by_dim {
+            s += &format!(";{d}={n}");
+        }
+        for (d, c) in &self.by_dataset {
+            let c: Vec<String> = c.iter().map(u64::to_string).collect();
+            s += &format!(";{d}:{}", c.join(","));
+        }
+        s
+    }
+
+    /// Parses one `--chunk` argument: `dim=N[,dim=N…]` or `dataset:N,N,…`.
+    pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
+        let bad = || format!("--chunk {spec:?}: expected dim=N[,dim=N…] or dataset:N,N,…");
+        let positive = |t: &str| -> Result<u64, String> {
+            match t.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("--chunk {spec:?}: {t:?} is not a positive integer")),
+            }
+        };
+        if let Some((name, list)) = spec.rsplit_once(':') {
+            if name.is_empty() {
+                return Err(bad());
+            }
+            let shape = list
+                .split(',')
+                .map(positive)
+                .collect::<Result<Vec<_>, _>>()?;
+            self.by_dataset.insert(name.to_string(), shape);
+            return Ok(());
+        }
+        for part in spec.split(',') {
+            let (d, n) = part.split_once('=').ok_or_else(bad)?;
+            if d.is_empty() {
+                return Err(bad());
+            }
+            self.by_dim.insert(d.to_string(), positive(n)?);
+        }
+        Ok(())
+    }
+}
+
+/// What the planner knows of one variable.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanInput<'a> {
+    pub name: &'a str,
+    pub shape: &'a [u64],
+    pub elem_size: u64,
+    pub dims: Option<&'a [String]>,
+    /// The source's chunk shape, if it is chunked.
+    pub source_chunks: Option<&'a [u64]>,
+}
+
+/// Plans the chunk shape of one variable.
+pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, String> {
+    let rank = input.shape.len();
+    if let Some(c) = opts.by_dataset.get(input.name) {
+        if c.len() != rank {
+            return Err(format!(
+                "--chunk {}: {} extents given for a rank-{rank} dataset",
+                input.name,
+                c.len()
+            ));
+        }
+        return Ok(c.clone());
+    }
+    // The unit along each axis: the source chunk (never more than the axis), or 1.
+    let unit: Vec<u64> = (0..rank)
+        .map(|a| {
+            let u = input
+                .source_chunks
+                .filter(|c| c.len() == rank)
+                .map_or(1, |c| c[a].max(1));
+            u.min(input.shape[a].max(1))
+        })
+        .collect();
+    let mut fixed = vec![false; rank];
+    let mut chunk = unit.clone();
+    if let Some(dims) = input.dims.filter(|d| d.len() == rank) {
+        for (a, d) in dims.iter().enumerate() {
+            if let Some(&n) = opts.by_dim.get(d) {
+                chunk[a] = n;
+                fixed[a] = true;
+            }
+        }
+    }
+    let target = opts.target_bytes.max(1);
+    for a in (0..rank).rev() {
+        if fixed[a] {
+            continue;
+        }
+        // Bytes of one step along `a` with the other axes as they are now.
+        let other = (0..rank)
+            .filter(|&b| b != a)
+            .try_fold(input.elem_size.max(1), |acc, b| acc.checked_mul(chunk[b]))
+            .unwrap_or(u64::MAX);
+        let fit = target / other; // elements along `a` that fit the target
+        let full = input.shape[a].max(1);
+        if fit >= full {
+            chunk[a] = full;
+            continue;
+        }
+        chunk[a] = (fit / unit[a] * unit[a]).max(unit[a]);
+        break;
+    }
+    Ok(chunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn p(shape: &[u64], elem: u64, src: Option<&[u64]>, target: u64) -> Vec<u64> {
+        plan(
+            &PlanInput {
+                name: "v",
+                shape,
+                elem_size: elem,
+                dims: None,
+                source_chunks: src,
+            },
+            &PlanOptions {
+                target_bytes: target,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn examples() {
+        // 1 GiB f32 (256, 1024, 1024): 4 MiB = one (1024, 1024) plane.
+        assert_eq!(p(&[256, 1024, 1024], 4, None, 4 << 20), vec![1, 1024, 1024]);
+        // Small arrays are one chunk.
+        assert_eq!(p(&[10, 20], 8, None, 4 << 20), vec![10, 20]);
+        // A long 1-D array is split.
+        assert_eq!(p(&[1 << 30], 4, None, 4 << 20), vec![1 << 20]);
+        // Source chunks (1, 512, 512) of f32 = 1 MiB: four of them along axis 1..2 fit.
+        assert_eq!(
+            p(&[256, 1024, 1024], 4, Some(&[1, 512, 512]), 4 << 20),
+            vec![1, 1024, 1024]
+        );
+        // A source chunk larger than the target is kept whole.
+        assert_eq!(
+            p(&[64, 4096, 4096], 4, Some(&[8, 4096, 4096]), 4 << 20),
+            vec![8, 4096, 4096]
+        );
+        // Zero-length axes.
+        assert_eq!(p(&[0, 5], 4, None, 4 << 20), vec![1, 5]);
+    }
+
+    #[test]
+    fn overrides() {
+        let dims = vec!["time".to_string(), "lat".to_string(), "lon".to_string()];
+        let mut o = PlanOptions::default();
+        o.add_spec("time=2,lat=10").unwrap();
+        o.add_spec("other:1,2,3").unwrap();
+        let input = PlanInput {
+            name: "t",
+            shape: &[100, 721, 1440],
+            elem_size: 4,
+            dims: Some(&dims),
+            source_chunks: None,
+        };
+        assert_eq!(plan(&input, &o).unwrap(), vec![2, 10, 1440]);
+        assert_eq!(
+            plan(
+                &PlanInput {
+                    name: "other",
+                    ..input
+                },
+                &o
+            )
+            .unwrap(),
+            vec![1, 2, 3]
+        );
+        assert!(plan(
+            &PlanInput {
+                name: "other",
+                shape: &[3],
+                ..input
+            },
+            &o
+        )
+        .is_err());
+        assert!(o.add_spec("time=0").is_err());
+        assert!(o.add_spec("x:1,a").is_err());
+        assert!(o.add_spec("nonsense").is_err());
+        assert_eq!(o.describe(), "4194304;lat=10;time=2;other:1,2,3");
+    }
+
+    fn arb_case() -> impl Strategy<Value = (Vec<u64>, u64, Option<Vec<u64>>, u64)> {
+        (1usize..=8).prop_flat_map(|rank| {
+            (
+                proptest::collection::vec(0u64..3000, rank),
+                prop_oneof![Just(1u64), Just(2), Just(4), Just(8)],
+                proptest::option::of(proptest::collection::vec(1u64..700, rank)),
+                1u64..(64 << 20),
+            )
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn planner_properties((shape, elem, src, target) in arb_case()) {
+            let c = p(&shape, elem, src.as_deref(), target);
+            prop_assert_eq!(c.len(), shape.len());
+            // Every extent positive: the chunks tile the shape (ceil division covers it and
+            // edge chunks are clipped).
+            prop_assert!(c.iter().all(|&x| x >= 1));
+            let grid = crate::format::Grid::new(&shape, &c).unwrap();
+            for a in 0..shape.len() {
+                prop_assert!(grid.counts[a] * c[a] >= shape[a]);
+                prop_assert!(shape[a] == 0 || (grid.counts[a] - 1) * c[a] < shape[a]);
+            }
+            let unit: Vec<u64> = (0..shape.len())
+                .map(|a| src.as_ref().map_or(1, |s| s[a]).min(shape[a].max(1)))
+                .collect();
+            // Alignment: each chunk extent is a multiple of the source unit, or the whole axis.
+            for a in 0..shape.len() {
+                prop_assert!(c[a] % unit[a] == 0 || c[a] == shape[a].max(1),
+                    "axis {} extent {} unit {}", a, c[a], unit[a]);
+            }
+            // Size: within the target unless one source unit alone is larger.
+            let bytes = c.iter().fold(elem as u128, |acc, &x| acc * x as u128);
+            let unit_bytes = unit.iter().fold(elem as u128, |acc, &x| acc * x as u128);
+            prop_assert!(bytes <= (target as u128).max(unit_bytes),
+                "chunk {:?} = {} bytes > target {}", c, bytes, target);
+            // Trailing axes are whole: inside the innermost split axis everything is whole,
+            // outside it every axis is one source unit (so chunks are as compact as the target
+            // allows and follow the C order of the data).
+            if let Some(k) = (0..shape.len()).rev().find(|&a| c[a] < shape[a].max(1)) {
+                for b in 0..k {
+                    prop_assert_eq!(c[b], unit[b], "outer axis {} of {:?}", b, c);
+                }
+            }
+        }
+    }
+}

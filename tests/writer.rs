@@ -1,0 +1,315 @@
+//! The streaming writer: pinned bytes (golden file), metadata spill, refusal of bad input, and
+//! crash safety (a killed writer leaves nothing at the target path).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{write, Array};
+use tet::format::{
+    ChunkPayload, Codec, DType, DatasetSpec, Footer, HistoryRow, TetFile, TetWriter, WriterOptions,
+};
+use tet_source::AttrValue;
+
+fn golden_arrays() -> Vec<Array> {
+    vec![
+        Array {
+            spec: DatasetSpec {
+                name: "temperature".into(),
+                dtype: DType::F32,
+                shape: vec![2, 3],
+                chunk_shape: vec![2, 2],
+            },
+            data: (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect(),
+        },
+        Array {
+            spec: DatasetSpec {
+                name: "grp/counts".into(),
+                dtype: DType::U16,
+                shape: vec![5],
+                chunk_shape: vec![2],
+            },
+            data: (10u16..15).flat_map(|v| v.to_le_bytes()).collect(),
+        },
+        Array {
+            spec: DatasetSpec {
+                name: "empty".into(),
+                dtype: DType::I64,
+                shape: vec![0, 4],
+                chunk_shape: vec![1, 4],
+            },
+            data: vec![],
+        },
+    ]
+}
+
+fn golden_footer() -> Footer {
+    let mut f = Footer::default();
+    f.history.push(HistoryRow {
+        op: "convert".into(),
+        source: "npy".into(),
+        at: "1700000000".into(),
+        parents: vec!["sha256:0000".into()],
+        params: [("codec".to_string(), "raw".to_string())].into(),
+    });
+    f.file.insert("tool".into(), "tet-convert".into());
+    f.global_attrs
+        .push(("title".into(), AttrValue::Text("golden".into())));
+    let m = f.datasets.entry("temperature".into()).or_default();
+    m.dim_names = Some(vec!["y".into(), "x".into()]);
+    m.coords
+        .insert("x".into(), vec!["a".into(), "b".into(), "c".into()]);
+    m.attrs.push(("units".into(), AttrValue::Text("K".into())));
+    m.attrs
+        .push(("valid_range".into(), AttrValue::F32(vec![0.5, 100.0])));
+    f
+}
+
+#[test]
+fn golden_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.tet");
+    let arrays = golden_arrays();
+    let n = common::jobs(&arrays).len();
+    write(
+        &p,
+        &arrays,
+        &golden_footer(),
+        &(0..n).collect::<Vec<_>>(),
+        1,
+        1,
+        &|_| Codec::Raw,
+    );
+    let got = std::fs::read(&p).unwrap();
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden/small.tet");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &got).unwrap();
+    }
+    let want =
+        std::fs::read(&golden).expect("fixtures/golden/small.tet (UPDATE_GOLDEN=1 creates it)");
+    assert_eq!(
+        got, want,
+        "format drift: the writer no longer produces the pinned bytes"
+    );
+    // The pinned layout facts, spelled out.
+    assert_eq!(&got[0..4], b"TETR");
+    let f = TetFile::open(&golden).unwrap();
+    assert_eq!(f.chunk_index_offset % 8, 0);
+    assert_eq!(f.entries.len(), 2 + 3);
+    assert_eq!(f.entries[1].raw_byte_len, 8); // clipped edge chunk: 3 and 6
+    assert_eq!(f.footer().unwrap().unwrap(), &golden_footer());
+}
+
+#[test]
+fn large_metadata_spills() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.tet");
+    let arrays = golden_arrays();
+    let mut footer = golden_footer();
+    let m = footer.datasets.get_mut("temperature").unwrap();
+    for i in 0..3000 {
+        m.attrs
+            .push((format!("attr_{i:04}"), AttrValue::Text("v".repeat(40))));
+    }
+    let n = common::jobs(&arrays).len();
+    write(
+        &p,
+        &arrays,
+        &footer,
+        &(0..n).collect::<Vec<_>>(),
+        1,
+        4,
+        &|_| Codec::Zstd,
+    );
+    let f = TetFile::open(&p).unwrap();
+    let layout = f.footer_layout().unwrap().clone();
+    let (off, len) = layout.spill.expect("metadata spilled");
+    assert!(len > 64 * 1024);
+    assert_eq!(off + len, layout.json_offset);
+    assert!(layout.json_len < 64 * 1024);
+    assert_eq!(f.footer().unwrap().unwrap(), &footer);
+    let r = tet::format::verify::verify(&f, tet::format::verify::Depth::Deep);
+    assert!(r.ok(), "{:?}", r.failures);
+    // The reference-compatible view stays within its limits (64 attrs).
+    let (_, spilled) = f.footer_json();
+    let attrs = spilled.unwrap()["datasets"]["temperature"]["attrs"]
+        .as_object()
+        .unwrap();
+    assert_eq!(attrs.len(), 64);
+}
+
+fn one_dataset(dir: &std::path::Path) -> (PathBuf, TetWriter) {
+    let p = dir.join("w.tet");
+    let w = TetWriter::create(
+        &p,
+        vec![DatasetSpec {
+            name: "d".into(),
+            dtype: DType::U8,
+            shape: vec![5],
+            chunk_shape: vec![2],
+        }],
+        WriterOptions::default(),
+    )
+    .unwrap();
+    (p, w)
+}
+
+#[test]
+fn refuses_bad_chunks_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, w) = one_dataset(dir.path());
+    // Wrong clipped size: the edge chunk holds 1 byte.
+    let e = w
+        .submit(0, &[2], ChunkPayload::raw(vec![0, 0]))
+        .unwrap_err();
+    assert!(e.to_string().contains("clipped chunk holds 1 bytes"), "{e}");
+    assert!(w.submit(0, &[3], ChunkPayload::raw(vec![0])).is_err());
+    assert!(w.submit(1, &[0], ChunkPayload::raw(vec![0, 0])).is_err());
+    w.submit(0, &[0], ChunkPayload::raw(vec![1, 2])).unwrap();
+    let e = w
+        .submit(0, &[0], ChunkPayload::raw(vec![1, 2]))
+        .unwrap_err();
+    assert!(e.to_string().contains("submitted twice"), "{e}");
+    // Missing chunks: finish fails and nothing is left behind.
+    let e = w.finish(&Footer::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("chunk [1] was never submitted"),
+        "{e}"
+    );
+    assert!(!p.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "temporary file left behind"
+    );
+
+    // Dropped without finish: nothing either.
+    let (p, w) = one_dataset(dir.path());
+    w.submit(0, &[0], ChunkPayload::raw(vec![1, 2])).unwrap();
+    drop(w);
+    assert!(!p.exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // Bad specs.
+    let bad = |shape: Vec<u64>, chunk: Vec<u64>| {
+        TetWriter::create(
+            &dir.path().join("b.tet"),
+            vec![DatasetSpec {
+                name: "d".into(),
+                dtype: DType::U8,
+                shape,
+                chunk_shape: chunk,
+            }],
+            WriterOptions::default(),
+        )
+        .is_err()
+    };
+    assert!(bad(vec![4], vec![0]));
+    assert!(bad(vec![], vec![]));
+    assert!(bad(vec![1; 9], vec![1; 9]));
+    assert!(bad(vec![u64::MAX, 2], vec![1, 1]));
+}
+
+#[test]
+fn an_existing_target_is_replaced_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, w) = one_dataset(dir.path());
+    std::fs::write(&p, b"old").unwrap();
+    for c in 0..3u64 {
+        let n = if c == 2 { 1 } else { 2 };
+        w.submit(0, &[c], ChunkPayload::raw(vec![c as u8; n]))
+            .unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"old");
+    }
+    w.finish(&Footer::default()).unwrap();
+    let f = TetFile::open(&p).unwrap();
+    assert_eq!(f.read_dataset(0).unwrap(), vec![0, 0, 1, 1, 2]);
+}
+
+/// Not a test on its own: when `TET_SLOW_WRITER=OUT,CHUNKS,DELAY_MS` is set, this writes a
+/// `.tet` slowly so the crash test (which re-runs this test binary as a child) can SIGKILL it.
+#[test]
+fn slow_writer_child() {
+    let Ok(spec) = std::env::var("TET_SLOW_WRITER") else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split(',').collect();
+    let out = PathBuf::from(parts[0]);
+    let chunks: u64 = parts[1].parse().unwrap();
+    let delay: u64 = parts[2].parse().unwrap();
+    let w = TetWriter::create(
+        &out,
+        vec![DatasetSpec {
+            name: "x".into(),
+            dtype: DType::U8,
+            shape: vec![chunks * 4096],
+            chunk_shape: vec![4096],
+        }],
+        WriterOptions::default(),
+    )
+    .unwrap();
+    println!("started");
+    for c in 0..chunks {
+        w.submit(0, &[c], ChunkPayload::raw(vec![c as u8; 4096]))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+    }
+    w.finish(&Footer::default()).unwrap();
+}
+
+fn slow_writer(target: &std::path::Path, chunks: u64, delay_ms: u64) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--exact",
+        "slow_writer_child",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(
+        "TET_SLOW_WRITER",
+        format!("{},{chunks},{delay_ms}", target.display()),
+    );
+    c
+}
+
+#[test]
+fn sigkill_mid_write_leaves_no_file_at_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    for round in 0..8 {
+        let target = dir.path().join(format!("out{round}.tet"));
+        let mut child = slow_writer(&target, 200, 2)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("started") {
+            line.clear();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "child ended before starting"
+            );
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        std::thread::sleep(Duration::from_millis(x % 300));
+        child.kill().unwrap(); // SIGKILL on Unix
+        child.wait().unwrap();
+        assert!(
+            !target.exists(),
+            "round {round}: a partial file is at the target path"
+        );
+    }
+    // Without a kill the same program completes a valid file.
+    let target = dir.path().join("complete.tet");
+    let out = slow_writer(&target, 20, 0).output().unwrap();
+    assert!(out.status.success());
+    let f = TetFile::open(&target).unwrap();
+    let r = tet::format::verify::verify(&f, tet::format::verify::Depth::Deep);
+    assert!(r.ok(), "{:?}", r.failures);
+}
