@@ -141,7 +141,7 @@ fn large_metadata_spills() {
     assert_eq!(attrs.len(), 64);
 }
 
-fn one_dataset(dir: &std::path::Path) -> (PathBuf, TetWriter) {
+fn one_dataset(dir: &std::path::Path) -> (PathBuf, TetWriter<'static>) {
     let p = dir.join("w.tet");
     let w = TetWriter::create(
         &p,

@@ -90,7 +90,8 @@ fn parse_date(s: &str) -> Option<DateTime> {
     let mut rest = rest.trim_start_matches(['T', 't', ' ']).trim();
     // Drop a zone: Z, UTC, or an offset applied below.
     let mut offset_min: i64 = 0;
-    if let Some(r) = rest.strip_suffix('Z').or_else(|| rest.strip_suffix("utc")) {
+    // (`units` were lower-cased: a zone is `z` or `utc`.)
+    if let Some(r) = rest.strip_suffix('z').or_else(|| rest.strip_suffix("utc")) {
         rest = r.trim();
     } else if let Some(pos) = rest.rfind(['+', '-']).filter(|&p| p > 0) {
         let (t, z) = rest.split_at(pos);
