@@ -429,29 +429,6 @@ fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>
     Ok(labels)
 }
 
-/// Byte offset of a region inside a C-order array when the region is one contiguous run.
-fn contiguous_offset(
-    shape: &[u64],
-    start: &[u64],
-    count: &[u64],
-    elem: u64,
-) -> Option<(usize, usize)> {
-    // All axes after the first axis with count > 1 must be whole.
-    let first = count.iter().position(|&c| c > 1).unwrap_or(count.len());
-    if (first + 1..shape.len()).any(|a| count[a] != shape[a] || start[a] != 0) {
-        return None;
-    }
-    let mut off = 0u64;
-    for a in 0..shape.len() {
-        off = off * shape[a] + start[a];
-    }
-    let len: u64 = count.iter().product::<u64>() * elem;
-    Some((
-        usize::try_from(off * elem).ok()?,
-        usize::try_from(len).ok()?,
-    ))
-}
-
 /// Runs the workers; returns (raw, stored) bytes per dataset.
 fn run_workers<'s>(
     source: &'s dyn Source,
@@ -570,7 +547,7 @@ fn run_workers<'s>(
 /// Reads, widens and encodes one chunk.
 #[allow(clippy::too_many_arguments)]
 fn encode_chunk<'s>(
-    source: &'s dyn Source,
+    source: &dyn Source,
     p: &Planned,
     coords: &[u64],
     buf: &mut Vec<u8>,
@@ -585,25 +562,18 @@ fn encode_chunk<'s>(
     let n: u64 = count.iter().product::<u64>() * elem;
     let len = usize::try_from(n).map_err(|_| refused("chunk larger than the address space"))?;
 
-    // Source bytes: borrowed from a mapped source when the region is contiguous there.
-    let borrowed: Option<&'s [u8]> = source.contiguous_bytes(p.var).and_then(|all| {
-        let (off, l) = contiguous_offset(&var.shape, &start, &count, elem)?;
-        all.get(off..off.checked_add(l)?)
-    });
-    let src: Cow<'s, [u8]> = match borrowed {
-        Some(b) => Cow::Borrowed(b),
-        None => {
-            buf.clear();
-            buf.resize(len, 0);
-            if serial_reads {
-                let _g = read_lock.lock().unwrap_or_else(|p| p.into_inner());
-                source.read_region(p.var, &start, &count, buf)?;
-            } else {
-                source.read_region(p.var, &start, &count, buf)?;
-            }
-            Cow::Owned(std::mem::take(buf))
-        }
-    };
+    // Source bytes. (`Source::contiguous_bytes` would allow a zero-copy borrow, but pages
+    // touched through a borrow stay resident until the end; `read_region` lets a mapped
+    // importer drop them after the copy, which keeps peak memory independent of the input.)
+    buf.clear();
+    buf.resize(len, 0);
+    if serial_reads {
+        let _g = read_lock.lock().unwrap_or_else(|p| p.into_inner());
+        source.read_region(p.var, &start, &count, buf)?;
+    } else {
+        source.read_region(p.var, &start, &count, buf)?;
+    }
+    let src: Cow<'s, [u8]> = Cow::Owned(std::mem::take(buf));
     let data: Cow<'s, [u8]> = if p.widen.converts() {
         p.widen.apply(&src, wide);
         if let Cow::Owned(v) = src {
@@ -653,22 +623,5 @@ mod tests {
         assert!("zstd:0".parse::<CodecChoice>().is_err());
         assert!("lz4".parse::<CodecChoice>().is_err());
         assert_eq!(CodecChoice::Zstd(7).to_string(), "zstd:7");
-    }
-
-    #[test]
-    fn contiguous_regions() {
-        assert_eq!(
-            contiguous_offset(&[4, 5], &[1, 0], &[2, 5], 4),
-            Some((20, 40))
-        );
-        assert_eq!(
-            contiguous_offset(&[4, 5], &[1, 1], &[1, 3], 4),
-            Some((24, 12))
-        );
-        assert_eq!(contiguous_offset(&[4, 5], &[1, 1], &[2, 3], 4), None);
-        assert_eq!(
-            contiguous_offset(&[4, 5, 6], &[2, 0, 0], &[1, 5, 6], 1),
-            Some((60, 30))
-        );
     }
 }

@@ -281,6 +281,55 @@ impl NpySource {
     }
 }
 
+impl NpySource {
+    /// After a dense region was copied out of a memory map, drops its whole pages from the
+    /// resident set (they stay in the page cache): resident memory then stays bounded however
+    /// large the input is. Sparse (strided) regions are left alone: their pages are shared
+    /// with neighbouring regions.
+    fn release(&self, map: &VarMap, data: &[u8], start: &[u64], count: &[u64], out_len: usize) {
+        let mapped: &memmap2::Mmap = match &self.payloads[map.payload] {
+            Payload::InPlace { .. } => match &self.container {
+                Bytes::Map(m) => m,
+                Bytes::Mem(_) => return,
+            },
+            Payload::Deflated { cell, .. } => match cell.get() {
+                Some(Ok(Bytes::Map(m))) => m,
+                _ => return,
+            },
+        };
+        let l = &map.layout;
+        let lo = start
+            .iter()
+            .zip(&l.strides)
+            .try_fold(l.base, |acc, (&s, &st)| acc.checked_add(s.checked_mul(st)?));
+        let hi = start
+            .iter()
+            .zip(count)
+            .zip(&l.strides)
+            .try_fold(l.base + l.esize as u64, |acc, ((&s, &c), &st)| {
+                acc.checked_add((s + c - 1).checked_mul(st)?)
+            });
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return;
+        };
+        // Dense enough: at least a quarter of the spanned bytes were copied.
+        if hi <= lo || (hi - lo) > 4 * out_len as u64 {
+            return;
+        }
+        let (Ok(lo), Ok(hi)) = (usize::try_from(lo), usize::try_from(hi)) else {
+            return;
+        };
+        let Some(sub) = data.get(lo..hi) else { return };
+        if let Some((off, len)) = tet_source::whole_pages(mapped, sub) {
+            // SAFETY: a read-only, file-backed mapping: MADV_DONTNEED only unmaps the pages,
+            // a later access reads the same bytes back from the file.
+            unsafe {
+                let _ = mapped.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, len);
+            }
+        }
+    }
+}
+
 /// Inflates the first `needed` bytes of deflated member `index` into a mapped temporary file,
 /// then reads the rest of the member (discarding it) so that the CRC-32 is verified.
 fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
@@ -322,7 +371,9 @@ impl Source for NpySource {
             return Ok(());
         }
         let data = self.payload_bytes(map.payload)?;
-        gather::gather(data, &map.layout, start, count, out)
+        gather::gather(data, &map.layout, start, count, out)?;
+        self.release(map, data, start, count, out.len());
+        Ok(())
     }
 
     fn contiguous_bytes(&self, var: usize) -> Option<&[u8]> {

@@ -348,6 +348,24 @@ pub fn check_region(
     Ok(n)
 }
 
+/// The page-aligned interior of `sub` inside `base`, as (offset, length) relative to `base`:
+/// the whole pages a memory-mapped importer may drop from its resident set (`MADV_DONTNEED`)
+/// once it has copied `sub` out, so that resident memory does not grow with the input size.
+/// `None` when `sub` is not inside `base` or covers no whole page.
+pub fn whole_pages(base: &[u8], sub: &[u8]) -> Option<(usize, usize)> {
+    const PAGE: usize = 4096;
+    let b = base.as_ptr() as usize;
+    let s = (sub.as_ptr() as usize).checked_sub(b)?;
+    let e = s.checked_add(sub.len())?;
+    if e > base.len() {
+        return None;
+    }
+    // Mappings start on a page boundary, so offsets from `base` align like addresses.
+    let first = s.div_ceil(PAGE) * PAGE;
+    let last = e / PAGE * PAGE;
+    (last > first).then(|| (first, last - first))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,6 +377,17 @@ mod tests {
         assert!(check_region(&[4, 5], &[0, 0], &[1, 1], 4, 8).is_err());
         assert!(check_region(&[4], &[0, 0], &[1, 1], 4, 4).is_err());
         assert!(check_region(&[u64::MAX], &[u64::MAX], &[1], 1, 1).is_err());
+    }
+
+    #[test]
+    fn page_interior() {
+        let base = vec![0u8; 5 * 4096];
+        assert_eq!(
+            whole_pages(&base, &base[100..3 * 4096 + 5]),
+            Some((4096, 2 * 4096))
+        );
+        assert_eq!(whole_pages(&base, &base[100..200]), None);
+        assert_eq!(whole_pages(&base[..10], &base[100..200]), None);
     }
 
     #[test]

@@ -563,7 +563,18 @@ impl Source for TeaSource {
             s => Err(SourceError::InvalidRequest(format!(
                 "unexpected element size {s}"
             ))),
+        }?;
+        // The items are copied out: drop their whole pages from the resident set (they stay in
+        // the page cache), so resident memory does not grow with the file.
+        if let Backing::Mapped(m) = &self.data {
+            if let Some((o, l)) = tet_source::whole_pages(m, src) {
+                // SAFETY: read-only file-backed mapping: the pages read back unchanged.
+                unsafe {
+                    let _ = m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l);
+                }
+            }
         }
+        Ok(())
     }
 
     fn contiguous_bytes(&self, var: usize) -> Option<&[u8]> {

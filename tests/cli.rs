@@ -1,0 +1,267 @@
+//! The command lines as a user (or a CI gate) runs them: exit codes, one-line errors, no partial
+//! output, determinism across `--jobs`, `SOURCE_DATE_EPOCH`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tet() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tet"))
+}
+
+fn tet_convert() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tet-convert"));
+    c.env("SOURCE_DATE_EPOCH", "1700000000");
+    c
+}
+
+fn corpus(rel: &str) -> PathBuf {
+    common::shared().join("corpus/public").join(rel)
+}
+
+fn run(c: &mut Command) -> Output {
+    c.output().unwrap()
+}
+
+fn only_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn output_is_identical_for_any_jobs_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    for input in [
+        corpus("npy/rank3.npy"),
+        corpus("npy/arrays_compressed.npz"),
+        corpus("teafile/tick_full.tea"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/sample/ocean.npy"),
+    ] {
+        let mut outputs = Vec::new();
+        for (run_no, jobs) in [(0, "1"), (1, "4"), (2, "1"), (3, "2")] {
+            let out = dir.path().join(format!("o{run_no}.tet"));
+            let o = run(tet_convert().arg(&input).arg(&out).args([
+                "--codec",
+                "zstd:1",
+                "--chunk-bytes",
+                "4KiB",
+                "-q",
+                "--jobs",
+                jobs,
+            ]));
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            outputs.push(std::fs::read(&out).unwrap());
+        }
+        assert!(
+            outputs.windows(2).all(|w| w[0] == w[1]),
+            "{}: bytes differ",
+            input.display()
+        );
+    }
+}
+
+#[test]
+fn history_records_the_input_and_options_but_not_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.tet");
+    let input = corpus("npy/dtype_i8.npy");
+    let o = run(tet_convert()
+        .arg(&input)
+        .arg(&out)
+        .args(["--jobs", "3", "--json", "--chunk", "dim_0=2"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["format"], "npy");
+    assert_eq!(report["datasets"][0]["widened"], "i8 -> i16");
+    assert_eq!(report["datasets"][0]["dtype"], "i16");
+
+    let o = run(tet().args(["info", "--json"]).arg(&out));
+    assert!(o.status.success());
+    let info: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["schema"], "tet-info/1");
+    let row = &info["history"][0];
+    assert_eq!(row["op"], "convert");
+    assert_eq!(row["source"], "npy");
+    assert_eq!(row["at"], "1700000000");
+    assert_eq!(row["parents"][0], report["input_digest"]);
+    let params = row["params"].as_object().unwrap();
+    assert_eq!(params["codec"], "auto");
+    assert_eq!(params["chunk"], "4194304;dim_0=2");
+    assert_eq!(params["input"], input.display().to_string());
+    assert_eq!(params["tool"], "tet-convert");
+    assert!(!params.contains_key("jobs"));
+    assert_eq!(info["datasets"][0]["extra"]["widened"], "i8 -> i16");
+}
+
+#[test]
+fn refusals_are_one_line_with_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    for input in [
+        corpus("npy/truncated.npy"),
+        corpus("teafile/corrupt_itemstart.tea"),
+        corpus("npy/dtype_f32.npy.expect.json"),
+        dir.path().join("missing.npy"),
+    ] {
+        let out = dir.path().join("o.tet");
+        let o = run(tet_convert().arg(&input).arg(&out));
+        assert_eq!(o.status.code(), Some(1), "{}", input.display());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&input.display().to_string()), "{err}");
+        assert!(!out.exists());
+        assert!(
+            only_files(dir.path()).is_empty(),
+            "{:?}",
+            only_files(dir.path())
+        );
+    }
+    // The specific reasons.
+    let o = run(tet_convert()
+        .arg(corpus("npy/truncated.npy"))
+        .arg(dir.path().join("o.tet")));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("truncated .npy"));
+    let o = run(tet_convert()
+        .arg(corpus("npy/dtype_f32.npy.expect.json"))
+        .arg(dir.path().join("o.tet")));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unrecognised input format"));
+
+    // The output never overwrites the input.
+    let copy = dir.path().join("in.npy");
+    std::fs::copy(corpus("npy/rank1.npy"), &copy).unwrap();
+    let o = run(tet_convert().arg(&copy).arg(&copy));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(corpus("npy/rank1.npy")).unwrap()
+    );
+
+    // Usage errors exit 2.
+    assert_eq!(
+        run(tet_convert().args(["--codec", "lz4", "a", "b"]))
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        run(tet_convert().args(["--chunk", "x=0", "a", "b"]))
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(run(tet_convert().arg("only-one")).status.code(), Some(2));
+}
+
+#[test]
+fn skip_unsupported_reports_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.tet");
+    // complex is split into real/imag, so take a record with a string field: craft one.
+    let npy = dir.path().join("strs.npy");
+    let header =
+        "{'descr': [('id', '<i4'), ('name', '<U3')], 'fortran_order': False, 'shape': (2,), }";
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    b.extend(header.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', pad));
+    b.push(b'\n');
+    for id in [7i32, 8] {
+        b.extend(id.to_le_bytes());
+        b.extend([0u8; 12]);
+    }
+    std::fs::write(&npy, &b).unwrap();
+    let o = run(tet_convert().arg(&npy).arg(&out));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.exists());
+    let o = run(tet_convert()
+        .arg(&npy)
+        .arg(&out)
+        .args(["--skip-unsupported", "--json"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["skipped"][0]["name"], "strs/name");
+    let o = run(tet().args(["info", "--json"]).arg(&out));
+    let info: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["skipped"][0]["name"], "strs/name");
+    assert_eq!(info["history"][0]["params"]["skip_unsupported"], "true");
+}
+
+#[test]
+fn verify_exit_codes() {
+    let ok = common::reference("sample.tet");
+    let o = run(tet().arg("verify").arg(&ok));
+    assert_eq!(o.status.code(), Some(0));
+    let o = run(tet()
+        .args(["verify", "--deep", "-q"])
+        .arg(common::reference("plan.tet")));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let o = run(tet()
+        .args(["verify", "--json"])
+        .arg(common::reference("plan.tet")));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["failures"][0]["code"], "footer");
+    let o = run(tet().args(["verify", "/nonexistent/x.tet"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(run(tet().args(["verify"])).status.code(), Some(2));
+    assert_eq!(
+        run(tet().args(["verify", "--bogus", "x"])).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn info_shows_datasets_metadata_and_history() {
+    let o = run(tet()
+        .arg("info")
+        .arg(common::reference("converted_small_cf.tet")));
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "chunked",
+        "f32",
+        "100×7",
+        "30×4",
+        "raw:8",
+        "dims: (t, x)",
+        "units = hours",
+        "convert from nc",
+    ] {
+        assert!(s.contains(needle), "missing {needle:?} in\n{s}");
+    }
+    let o = run(tet()
+        .args(["info", "--chunks", "-n", "3"])
+        .arg(common::reference("large.tet")));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("chunk index (3 of 144 rows)"), "{s}");
+    let o = run(tet().arg("info").arg(common::reference("plan.tet")));
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("footer: UNREADABLE"));
+    let o = run(tet().args(["info", "/nonexistent.tet"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
+}
+
+#[test]
+fn formats_lists_the_registry() {
+    let o = run(tet_convert().arg("--formats"));
+    assert!(o.status.success());
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        s.contains("npy") && s.contains("tea") && s.contains("zarr"),
+        "{s}"
+    );
+}
