@@ -219,6 +219,14 @@ pub fn convert(
             output.display()
         )));
     }
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(refused(format!(
+                "output directory {} does not exist",
+                dir.display()
+            )));
+        }
+    }
     let importer = registry::identify(input)?;
     let source = importer.open(input, &opts.open)?;
     let format = importer.id();
@@ -243,6 +251,7 @@ pub fn convert(
     footer.skipped = skipped.clone();
 
     let jobs = opts.jobs.max(1);
+    let out_err = |e: TetError| refused(format!("writing {}: {e}", output.display()));
     let writer = TetWriter::create(
         output,
         planned.iter().map(|p| p.spec.clone()).collect(),
@@ -250,7 +259,8 @@ pub fn convert(
             window: 2 * jobs + 2,
             ..WriterOptions::default()
         },
-    )?;
+    )
+    .map_err(out_err)?;
     let stored = run_workers(source.as_ref(), &planned, &writer, jobs, opts.progress)?;
 
     let (digest, bytes_in) = digest
@@ -270,7 +280,7 @@ pub fn convert(
         .file
         .insert("library_version".into(), env!("CARGO_PKG_VERSION").into());
     footer.file.insert("created_at".into(), at);
-    writer.finish(&footer)?;
+    writer.finish(&footer).map_err(out_err)?;
 
     let bytes_out = std::fs::metadata(output)?.len();
     let datasets: Vec<DatasetReport> = planned

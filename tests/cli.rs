@@ -235,7 +235,7 @@ fn info_shows_datasets_metadata_and_history() {
         "f32",
         "100×7",
         "30×4",
-        "raw:8",
+        "8 raw",
         "dims: (t, x)",
         "units = hours",
         "convert from nc",

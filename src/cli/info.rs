@@ -199,9 +199,9 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
                 human_bytes(s.raw),
                 s.codecs
                     .iter()
-                    .map(|(k, n)| format!("{k}:{n}"))
+                    .map(|(k, n)| format!("{n} {k}"))
                     .collect::<Vec<_>>()
-                    .join(" "),
+                    .join(", "),
             ]
         })
         .collect();

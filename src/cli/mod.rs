@@ -65,9 +65,19 @@ pub fn main_convert() -> ExitCode {
     convert::run(&ConvertCli::parse().args)
 }
 
-/// Prints `tet: FILE: reason` and returns the failure exit code.
+/// The name the program was started as (`tet` or `tet-convert`).
+fn program() -> String {
+    std::env::args_os()
+        .next()
+        .as_deref()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tet".into())
+}
+
+/// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.
 pub(crate) fn fail(path: &std::path::Path, reason: String) -> ExitCode {
-    eprintln!("tet: {}: {}", path.display(), one_line(&reason));
+    eprintln!("{}: {}: {}", program(), path.display(), one_line(&reason));
     ExitCode::from(EXIT_FAILED)
 }
 

@@ -336,10 +336,12 @@ impl<'a> TetWriter<'a> {
                 st.writing = false;
                 return Ok(());
             }
+            // Taken: later duplicates of these are refused, and the window moves on while the
+            // run is written (in flight: at most the window plus this run).
+            st.next = n;
             drop(st);
             let result = self.write_run(&run);
             st = lock(&self.state);
-            st.next = n;
             if let Err(e) = result {
                 st.failed = Some(e.to_string());
                 st.writing = false;
