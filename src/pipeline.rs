@@ -20,7 +20,9 @@ use serde::Serialize;
 use tet_source::{OpenOptions, Role, Skipped, Source, SourceError, Variable};
 
 use crate::format::footer::Footer;
-use crate::format::{ChunkPayload, Codec, DatasetSpec, Grid, TetError, TetWriter, WriterOptions};
+use crate::format::{
+    ChunkPayload, Codec, DatasetSpec, Grid, PayloadBytes, TetError, TetWriter, WriterOptions,
+};
 use crate::meta::{self, storage_type, Widen};
 use crate::planner::{self, PlanInput, PlanOptions};
 use crate::registry::{self, IdentifyError};
@@ -439,6 +441,21 @@ fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>
     Ok(labels)
 }
 
+/// Byte offset and length of a region inside a C-order array, when the region is one
+/// contiguous run there (every axis after the first one with more than one position is whole).
+fn contiguous_offset(shape: &[u64], start: &[u64], count: &[u64], elem: u64) -> Option<(u64, u64)> {
+    let first = count.iter().position(|&c| c > 1).unwrap_or(count.len());
+    if (first + 1..shape.len()).any(|a| count[a] != shape[a]) {
+        return None;
+    }
+    let mut off = 0u64;
+    for a in 0..shape.len() {
+        off = off.checked_mul(shape[a])?.checked_add(start[a])?;
+    }
+    let len = count.iter().try_fold(elem, |acc, &c| acc.checked_mul(c))?;
+    Some((off.checked_mul(elem)?, len))
+}
+
 /// Runs the workers; returns (raw, stored) bytes per dataset.
 fn run_workers<'s>(
     source: &'s dyn Source,
@@ -507,7 +524,7 @@ fn run_workers<'s>(
                 serial_reads,
             )
             .and_then(|payload| {
-                let (raw, stored) = (payload.raw_len, payload.data.len() as u64);
+                let (raw, stored) = (payload.raw_len, payload.data.len());
                 writer.submit(d, &coords, payload)?;
                 sizes[d].0.fetch_add(raw, Ordering::Relaxed);
                 sizes[d].1.fetch_add(stored, Ordering::Relaxed);
@@ -557,7 +574,7 @@ fn run_workers<'s>(
 /// Reads, widens and encodes one chunk.
 #[allow(clippy::too_many_arguments)]
 fn encode_chunk<'s>(
-    source: &dyn Source,
+    source: &'s dyn Source,
     p: &Planned,
     coords: &[u64],
     buf: &mut Vec<u8>,
@@ -572,6 +589,21 @@ fn encode_chunk<'s>(
     let n: u64 = count.iter().product::<u64>() * elem;
     let len = usize::try_from(n).map_err(|_| refused("chunk larger than the address space"))?;
 
+    // Uncompressed chunks of a variable stored as one run in a file are copied file to file.
+    if p.codec == Codec::Raw && !p.widen.converts() {
+        if let Some(ext) = source.file_extent(p.var) {
+            if let Some((off, l)) = contiguous_offset(&var.shape, &start, &count, elem) {
+                return Ok(ChunkPayload::raw(PayloadBytes::File {
+                    file: ext.file,
+                    offset: ext
+                        .offset
+                        .checked_add(off)
+                        .ok_or_else(|| refused("offset overflow"))?,
+                    len: l,
+                }));
+            }
+        }
+    }
     // Source bytes. (`Source::contiguous_bytes` would allow a zero-copy borrow, but pages
     // touched through a borrow stay resident until the end; `read_region` lets a mapped
     // importer drop them after the copy, which keeps peak memory independent of the input.)
@@ -617,7 +649,7 @@ fn encode_chunk<'s>(
     Ok(ChunkPayload {
         codec: Codec::Zstd,
         raw_len,
-        data: Cow::Owned(packed),
+        data: packed.into(),
     })
 }
 
@@ -633,5 +665,26 @@ mod tests {
         assert!("zstd:0".parse::<CodecChoice>().is_err());
         assert!("lz4".parse::<CodecChoice>().is_err());
         assert_eq!(CodecChoice::Zstd(7).to_string(), "zstd:7");
+    }
+
+    #[test]
+    fn contiguous_regions() {
+        assert_eq!(
+            contiguous_offset(&[4, 5], &[1, 0], &[2, 5], 4),
+            Some((20, 40))
+        );
+        assert_eq!(
+            contiguous_offset(&[4, 5], &[1, 1], &[1, 3], 4),
+            Some((24, 12))
+        );
+        assert_eq!(contiguous_offset(&[4, 5], &[1, 1], &[2, 3], 4), None);
+        assert_eq!(
+            contiguous_offset(&[4, 5, 6], &[2, 0, 0], &[1, 5, 6], 1),
+            Some((60, 30))
+        );
+        assert_eq!(
+            contiguous_offset(&[4, 5, 6], &[2, 1, 0], &[1, 2, 6], 1),
+            Some((66, 12))
+        );
     }
 }

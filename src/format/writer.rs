@@ -34,24 +34,66 @@ pub struct DatasetSpec {
     pub chunk_shape: Vec<u64>,
 }
 
-/// One encoded chunk, ready to be written. The bytes may be borrowed (e.g. straight from a
-/// memory-mapped source) for as long as the writer lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The stored bytes of a chunk: in memory (owned, or borrowed for as long as the writer lives),
+/// or a byte range of another file, copied file to file without passing through user space.
+#[derive(Debug, Clone)]
+pub enum PayloadBytes<'a> {
+    Memory(Cow<'a, [u8]>),
+    File {
+        file: &'a File,
+        offset: u64,
+        len: u64,
+    },
+}
+
+impl PayloadBytes<'_> {
+    pub fn len(&self) -> u64 {
+        match self {
+            PayloadBytes::Memory(b) => b.len() as u64,
+            PayloadBytes::File { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<'a> From<Vec<u8>> for PayloadBytes<'a> {
+    fn from(v: Vec<u8>) -> Self {
+        PayloadBytes::Memory(Cow::Owned(v))
+    }
+}
+
+impl<'a> From<Cow<'a, [u8]>> for PayloadBytes<'a> {
+    fn from(v: Cow<'a, [u8]>) -> Self {
+        PayloadBytes::Memory(v)
+    }
+}
+
+impl<'a> From<&'a [u8]> for PayloadBytes<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        PayloadBytes::Memory(Cow::Borrowed(v))
+    }
+}
+
+/// One encoded chunk, ready to be written.
+#[derive(Debug, Clone)]
 pub struct ChunkPayload<'a> {
     pub codec: Codec,
     /// Decoded size (the clipped chunk's bytes).
     pub raw_len: u64,
     /// Stored bytes (equal to the decoded bytes for raw).
-    pub data: Cow<'a, [u8]>,
+    pub data: PayloadBytes<'a>,
 }
 
 impl<'a> ChunkPayload<'a> {
     /// An uncompressed chunk.
-    pub fn raw(data: impl Into<Cow<'a, [u8]>>) -> Self {
+    pub fn raw(data: impl Into<PayloadBytes<'a>>) -> Self {
         let data = data.into();
         ChunkPayload {
             codec: Codec::Raw,
-            raw_len: data.len() as u64,
+            raw_len: data.len(),
             data,
         }
     }
@@ -294,7 +336,7 @@ impl<'a> TetWriter<'a> {
                 spec.name, payload.raw_len
             )));
         }
-        if payload.codec == Codec::Raw && payload.data.len() as u64 != want {
+        if payload.codec == Codec::Raw && payload.data.len() != want {
             return Err(invalid(format!(
                 "dataset `{}` chunk {coords:?}: raw payload of {} bytes, expected {want}",
                 spec.name,
@@ -370,14 +412,20 @@ impl<'a> TetWriter<'a> {
             .as_mut()
             .ok_or_else(|| invalid("writer already finished"))?;
         for p in run {
-            out.file.write_all(&p.data)?;
+            match &p.data {
+                PayloadBytes::Memory(b) => out.file.write_all(b)?,
+                PayloadBytes::File { file, offset, len } => {
+                    out.file.flush()?;
+                    copy_range(file, *offset, out.file.get_ref().as_file(), *len)?;
+                }
+            }
             out.rows.push(Row {
                 offset: out.pos,
                 raw_len: p.raw_len,
-                stored_len: p.data.len() as u64,
+                stored_len: p.data.len(),
                 codec: p.codec.id(),
             });
-            out.pos += p.data.len() as u64;
+            out.pos += p.data.len();
         }
         Ok(())
     }
@@ -460,6 +508,93 @@ impl<'a> TetWriter<'a> {
         // their base with the next one and are passed over).
         let ds = self.bases.partition_point(|&b| b <= seq).saturating_sub(1);
         (ds, self.grids[ds].coords(seq - self.bases[ds]))
+    }
+}
+
+/// Appends `len` bytes of `src` from `offset` at the current position of `dst`: in the kernel
+/// (`copy_file_range`) where it can, else through a buffer.
+fn copy_range(src: &File, offset: u64, dst: &File, len: u64) -> std::io::Result<()> {
+    let mut done = 0u64;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        while done < len {
+            let mut off_in = libc::loff_t::try_from(offset + done)
+                .map_err(|_| std::io::Error::other("source offset too large"))?;
+            let want = (len - done).min(1 << 30) as usize;
+            // SAFETY: plain syscall on two open descriptors; `off_in` is a valid pointer and a
+            // null `off_out` means "at dst's file position", which the call advances.
+            let n = unsafe {
+                libc::copy_file_range(
+                    src.as_raw_fd(),
+                    &mut off_in,
+                    dst.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    want,
+                    0,
+                )
+            };
+            if n > 0 {
+                done += n as u64;
+                continue;
+            }
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the source file is shorter than its header says",
+                ));
+            }
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                // Not supported between these files: fall back to copying through a buffer.
+                Some(libc::EXDEV | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP) => break,
+                Some(libc::EINTR) => continue,
+                _ => return Err(e),
+            }
+        }
+    }
+    copy_buffered(src, offset + done, dst, len - done)
+}
+
+/// The portable half of [`copy_range`].
+fn copy_buffered(src: &File, offset: u64, dst: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len.min(1 << 20) as usize];
+    let mut w = dst;
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(buf.len() as u64) as usize;
+        src.read_exact_at(&mut buf[..n], offset + done)?;
+        w.write_all(&buf[..n])?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek};
+
+    #[test]
+    fn file_ranges_append_at_the_position() {
+        let mut src = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        src.write_all(&data).unwrap();
+        for copy in [copy_range, copy_buffered] {
+            let mut dst = tempfile::tempfile().unwrap();
+            dst.write_all(b"head").unwrap();
+            copy(&src, 10, &dst, 2_000_000).unwrap();
+            dst.write_all(b"tail").unwrap();
+            let mut got = Vec::new();
+            dst.seek(SeekFrom::Start(0)).unwrap();
+            dst.read_to_end(&mut got).unwrap();
+            assert_eq!(&got[..4], b"head");
+            assert_eq!(&got[4..2_000_004], &data[10..2_000_010]);
+            assert_eq!(&got[2_000_004..], b"tail");
+            // Past the end of the source: an error, not a short file.
+            assert!(copy(&src, 2_999_000, &dst, 5_000).is_err());
+        }
     }
 }
 

@@ -56,8 +56,8 @@ use std::sync::{Arc, OnceLock};
 
 use npyz::DType;
 use tet_source::{
-    check_region, extension_confidence, Confidence, ElementType, Importer, OpenOptions, Result,
-    Skipped, Source, SourceError, SourceLayout, Variable,
+    check_region, extension_confidence, Confidence, ElementType, FileExtent, Importer, OpenOptions,
+    Result, Skipped, Source, SourceError, SourceLayout, Variable,
 };
 
 mod fields;
@@ -177,9 +177,9 @@ impl std::fmt::Debug for NpySource {
     }
 }
 
-/// The bytes of a file: mapped, or in memory.
+/// The bytes of a file: mapped (with the file kept open for file-to-file copies), or in memory.
 enum Bytes {
-    Map(memmap2::Mmap),
+    Map(memmap2::Mmap, std::fs::File),
     Mem(Arc<[u8]>),
 }
 
@@ -187,7 +187,7 @@ impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         match self {
-            Bytes::Map(m) => m,
+            Bytes::Map(m, _) => m,
             Bytes::Mem(b) => b,
         }
     }
@@ -201,7 +201,7 @@ fn map_file(path: &Path) -> Result<Bytes> {
     // SAFETY: the mapping is read-only; like every mmap-based reader we rely on the input not
     // being truncated or rewritten by another process while it is converted.
     let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::Map(map))
+    Ok(Bytes::Map(map, file))
 }
 
 /// The bytes of one `.npy` (the whole file, or one `.npz` member).
@@ -289,11 +289,11 @@ impl NpySource {
     fn release(&self, map: &VarMap, data: &[u8], start: &[u64], count: &[u64], out_len: usize) {
         let mapped: &memmap2::Mmap = match &self.payloads[map.payload] {
             Payload::InPlace { .. } => match &self.container {
-                Bytes::Map(m) => m,
+                Bytes::Map(m, _) => m,
                 Bytes::Mem(_) => return,
             },
             Payload::Deflated { cell, .. } => match cell.get() {
-                Some(Ok(Bytes::Map(m))) => m,
+                Some(Ok(Bytes::Map(m, _))) => m,
                 _ => return,
             },
         };
@@ -351,7 +351,7 @@ fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<
     // SAFETY: the temporary file is anonymous (already unlinked) and owned here; nothing else
     // writes to it after this point.
     let map = unsafe { memmap2::Mmap::map(&tmp) }.map_err(|e| err(&e))?;
-    Ok(Bytes::Map(map))
+    Ok(Bytes::Map(map, tmp))
 }
 
 impl Source for NpySource {
@@ -374,6 +374,31 @@ impl Source for NpySource {
         gather::gather(data, &map.layout, start, count, out)?;
         self.release(map, data, start, count, out.len());
         Ok(())
+    }
+
+    fn file_extent(&self, var: usize) -> Option<FileExtent<'_>> {
+        let map = self.maps.get(var)?;
+        // Only runs whose stored bytes are already the output bytes (not bools: numpy allows
+        // any non-zero byte there, the engine wants 0/1).
+        if !map.lendable || map.layout.fix != Fix::None {
+            return None;
+        }
+        // Checks the member's CRC first, like every other read.
+        self.payload_bytes(map.payload).ok()?;
+        let (file, start) = match &self.payloads[map.payload] {
+            Payload::InPlace { start, .. } => match &self.container {
+                Bytes::Map(_, f) => (f, *start as u64),
+                Bytes::Mem(_) => return None,
+            },
+            Payload::Deflated { cell, .. } => match cell.get() {
+                Some(Ok(Bytes::Map(_, f))) => (f, 0),
+                _ => return None,
+            },
+        };
+        Some(FileExtent {
+            file,
+            offset: start.checked_add(map.layout.base)?,
+        })
     }
 
     fn contiguous_bytes(&self, var: usize) -> Option<&[u8]> {

@@ -245,11 +245,26 @@ pub trait Source: Send + Sync {
         true
     }
 
+    /// Where the whole variable lies in a file as one little-endian C-order run of
+    /// `byte_len()` bytes, in exactly the bytes the engine would store: the engine may then
+    /// copy uncompressed chunks file to file (`copy_file_range`) without reading them.
+    fn file_extent(&self, _var: usize) -> Option<FileExtent<'_>> {
+        None
+    }
+
     /// The whole variable as one borrowed little-endian C-order byte slice, when the source can
     /// lend it without any per-element work (e.g. a memory-mapped C-order `.npy`).
     fn contiguous_bytes(&self, _var: usize) -> Option<&[u8]> {
         None
     }
+}
+
+/// A variable's bytes inside a file (see [`Source::file_extent`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FileExtent<'a> {
+    pub file: &'a std::fs::File,
+    /// Byte offset of the variable's first element.
+    pub offset: u64,
 }
 
 /// How sure an importer is that a file is its format.
