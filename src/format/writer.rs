@@ -571,6 +571,17 @@ fn copy_buffered(src: &File, offset: u64, dst: &File, len: u64) -> std::io::Resu
     Ok(())
 }
 
+/// Makes the rename durable (best effort: not every filesystem supports syncing a directory).
+fn sync_dir(target: &Path) {
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -595,16 +606,5 @@ mod tests {
             // Past the end of the source: an error, not a short file.
             assert!(copy(&src, 2_999_000, &dst, 5_000).is_err());
         }
-    }
-}
-
-/// Makes the rename durable (best effort: not every filesystem supports syncing a directory).
-fn sync_dir(target: &Path) {
-    let dir = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
     }
 }
