@@ -251,15 +251,40 @@ pub struct EncodedFooter {
     pub metadata: Value,
 }
 
+/// `v` with the keys of every object in sorted order. serde_json keeps insertion order when any
+/// crate in the build enables its `preserve_order` feature; sorting explicitly keeps our output
+/// bytes the same either way.
+pub fn canonical(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
 impl EncodedFooter {
     /// The footer JSON text with metadata inline.
     pub fn inline_json(&self) -> String {
-        json!({"history": self.history, "metadata": self.metadata}).to_string()
+        canonical(&json!({"history": self.history, "metadata": self.metadata})).to_string()
     }
 
     /// The footer JSON text pointing at a metadata spill at `offset` of `len` bytes.
     pub fn spilled_json(&self, offset: u64, len: u64) -> String {
-        json!({"history": self.history, "metadata_ref": {"offset": offset, "len": len}}).to_string()
+        canonical(&json!({"history": self.history, "metadata_ref": {"offset": offset, "len": len}}))
+            .to_string()
+    }
+
+    /// The metadata JSON text, for a spill.
+    pub fn metadata_json(&self) -> String {
+        canonical(&self.metadata).to_string()
     }
 }
 
@@ -693,6 +718,15 @@ mod tests {
         let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
         // NaN != NaN: compare the text form instead.
         assert_eq!(format!("{back:?}"), format!("{f:?}"));
+    }
+
+    #[test]
+    fn canonical_sorts_keys_at_every_depth() {
+        let v = json!({"b": {"z": 1, "a": [{"y": 0, "x": 0}]}, "a": 0});
+        assert_eq!(
+            canonical(&v).to_string(),
+            r#"{"a":0,"b":{"a":[{"x":0,"y":0}],"z":1}}"#
+        );
     }
 
     #[test]

@@ -455,7 +455,7 @@ impl<'a> TetWriter<'a> {
         let enc = footer.encode().map_err(TetError::Invalid)?;
         let inline = enc.inline_json();
         let json = if inline.len() > limits::INLINE_JSON {
-            let spill = enc.metadata.to_string();
+            let spill = enc.metadata_json();
             let offset = out.pos;
             out.file.write_all(spill.as_bytes())?;
             out.pos += spill.len() as u64;
