@@ -349,19 +349,21 @@ fn plan_all(
     let mut skipped = Vec::new();
     for (i, var) in source.variables().iter().enumerate() {
         if var.shape.is_empty() || var.shape.len() > crate::format::MAX_RANK {
-            let reason = format!(
-                "rank {} is outside the 1..=8 that .tet supports",
-                var.shape.len()
-            );
+            let rank = var.shape.len();
+            let what = if rank == 0 {
+                "rank 0 (a scalar must be given shape [1])".to_string()
+            } else {
+                format!("rank {rank} > tet maximum rank {}", crate::format::MAX_RANK)
+            };
             if opts.open.skip_unsupported {
                 skipped.push(Skipped {
                     name: var.name.clone(),
-                    reason,
+                    reason: what,
                 });
                 continue;
             }
             return Err(refused(format!(
-                "dataset '{}' has {reason} (use --skip-unsupported to skip it)",
+                "dataset '{}' has {what} (use --skip-unsupported to skip it)",
                 var.name
             )));
         }

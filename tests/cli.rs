@@ -198,6 +198,52 @@ fn skip_unsupported_reports_instead_of_failing() {
     assert_eq!(info["history"][0]["params"]["skip_unsupported"], "true");
 }
 
+/// A `.npy` of the given shape (u8 zeros).
+fn write_npy(path: &Path, shape: &[u64]) {
+    let dims: Vec<String> = shape.iter().map(|d| format!("{d}, ")).collect();
+    let header = format!(
+        "{{'descr': '|u1', 'fortran_order': False, 'shape': ({}), }}",
+        dims.concat()
+    );
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    b.extend(header.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', pad));
+    b.push(b'\n');
+    b.extend(std::iter::repeat_n(
+        0u8,
+        shape.iter().product::<u64>() as usize,
+    ));
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn rank_above_eight_is_refused_or_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("deep.npy");
+    write_npy(&npy, &[1, 2, 1, 2, 1, 2, 1, 2, 1]);
+    let out = dir.path().join("o.tet");
+    let o = run(tet_convert().arg(&npy).arg(&out));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("dataset 'deep' has rank 9 > tet maximum rank 8"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let o = run(tet_convert()
+        .arg(&npy)
+        .arg(&out)
+        .args(["--skip-unsupported", "--json"]));
+    assert!(o.status.success());
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["skipped"][0]["name"], "deep");
+    assert_eq!(r["datasets"].as_array().unwrap().len(), 0);
+    let f = tet::format::TetFile::open(&out).unwrap();
+    assert!(tet::format::verify::verify(&f, tet::format::verify::Depth::Deep).ok());
+}
+
 #[test]
 fn verify_exit_codes() {
     let ok = common::reference("sample.tet");

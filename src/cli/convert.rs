@@ -33,6 +33,12 @@ pub struct ConvertArgs {
     /// Report and skip items that have no .tet form instead of failing.
     #[arg(long)]
     skip_unsupported: bool,
+    /// Store CF-packed variables as physical values (scale_factor/add_offset applied, fill → NaN).
+    #[arg(long)]
+    unpack: bool,
+    /// Follow external links that resolve inside the input's directory (HDF5).
+    #[arg(long)]
+    follow_external: bool,
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
@@ -119,6 +125,8 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         opts.jobs = j;
     }
     opts.open.skip_unsupported = a.skip_unsupported;
+    opts.open.unpack = a.unpack;
+    opts.open.follow_external = a.follow_external;
     match convert(input, output, &opts) {
         Err(e) => fail(input, e.to_string()),
         Ok(r) => {
