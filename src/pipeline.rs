@@ -205,13 +205,8 @@ fn absolute(p: &Path) -> PathBuf {
     dir.join(p.file_name().unwrap_or_default())
 }
 
-/// Converts `input` into the `.tet` file `output`.
-pub fn convert(
-    input: &Path,
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<ConvertReport, ConvertError> {
-    let started = Instant::now();
+/// Refuses an output that would overwrite the input, is a directory, or has no directory.
+fn check_paths(input: &Path, output: &Path) -> Result<(), ConvertError> {
     if absolute(input) == absolute(output) {
         return Err(refused("the output would overwrite the input"));
     }
@@ -229,16 +224,39 @@ pub fn convert(
             )));
         }
     }
+    Ok(())
+}
+
+/// Converts `input` into the `.tet` file `output`.
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let started = Instant::now();
+    check_paths(input, output)?;
     let importer = registry::identify(input)?;
     let source = importer.open(input, &opts.open)?;
-    let format = importer.id();
+    convert_source(source.as_ref(), importer.id(), input, output, opts, started)
+}
 
+/// Converts an opened source (format id `format`, read from `input`, which is also what the
+/// history digest covers) into `output`. `started` is when the conversion began, for the report.
+pub fn convert_source(
+    source: &dyn Source,
+    format: &str,
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+    started: Instant,
+) -> Result<ConvertReport, ConvertError> {
+    check_paths(input, output)?;
     // Hash the input on its own thread while the conversion runs.
     let digest_path = input.to_path_buf();
     let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
 
-    let (planned, mut skipped) = plan_all(source.as_ref(), opts)?;
-    let labels = dimension_labels(source.as_ref())?;
+    let (planned, mut skipped) = plan_all(source, opts)?;
+    let labels = dimension_labels(source)?;
 
     let mut footer = Footer::default();
     for p in &planned {
@@ -250,6 +268,16 @@ pub fn convert(
     }
     footer.global_attrs = source.global_attrs().to_vec();
     skipped.extend(source.skipped().iter().cloned());
+    let texts = source.text_variables();
+    if !texts.is_empty() {
+        footer
+            .extra
+            .insert("text_variables".into(), meta::text_variables_json(texts));
+        skipped.extend(texts.iter().map(|t| Skipped {
+            name: t.name.clone(),
+            reason: "strings have no numeric .tet form: values kept in the footer (tet_ext.text_variables)".into(),
+        }));
+    }
     footer.skipped = skipped.clone();
 
     let jobs = opts.jobs.max(1);
@@ -263,7 +291,7 @@ pub fn convert(
         },
     )
     .map_err(out_err)?;
-    let stored = run_workers(source.as_ref(), &planned, &writer, jobs, opts.progress)?;
+    let stored = run_workers(source, &planned, &writer, jobs, opts.progress)?;
 
     let (digest, bytes_in) = digest
         .join()
@@ -437,7 +465,9 @@ fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>
             continue;
         }
         let mut buf = vec![0u8; var.shape[0] as usize * var.dtype.size()];
-        source.read_region(i, &[0], &var.shape, &mut buf)?;
+        source
+            .read_region(i, &[0], &var.shape, &mut buf)
+            .map_err(|e| refused(format!("dataset '{}' (coordinate labels): {e}", var.name)))?;
         labels.insert(dim, meta::coordinate_labels(&buf, var.dtype, &var.attrs));
     }
     Ok(labels)

@@ -219,7 +219,8 @@ pub fn attr_to_text(v: &AttrValue) -> String {
     }
 }
 
-fn attrs_to_json(attrs: &Attrs) -> Value {
+/// A typed attribute list as JSON: `[[name, {"<type>": value}], …]`.
+pub fn attrs_to_json(attrs: &Attrs) -> Value {
     Value::Array(
         attrs
             .iter()

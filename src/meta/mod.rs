@@ -10,9 +10,9 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, ElementType, Role, Variable};
+use tet_source::{AttrValue, ElementType, Role, TextVariable, Variable};
 
-use crate::format::footer::{DatasetMeta, HistoryRow};
+use crate::format::footer::{attrs_to_json, DatasetMeta, HistoryRow};
 use crate::format::DType;
 
 /// How source bytes become `.tet` bytes.
@@ -243,7 +243,28 @@ pub fn dataset_meta(
     if !var.notes.is_empty() {
         m.extra.insert("notes".into(), json!(var.notes));
     }
+    if !var.facts.is_empty() {
+        m.extra
+            .insert("source_facts".into(), attrs_to_json(&var.facts));
+    }
     m
+}
+
+/// The footer's record of string variables (`tet_ext.text_variables`).
+pub fn text_variables_json(vars: &[TextVariable]) -> Value {
+    Value::Array(
+        vars.iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "shape": t.shape,
+                    "dims": t.dims,
+                    "values": t.values,
+                    "attrs": attrs_to_json(&t.attrs),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// `SOURCE_DATE_EPOCH` when set (and a valid integer), else the current Unix time.
@@ -373,16 +394,6 @@ pub fn convert_row(
         parents: vec![digest.into()],
         params: params.into_iter().map(|(k, v)| (k, fit_1024(&v))).collect(),
     }
-}
-
-/// JSON of a list of (name, reason) pairs.
-pub fn name_reasons(items: &[(String, String)]) -> Value {
-    Value::Array(
-        items
-            .iter()
-            .map(|(n, r)| json!({"name": n, "reason": r}))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

@@ -653,6 +653,7 @@ impl<'o> Builder<'o> {
                 },
                 role: tet_source::Role::Data,
                 notes,
+                facts: Vec::new(),
             });
         }
         Ok(())

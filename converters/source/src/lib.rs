@@ -137,6 +137,10 @@ pub struct Variable {
     /// Transformations the importer applied that a reader should know of (e.g. "0-d scalar
     /// stored as shape [1]", "Fortran order transposed to C order"). Recorded in the footer.
     pub notes: Vec<String>,
+    /// Facts about the variable that are not attributes of the source but must survive (an enum's
+    /// name → value mapping, soft-link aliases, the lossy encoding it was decoded from…): kept
+    /// typed in the footer's extension metadata, never mixed into `attrs`.
+    pub facts: Attrs,
 }
 
 impl Variable {
@@ -151,6 +155,7 @@ impl Variable {
             layout: SourceLayout::default(),
             role: Role::Data,
             notes: Vec::new(),
+            facts: Vec::new(),
         }
     }
 
@@ -173,6 +178,19 @@ impl Variable {
 pub struct Skipped {
     pub name: String,
     pub reason: String,
+}
+
+/// A variable of strings (NetCDF `string` or char arrays that are not labels, HDF5 fixed or
+/// variable-length strings). It has no numeric `.tet` form: the engine keeps its values losslessly
+/// in the footer's extension metadata and lists it in the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextVariable {
+    pub name: String,
+    pub shape: Vec<u64>,
+    pub dims: Option<Vec<String>>,
+    /// The values in C order (`product(shape)` of them).
+    pub values: Vec<String>,
+    pub attrs: Attrs,
 }
 
 /// Labels for the positions of one dimension that the importer knows directly (e.g. a NetCDF
@@ -226,6 +244,11 @@ pub trait Source: Send + Sync {
 
     /// Items with no `.tet` form, each with its reason.
     fn skipped(&self) -> &[Skipped] {
+        &[]
+    }
+
+    /// String variables (see [`TextVariable`]).
+    fn text_variables(&self) -> &[TextVariable] {
         &[]
     }
 

@@ -366,6 +366,7 @@ impl TeaSource {
                     },
                     role,
                     notes,
+                    facts: Vec::new(),
                 });
             }
         }
