@@ -1,0 +1,1 @@
+//! hdf5 importer (work in progress).

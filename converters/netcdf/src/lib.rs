@@ -1,0 +1,1 @@
+//! netcdf importer (work in progress).

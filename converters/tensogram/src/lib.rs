@@ -1,0 +1,1 @@
+//! tensogram importer (work in progress).

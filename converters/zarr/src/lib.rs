@@ -1,0 +1,1 @@
+//! zarr importer (work in progress).
