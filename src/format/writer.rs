@@ -135,6 +135,8 @@ struct Reorder<'a> {
     pending: BTreeMap<u64, ChunkPayload<'a>>,
     /// A thread is writing chunks (others only queue theirs).
     writing: bool,
+    /// A thread runs [`TetWriter::write_all`]: submitters only queue.
+    dedicated: bool,
     failed: Option<String>,
 }
 
@@ -142,7 +144,13 @@ struct Output {
     file: BufWriter<NamedTempFile>,
     pos: u64,
     rows: Vec<Row>,
+    /// Bytes before this offset have been handed to the kernel for writeback.
+    flushed: u64,
 }
+
+/// Start writing dirty pages back every this many bytes, so the final fsync has little left to
+/// do (it would otherwise be a serial tail of the whole conversion).
+const WRITEBACK_EVERY: u64 = 32 << 20;
 
 /// A `.tet` file being written. `Sync`: share it by reference between worker threads.
 pub struct TetWriter<'a> {
@@ -288,6 +296,7 @@ impl<'a> TetWriter<'a> {
                 next: 0,
                 pending: BTreeMap::new(),
                 writing: false,
+                dedicated: false,
                 failed: None,
             }),
             ready: Condvar::new(),
@@ -295,6 +304,7 @@ impl<'a> TetWriter<'a> {
                 file,
                 pos,
                 rows: Vec::with_capacity(total.min(1 << 20) as usize),
+                flushed: 0,
             })),
         })
     }
@@ -362,9 +372,20 @@ impl<'a> TetWriter<'a> {
             st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.pending.insert(seq, payload);
-        if st.writing {
+        if st.dedicated || st.writing {
+            // A write stage is running: it takes this chunk when its turn comes.
+            self.ready.notify_all();
             return Ok(());
         }
+        self.write_ready(st).1
+    }
+
+    /// Writes every chunk that is now in order. Called with the state lock held and no other
+    /// thread writing; returns the lock again.
+    fn write_ready<'g>(
+        &'g self,
+        mut st: MutexGuard<'g, Reorder<'a>>,
+    ) -> (MutexGuard<'g, Reorder<'a>>, Result<()>) {
         st.writing = true;
         loop {
             // Take the run of chunks that are now in order.
@@ -376,22 +397,45 @@ impl<'a> TetWriter<'a> {
             }
             if run.is_empty() {
                 st.writing = false;
-                return Ok(());
+                return (st, Ok(()));
             }
             // Taken: later duplicates of these are refused, and the window moves on while the
             // run is written (in flight: at most the window plus this run).
             st.next = n;
             drop(st);
             let result = self.write_run(&run);
+            drop(run);
             st = lock(&self.state);
+            self.ready.notify_all();
             if let Err(e) = result {
                 st.failed = Some(e.to_string());
                 st.writing = false;
                 st.pending.clear();
-                self.ready.notify_all();
-                return Err(e);
+                return (st, Err(e));
             }
-            self.ready.notify_all();
+        }
+    }
+
+    /// Runs the ordered write stage on the calling thread until every declared chunk is
+    /// written (or the write fails or is aborted). While it runs, [`TetWriter::submit`] only
+    /// queues chunks, so the threads that produce them never wait for I/O.
+    pub fn write_all(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        st.dedicated = true;
+        loop {
+            if let Some(msg) = &st.failed {
+                return Err(TetError::Invalid(format!("writer failed: {msg}")));
+            }
+            if !st.writing && st.next >= self.total {
+                return Ok(());
+            }
+            if !st.writing && st.pending.contains_key(&st.next) {
+                let (g, r) = self.write_ready(st);
+                st = g;
+                r?;
+            } else {
+                st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
         }
     }
 
@@ -426,6 +470,15 @@ impl<'a> TetWriter<'a> {
                 codec: p.codec.id(),
             });
             out.pos += p.data.len();
+        }
+        if out.pos - out.flushed >= WRITEBACK_EVERY {
+            out.file.flush()?;
+            start_writeback(
+                out.file.get_ref().as_file(),
+                out.flushed,
+                out.pos - out.flushed,
+            );
+            out.flushed = out.pos;
         }
         Ok(())
     }
@@ -569,6 +622,26 @@ fn copy_buffered(src: &File, offset: u64, dst: &File, len: u64) -> std::io::Resu
         done += n as u64;
     }
     Ok(())
+}
+
+/// Asks the kernel to start writing `len` bytes at `offset` back to disk, without waiting.
+/// Best effort: a failure only means the final fsync does the work.
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        if let (Ok(o), Ok(l)) = (
+            libc::off64_t::try_from(offset),
+            libc::off64_t::try_from(len),
+        ) {
+            // SAFETY: plain syscall on an open descriptor.
+            unsafe {
+                libc::sync_file_range(file.as_raw_fd(), o, l, libc::SYNC_FILE_RANGE_WRITE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, offset, len);
 }
 
 /// Makes the rename durable (best effort: not every filesystem supports syncing a directory).
