@@ -108,7 +108,7 @@ fn random_byte_flips() {
             for _ in 0..flips {
                 let pos = (rng.next() % b.len() as u64) as usize;
                 // Aim at the header/zip structures more often than at the data.
-                let pos = if rng.next() % 2 == 0 {
+                let pos = if rng.next().is_multiple_of(2) {
                     pos % 160.min(b.len())
                 } else {
                     pos
