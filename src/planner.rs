@@ -266,7 +266,7 @@ mod tests {
                 .collect();
             // Alignment: each chunk extent is a multiple of the source unit, or the whole axis.
             for a in 0..shape.len() {
-                prop_assert!(c[a] % unit[a] == 0 || c[a] == shape[a].max(1),
+                prop_assert!(c[a].is_multiple_of(unit[a]) || c[a] == shape[a].max(1),
                     "axis {} extent {} unit {}", a, c[a], unit[a]);
             }
             // Size: within the target unless one source unit alone is larger.

@@ -32,7 +32,7 @@ fn value_bytes(var: usize, t: ElementType, flat: u64) -> Vec<u8> {
     let v = flat as i64 * 7 + var as i64 - 50;
     match t {
         ElementType::I8 => vec![(v % 128) as i8 as u8],
-        ElementType::Bool => vec![(flat % 3 == 0) as u8],
+        ElementType::Bool => vec![flat.is_multiple_of(3) as u8],
         ElementType::BF16 => ((v as f32).to_bits() >> 16).to_le_bytes()[..2].to_vec(),
         ElementType::F64 => (flat as f64).to_le_bytes().to_vec(),
         ElementType::I64 => v.to_le_bytes().to_vec(),
