@@ -59,8 +59,8 @@ pub fn formats() -> Vec<Format> {
             id: "tgm",
             name: "Tensogram",
             extensions: &["tgm"],
-            feature: Some("tensogram"),
-            importer: None,
+            feature: None,
+            importer: Some(&tet_tensogram::TgmImporter),
         },
         Format {
             id: "zarr",

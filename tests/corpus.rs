@@ -15,7 +15,7 @@ use tet::pipeline::{convert, ConvertOptions};
 use tet_source::AttrValue;
 
 /// Corpus folders whose importers this build has.
-const FORMATS: &[&str] = &["npy", "teafile"];
+const FORMATS: &[&str] = &["npy", "teafile", "tensogram"];
 
 fn corpus() -> PathBuf {
     common::shared().join("corpus/public")
@@ -93,8 +93,19 @@ fn attr_matches(want: &Value, got: &AttrValue) -> bool {
 }
 
 fn check_attrs(ctx: &str, want: &Value, got: &[(String, AttrValue)]) {
+    check_attrs_prefixed(ctx, "", want, got)
+}
+
+/// Nested maps in a sidecar (Tensogram's CBOR metadata, e.g. `{"mars": {"param": "2t"}}`) are
+/// stored as dotted keys (`mars.param`).
+fn check_attrs_prefixed(ctx: &str, prefix: &str, want: &Value, got: &[(String, AttrValue)]) {
     let Some(want) = want.as_object() else { return };
     for (k, v) in want {
+        let k = &format!("{prefix}{k}");
+        if v.is_object() {
+            check_attrs_prefixed(ctx, &format!("{k}."), v, got);
+            continue;
+        }
         let g = got.iter().find(|(n, _)| n == k).map(|(_, v)| v);
         let g = g.unwrap_or_else(|| panic!("{ctx}: attribute `{k}` missing (have {got:?})"));
         assert!(

@@ -1,0 +1,304 @@
+//! The bytes of a `.tgm` (a buffer, or a read-only memory map of the file) and the walk that
+//! finds its messages.
+//!
+//! `tensogram`'s own file scanner skips anything it cannot parse one byte at a time, so a
+//! truncated last message (or trailing garbage) silently disappears. This walk is strict
+//! instead: messages must tile the file exactly, from byte 0 to the last byte.
+//!
+//! * A message with a `total_length` T > 0 must fit in the file, end with the postamble magic
+//!   `39277777` at T − 8, carry 0 or T as the postamble's mirrored length, and a first-footer
+//!   offset inside the message. The next message starts at T.
+//! * A streaming message (T = 0) is walked frame by frame: each frame header (`FR`, a known type,
+//!   a length of at least 28 bytes — 36 for a data frame — that fits in the file) must end with
+//!   `ENDF`, and the next frame starts at the following 8-byte boundary of the message (where
+//!   tensogram's encoders put it). The first position that is not a frame must be the
+//!   postamble. This never searches payload bytes for a magic, so a `39277777` inside data
+//!   cannot cut a message short.
+//!
+//! Running out of bytes anywhere is `truncated Tensogram message at byte X (file is N bytes)`;
+//! a structure that is wrong is `corrupt Tensogram message at byte X: …`.
+
+use tet_source::{Result, SourceError};
+
+pub(crate) const MAGIC: &[u8; 8] = b"TENSOGRM";
+const END_MAGIC: &[u8; 8] = b"39277777";
+const PREAMBLE: u64 = 24;
+const POSTAMBLE: u64 = 24;
+const FRAME_HEADER: u64 = 16;
+/// Preamble + postamble: the smallest possible message.
+const MIN_MESSAGE: u64 = PREAMBLE + POSTAMBLE;
+
+/// Where the bytes come from: a buffer, or a read-only memory map of the file.
+pub(crate) enum Backing {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::fmt::Debug for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            Backing::Owned(_) => "in memory",
+            Backing::Mapped(_) => "memory-mapped",
+        };
+        write!(f, "{} bytes {kind}", self.bytes().len())
+    }
+}
+
+impl Backing {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::Owned(v) => v,
+            Backing::Mapped(m) => m,
+        }
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+
+    /// The `len` bytes at `offset`, which must lie inside the file.
+    pub(crate) fn read(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        let all = self.bytes();
+        offset
+            .checked_add(len)
+            .filter(|&e| e <= all.len() as u64)
+            .map(|end| &all[offset as usize..end as usize])
+            .ok_or_else(|| {
+                SourceError::malformed(format!(
+                    "{len} bytes at byte {offset} lie beyond the end of the file ({} bytes)",
+                    all.len()
+                ))
+            })
+    }
+
+    /// Drops the whole pages of `sub` (a slice returned by [`Backing::read`]) from the resident
+    /// set once they have been used, so that resident memory does not grow with the file. They
+    /// stay in the page cache. A no-op for a buffer.
+    pub(crate) fn release(&self, sub: &[u8]) {
+        if let Backing::Mapped(m) = self {
+            if let Some((o, l)) = tet_source::whole_pages(m, sub) {
+                // SAFETY: a read-only, file-backed private mapping: dropped pages read back
+                // unchanged from the file on the next access.
+                unsafe {
+                    let _ = m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l);
+                }
+            }
+        }
+    }
+}
+
+/// One message of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub offset: u64,
+    pub length: u64,
+    /// `total_length` 0 in the preamble (written by a streaming encoder).
+    pub streaming: bool,
+    /// Preamble flags.
+    pub flags: u16,
+}
+
+fn be16(b: &[u8]) -> u16 {
+    let mut a = [0u8; 2];
+    a.copy_from_slice(&b[..2]);
+    u16::from_be_bytes(a)
+}
+
+fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+fn truncated(pos: u64, n: u64, detail: impl std::fmt::Display) -> SourceError {
+    SourceError::malformed(format!(
+        "truncated Tensogram message at byte {pos} (file is {n} bytes): {detail}"
+    ))
+}
+
+fn corrupt(pos: u64, detail: impl std::fmt::Display) -> SourceError {
+    SourceError::malformed(format!("corrupt Tensogram message at byte {pos}: {detail}"))
+}
+
+/// Every message of the file, in order; they tile it exactly.
+pub(crate) fn scan(b: &Backing) -> Result<Vec<Span>> {
+    let n = b.len();
+    if n == 0 {
+        return Err(SourceError::malformed("empty file: no Tensogram message"));
+    }
+    let mut spans = Vec::new();
+    let mut pos = 0u64;
+    while pos < n {
+        let span = message_at(b, pos, n)?;
+        // `length` ≥ 48 and `pos + length` ≤ `n` were checked: this advances and cannot wrap.
+        pos += span.length;
+        spans.push(span);
+    }
+    Ok(spans)
+}
+
+fn message_at(b: &Backing, pos: u64, n: u64) -> Result<Span> {
+    let avail = n - pos;
+    let head = b.read(pos, avail.min(PREAMBLE))?;
+    let m = head.len().min(MAGIC.len());
+    if head[..m] != MAGIC[..m] {
+        return Err(if pos == 0 {
+            SourceError::malformed(
+                "not a Tensogram file: it does not start with the TENSOGRM magic",
+            )
+        } else {
+            SourceError::malformed(format!(
+                "the {avail} bytes after the last Tensogram message (from byte {pos}, file is {n} \
+                 bytes) are not a Tensogram message"
+            ))
+        });
+    }
+    if avail < PREAMBLE {
+        return Err(truncated(
+            pos,
+            n,
+            format!("only {avail} bytes of the 24-byte preamble"),
+        ));
+    }
+    let version = be16(&head[8..10]);
+    if version != 3 {
+        return Err(SourceError::unsupported(format!(
+            "the message at byte {pos} has Tensogram wire version {version}; only version 3 \
+             (tensogram 0.17 and later) is supported"
+        )));
+    }
+    let flags = be16(&head[10..12]);
+    let total = be64(&head[16..24]);
+
+    if total > 0 {
+        if total < MIN_MESSAGE {
+            return Err(corrupt(
+                pos,
+                format!("total length {total} is below the {MIN_MESSAGE}-byte minimum"),
+            ));
+        }
+        if total > avail {
+            return Err(truncated(
+                pos,
+                n,
+                format!("the message declares {total} bytes, {avail} remain"),
+            ));
+        }
+        let post_at = pos + total - POSTAMBLE;
+        let post = b.read(post_at, POSTAMBLE)?;
+        if post[16..24] != END_MAGIC[..] {
+            return Err(corrupt(
+                pos,
+                format!(
+                    "no end magic \"39277777\" at byte {} where its {total}-byte length ends",
+                    post_at + 16
+                ),
+            ));
+        }
+        let mirror = be64(&post[8..16]);
+        if mirror != 0 && mirror != total {
+            return Err(corrupt(
+                pos,
+                format!("the postamble says {mirror} bytes, the preamble {total}"),
+            ));
+        }
+        let first_footer = be64(&post[0..8]);
+        if !(PREAMBLE..=total - POSTAMBLE).contains(&first_footer) {
+            return Err(corrupt(
+                pos,
+                format!("first footer offset {first_footer} lies outside the message"),
+            ));
+        }
+        return Ok(Span {
+            offset: pos,
+            length: total,
+            streaming: false,
+            flags,
+        });
+    }
+
+    // Streaming: walk the frames up to the postamble.
+    let mut p = pos + PREAMBLE;
+    loop {
+        let left = n.saturating_sub(p);
+        if p > n || left < 2 {
+            return Err(truncated(
+                pos,
+                n,
+                "the streamed message ends before its postamble",
+            ));
+        }
+        let tag = b.read(p, 2)?;
+        if tag[..] == b"FR"[..] {
+            if left < FRAME_HEADER {
+                return Err(truncated(
+                    pos,
+                    n,
+                    format!("the frame at byte {p} is cut inside its header"),
+                ));
+            }
+            let h = b.read(p, FRAME_HEADER)?;
+            let frame_type = be16(&h[2..4]);
+            let frame_len = be64(&h[8..16]);
+            if !matches!(frame_type, 1..=3 | 5..=9) {
+                return Err(corrupt(
+                    pos,
+                    format!("unknown frame type {frame_type} at byte {p}"),
+                ));
+            }
+            let min = if frame_type == 9 { 36 } else { 28 };
+            if frame_len < min {
+                return Err(corrupt(
+                    pos,
+                    format!("the frame at byte {p} declares {frame_len} bytes, less than {min}"),
+                ));
+            }
+            if frame_len > left {
+                return Err(truncated(
+                    pos,
+                    n,
+                    format!("the frame at byte {p} declares {frame_len} bytes, {left} remain"),
+                ));
+            }
+            let end = p + frame_len;
+            if b.read(end - 4, 4)?[..] != b"ENDF"[..] {
+                return Err(corrupt(
+                    pos,
+                    format!("the frame at byte {p} does not end with ENDF"),
+                ));
+            }
+            // Next frame: the next 8-byte boundary of the message. `end` ≤ n, no overflow.
+            let rel = end - pos;
+            p = pos + rel.div_ceil(8) * 8;
+        } else {
+            if left < POSTAMBLE {
+                return Err(truncated(
+                    pos,
+                    n,
+                    format!("the stream ends at byte {n}, inside its postamble at byte {p}"),
+                ));
+            }
+            let post = b.read(p, POSTAMBLE)?;
+            if post[16..24] != END_MAGIC[..] {
+                return Err(corrupt(
+                    pos,
+                    format!("neither a frame nor the postamble at byte {p}"),
+                ));
+            }
+            let length = p + POSTAMBLE - pos;
+            let mirror = be64(&post[8..16]);
+            if mirror != 0 && mirror != length {
+                return Err(corrupt(
+                    pos,
+                    format!("the postamble says {mirror} bytes, the frames span {length}"),
+                ));
+            }
+            return Ok(Span {
+                offset: pos,
+                length,
+                streaming: true,
+                flags,
+            });
+        }
+    }
+}
