@@ -1,1 +1,1552 @@
-//! hdf5 importer (work in progress).
+//! HDF5 (`.h5`, `.hdf5`, `.he5`, `.hdf`) importer for tet-convert, on the system libhdf5 through
+//! hdf5-metno.
+//!
+//! An HDF5 file is a graph of groups and datasets joined by links. This importer walks it from
+//! the root group by *links* (never following soft or external links while walking) and maps:
+//!
+//! # Mapping
+//!
+//! * **Variables**: one per dataset reached by a hard link, named by its path without the leading
+//!   `/` (`grid/temperature`), in the order of a depth-first walk with links sorted by name. The
+//!   first hard link to an object names it; later hard links to the same object are aliases.
+//!   A 0-d (scalar dataspace) dataset becomes shape `[1]` with a note.
+//! * **Element types**, delivered little-endian whatever the file's byte order (the bytes are read
+//!   in the file's own type, never converted by the library, and byte-swapped here):
+//!   every integer size and sign, IEEE f16/f32/f64 and bfloat16 (checked bit layouts; other float
+//!   layouts are unsupported); bitfields as unsigned integers; h5py's bool (an enum `FALSE=0,
+//!   TRUE=1` over int8) as [`ElementType::Bool`](tet_source::ElementType::Bool); other enums as
+//!   their base integer type with the `NAME=value` pairs in the variable's facts
+//!   (`enum_mapping`). The engine widens i8, bool and bf16 itself.
+//! * **Compound types**: one variable per field, `<dataset>/<field>` (nested compounds join with
+//!   `/`); a compound of exactly two equal float fields named `r`/`i` or `real`/`imag` is a complex
+//!   number: `<dataset>/real` and `<dataset>/imag`. **Array types** (`H5T_ARRAY`) add trailing
+//!   axes. Each such variable carries a note saying what it was cut from.
+//! * **Strings** (fixed or variable length, ASCII or UTF-8, also as compound fields) become
+//!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
+//!   string dimension scale also gives [`DimLabels`].
+//! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
+//!   opaque data, references, variable-length sequences, HDF5 time, non-IEEE floats, integers
+//!   with padding bits, virtual datasets, datasets with external raw-data files, filters this
+//!   libhdf5 cannot decode (named in the message).
+//! * **Always listed in [`Source::skipped`]** (never an error): null-dataspace datasets ("null
+//!   dataspace"), dangling soft links, soft links to groups, named datatypes, external links
+//!   that are not followed, netCDF's data-less dimension datasets, unreadable attributes.
+//! * **Links**: a soft link to a converted dataset adds its name to the target variable's
+//!   `aliases` fact (and a note). External links are reported as skipped ("external link to
+//!   `<file>:<path>` not followed (use --follow-external)"); with
+//!   [`OpenOptions::follow_external`] a link whose file resolves (canonically) inside the input
+//!   file's directory is followed and its dataset (or group) is converted under the link's name.
+//! * **Dimension scales**: a dataset with `CLASS = "DIMENSION_SCALE"` is a
+//!   [`Role::Coordinate`] (when 1-D) whose dimension is its `NAME` attribute (or its own name).
+//!   A dataset with `DIMENSION_LIST` takes its `dims` from the attached scales (the first scale
+//!   per axis), else from `DIMENSION_LABELS`; axes still unnamed become `<name>_dim<axis>`. The
+//!   bookkeeping attributes (`CLASS`, `NAME` of scales, `REFERENCE_LIST`, `DIMENSION_LIST`,
+//!   `DIMENSION_LABELS`, netCDF's `_Netcdf4*`, `_nc3_strict`, `_NCProperties`) are not copied.
+//! * **Attributes**: numbers typed (arrays of any rank flattened in C order; f16 as f32),
+//!   strings as `Text` (scalar) or `TextList`, bool/enum as their integers, compound values as
+//!   JSON `Text` with a note. Root-group attributes are the global attributes; attributes of
+//!   other groups are global attributes named `<group path>/<name>`.
+//! * **Layout**: `chunk_shape` = the HDF5 chunk shape (plus any array axes), `filters` = labels
+//!   such as `shuffle`, `deflate(4)`, `lzf`, `compressed` when any filter compresses.
+//!
+//! # Reading
+//!
+//! * Chunked datasets whose filters are all deflate, shuffle, fletcher32 or LZF are read by
+//!   [`chunks::ChunkedVar`]: for up to 4096 stored chunks the chunk table (addresses, sizes,
+//!   filter masks) is built at open under the HDF5 lock, then every read is a positioned read of
+//!   the file plus decoding in Rust — no HDF5 call, no lock. Datasets with more chunks fetch each
+//!   chunk's stored bytes with `H5Dread_chunk` under the lock (listing chunks is O(n²) in HDF5
+//!   1.10) and decode them outside it. Either way the engine's workers decompress in parallel
+//!   ([`Source::parallel_reads`] is `true`).
+//! * Contiguous datasets are read with positioned reads at the dataset's file offset (and are
+//!   offered to the engine as a [`FileExtent`] when no byte swap is needed).
+//! * Everything else (compact layout, other filters such as szip, unallocated storage, types with
+//!   variable-length parts) is read with `H5Dread` hyperslabs in the file's own type, under the
+//!   library lock.
+//!
+//! # Robustness
+//!
+//! libhdf5 parses the file's metadata; this crate checks what it is given before using it: chunk
+//! and contiguous-data addresses are checked against the file length, decoded chunks against the
+//! chunk size, datatype sizes against their parts, attribute and string sizes against fixed
+//! limits. libhdf5 1.10.8 itself crashes (SIGSEGV) or hangs on some corrupt metadata, which no
+//! caller can guard against without parsing the file itself: in the byte-flip test about 3 % of
+//! the mutated corpus files hit one of two library bugs — iterating a damaged attribute table
+//! (`H5Aiterate2` → `H5A__attr_release_table` → `H5A__close`), and reading variable-length
+//! strings from a damaged global heap (`H5Aread` → `H5T__conv_vlen` → `H5HG_read`, a `memcpy`
+//! out of bounds or an endless loop in `H5HG__protect`). Truncated files are refused cleanly.
+//! Skipped attributes are named `<object>/@<attribute>` (`@<attribute>` for the root group).
+
+pub mod chunks;
+mod types;
+
+/// The hdf5-metno and hdf5-metno-sys crates this importer is built on (for callers of
+/// [`chunks::ChunkedVar::from_dataset`]).
+pub use ::hdf5;
+pub use ::hdf5_sys;
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use hdf5::types::VarLenArray;
+use hdf5::{IndexType, IterationOrder, LinkType, LocationType, ObjectReference, ObjectReference1};
+use hdf5_sys::h5d::{H5D_layout_t, H5Dread, H5Dvlen_reclaim};
+use hdf5_sys::h5p::{H5Pget_external_count, H5Pget_layout, H5P_DEFAULT};
+use hdf5_sys::h5s::{
+    H5S_class_t, H5S_seloper_t, H5Sclose, H5Screate, H5Screate_simple, H5Sget_simple_extent_type,
+    H5Sselect_hyperslab, H5S_ALL,
+};
+use tet_source::{
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, FileExtent,
+    Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
+    Variable,
+};
+
+use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
+use types::{AttrOutcome, Kind, Leaf, LeafKind};
+
+/// The HDF5 signature; at offset 0, or at 512, 1024, 2048, … after a user block.
+pub const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+
+/// Largest string dataset read into the footer (bytes of records in memory).
+const MAX_TEXT_BYTES: u64 = 256 << 20;
+/// Largest attribute read (bytes).
+const MAX_ATTR_BYTES: u64 = 64 << 20;
+/// Deepest group nesting / external-link chain followed.
+const MAX_DEPTH: usize = 64;
+const MAX_EXTERNAL_DEPTH: usize = 8;
+
+/// Whether `head` carries the HDF5 signature at 0 or at a user-block boundary.
+pub fn has_signature(head: &[u8]) -> bool {
+    let mut off = 0usize;
+    loop {
+        match head.get(off..off + 8) {
+            Some(s) if s == SIGNATURE => return true,
+            Some(_) => {}
+            None => return false,
+        }
+        off = if off == 0 { 512 } else { off * 2 };
+    }
+}
+
+/// The HDF5 importer plug-in (`h5`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct H5Importer;
+
+impl Importer for H5Importer {
+    fn id(&self) -> &'static str {
+        "h5"
+    }
+
+    fn name(&self) -> &'static str {
+        "HDF5"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["h5", "hdf5", "he5", "hdf"]
+    }
+
+    fn identify(&self, path: &Path, head: &[u8]) -> Confidence {
+        if has_signature(head) {
+            Confidence::Magic
+        } else {
+            extension_confidence(path, self.extensions())
+        }
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_path(path, options)?))
+    }
+}
+
+fn lib_err(context: impl std::fmt::Display, e: hdf5::Error) -> SourceError {
+    SourceError::Library(format!("{context}: {e}"))
+}
+
+/// One HDF5 file opened by the source (the input, and files reached by followed external links).
+struct OpenFile {
+    /// Keeps the HDF5 file open for the datasets below (shared with every other open of the same
+    /// file in this process, see [`shared_file`]).
+    h5: std::sync::Arc<hdf5::File>,
+    os: File,
+    len: u64,
+    dir: PathBuf,
+    canonical: PathBuf,
+    /// Added to `H5Dget_chunk_info` addresses.
+    chunk_base: u64,
+}
+
+enum Access {
+    Direct(ChunkedVar),
+    /// Absolute file offset of the records.
+    Contiguous(u64),
+    Library,
+}
+
+/// A dataset as read: its records, and how to get them.
+struct Entry {
+    name: String,
+    file: usize,
+    ds: hdf5::Dataset,
+    /// The dataset's own type (memory form): reads never convert.
+    dtype: hdf5::Datatype,
+    record: usize,
+    /// Dataspace dimensions; empty for a scalar dataspace.
+    outer: Vec<u64>,
+    /// Variable-length parts: library reads only, reclaimed after use.
+    indirect: bool,
+    access: Access,
+}
+
+struct Plan {
+    entry: usize,
+    leaf: Leaf,
+}
+
+/// An opened HDF5 file.
+pub struct H5Source {
+    files: Vec<OpenFile>,
+    entries: Vec<Entry>,
+    plans: Vec<Plan>,
+    variables: Vec<Variable>,
+    text_variables: Vec<TextVariable>,
+    dim_labels: Vec<DimLabels>,
+    global_attrs: Attrs,
+    skipped: Vec<Skipped>,
+    parallel: bool,
+}
+
+impl Drop for H5Source {
+    /// Closes every handle in one step under the library lock, datasets before their files: a
+    /// file whose handle is gone but whose datasets are still open would let another thread's
+    /// fresh open share those datasets' cached state (see [`shared_file`]).
+    fn drop(&mut self) {
+        hdf5::sync::sync(|| {
+            self.plans.clear();
+            self.entries.clear();
+            self.files.clear();
+        });
+    }
+}
+
+impl std::fmt::Debug for H5Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H5Source")
+            .field("files", &self.files.len())
+            .field("variables", &self.variables.len())
+            .field("text_variables", &self.text_variables.len())
+            .field("skipped", &self.skipped)
+            .finish()
+    }
+}
+
+/// Opens an HDF5 file.
+pub fn open_path(path: &Path, options: &OpenOptions) -> Result<H5Source> {
+    // The whole walk holds the library lock (it is reentrant, so the crate's own per-call locking
+    // nests). libhdf5 caches a variable-length datatype's file pointer on the dataset it shares
+    // between handles of the same file; walks of one file interleaved call by call from two
+    // threads can leave one walk with the other's closed handle and crash inside the library
+    // (fill-value conversion of a vlen-string dataset, seen with 1.10.8). One walk at a time
+    // keeps each walk's handles consistent.
+    hdf5::sync::sync(|| open_path_locked(path, options))
+}
+
+fn open_path_locked(path: &Path, options: &OpenOptions) -> Result<H5Source> {
+    let mut w = Walker {
+        opts: options,
+        files: Vec::new(),
+        found: Vec::new(),
+        by_key: HashMap::new(),
+        aliases: Vec::new(),
+        global_attrs: Vec::new(),
+        skipped: Vec::new(),
+        followed: HashSet::new(),
+    };
+    let root = w.open_file(path)?;
+    let root_dir = w.files[root].dir.clone();
+    let g: hdf5::Group = (**w.files[root].h5).clone();
+    let attrs = w.read_attrs(root, &g, "");
+    w.global_attrs.extend(attrs.attrs);
+    w.walk_group(root, &g, "", 0, &root_dir)?;
+    w.finish()
+}
+
+/// The HDF5 files this process has open, by (device, inode).
+static OPEN_FILES: std::sync::Mutex<Vec<OpenEntry>> = std::sync::Mutex::new(Vec::new());
+
+/// (device, inode) and the shared handle.
+type OpenEntry = ((u64, u64), std::sync::Weak<hdf5::File>);
+
+/// Opens a file, or shares the handle this process already has on it. libhdf5 caches a
+/// variable-length datatype's file pointer on the dataset state it shares between all handles of
+/// one file; with two handles, closing the one the type points at leaves the other reading freed
+/// memory (seen with HDF5 1.10.8 as crashes in the fill-value conversion of vlen-string datasets
+/// when threads opened one file concurrently). One handle per file leaves no such pointer behind.
+/// Callers hold the library lock.
+fn shared_file(path: &Path, os: &File) -> Result<std::sync::Arc<hdf5::File>> {
+    use std::os::unix::fs::MetadataExt;
+    let m = os.metadata()?;
+    let key = (m.dev(), m.ino());
+    let mut open = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
+    open.retain(|(_, f)| f.strong_count() > 0);
+    if let Some(f) = open
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, f)| f.upgrade())
+    {
+        return Ok(f);
+    }
+    let f = std::sync::Arc::new(
+        hdf5::File::open(path)
+            .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))?,
+    );
+    open.push((key, std::sync::Arc::downgrade(&f)));
+    Ok(f)
+}
+
+type ObjKey = (usize, String);
+
+enum Target {
+    Dataset(usize),
+    Group(String),
+    Other(String),
+}
+
+/// A dataset found by the walk, before its variables are made.
+struct Found {
+    name: String,
+    file: usize,
+    ds: hdf5::Dataset,
+    attrs: Attrs,
+    notes: Vec<String>,
+    /// The dimension name, when the dataset is a dimension scale.
+    scale_name: Option<String>,
+    netcdf_dim_only: bool,
+    dim_refs: Vec<Option<ObjKey>>,
+    dim_label_attr: Vec<String>,
+    aliases: Vec<String>,
+}
+
+/// Attributes of one object, with the dimension-scale bookkeeping set apart.
+#[derive(Default)]
+struct ObjAttrs {
+    attrs: Attrs,
+    notes: Vec<String>,
+    class: Option<String>,
+    name: Option<(String, AttrValue)>,
+    class_value: Option<AttrValue>,
+    dim_list: Option<Vec<Option<ObjKey>>>,
+    labels: Option<Vec<String>>,
+}
+
+struct Walker<'a> {
+    opts: &'a OpenOptions,
+    files: Vec<OpenFile>,
+    found: Vec<Found>,
+    by_key: HashMap<ObjKey, Target>,
+    /// (alias name, target key, target path as the link states it)
+    aliases: Vec<(String, ObjKey, String)>,
+    global_attrs: Attrs,
+    skipped: Vec<Skipped>,
+    followed: HashSet<(PathBuf, String)>,
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
+fn short_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn text_of(v: &AttrValue) -> Option<String> {
+    match v {
+        AttrValue::Text(s) => Some(s.clone()),
+        AttrValue::TextList(l) if l.len() == 1 => Some(l[0].clone()),
+        _ => None,
+    }
+}
+
+const NETCDF_DIM_ONLY: &str = "This is a netCDF dimension but not a netCDF variable";
+
+impl Walker<'_> {
+    fn skip(&mut self, name: impl Into<String>, reason: impl Into<String>) {
+        self.skipped.push(Skipped {
+            name: name.into(),
+            reason: reason.into(),
+        });
+    }
+
+    /// An unmappable item: an error, or skipped with `skip_unsupported`.
+    fn unsupported(&mut self, name: &str, reason: impl Into<String>) -> Result<()> {
+        let reason = reason.into();
+        if self.opts.skip_unsupported {
+            self.skip(name, reason);
+            Ok(())
+        } else {
+            Err(SourceError::Unsupported(format!(
+                "dataset '{name}': {reason}"
+            )))
+        }
+    }
+
+    fn open_file(&mut self, path: &Path) -> Result<usize> {
+        let os = File::open(path)?;
+        let len = os.metadata()?.len();
+        let canonical = std::fs::canonicalize(path)?;
+        if let Some(i) = self.files.iter().position(|f| f.canonical == canonical) {
+            return Ok(i);
+        }
+        let mut head = [0u8; 8];
+        if len < 8 || os.read_exact_at(&mut head, 0).is_err() {
+            return Err(SourceError::malformed(format!(
+                "file of {len} bytes is too short for HDF5"
+            )));
+        }
+        if path.to_str().is_none() {
+            return Err(SourceError::InvalidRequest(
+                "HDF5 file names must be valid UTF-8".into(),
+            ));
+        }
+        let h5 = shared_file(path, &os)?;
+        let chunk_base = chunks::chunk_address_base(h5.userblock());
+        let dir = canonical
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        self.files.push(OpenFile {
+            h5,
+            os,
+            len,
+            dir,
+            canonical,
+            chunk_base,
+        });
+        Ok(self.files.len() - 1)
+    }
+
+    fn walk_group(
+        &mut self,
+        file: usize,
+        group: &hdf5::Group,
+        prefix: &str,
+        depth: usize,
+        root_dir: &Path,
+    ) -> Result<()> {
+        if depth > MAX_DEPTH {
+            self.skip(
+                prefix,
+                format!("group nested deeper than {MAX_DEPTH} levels"),
+            );
+            return Ok(());
+        }
+        let links = match group.links(IndexType::Name, IterationOrder::Increasing) {
+            Ok(l) => l,
+            Err(e) => {
+                let name = if prefix.is_empty() { "/" } else { prefix };
+                self.skip(name, format!("group members unreadable: {e}"));
+                return Ok(());
+            }
+        };
+        for (lname, info) in links {
+            let path = join(prefix, &lname);
+            match info.link_type {
+                LinkType::Hard => self.hard_link(file, group, &lname, &path, depth, root_dir)?,
+                LinkType::Soft => {
+                    let target = link_value(group, &lname)
+                        .map(|v| String::from_utf8_lossy(&v).into_owned())
+                        .unwrap_or_else(|| "?".into());
+                    match group.loc_info_by_name(&lname) {
+                        Ok(li) => {
+                            let key = (file, format!("{:?}", li.token));
+                            self.aliases.push((path, key, target));
+                        }
+                        Err(_) => self.skip(path, format!("dangling soft link to '{target}'")),
+                    }
+                }
+                LinkType::External => {
+                    let Some((efile, eobj)) = external_value(group, &lname) else {
+                        self.skip(path, "external link with an unreadable target");
+                        continue;
+                    };
+                    if !self.opts.follow_external {
+                        self.skip(
+                            path,
+                            format!(
+                                "external link to {efile}:{eobj} not followed (use --follow-external)"
+                            ),
+                        );
+                        continue;
+                    }
+                    self.follow_external(file, &path, &efile, &eobj, depth, root_dir)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn hard_link(
+        &mut self,
+        file: usize,
+        group: &hdf5::Group,
+        lname: &str,
+        path: &str,
+        depth: usize,
+        root_dir: &Path,
+    ) -> Result<()> {
+        let li = match group.loc_info_by_name(lname) {
+            Ok(li) => li,
+            Err(e) => {
+                self.skip(path, format!("object unreadable: {e}"));
+                return Ok(());
+            }
+        };
+        let key = (file, format!("{:?}", li.token));
+        if let Some(t) = self.by_key.get(&key) {
+            match t {
+                Target::Dataset(_) => {
+                    let first = path.to_string();
+                    self.aliases.push((first.clone(), key, first));
+                }
+                Target::Group(g) => {
+                    let g = g.clone();
+                    self.skip(path, format!("hard link to group '{g}', already converted"));
+                }
+                Target::Other(o) => {
+                    let o = o.clone();
+                    self.skip(path, format!("hard link to '{o}'"));
+                }
+            }
+            return Ok(());
+        }
+        match li.loc_type {
+            LocationType::Group => {
+                self.by_key.insert(key, Target::Group(path.to_string()));
+                match group.group(lname) {
+                    Ok(g) => {
+                        let a = self.read_attrs(file, &g, path);
+                        self.global_attrs
+                            .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
+                        self.walk_group(file, &g, path, depth + 1, root_dir)?;
+                    }
+                    Err(e) => self.skip(path, format!("group unreadable: {e}")),
+                }
+            }
+            LocationType::Dataset => match group.dataset(lname) {
+                Ok(ds) => {
+                    self.by_key.insert(key, Target::Dataset(self.found.len()));
+                    self.add_dataset(file, ds, path, Vec::new());
+                }
+                Err(e) => self.skip(path, format!("dataset unreadable: {e}")),
+            },
+            _ => {
+                self.by_key.insert(key, Target::Other(path.to_string()));
+                self.skip(path, "named datatype (a type definition, no data)");
+            }
+        }
+        Ok(())
+    }
+
+    fn follow_external(
+        &mut self,
+        parent: usize,
+        path: &str,
+        efile: &str,
+        eobj: &str,
+        depth: usize,
+        root_dir: &Path,
+    ) -> Result<()> {
+        let what = format!("external link to {efile}:{eobj}");
+        let p = Path::new(efile);
+        let candidate = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.files[parent].dir.join(p)
+        };
+        let Ok(canon) = std::fs::canonicalize(&candidate) else {
+            self.skip(path, format!("{what}: target file not found"));
+            return Ok(());
+        };
+        if !canon.starts_with(root_dir) {
+            self.skip(
+                path,
+                format!("{what} points outside the input's directory (not followed)"),
+            );
+            return Ok(());
+        }
+        if depth > MAX_EXTERNAL_DEPTH || !self.followed.insert((canon.clone(), eobj.to_string())) {
+            self.skip(path, format!("{what}: link cycle (not followed again)"));
+            return Ok(());
+        }
+        let fi = match self.open_file(&canon) {
+            Ok(i) => i,
+            Err(e) => {
+                self.skip(path, format!("{what}: {e}"));
+                return Ok(());
+            }
+        };
+        let root: hdf5::Group = (**self.files[fi].h5).clone();
+        let info = match root.loc_info_by_name(eobj) {
+            Ok(i) => i,
+            Err(_) => {
+                self.skip(path, format!("{what}: target object not found"));
+                return Ok(());
+            }
+        };
+        let key = (fi, format!("{:?}", info.token));
+        if let Some(Target::Dataset(_)) = self.by_key.get(&key) {
+            self.aliases.push((path.to_string(), key, what));
+            return Ok(());
+        }
+        let note = format!("followed {what}");
+        match info.loc_type {
+            LocationType::Dataset => match root.dataset(eobj) {
+                Ok(ds) => {
+                    self.by_key.insert(key, Target::Dataset(self.found.len()));
+                    self.add_dataset(fi, ds, path, vec![note]);
+                }
+                Err(e) => self.skip(path, format!("{what}: {e}")),
+            },
+            LocationType::Group => match root.group(eobj) {
+                Ok(g) => {
+                    self.by_key.insert(key, Target::Group(path.to_string()));
+                    let a = self.read_attrs(fi, &g, path);
+                    self.global_attrs
+                        .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
+                    self.walk_group(fi, &g, path, depth + 1, root_dir)?;
+                }
+                Err(e) => self.skip(path, format!("{what}: {e}")),
+            },
+            _ => self.skip(path, format!("{what}: target is a named datatype")),
+        }
+        Ok(())
+    }
+
+    fn add_dataset(&mut self, file: usize, ds: hdf5::Dataset, path: &str, mut notes: Vec<String>) {
+        let a = self.read_attrs(file, &ds, path);
+        notes.extend(a.notes);
+        let mut attrs = a.attrs;
+        let is_scale = a.class.as_deref() == Some("DIMENSION_SCALE");
+        let mut scale_name = None;
+        let mut netcdf_dim_only = false;
+        if is_scale {
+            let nm = a
+                .name
+                .as_ref()
+                .and_then(|(_, v)| text_of(v))
+                .filter(|s| !s.is_empty());
+            match nm {
+                Some(s) if s.starts_with(NETCDF_DIM_ONLY) => netcdf_dim_only = true,
+                Some(s) => scale_name = Some(s),
+                None => {}
+            }
+            if scale_name.is_none() {
+                scale_name = Some(short_name(path).to_string());
+            }
+        } else {
+            // CLASS / NAME of other conventions are ordinary attributes.
+            if let Some(v) = a.class_value {
+                attrs.push(("CLASS".into(), v));
+            }
+            if let Some(nv) = a.name {
+                attrs.push(nv);
+            }
+        }
+        self.found.push(Found {
+            name: path.to_string(),
+            file,
+            ds,
+            attrs,
+            notes,
+            scale_name,
+            netcdf_dim_only,
+            dim_refs: a.dim_list.unwrap_or_default(),
+            dim_label_attr: a.labels.unwrap_or_default(),
+            aliases: Vec::new(),
+        });
+    }
+
+    fn read_attrs(&mut self, file: usize, loc: &hdf5::Location, owner: &str) -> ObjAttrs {
+        let mut out = ObjAttrs::default();
+        let label = |n: &str| {
+            if owner.is_empty() {
+                format!("@{n}")
+            } else {
+                format!("{owner}/@{n}")
+            }
+        };
+        let names = match loc.attr_names() {
+            Ok(n) => n,
+            Err(e) => {
+                let o = if owner.is_empty() { "/" } else { owner };
+                self.skip(o, format!("attributes unreadable: {e}"));
+                return out;
+            }
+        };
+        for name in names {
+            if name == "REFERENCE_LIST"
+                || name.starts_with("_Netcdf4")
+                || name == "_nc3_strict"
+                || name == "_NCProperties"
+            {
+                continue;
+            }
+            let attr = match loc.attr(&name) {
+                Ok(a) => a,
+                Err(e) => {
+                    self.skip(label(&name), format!("attribute unreadable: {e}"));
+                    continue;
+                }
+            };
+            if name == "DIMENSION_LIST" {
+                out.dim_list = Some(self.dim_list(file, &attr));
+                continue;
+            }
+            let outcome = decode_attribute(&attr);
+            match (name.as_str(), outcome) {
+                ("DIMENSION_LABELS", AttrOutcome::Value(v, _)) => {
+                    out.labels = Some(match v {
+                        AttrValue::Text(s) => vec![s],
+                        AttrValue::TextList(l) => l,
+                        _ => Vec::new(),
+                    });
+                }
+                ("DIMENSION_LABELS", AttrOutcome::Skip(_)) => {}
+                ("CLASS", AttrOutcome::Value(v, _)) => {
+                    out.class = text_of(&v);
+                    out.class_value = Some(v);
+                }
+                ("NAME", AttrOutcome::Value(v, _)) => out.name = Some((name.clone(), v)),
+                (_, AttrOutcome::Value(v, note)) => {
+                    if let Some(n) = note {
+                        out.notes.push(format!("attribute '{name}': {n}"));
+                    }
+                    out.attrs.push((name.clone(), v));
+                }
+                (_, AttrOutcome::Skip(reason)) => self.skip(label(&name), reason),
+            }
+        }
+        out
+    }
+
+    /// The first dimension scale attached to each axis.
+    fn dim_list(&mut self, file: usize, attr: &hdf5::Attribute) -> Vec<Option<ObjKey>> {
+        let refs = match attr.read_raw::<VarLenArray<ObjectReference1>>() {
+            Ok(r) => r,
+            Err(_) => return Vec::new(),
+        };
+        let root: &hdf5::Location = &self.files[file].h5;
+        refs.iter()
+            .map(|axis| {
+                let r = axis.first()?;
+                match r.dereference(root).ok()? {
+                    hdf5::ReferencedObject::Dataset(d) => {
+                        let info = d.loc_info().ok()?;
+                        Some((file, format!("{:?}", info.token)))
+                    }
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    fn finish(mut self) -> Result<H5Source> {
+        // Aliases (soft links, extra hard links, external links to converted datasets).
+        for (alias, key, target) in std::mem::take(&mut self.aliases) {
+            match self.by_key.get(&key) {
+                Some(Target::Dataset(i)) => {
+                    let i = *i;
+                    self.found[i].aliases.push(alias);
+                }
+                Some(Target::Group(g)) => {
+                    let g = g.clone();
+                    self.skip(
+                        alias,
+                        format!("soft link to group '{g}' (its members are converted under their own names)"),
+                    );
+                }
+                _ => self.skip(alias, format!("link to '{target}', which is not converted")),
+            }
+        }
+        // Dimension names of scales, by object.
+        let scale_of: HashMap<usize, String> = self
+            .found
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.scale_name.clone().map(|s| (i, s)))
+            .collect();
+        let mut src = H5Source {
+            files: Vec::new(),
+            entries: Vec::new(),
+            plans: Vec::new(),
+            variables: Vec::new(),
+            text_variables: Vec::new(),
+            dim_labels: Vec::new(),
+            global_attrs: std::mem::take(&mut self.global_attrs),
+            skipped: Vec::new(),
+            parallel: false,
+        };
+        src.files = std::mem::take(&mut self.files);
+        let found = std::mem::take(&mut self.found);
+        for f in found {
+            let n_axes = f.dim_refs.len().max(f.dim_label_attr.len());
+            let dims: Vec<Option<String>> = (0..n_axes)
+                .map(|axis| {
+                    let scale = match f
+                        .dim_refs
+                        .get(axis)
+                        .and_then(Option::as_ref)
+                        .and_then(|k| self.by_key.get(k))
+                    {
+                        Some(Target::Dataset(i)) => scale_of.get(i).cloned(),
+                        _ => None,
+                    };
+                    scale.or_else(|| {
+                        f.dim_label_attr
+                            .get(axis)
+                            .filter(|s| !s.is_empty())
+                            .cloned()
+                    })
+                })
+                .collect();
+            self.make_variables(&mut src, f, dims)?;
+        }
+        src.skipped = std::mem::take(&mut self.skipped);
+        src.parallel = src
+            .entries
+            .iter()
+            .any(|e| !matches!(e.access, Access::Library));
+        Ok(src)
+    }
+
+    fn make_variables(
+        &mut self,
+        src: &mut H5Source,
+        f: Found,
+        dim_names: Vec<Option<String>>,
+    ) -> Result<()> {
+        let name = f.name.clone();
+        let lib = |what: &str, e: hdf5::Error| lib_err(format!("dataset '{name}': {what}"), e);
+        if f.netcdf_dim_only {
+            self.skip(&f.name, "netCDF dimension without a variable (no data)");
+            return Ok(());
+        }
+        let dtype = f.ds.dtype().map_err(|e| lib("datatype", e))?;
+        let space = f.ds.space().map_err(|e| lib("dataspace", e))?;
+        let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
+        match class {
+            H5S_class_t::H5S_NULL => {
+                self.skip(&f.name, "null dataspace");
+                return Ok(());
+            }
+            H5S_class_t::H5S_SCALAR | H5S_class_t::H5S_SIMPLE => {}
+            _ => {
+                return Err(SourceError::malformed(format!(
+                    "dataset '{name}': bad dataspace"
+                )))
+            }
+        }
+        let scalar = class == H5S_class_t::H5S_SCALAR;
+        let outer: Vec<u64> = if scalar {
+            Vec::new()
+        } else {
+            space.shape().iter().map(|&d| d as u64).collect()
+        };
+        let info = types::analyze(dtype.id());
+        let leaves = types::flatten(&info);
+        let n_records = outer
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| SourceError::malformed(format!("dataset '{name}': shape overflows")))?;
+        let record = info.size;
+
+        // Storage.
+        let dcpl = f.ds.dcpl().map_err(|e| lib("creation properties", e))?;
+        let (layout, n_external) = hdf5::sync::sync(|| unsafe {
+            (H5Pget_layout(dcpl.id()), H5Pget_external_count(dcpl.id()))
+        });
+        if layout == H5D_layout_t::H5D_VIRTUAL {
+            return self.unsupported(&name, "virtual dataset (VDS) is not supported");
+        }
+        if n_external > 0 {
+            return self.unsupported(&name, "raw data stored in external files is not read");
+        }
+        let specs: Vec<FilterSpec> = if layout == H5D_layout_t::H5D_CHUNKED {
+            chunks::read_pipeline(dcpl.id())?
+        } else {
+            Vec::new()
+        };
+        for s in &specs {
+            let ours = s.decoder(record).is_some();
+            let avail = hdf5::sync::sync(|| unsafe { hdf5_sys::h5z::H5Zfilter_avail(s.id) }) > 0;
+            if !ours && !avail {
+                return self.unsupported(
+                    &name,
+                    format!(
+                        "filter {} (id {}) is not available in this libhdf5",
+                        s.label(),
+                        s.id
+                    ),
+                );
+            }
+        }
+        let indirect = chunks::type_has_indirection(dtype.id());
+        let (chunk_base, file_len) = (src.files[f.file].chunk_base, src.files[f.file].len);
+        let mut chunk_shape = None;
+        let access = if indirect {
+            Access::Library
+        } else {
+            match layout {
+                H5D_layout_t::H5D_CHUNKED => {
+                    match ChunkedVar::from_dataset(&f.ds, &name, chunk_base, file_len)? {
+                        ChunkAccess::Direct(cv) => {
+                            chunk_shape = Some(cv.chunk_shape().to_vec());
+                            Access::Direct(cv)
+                        }
+                        ChunkAccess::Library(why) => {
+                            if specs.iter().any(|s| s.id == chunks::FILTER_LZF) {
+                                return self.unsupported(
+                                    &name,
+                                    format!("LZF-compressed, but its chunks cannot be read directly: {why}"),
+                                );
+                            }
+                            Access::Library
+                        }
+                    }
+                }
+                // HDF5 1.10 adds the user block to an undefined address of unallocated
+                // storage, so the offset counts only when the storage is allocated.
+                H5D_layout_t::H5D_CONTIGUOUS => match f.ds.offset().filter(|_| {
+                    n_records
+                        .checked_mul(record as u64)
+                        .is_some_and(|n| n > 0 && f.ds.storage_size() >= n)
+                }) {
+                    Some(off) => {
+                        let end = n_records
+                            .checked_mul(record as u64)
+                            .and_then(|n| n.checked_add(off));
+                        match end {
+                            Some(e) if e <= file_len => Access::Contiguous(off),
+                            _ => {
+                                return Err(SourceError::malformed(format!(
+                                    "dataset '{name}': contiguous data at byte {off} runs past the end of the file ({file_len} bytes)"
+                                )))
+                            }
+                        }
+                    }
+                    None => Access::Library,
+                },
+                _ => Access::Library,
+            }
+        };
+        if chunk_shape.is_none() && layout == H5D_layout_t::H5D_CHUNKED {
+            chunk_shape = f.ds.chunk().map(|c| c.iter().map(|&d| d as u64).collect());
+        }
+        let entry_idx = src.entries.len();
+        src.entries.push(Entry {
+            name: name.clone(),
+            file: f.file,
+            ds: f.ds.clone(),
+            dtype,
+            record,
+            outer: outer.clone(),
+            indirect,
+            access,
+        });
+
+        let filters: Vec<String> = specs.iter().map(FilterSpec::label).collect();
+        let compressed = specs.iter().any(FilterSpec::is_compression);
+        let all_named = !dim_names.is_empty()
+            && dim_names.len() == outer.len()
+            && dim_names.iter().any(Option::is_some);
+        let short = short_name(&name).to_string();
+        let mut texts_read: Option<Vec<Vec<String>>> = None;
+        for (li, leaf) in leaves.iter().enumerate() {
+            let vname = format!("{name}{}", leaf.suffix);
+            let inner: Vec<u64> = leaf.inner.iter().map(|&(d, _)| d).collect();
+            let mut shape: Vec<u64> = outer.iter().chain(&inner).copied().collect();
+            let mut notes: Vec<String> = leaf.notes.clone();
+            notes.extend(f.notes.iter().cloned());
+            if shape.is_empty() {
+                shape = vec![1];
+                notes.push("0-d scalar stored as shape [1]".into());
+            } else if scalar {
+                notes.push("0-d dataset of an array type: the array's axes only".into());
+            }
+            let dims = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
+                f.scale_name.clone().map(|s| vec![s])
+            } else if all_named {
+                let mut d: Vec<String> = dim_names
+                    .iter()
+                    .enumerate()
+                    .map(|(a, n)| n.clone().unwrap_or_else(|| format!("{short}_dim{a}")))
+                    .collect();
+                let leaf_short = short_name(&vname).to_string();
+                d.extend((0..inner.len()).map(|k| format!("{leaf_short}_dim{}", outer.len() + k)));
+                Some(d)
+            } else {
+                None
+            };
+            match &leaf.kind {
+                LeafKind::Numeric {
+                    dtype: et,
+                    be,
+                    enum_mapping,
+                } => {
+                    let mut facts: Attrs = Vec::new();
+                    if *be && et.size() > 1 {
+                        notes.push("big-endian on disk; stored little-endian".into());
+                    }
+                    if let Kind::Enum { is_bool: true, .. } = leaf.ty.kind {
+                        notes.push("h5py bool: HDF5 enum {FALSE:0, TRUE:1} over int8".into());
+                    }
+                    if let Kind::Int { bitfield: true, .. } = leaf.ty.kind {
+                        notes.push("HDF5 bitfield delivered as an unsigned integer".into());
+                    }
+                    if let Some(m) = enum_mapping {
+                        notes.push(
+                            "HDF5 enum: stored as the underlying integer codes; mapping in enum_mapping"
+                                .into(),
+                        );
+                        facts.push(("enum_mapping".into(), AttrValue::TextList(m.clone())));
+                    }
+                    if !f.aliases.is_empty() {
+                        for a in &f.aliases {
+                            notes.push(format!("also reachable as '{a}' (link)"));
+                        }
+                        facts.push(("aliases".into(), AttrValue::TextList(f.aliases.clone())));
+                    }
+                    if leaves.len() > 1 || !leaf.suffix.is_empty() {
+                        facts.push(("source_dataset".into(), AttrValue::Text(name.clone())));
+                    }
+                    let role = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
+                        Role::Coordinate
+                    } else {
+                        Role::Data
+                    };
+                    let layout = SourceLayout {
+                        chunk_shape: chunk_shape.as_ref().map(|c| {
+                            let mut c = c.clone();
+                            c.extend(&inner);
+                            c
+                        }),
+                        compressed,
+                        filters: filters.clone(),
+                    };
+                    src.variables.push(Variable {
+                        name: vname,
+                        dtype: *et,
+                        shape,
+                        dims,
+                        attrs: f.attrs.clone(),
+                        layout,
+                        role,
+                        notes,
+                        facts,
+                    });
+                    src.plans.push(Plan {
+                        entry: entry_idx,
+                        leaf: leaf.clone(),
+                    });
+                }
+                LeafKind::Text => {
+                    let bytes = n_records.saturating_mul(record as u64);
+                    if bytes > MAX_TEXT_BYTES {
+                        self.unsupported(
+                            &vname,
+                            format!("string dataset of {bytes} bytes is too large for the footer"),
+                        )?;
+                        continue;
+                    }
+                    if texts_read.is_none() {
+                        texts_read = Some(src.read_texts(entry_idx, &leaves)?);
+                    }
+                    let values = texts_read
+                        .as_ref()
+                        .and_then(|t| t.get(li))
+                        .cloned()
+                        .unwrap_or_default();
+                    if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
+                        if let Some(d) = &f.scale_name {
+                            src.dim_labels.push(DimLabels {
+                                dim: d.clone(),
+                                labels: values.clone(),
+                            });
+                        }
+                    }
+                    for a in &f.aliases {
+                        self.skip(a, format!("link to string dataset '{name}' (kept once)"));
+                    }
+                    src.text_variables.push(TextVariable {
+                        name: vname,
+                        shape,
+                        dims,
+                        values,
+                        attrs: f.attrs.clone(),
+                    });
+                }
+                LeafKind::Unsupported(why) => {
+                    self.unsupported(
+                        &vname,
+                        format!("{why} (HDF5 type {})", types::describe(&info)),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The raw value of a soft or external link.
+fn link_value(group: &hdf5::Group, name: &str) -> Option<Vec<u8>> {
+    use hdf5_sys::h5l::{H5L_info1_t, H5Lget_info1, H5Lget_val};
+    let cname = std::ffi::CString::new(name).ok()?;
+    hdf5::sync::sync(|| unsafe {
+        let mut info = H5L_info1_t::default();
+        if H5Lget_info1(group.id(), cname.as_ptr(), &mut info, H5P_DEFAULT) < 0 {
+            return None;
+        }
+        let size = *info.u.val_size();
+        if size == 0 || size > 1 << 20 {
+            return None;
+        }
+        let mut buf = vec![0u8; size];
+        if H5Lget_val(
+            group.id(),
+            cname.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            size,
+            H5P_DEFAULT,
+        ) < 0
+        {
+            return None;
+        }
+        let mut v = buf;
+        if let Some(p) = v.iter().position(|&b| b == 0) {
+            if !matches!(info.type_, hdf5_sys::h5l::H5L_type_t::H5L_TYPE_EXTERNAL) {
+                v.truncate(p);
+            }
+        }
+        Some(v)
+    })
+}
+
+/// The (file, object path) of an external link.
+fn external_value(group: &hdf5::Group, name: &str) -> Option<(String, String)> {
+    use hdf5_sys::h5l::H5Lunpack_elink_val;
+    let v = link_value(group, name)?;
+    let len = v.len();
+    hdf5::sync::sync(|| unsafe {
+        let mut flags = 0u32;
+        let mut file: *const std::os::raw::c_char = std::ptr::null();
+        let mut obj: *const std::os::raw::c_char = std::ptr::null();
+        if H5Lunpack_elink_val(v.as_ptr().cast(), len, &mut flags, &mut file, &mut obj) < 0
+            || file.is_null()
+            || obj.is_null()
+        {
+            return None;
+        }
+        let f = std::ffi::CStr::from_ptr(file)
+            .to_string_lossy()
+            .into_owned();
+        let o = std::ffi::CStr::from_ptr(obj).to_string_lossy().into_owned();
+        Some((f, o))
+    })
+}
+
+/// Reads and decodes one attribute in its own type.
+fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
+    let (space, dtype) = match (attr.space(), attr.dtype()) {
+        (Ok(s), Ok(t)) => (s, t),
+        (Err(e), _) | (_, Err(e)) => {
+            return AttrOutcome::Skip(format!("attribute unreadable: {e}"))
+        }
+    };
+    let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
+    let scalar = match class {
+        H5S_class_t::H5S_NULL => {
+            return AttrOutcome::Skip("empty attribute (null dataspace, no value)".into())
+        }
+        H5S_class_t::H5S_SCALAR => true,
+        H5S_class_t::H5S_SIMPLE => false,
+        _ => return AttrOutcome::Skip("attribute with a bad dataspace".into()),
+    };
+    let n = if scalar {
+        1u64
+    } else {
+        space.shape().iter().map(|&d| d as u64).product()
+    };
+    let info = types::analyze(dtype.id());
+    let bytes = n
+        .checked_mul(info.size as u64)
+        .filter(|&b| b <= MAX_ATTR_BYTES);
+    let Some(bytes) = bytes else {
+        return AttrOutcome::Skip("attribute too large".into());
+    };
+    if let Kind::Other(what) = &info.kind {
+        return AttrOutcome::Skip(format!("{what} attribute"));
+    }
+    let indirect = chunks::type_has_indirection(dtype.id());
+    let mut buf = vec![0u8; (bytes as usize).max(1)];
+    hdf5::sync::sync(|| unsafe {
+        if n > 0 {
+            let rc = hdf5_sys::h5a::H5Aread(attr.id(), dtype.id(), buf.as_mut_ptr().cast());
+            if let Err(e) = hdf5::h5check(rc) {
+                return AttrOutcome::Skip(format!("attribute unreadable: {e}"));
+            }
+        }
+        let out = types::decode_attr(&info, &buf, n as usize, scalar);
+        if indirect && n > 0 {
+            H5Dvlen_reclaim(dtype.id(), space.id(), H5P_DEFAULT, buf.as_mut_ptr().cast());
+        }
+        out
+    })
+}
+
+impl H5Source {
+    /// Reads all records of a dataset whose type has string leaves and decodes every text leaf
+    /// (index = leaf index; non-text leaves get an empty list).
+    fn read_texts(&self, entry: usize, leaves: &[Leaf]) -> Result<Vec<Vec<String>>> {
+        let e = &self.entries[entry];
+        let start = vec![0u64; e.outer.len()];
+        let count = e.outer.clone();
+        self.with_records(e, &start, &count, |recs| {
+            let mut lossy = false;
+            let out = leaves
+                .iter()
+                .map(|leaf| {
+                    if leaf.kind != LeafKind::Text {
+                        return Vec::new();
+                    }
+                    let dims: Vec<u64> = leaf.inner.iter().map(|&(d, _)| d).collect();
+                    let zeros = vec![0u64; dims.len()];
+                    let mut vals = Vec::new();
+                    for rec in recs.chunks_exact(e.record.max(1)) {
+                        types::for_each_inner(leaf, &zeros, &dims, |off| {
+                            // SAFETY: `recs` comes from a library read in the dataset's own type
+                            // (vlen pointers live until `with_records` reclaims them).
+                            vals.push(unsafe { types::string_at(&leaf.ty, rec, off, &mut lossy) });
+                        });
+                    }
+                    vals
+                })
+                .collect();
+            Ok(out)
+        })
+    }
+
+    /// Reads the records of `start..start+count` (dataset coordinates) and calls `f` on them
+    /// while they are valid (variable-length parts are reclaimed afterwards).
+    fn with_records<T>(
+        &self,
+        e: &Entry,
+        start: &[u64],
+        count: &[u64],
+        f: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<T> {
+        let n: u64 = count.iter().product();
+        let bytes = n
+            .checked_mul(e.record as u64)
+            .filter(|&b| b <= isize::MAX as u64)
+            .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+        let mut buf = vec![0u8; bytes as usize];
+        if n == 0 {
+            return f(&buf);
+        }
+        if e.indirect || matches!(e.access, Access::Library) {
+            hdf5::sync::sync(|| {
+                self.h5_read(e, start, count, &mut buf)?;
+                let r = f(&buf);
+                if e.indirect {
+                    self.reclaim(e, count, &mut buf);
+                }
+                r
+            })
+        } else {
+            self.read_records_into(e, start, count, &mut buf)?;
+            f(&buf)
+        }
+    }
+
+    fn reclaim(&self, e: &Entry, count: &[u64], buf: &mut [u8]) {
+        hdf5::sync::sync(|| unsafe {
+            let space = if e.outer.is_empty() {
+                H5Screate(H5S_class_t::H5S_SCALAR)
+            } else {
+                H5Screate_simple(count.len() as i32, count.as_ptr(), std::ptr::null())
+            };
+            if space >= 0 {
+                H5Dvlen_reclaim(e.dtype.id(), space, H5P_DEFAULT, buf.as_mut_ptr().cast());
+                H5Sclose(space);
+            }
+        })
+    }
+
+    /// `H5Dread` of a hyperslab in the dataset's own type (no conversion).
+    fn h5_read(&self, e: &Entry, start: &[u64], count: &[u64], buf: &mut [u8]) -> Result<()> {
+        let err = |what: String| SourceError::Library(format!("dataset '{}': {what}", e.name));
+        hdf5::sync::sync(|| unsafe {
+            if e.outer.is_empty() {
+                let rc = H5Dread(
+                    e.ds.id(),
+                    e.dtype.id(),
+                    H5S_ALL,
+                    H5S_ALL,
+                    H5P_DEFAULT,
+                    buf.as_mut_ptr().cast(),
+                );
+                return hdf5::h5check(rc)
+                    .map(|_| ())
+                    .map_err(|x| err(format!("read failed: {x}")));
+            }
+            let fspace = hdf5_sys::h5d::H5Dget_space(e.ds.id());
+            if fspace < 0 {
+                return Err(err("cannot get its dataspace".into()));
+            }
+            let mspace = H5Screate_simple(count.len() as i32, count.as_ptr(), std::ptr::null());
+            let mut rc = if mspace < 0 { -1 } else { 0 };
+            if rc >= 0 {
+                rc = H5Sselect_hyperslab(
+                    fspace,
+                    H5S_seloper_t::H5S_SELECT_SET,
+                    start.as_ptr(),
+                    std::ptr::null(),
+                    count.as_ptr(),
+                    std::ptr::null(),
+                );
+            }
+            let result = if rc < 0 {
+                Err(err("cannot select the region".into()))
+            } else {
+                let rc = H5Dread(
+                    e.ds.id(),
+                    e.dtype.id(),
+                    mspace,
+                    fspace,
+                    H5P_DEFAULT,
+                    buf.as_mut_ptr().cast(),
+                );
+                hdf5::h5check(rc)
+                    .map(|_| ())
+                    .map_err(|x| err(format!("read failed: {x}")))
+            };
+            if mspace >= 0 {
+                H5Sclose(mspace);
+            }
+            H5Sclose(fspace);
+            result
+        })
+    }
+
+    /// Raw records of a fixed-size type into `out` (which holds exactly the region).
+    fn read_records_into(
+        &self,
+        e: &Entry,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        match &e.access {
+            Access::Direct(cv) => cv.read_region_raw(&self.files[e.file].os, start, count, out),
+            Access::Contiguous(off) => {
+                let rs = e.record as u64;
+                let file = &self.files[e.file].os;
+                let mut res = Ok(());
+                chunks::for_each_run(
+                    &e.outer,
+                    &vec![0; e.outer.len()],
+                    count,
+                    start,
+                    start,
+                    &start
+                        .iter()
+                        .zip(count)
+                        .map(|(s, c)| s + c)
+                        .collect::<Vec<_>>(),
+                    |s, d, n| {
+                        if res.is_err() {
+                            return;
+                        }
+                        let (d, n) = ((d * rs) as usize, (n * rs) as usize);
+                        if let Err(x) = file.read_exact_at(&mut out[d..d + n], off + s * rs) {
+                            res = Err(SourceError::malformed(format!(
+                                "dataset '{}': reading {n} bytes at byte {}: {x}",
+                                e.name,
+                                off + s * rs
+                            )));
+                        }
+                    },
+                );
+                res
+            }
+            Access::Library => self.h5_read(e, start, count, out),
+        }
+    }
+}
+
+impl Source for H5Source {
+    fn variables(&self) -> &[Variable] {
+        &self.variables
+    }
+
+    fn global_attrs(&self) -> &[(String, AttrValue)] {
+        &self.global_attrs
+    }
+
+    fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    fn text_variables(&self) -> &[TextVariable] {
+        &self.text_variables
+    }
+
+    fn dim_labels(&self) -> &[DimLabels] {
+        &self.dim_labels
+    }
+
+    fn parallel_reads(&self) -> bool {
+        self.parallel
+    }
+
+    fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let v = self
+            .variables
+            .get(var)
+            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        if count.contains(&0) {
+            return Ok(());
+        }
+        let plan = &self.plans[var];
+        let e = &self.entries[plan.entry];
+        let leaf = &plan.leaf;
+        let orank = e.outer.len();
+        let (ostart, ocount, istart, icount): (&[u64], &[u64], &[u64], &[u64]) = if orank == 0 {
+            if leaf.inner.is_empty() {
+                (&[], &[], &[], &[])
+            } else {
+                (&[], &[], start, count)
+            }
+        } else {
+            (
+                &start[..orank],
+                &count[..orank],
+                &start[orank..],
+                &count[orank..],
+            )
+        };
+        let (es, be) = match &leaf.kind {
+            LeafKind::Numeric { dtype, be, .. } => (dtype.size(), *be),
+            _ => {
+                return Err(SourceError::InvalidRequest(format!(
+                    "variable '{}' has no numeric values",
+                    v.name
+                )))
+            }
+        };
+        if leaf.is_whole(e.record) && !e.indirect {
+            self.read_records_into(e, ostart, ocount, out)?;
+            if be {
+                chunks::swap_in_place(out, es);
+            }
+            return Ok(());
+        }
+        self.with_records(e, ostart, ocount, |recs| {
+            let mut o = 0usize;
+            for rec in recs.chunks_exact(e.record.max(1)) {
+                types::for_each_inner(leaf, istart, icount, |off| {
+                    let dst = &mut out[o..o + es];
+                    dst.copy_from_slice(&rec[off..off + es]);
+                    if be {
+                        dst.reverse();
+                    }
+                    o += es;
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn file_extent(&self, var: usize) -> Option<FileExtent<'_>> {
+        let plan = self.plans.get(var)?;
+        let e = &self.entries[plan.entry];
+        let Access::Contiguous(off) = &e.access else {
+            return None;
+        };
+        let off = *off;
+        match plan.leaf.kind {
+            LeafKind::Numeric { be, dtype, .. } if !(be && dtype.size() > 1) => {}
+            _ => return None,
+        }
+        if !plan.leaf.is_whole(e.record) || e.indirect {
+            return None;
+        }
+        Some(FileExtent {
+            file: &self.files[e.file].os,
+            offset: off,
+        })
+    }
+}
+
+impl H5Source {
+    /// The names of the variables read through the library (not by direct chunk or contiguous
+    /// access) — for diagnostics and tests.
+    pub fn library_read_variables(&self) -> Vec<&str> {
+        self.plans
+            .iter()
+            .zip(&self.variables)
+            .filter(|(p, _)| matches!(self.entries[p.entry].access, Access::Library))
+            .map(|(_, v)| v.name.as_str())
+            .collect()
+    }
+
+    /// The names of the variables read by direct chunk access.
+    pub fn direct_chunk_variables(&self) -> Vec<&str> {
+        self.plans
+            .iter()
+            .zip(&self.variables)
+            .filter(|(p, _)| matches!(self.entries[p.entry].access, Access::Direct(_)))
+            .map(|(_, v)| v.name.as_str())
+            .collect()
+    }
+
+    /// Reads a region of a variable through `H5Dread` whatever its fast path (for comparisons).
+    pub fn read_region_via_library(
+        &self,
+        var: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let v = self
+            .variables
+            .get(var)
+            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let plan = &self.plans[var];
+        let e = &self.entries[plan.entry];
+        if !plan.leaf.is_whole(e.record) || e.outer.is_empty() {
+            return Err(SourceError::InvalidRequest(
+                "only whole-record variables of simple datasets".into(),
+            ));
+        }
+        if count.contains(&0) {
+            return Ok(());
+        }
+        self.h5_read(e, start, count, out)?;
+        if let LeafKind::Numeric {
+            be: true, dtype, ..
+        } = plan.leaf.kind
+        {
+            chunks::swap_in_place(out, dtype.size());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,1256 @@
+//! Direct chunk access: reading an HDF5 dataset's stored chunks from the file ourselves and
+//! decoding the filter pipeline in Rust, outside the HDF5 library and its global lock.
+//!
+//! libhdf5 (as linked here) is not thread-safe: every call goes through one process-wide lock
+//! (`hdf5_sys::LOCK`, shared by hdf5-metno and netcdf). A `H5Dread` of a deflated dataset
+//! decompresses under that lock, so several engine workers would queue behind each other. For
+//! the common pipelines this module removes the library from the read path:
+//!
+//! 1. At open, under the lock, [`ChunkedVar::from_dataset`] records the dataset's shape, chunk
+//!    shape, element size, filter pipeline, fill value and the *chunk table*: for every allocated
+//!    chunk its grid position, file address, stored size and filter mask (bit `i` set = filter
+//!    `i` of the pipeline was skipped for that chunk, as h5py's optional LZF does for chunks that
+//!    do not shrink). Addresses and sizes are checked against the file length.
+//! 2. [`ChunkedVar::read_region`] then needs no HDF5 call at all: for every chunk intersecting
+//!    the region it reads the stored bytes with a positioned read (`pread`, so any number of
+//!    threads may read at once), runs [`decode_filters`] (the pipeline in reverse order) and
+//!    copies the intersecting part into the output. Chunks are stored full-size even at the edges
+//!    of the dataset. A chunk that was never written yields the dataset's fill value.
+//!
+//! HDF5 1.10 can only list chunks in O(n²) (`H5Dget_chunk_info(i)` walks the index from its start
+//! on every call, and `H5Dget_chunk_info_by_coord` scans every chunk: 48 s for 40 000 chunks
+//! here), and `H5Dchunk_iter` only exists from 1.14. So the table is built only for datasets of
+//! up to 4096 allocated chunks (≈0.1 s). Larger datasets are read *lazily*: per chunk, one
+//! O(log n) lookup (`H5Dget_chunk_storage_size`) and `H5Dread_chunk` fetch the still-filtered
+//! bytes under the lock, and the decoding — the expensive part — runs outside it as before.
+//!
+//! Decodable filters: deflate (1, a zlib stream, decoded with `flate2`'s pure-Rust backend),
+//! shuffle (2), fletcher32 (3, verified then stripped) and LZF (32000, h5py's filter, decoded by
+//! [`lzf_decompress`]; libhdf5 itself cannot read it). A dataset with any other filter (szip,
+//! scale-offset, n-bit, blosc, …), a non-chunked layout, or a datatype with variable-length parts
+//! is reported as [`ChunkAccess::Library`] with the reason: read it with `H5Dread`.
+//!
+//! # Use from another importer (NetCDF-4 files are HDF5 files)
+//!
+//! ```no_run
+//! use std::fs::File;
+//! use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};
+//!
+//! # fn main() -> tet_source::Result<()> {
+//! let path = std::path::Path::new("data.nc");
+//! match ChunkedVar::open(path, "/group/temperature")? {
+//!     ChunkAccess::Direct(var) => {
+//!         let file = File::open(path)?;
+//!         let mut out = vec![0u8; 10 * 20 * var.elem_size()];
+//!         // Little-endian C-order bytes; safe to call from many threads at once.
+//!         var.read_region(&file, &[0, 0], &[10, 20], &mut out)?;
+//!     }
+//!     ChunkAccess::Library(why) => eprintln!("use H5Dread: {why}"),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! [`ChunkedVar::open`] (and [`ChunkedVar::open_many`]) open their own HDF5 handle on the file;
+//! a variable with a chunk table keeps nothing open, one without (more than 4096 chunks, see
+//! [`ChunkedVar::has_chunk_table`]) keeps its dataset (and so the file) open until it is dropped.
+//! If the caller holds the same file open through netCDF-C at that moment, HDF5 may refuse the
+//! second open when the two file-close degrees differ; open sequentially, or build the variables
+//! with [`ChunkedVar::from_dataset`] from a `hdf5::Dataset` you opened yourself (`tet_hdf5::hdf5`
+//! re-exports hdf5-metno). All library calls take hdf5-metno's lock, which is the one netCDF
+//! uses too (`hdf5_sys::LOCK`).
+//!
+//! All numbers from the file are checked before they size an allocation: a stored chunk cannot be
+//! larger than the file, and a decoded chunk cannot exceed the dataset's chunk size (plus 4 bytes
+//! per fletcher32 filter).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use hdf5_sys::h5::{hsize_t, HADDR_UNDEF};
+use hdf5_sys::h5d::{
+    H5D_fill_time_t, H5D_fill_value_t, H5D_layout_t, H5Dget_chunk_info, H5Dget_num_chunks,
+    H5Dget_space,
+};
+use hdf5_sys::h5i::hid_t;
+use hdf5_sys::h5p::{
+    H5Pfill_value_defined, H5Pget_chunk, H5Pget_fill_time, H5Pget_fill_value, H5Pget_filter2,
+    H5Pget_layout, H5Pget_nfilters,
+};
+use hdf5_sys::h5s::H5Sclose;
+use hdf5_sys::h5t::{H5T_class_t, H5T_order_t, H5Tget_class, H5Tget_order, H5Tget_size};
+use tet_source::{check_region, Result, SourceError};
+
+/// HDF5 filter id of deflate (zlib).
+pub const FILTER_DEFLATE: i32 = 1;
+/// HDF5 filter id of the byte shuffle.
+pub const FILTER_SHUFFLE: i32 = 2;
+/// HDF5 filter id of the fletcher32 checksum.
+pub const FILTER_FLETCHER32: i32 = 3;
+/// HDF5 filter id of szip.
+pub const FILTER_SZIP: i32 = 4;
+/// HDF5 filter id of n-bit packing.
+pub const FILTER_NBIT: i32 = 5;
+/// HDF5 filter id of scale-offset.
+pub const FILTER_SCALEOFFSET: i32 = 6;
+/// Registered id of h5py's LZF filter.
+pub const FILTER_LZF: i32 = 32000;
+
+/// Datasets with up to this many allocated chunks get a chunk table at open. Listing the chunks
+/// costs O(n²) in HDF5 1.10 (every `H5Dget_chunk_info` call walks the index from the start;
+/// `H5Dget_chunk_info_by_coord` scans all chunks): about 0.1 s for 4096 chunks. Larger datasets
+/// are read with one O(log n) library lookup per chunk instead.
+const MAX_TABLE_CHUNKS: u64 = 1 << 12;
+
+/// One entry of a dataset's filter pipeline, as stored in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterSpec {
+    /// The registered filter id (1 = deflate, 2 = shuffle, 32000 = LZF, …).
+    pub id: i32,
+    /// `H5Z_FLAG_*` bits (bit 0: optional).
+    pub flags: u32,
+    /// The filter's client data values.
+    pub cd_values: Vec<u32>,
+    /// The name stored with the filter (may be empty).
+    pub name: String,
+}
+
+impl FilterSpec {
+    /// A short label: `deflate(4)`, `shuffle`, `fletcher32`, `lzf`, `szip`, `nbit`,
+    /// `scaleoffset`, `blosc`, `zstd`, … or `filter <id>`.
+    pub fn label(&self) -> String {
+        match self.id {
+            FILTER_DEFLATE => match self.cd_values.first() {
+                Some(l) => format!("deflate({l})"),
+                None => "deflate".into(),
+            },
+            FILTER_SHUFFLE => "shuffle".into(),
+            FILTER_FLETCHER32 => "fletcher32".into(),
+            FILTER_SZIP => "szip".into(),
+            FILTER_NBIT => "nbit".into(),
+            FILTER_SCALEOFFSET => "scaleoffset".into(),
+            307 => "bzip2".into(),
+            FILTER_LZF => "lzf".into(),
+            32001 => "blosc".into(),
+            32004 => "lz4".into(),
+            32008 => "bitshuffle".into(),
+            32013 => "zfp".into(),
+            32015 => "zstd".into(),
+            32017 => "sz".into(),
+            32026 => "blosc2".into(),
+            id => {
+                let name = self.name.trim();
+                if name.is_empty() {
+                    format!("filter {id}")
+                } else {
+                    format!("filter {id} ({name})")
+                }
+            }
+        }
+    }
+
+    /// Whether the filter reduces size (everything but shuffle and fletcher32).
+    pub fn is_compression(&self) -> bool {
+        !matches!(self.id, FILTER_SHUFFLE | FILTER_FLETCHER32)
+    }
+
+    /// The Rust decoder for this filter, `None` when this module cannot decode it. `elem_size`
+    /// is the datatype size, used by shuffle when the filter stored no element size.
+    pub fn decoder(&self, elem_size: usize) -> Option<Filter> {
+        match self.id {
+            FILTER_DEFLATE => Some(Filter::Deflate),
+            FILTER_SHUFFLE => {
+                let s = self
+                    .cd_values
+                    .first()
+                    .map(|&v| v as usize)
+                    .filter(|&v| v > 0)
+                    .unwrap_or(elem_size);
+                Some(Filter::Shuffle { elem_size: s })
+            }
+            FILTER_FLETCHER32 => Some(Filter::Fletcher32),
+            FILTER_LZF => Some(Filter::Lzf),
+            _ => None,
+        }
+    }
+}
+
+/// A filter this module decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// zlib stream (RFC 1950).
+    Deflate,
+    /// Byte shuffle of elements of this size.
+    Shuffle { elem_size: usize },
+    /// Fletcher-32 checksum appended (little-endian) to the chunk.
+    Fletcher32,
+    /// LZF (liblzf format, no header).
+    Lzf,
+}
+
+/// A chunk that could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+fn derr<T>(msg: impl Into<String>) -> std::result::Result<T, DecodeError> {
+    Err(DecodeError(msg.into()))
+}
+
+/// Decodes one stored chunk: the filters of `pipeline` (in encode order, as stored) are undone
+/// in reverse order, skipping filter `i` when bit `i` of `filter_mask` is set. The result must
+/// be exactly `chunk_bytes` long.
+pub fn decode_filters(
+    pipeline: &[Filter],
+    filter_mask: u32,
+    stored: Vec<u8>,
+    chunk_bytes: usize,
+) -> std::result::Result<Vec<u8>, DecodeError> {
+    let active = |i: usize| i >= 32 || filter_mask & (1u32 << i) == 0;
+    let mut data = stored;
+    for (i, f) in pipeline.iter().enumerate().rev() {
+        if !active(i) {
+            continue;
+        }
+        // The decoded size of stage i is the encoder input of stage i: the chunk plus the
+        // checksums of the active fletcher32 filters before it.
+        let fletchers = pipeline[..i]
+            .iter()
+            .enumerate()
+            .filter(|&(j, g)| active(j) && *g == Filter::Fletcher32)
+            .count();
+        let bound = chunk_bytes
+            .checked_add(4 * fletchers)
+            .ok_or_else(|| DecodeError("chunk size overflows".into()))?;
+        data = match *f {
+            Filter::Deflate => inflate(&data, bound)?,
+            Filter::Lzf => lzf_decompress(&data, bound)?,
+            Filter::Shuffle { elem_size } => {
+                let mut out = vec![0u8; data.len()];
+                unshuffle(&data, elem_size, &mut out);
+                out
+            }
+            Filter::Fletcher32 => {
+                fletcher32_strip(&mut data)?;
+                data
+            }
+        };
+    }
+    if data.len() != chunk_bytes {
+        return derr(format!(
+            "chunk decodes to {} bytes, expected {chunk_bytes}",
+            data.len()
+        ));
+    }
+    Ok(data)
+}
+
+/// Inflates a zlib stream (the deflate filter's format) into at most `max` bytes.
+pub fn inflate(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    use flate2::{Decompress, FlushDecompress, Status};
+    let mut d = Decompress::new(true);
+    // Grow with the data rather than trusting `max` (which comes from the file) up front; one
+    // byte beyond `max` tells a stream that is too long.
+    let limit = max.saturating_add(1);
+    let mut out: Vec<u8> = Vec::with_capacity(limit.min(64 << 20));
+    loop {
+        if out.len() == out.capacity() {
+            if out.len() >= limit {
+                return derr(format!("deflate: chunk inflates past {max} bytes"));
+            }
+            let grow = out.capacity().max(1 << 16).min(limit - out.len());
+            out.reserve_exact(grow);
+        }
+        let (in0, out0) = (d.total_in(), out.len());
+        let consumed = usize::try_from(in0).unwrap_or(usize::MAX).min(input.len());
+        let status = d
+            .decompress_vec(&input[consumed..], &mut out, FlushDecompress::Finish)
+            .map_err(|e| DecodeError(format!("deflate: {e}")))?;
+        if status == Status::StreamEnd {
+            break;
+        }
+        if d.total_in() == in0 && out.len() == out0 && out.len() < out.capacity() {
+            return derr("deflate: truncated stream");
+        }
+    }
+    if out.len() > max {
+        return derr(format!("deflate: chunk inflates past {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// Decompresses an LZF stream (liblzf's format, as h5py's filter 32000 stores it) into at
+/// most `max` bytes. Every read and back-reference is bounds-checked.
+pub fn lzf_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    let mut out: Vec<u8> = Vec::with_capacity(max.min(input.len().saturating_mul(4)).min(64 << 20));
+    let mut i = 0usize;
+    while i < input.len() {
+        let ctrl = input[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            // Literal run of ctrl + 1 bytes.
+            let n = ctrl + 1;
+            let Some(lit) = input.get(i..i + n) else {
+                return derr("lzf: literal run past the end of the input");
+            };
+            if out.len() + n > max {
+                return derr(format!("lzf: output exceeds {max} bytes"));
+            }
+            out.extend_from_slice(lit);
+            i += n;
+        } else {
+            // Back-reference: length (ctrl >> 5) + 2, with an extra length byte when 7.
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                let Some(&b) = input.get(i) else {
+                    return derr("lzf: truncated back-reference");
+                };
+                len += b as usize;
+                i += 1;
+            }
+            let Some(&lo) = input.get(i) else {
+                return derr("lzf: truncated back-reference");
+            };
+            i += 1;
+            let back = ((ctrl & 0x1f) << 8) + lo as usize + 1;
+            if back > out.len() {
+                return derr("lzf: back-reference before the start of the output");
+            }
+            let n = len + 2;
+            if out.len() + n > max {
+                return derr(format!("lzf: output exceeds {max} bytes"));
+            }
+            let from = out.len() - back;
+            if back >= n {
+                out.extend_from_within(from..from + n);
+            } else {
+                // Overlapping copy (run-length style): byte by byte.
+                for k in 0..n {
+                    let b = out[from + k];
+                    out.push(b);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Undoes HDF5's byte shuffle: `input` holds byte 0 of every element, then byte 1, …, then any
+/// leftover bytes (`len % elem_size`) verbatim. `out` must be as long as `input`.
+pub fn unshuffle(input: &[u8], elem_size: usize, out: &mut [u8]) {
+    let len = input.len().min(out.len());
+    let s = elem_size;
+    if s <= 1 || len / s <= 1 {
+        out[..len].copy_from_slice(&input[..len]);
+        return;
+    }
+    let n = len / s;
+    let body = n * s;
+    match s {
+        2 => unshuffle_fixed::<2>(&input[..body], n, &mut out[..body]),
+        4 => unshuffle_fixed::<4>(&input[..body], n, &mut out[..body]),
+        8 => unshuffle_fixed::<8>(&input[..body], n, &mut out[..body]),
+        _ => {
+            for b in 0..s {
+                let plane = &input[b * n..(b + 1) * n];
+                for (e, &v) in plane.iter().enumerate() {
+                    out[e * s + b] = v;
+                }
+            }
+        }
+    }
+    out[body..len].copy_from_slice(&input[body..len]);
+}
+
+/// Unshuffles `n` elements of `S` bytes in tiles of 64 elements (constant sizes let the
+/// compiler drop the bounds checks and vectorise the transpose).
+fn unshuffle_fixed<const S: usize>(input: &[u8], n: usize, out: &mut [u8]) {
+    const B: usize = 64;
+    let (elems, _) = out.as_chunks_mut::<S>();
+    let mut done = 0;
+    for (k, dst) in elems.chunks_exact_mut(B).enumerate() {
+        let mut planes: [&[u8; B]; S] = [&[0; B]; S];
+        for (b, p) in planes.iter_mut().enumerate() {
+            match input
+                .get(b * n + k * B..)
+                .and_then(<[u8]>::first_chunk::<B>)
+            {
+                Some(src) => *p = src,
+                None => return,
+            }
+        }
+        for (e, d) in dst.iter_mut().enumerate() {
+            for (b, p) in planes.iter().enumerate() {
+                d[b] = p[e];
+            }
+        }
+        done = (k + 1) * B;
+    }
+    for e in done..n {
+        for b in 0..S {
+            out[e * S + b] = input[b * n + e];
+        }
+    }
+}
+
+/// HDF5's Fletcher-32 (`H5_checksum_fletcher32`): 16-bit words read big-endian, a trailing odd
+/// byte as the high byte of a last word.
+pub fn fletcher32(data: &[u8]) -> u32 {
+    let mut sum1: u32 = 0;
+    let mut sum2: u32 = 0;
+    let words = data.chunks_exact(2);
+    let odd = words.remainder().first().copied();
+    let mut left = data.len() / 2;
+    let mut words = words;
+    while left > 0 {
+        let t = left.min(360);
+        left -= t;
+        for w in words.by_ref().take(t) {
+            sum1 += ((w[0] as u32) << 8) | w[1] as u32;
+            sum2 += sum1;
+        }
+        sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+        sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    }
+    if let Some(b) = odd {
+        sum1 += (b as u32) << 8;
+        sum2 += sum1;
+        sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+        sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    }
+    sum1 = (sum1 & 0xffff) + (sum1 >> 16);
+    sum2 = (sum2 & 0xffff) + (sum2 >> 16);
+    (sum2 << 16) | sum1
+}
+
+/// Verifies and removes the 4-byte little-endian Fletcher-32 trailer of a chunk. Like HDF5 it
+/// also accepts the byte-swapped checksum written by HDF5 before 1.6.3.
+pub fn fletcher32_strip(data: &mut Vec<u8>) -> std::result::Result<(), DecodeError> {
+    if data.len() < 4 {
+        return derr("fletcher32: chunk shorter than its checksum");
+    }
+    let body = data.len() - 4;
+    let stored = u32::from_le_bytes([data[body], data[body + 1], data[body + 2], data[body + 3]]);
+    let sum = fletcher32(&data[..body]);
+    let reversed = ((sum & 0x00ff_00ff) << 8) | ((sum >> 8) & 0x00ff_00ff);
+    if stored != sum && stored != reversed {
+        return derr(format!(
+            "fletcher32 checksum mismatch (stored {stored:#010x}, computed {sum:#010x})"
+        ));
+    }
+    data.truncate(body);
+    Ok(())
+}
+
+/// Reads a dataset creation property list's filter pipeline (takes the library lock).
+pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
+    hdf5::sync::sync(|| {
+        let n = unsafe { H5Pget_nfilters(dcpl) };
+        if n < 0 {
+            return Err(SourceError::Library(
+                "cannot read the filter pipeline".into(),
+            ));
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        for i in 0..n as u32 {
+            let mut flags = 0u32;
+            let mut cd = vec![0u32; 32];
+            let mut nelmts: usize = cd.len();
+            let mut name = vec![0u8; 257];
+            let mut config = 0u32;
+            let id = unsafe {
+                H5Pget_filter2(
+                    dcpl,
+                    i,
+                    &mut flags,
+                    &mut nelmts,
+                    cd.as_mut_ptr(),
+                    name.len(),
+                    name.as_mut_ptr().cast(),
+                    &mut config,
+                )
+            };
+            if id < 0 {
+                return Err(SourceError::Library(format!(
+                    "cannot read filter {i} of the pipeline"
+                )));
+            }
+            cd.truncate(nelmts.min(32));
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            out.push(FilterSpec {
+                id,
+                flags,
+                cd_values: cd,
+                name: String::from_utf8_lossy(&name[..end]).into_owned(),
+            });
+        }
+        Ok(out)
+    })
+}
+
+/// Where one stored chunk lies in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLoc {
+    /// Absolute byte offset in the file (the userblock included).
+    pub offset: u64,
+    /// Stored (filtered) size in bytes.
+    pub size: u64,
+    /// Bit `i` set: filter `i` of the pipeline was not applied to this chunk.
+    pub filter_mask: u32,
+}
+
+/// How a dataset can be read.
+#[derive(Debug)]
+pub enum ChunkAccess {
+    /// Chunked with a pipeline this module decodes: read it with [`ChunkedVar::read_region`].
+    Direct(ChunkedVar),
+    /// Use the library (`H5Dread`); the text says why.
+    Library(String),
+}
+
+/// A chunked dataset whose chunks are read and decoded without the HDF5 library.
+#[derive(Debug, Clone)]
+pub struct ChunkedVar {
+    shape: Vec<u64>,
+    chunk: Vec<u64>,
+    grid: Vec<u64>,
+    elem_size: usize,
+    chunk_bytes: usize,
+    pipeline: Vec<Filter>,
+    specs: Vec<FilterSpec>,
+    /// One element of fill, in the file's byte order.
+    fill: Vec<u8>,
+    /// Element width to byte-swap to little-endian (0: none).
+    swap: usize,
+    index: Index,
+    /// Allocated chunks when the index was built.
+    n_stored: usize,
+    file_len: u64,
+}
+
+/// Where the stored chunks are found.
+#[derive(Debug, Clone)]
+enum Index {
+    /// Every chunk's location, built at open: reads need no library call.
+    /// (linear grid position, location), sorted by position.
+    Table(Vec<(u64, ChunkLoc)>),
+    /// Too many chunks to list at open (HDF5 1.10 lists them in O(n²)): each chunk is looked up
+    /// and its stored bytes fetched with `H5Dread_chunk` under the library lock when it is read
+    /// (O(log n) each); decoding still runs outside the lock.
+    Lazy(hdf5::Dataset),
+}
+
+// Not bound by hdf5-metno-sys; in libhdf5 since 1.10.2.
+unsafe extern "C" {
+    fn H5Dget_chunk_storage_size(
+        dset_id: hid_t,
+        offset: *const hsize_t,
+        chunk_bytes: *mut hsize_t,
+    ) -> i32;
+}
+
+/// The userblock offset that `H5Dget_chunk_info*` leaves out of chunk addresses: HDF5 before
+/// 1.14.4 reports them relative to the superblock (HDFGroup/hdf5#3003).
+pub fn chunk_address_base(userblock: u64) -> u64 {
+    let (mut maj, mut min, mut rel) = (0u32, 0u32, 0u32);
+    let ok = hdf5::sync::sync(|| unsafe {
+        hdf5_sys::h5::H5get_libversion(&mut maj, &mut min, &mut rel)
+    }) >= 0;
+    if ok && (maj, min, rel) >= (1, 14, 4) {
+        0
+    } else {
+        userblock
+    }
+}
+
+/// Whether a datatype has parts whose file form differs from their memory form
+/// (variable-length sequences and strings, references).
+pub fn type_has_indirection(tid: hid_t) -> bool {
+    fn walk(tid: hid_t, depth: u32) -> bool {
+        use hdf5_sys::h5t::*;
+        if depth > 32 {
+            return true;
+        }
+        let class = unsafe { H5Tget_class(tid) };
+        match class {
+            H5T_class_t::H5T_VLEN | H5T_class_t::H5T_REFERENCE | H5T_class_t::H5T_NO_CLASS => true,
+            H5T_class_t::H5T_STRING => unsafe { H5Tis_variable_str(tid) != 0 },
+            H5T_class_t::H5T_ARRAY | H5T_class_t::H5T_ENUM => {
+                let sup = unsafe { H5Tget_super(tid) };
+                if sup < 0 {
+                    return true;
+                }
+                let r = walk(sup, depth + 1);
+                unsafe { H5Tclose(sup) };
+                r
+            }
+            H5T_class_t::H5T_COMPOUND => {
+                let n = unsafe { H5Tget_nmembers(tid) };
+                if n < 0 {
+                    return true;
+                }
+                (0..n as u32).any(|i| {
+                    let m = unsafe { H5Tget_member_type(tid, i) };
+                    if m < 0 {
+                        return true;
+                    }
+                    let r = walk(m, depth + 1);
+                    unsafe { H5Tclose(m) };
+                    r
+                })
+            }
+            _ => false,
+        }
+    }
+    hdf5::sync::sync(|| walk(tid, 0))
+}
+
+fn product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
+}
+
+impl ChunkedVar {
+    /// Opens `dataset` (an absolute HDF5 path such as `/grp/var`) in the file at `path` and
+    /// builds its chunk index. The HDF5 file handle is released before this returns, unless the
+    /// dataset has no chunk table (see [`ChunkedVar::has_chunk_table`]).
+    pub fn open(path: &Path, dataset: &str) -> Result<ChunkAccess> {
+        let file_len = std::fs::metadata(path)?.len();
+        let f = hdf5::File::open(path)
+            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
+        let ds = f
+            .dataset(dataset)
+            .map_err(|e| SourceError::Library(format!("dataset '{dataset}': {e}")))?;
+        let base = chunk_address_base(f.userblock());
+        Self::from_dataset(&ds, dataset, base, file_len)
+    }
+
+    /// Like [`ChunkedVar::open`] for several datasets of one file, with a single HDF5 open.
+    /// A dataset that cannot be opened gives an `Err` in its slot.
+    pub fn open_many(path: &Path, datasets: &[&str]) -> Result<Vec<Result<ChunkAccess>>> {
+        let file_len = std::fs::metadata(path)?.len();
+        let f = hdf5::File::open(path)
+            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
+        let base = chunk_address_base(f.userblock());
+        Ok(datasets
+            .iter()
+            .map(|&name| {
+                let ds = f
+                    .dataset(name)
+                    .map_err(|e| SourceError::Library(format!("dataset '{name}': {e}")))?;
+                Self::from_dataset(&ds, name, base, file_len)
+            })
+            .collect())
+    }
+
+    /// Builds the chunk index of an open dataset. `base` is added to every chunk address (see
+    /// [`chunk_address_base`]); `file_len` bounds every chunk. `name` is used in messages only.
+    pub fn from_dataset(
+        ds: &hdf5::Dataset,
+        name: &str,
+        base: u64,
+        file_len: u64,
+    ) -> Result<ChunkAccess> {
+        let lib = |what: &str, e: hdf5::Error| {
+            SourceError::Library(format!("dataset '{name}': {what}: {e}"))
+        };
+        let dcpl = ds.dcpl().map_err(|e| lib("creation properties", e))?;
+        let dtype = ds.dtype().map_err(|e| lib("datatype", e))?;
+        let shape: Vec<u64> = ds
+            .space()
+            .map_err(|e| lib("dataspace", e))?
+            .shape()
+            .iter()
+            .map(|&d| d as u64)
+            .collect();
+        hdf5::sync::sync(|| -> Result<ChunkAccess> {
+            let layout = unsafe { H5Pget_layout(dcpl.id()) };
+            if layout != H5D_layout_t::H5D_CHUNKED {
+                return Ok(ChunkAccess::Library("not chunked".into()));
+            }
+            let rank = shape.len();
+            if rank == 0 {
+                return Ok(ChunkAccess::Library("scalar dataspace".into()));
+            }
+            let mut chunk = vec![0 as hsize_t; rank];
+            let got = unsafe { H5Pget_chunk(dcpl.id(), rank as i32, chunk.as_mut_ptr()) };
+            if got != rank as i32 || chunk.contains(&0) {
+                return Err(SourceError::malformed(format!(
+                    "dataset '{name}': chunk shape does not match its rank {rank}"
+                )));
+            }
+            if type_has_indirection(dtype.id()) {
+                return Ok(ChunkAccess::Library(
+                    "datatype has variable-length parts".into(),
+                ));
+            }
+            let elem_size = unsafe { H5Tget_size(dtype.id()) };
+            if elem_size == 0 {
+                return Err(SourceError::malformed(format!(
+                    "dataset '{name}': datatype of size 0"
+                )));
+            }
+            let specs = read_pipeline(dcpl.id())?;
+            let mut pipeline = Vec::with_capacity(specs.len());
+            for s in &specs {
+                match s.decoder(elem_size) {
+                    Some(f) => pipeline.push(f),
+                    None => {
+                        return Ok(ChunkAccess::Library(format!(
+                            "filter {} is decoded by the library",
+                            s.label()
+                        )))
+                    }
+                }
+            }
+            let chunk_bytes = product(&chunk)
+                .and_then(|n| n.checked_mul(elem_size as u64))
+                .filter(|&n| n <= u32::MAX as u64)
+                .ok_or_else(|| {
+                    SourceError::malformed(format!(
+                        "dataset '{name}': chunk {chunk:?} of {elem_size}-byte elements is too large"
+                    ))
+                })? as usize;
+            let grid: Vec<u64> = shape
+                .iter()
+                .zip(&chunk)
+                .map(|(&d, &c)| d.div_ceil(c))
+                .collect();
+            let fill = fill_bytes(dcpl.id(), dtype.id(), elem_size);
+            let swap = swap_width(dtype.id(), elem_size);
+            let (index, n_stored) = build_index(ds, name, &chunk, &grid, base, file_len)?;
+            Ok(ChunkAccess::Direct(ChunkedVar {
+                shape,
+                chunk,
+                grid,
+                elem_size,
+                chunk_bytes,
+                pipeline,
+                specs,
+                fill,
+                swap,
+                index,
+                n_stored,
+                file_len,
+            }))
+        })
+    }
+
+    /// The dataset shape.
+    pub fn shape(&self) -> &[u64] {
+        &self.shape
+    }
+
+    /// The chunk shape.
+    pub fn chunk_shape(&self) -> &[u64] {
+        &self.chunk
+    }
+
+    /// Bytes per element (the whole record for compound types).
+    pub fn elem_size(&self) -> usize {
+        self.elem_size
+    }
+
+    /// The filter pipeline, in encode order.
+    pub fn filters(&self) -> &[FilterSpec] {
+        &self.specs
+    }
+
+    /// Number of allocated (stored) chunks.
+    pub fn stored_chunks(&self) -> usize {
+        self.n_stored
+    }
+
+    /// Whether the chunk locations were listed at open (reads need no library call at all);
+    /// `false` for datasets with many chunks, whose stored bytes are fetched with
+    /// `H5Dread_chunk` under the library lock (decoding still runs outside it).
+    pub fn has_chunk_table(&self) -> bool {
+        matches!(self.index, Index::Table(_))
+    }
+
+    /// One element of fill value, in the file's byte order.
+    pub fn fill_value(&self) -> &[u8] {
+        &self.fill
+    }
+
+    /// Where the chunk at grid position `grid_pos` (chunk coordinates, not element coordinates)
+    /// is stored, `None` when it was never written or when there is no chunk table (see
+    /// [`ChunkedVar::has_chunk_table`]).
+    pub fn chunk_location(&self, grid_pos: &[u64]) -> Option<ChunkLoc> {
+        let lin = self.linear(grid_pos)?;
+        self.lookup(lin)
+    }
+
+    fn linear(&self, g: &[u64]) -> Option<u64> {
+        if g.len() != self.grid.len() {
+            return None;
+        }
+        let mut lin = 0u64;
+        for (&p, &n) in g.iter().zip(&self.grid) {
+            if p >= n {
+                return None;
+            }
+            lin = lin * n + p;
+        }
+        Some(lin)
+    }
+
+    fn lookup(&self, lin: u64) -> Option<ChunkLoc> {
+        let Index::Table(t) = &self.index else {
+            return None;
+        };
+        t.binary_search_by_key(&lin, |e| e.0).ok().map(|i| t[i].1)
+    }
+
+    /// The stored bytes and filter mask of a chunk, through the library.
+    fn fetch_lazy(&self, ds: &hdf5::Dataset, grid_pos: &[u64]) -> Result<Option<(Vec<u8>, u32)>> {
+        let off: Vec<hsize_t> = grid_pos
+            .iter()
+            .zip(&self.chunk)
+            .map(|(&g, &c)| g * c)
+            .collect();
+        hdf5::sync::sync(|| {
+            let mut size: hsize_t = 0;
+            let rc = unsafe { H5Dget_chunk_storage_size(ds.id(), off.as_ptr(), &mut size) };
+            if rc < 0 {
+                // HDF5 1.10 reports a chunk that was never written as an error ("chunk storage
+                // is not allocated" or "chunk address isn't defined"), not as size 0: tell the
+                // two apart by the error stack.
+                let err = hdf5::h5check(rc).err();
+                let missing = err.as_ref().and_then(hdf5::Error::stack).is_some_and(|st| {
+                    st.iter().any(|f| {
+                        f.desc().contains("not allocated")
+                            || f.desc().contains("address isn't defined")
+                    })
+                });
+                if missing {
+                    return Ok(None);
+                }
+                let why = err.map(|e| e.to_string()).unwrap_or_default();
+                return Err(SourceError::Library(format!(
+                    "cannot look up chunk {grid_pos:?}: {why}"
+                )));
+            }
+            if size == 0 {
+                return Ok(None);
+            }
+            if size > self.file_len {
+                return Err(SourceError::malformed(format!(
+                    "chunk {grid_pos:?} claims {size} bytes, more than the file holds"
+                )));
+            }
+            let mut buf = vec![0u8; size as usize];
+            let mut mask = 0u32;
+            let rc = unsafe {
+                hdf5_sys::h5d::H5Dread_chunk(
+                    ds.id(),
+                    hdf5_sys::h5p::H5P_DEFAULT,
+                    off.as_ptr(),
+                    &mut mask,
+                    buf.as_mut_ptr().cast(),
+                )
+            };
+            if rc < 0 {
+                return Err(SourceError::Library(format!(
+                    "cannot read chunk {grid_pos:?}"
+                )));
+            }
+            Ok(Some((buf, mask)))
+        })
+    }
+
+    /// Reads and decodes the chunk at grid position `grid_pos`: `Ok(None)` when it was never
+    /// written (its values are the fill value).
+    pub fn read_chunk(&self, file: &File, grid_pos: &[u64]) -> Result<Option<Vec<u8>>> {
+        if self.linear(grid_pos).is_none() {
+            return Err(SourceError::InvalidRequest(format!(
+                "chunk {grid_pos:?} is outside the chunk grid {:?}",
+                self.grid
+            )));
+        }
+        if let Index::Lazy(ds) = &self.index {
+            let Some((stored, mask)) = self.fetch_lazy(ds, grid_pos)? else {
+                return Ok(None);
+            };
+            return decode_filters(&self.pipeline, mask, stored, self.chunk_bytes)
+                .map(Some)
+                .map_err(|e| SourceError::malformed(format!("chunk {grid_pos:?}: {e}")));
+        }
+        let Some(loc) = self.chunk_location(grid_pos) else {
+            return Ok(None);
+        };
+        let mut stored = vec![0u8; loc.size as usize];
+        file.read_exact_at(&mut stored, loc.offset).map_err(|e| {
+            SourceError::malformed(format!(
+                "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
+                loc.offset, loc.size
+            ))
+        })?;
+        decode_filters(&self.pipeline, loc.filter_mask, stored, self.chunk_bytes)
+            .map(Some)
+            .map_err(|e| {
+                SourceError::malformed(format!("chunk {grid_pos:?} at byte {}: {e}", loc.offset))
+            })
+    }
+
+    /// Reads the region `start .. start + count` as little-endian C-order bytes (numeric
+    /// big-endian datatypes are byte-swapped; compound records are left as stored).
+    pub fn read_region(
+        &self,
+        file: &File,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.read_region_raw(file, start, count, out)?;
+        swap_in_place(out, self.swap);
+        Ok(())
+    }
+
+    /// Reads the region as C-order elements exactly as stored (the file's byte order).
+    pub fn read_region_raw(
+        &self,
+        file: &File,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        check_region(&self.shape, start, count, self.elem_size, out.len())?;
+        if count.contains(&0) {
+            return Ok(());
+        }
+        let rank = self.shape.len();
+        let es = self.elem_size;
+        // Grid range touched by the region.
+        let g_lo: Vec<u64> = (0..rank).map(|a| start[a] / self.chunk[a]).collect();
+        let g_hi: Vec<u64> = (0..rank)
+            .map(|a| (start[a] + count[a] - 1) / self.chunk[a])
+            .collect();
+        let mut g = g_lo.clone();
+        loop {
+            let origin: Vec<u64> = (0..rank).map(|a| g[a] * self.chunk[a]).collect();
+            let lo: Vec<u64> = (0..rank).map(|a| start[a].max(origin[a])).collect();
+            let hi: Vec<u64> = (0..rank)
+                .map(|a| (start[a] + count[a]).min(origin[a] + self.chunk[a]))
+                .collect();
+            match self.read_chunk(file, &g)? {
+                Some(data) => {
+                    copy_box(&data, &self.chunk, &origin, out, count, start, &lo, &hi, es)
+                }
+                None => fill_box(&self.fill, out, count, start, &lo, &hi, es),
+            }
+            // Next grid position (odometer, last axis fastest).
+            let mut a = rank;
+            loop {
+                if a == 0 {
+                    return Ok(());
+                }
+                a -= 1;
+                if g[a] < g_hi[a] {
+                    g[a] += 1;
+                    break;
+                }
+                g[a] = g_lo[a];
+            }
+        }
+    }
+}
+
+/// The fill value of a dataset as one element in the file's byte order (zeros when undefined
+/// or never written, as `H5Dread` leaves unallocated chunks then).
+fn fill_bytes(dcpl: hid_t, dtype: hid_t, elem_size: usize) -> Vec<u8> {
+    let mut fill = vec![0u8; elem_size];
+    hdf5::sync::sync(|| unsafe {
+        let mut status = H5D_fill_value_t::H5D_FILL_VALUE_UNDEFINED;
+        let mut time = H5D_fill_time_t::H5D_FILL_TIME_IFSET;
+        if H5Pfill_value_defined(dcpl, &mut status) < 0
+            || H5Pget_fill_time(dcpl, &mut time) < 0
+            || status == H5D_fill_value_t::H5D_FILL_VALUE_UNDEFINED
+            || time == H5D_fill_time_t::H5D_FILL_TIME_NEVER
+        {
+            return;
+        }
+        if H5Pget_fill_value(dcpl, dtype, fill.as_mut_ptr().cast()) < 0 {
+            fill.iter_mut().for_each(|b| *b = 0);
+        }
+    });
+    fill
+}
+
+/// The element width to swap for a big-endian numeric type (0 otherwise).
+fn swap_width(dtype: hid_t, elem_size: usize) -> usize {
+    hdf5::sync::sync(|| unsafe {
+        let class = H5Tget_class(dtype);
+        let numeric = matches!(
+            class,
+            H5T_class_t::H5T_INTEGER
+                | H5T_class_t::H5T_FLOAT
+                | H5T_class_t::H5T_ENUM
+                | H5T_class_t::H5T_BITFIELD
+        );
+        if numeric && elem_size > 1 && H5Tget_order(dtype) == H5T_order_t::H5T_ORDER_BE {
+            elem_size
+        } else {
+            0
+        }
+    })
+}
+
+/// Reverses every `width`-byte element of `buf` in place (no-op for width 0 or 1).
+pub fn swap_in_place(buf: &mut [u8], width: usize) {
+    if width > 1 {
+        for e in buf.chunks_exact_mut(width) {
+            e.reverse();
+        }
+    }
+}
+
+/// The chunk index of a dataset, and its number of allocated chunks.
+fn build_index(
+    ds: &hdf5::Dataset,
+    name: &str,
+    chunk: &[u64],
+    grid: &[u64],
+    base: u64,
+    file_len: u64,
+) -> Result<(Index, usize)> {
+    let rank = chunk.len();
+    if grid.contains(&0) {
+        return Ok((Index::Table(Vec::new()), 0));
+    }
+    let space = hdf5::sync::sync(|| unsafe { H5Dget_space(ds.id()) });
+    if space < 0 {
+        return Err(SourceError::Library(format!(
+            "dataset '{name}': cannot get its dataspace"
+        )));
+    }
+    let result = (|| {
+        let mut n_alloc: hsize_t = 0;
+        let rc = hdf5::sync::sync(|| unsafe { H5Dget_num_chunks(ds.id(), space, &mut n_alloc) });
+        if rc < 0 {
+            return Err(SourceError::Library(format!(
+                "dataset '{name}': cannot count its chunks"
+            )));
+        }
+        if n_alloc > MAX_TABLE_CHUNKS {
+            return Ok((Index::Lazy(ds.clone()), n_alloc as usize));
+        }
+        let mut table = Vec::with_capacity(n_alloc as usize);
+        let mut off = vec![0 as hsize_t; rank];
+        for i in 0..n_alloc {
+            let (mut mask, mut addr, mut size) = (0u32, HADDR_UNDEF, 0 as hsize_t);
+            let rc = hdf5::sync::sync(|| unsafe {
+                H5Dget_chunk_info(
+                    ds.id(),
+                    space,
+                    i,
+                    off.as_mut_ptr(),
+                    &mut mask,
+                    &mut addr,
+                    &mut size,
+                )
+            });
+            if rc < 0 {
+                return Err(SourceError::Library(format!(
+                    "dataset '{name}': cannot read entry {i} of its chunk index"
+                )));
+            }
+            let g: Vec<u64> = (0..rank).map(|a| off[a] / chunk[a]).collect();
+            if (0..rank).any(|a| !off[a].is_multiple_of(chunk[a]) || g[a] >= grid[a]) {
+                return Err(SourceError::malformed(format!(
+                    "dataset '{name}': chunk at {off:?} is not on the chunk grid"
+                )));
+            }
+            if addr == HADDR_UNDEF {
+                continue;
+            }
+            let offset = addr.checked_add(base);
+            match offset.and_then(|o| o.checked_add(size)) {
+                Some(end) if end <= file_len && size > 0 => {}
+                _ => {
+                    return Err(SourceError::malformed(format!(
+                        "dataset '{name}': chunk {g:?} at byte {addr} ({size} bytes) lies outside the file ({file_len} bytes)"
+                    )))
+                }
+            }
+            let lin = g.iter().zip(grid).fold(0u64, |acc, (&p, &n)| acc * n + p);
+            table.push((
+                lin,
+                ChunkLoc {
+                    offset: addr + base,
+                    size,
+                    filter_mask: mask,
+                },
+            ));
+        }
+        table.sort_by_key(|e| e.0);
+        table.dedup_by_key(|e| e.0);
+        let n = table.len();
+        Ok((Index::Table(table), n))
+    })();
+    hdf5::sync::sync(|| unsafe { H5Sclose(space) });
+    result
+}
+
+/// Calls `f(src_elem_offset, dst_elem_offset, run_len)` for every contiguous run of the box
+/// `lo..hi` (global coordinates) inside a C-order source block of shape `src_shape` at
+/// `src_origin` and a destination block of shape `dst_shape` at `dst_origin`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn for_each_run(
+    src_shape: &[u64],
+    src_origin: &[u64],
+    dst_shape: &[u64],
+    dst_origin: &[u64],
+    lo: &[u64],
+    hi: &[u64],
+    mut f: impl FnMut(u64, u64, u64),
+) {
+    let rank = lo.len();
+    if rank == 0 {
+        f(0, 0, 1);
+        return;
+    }
+    if (0..rank).any(|a| hi[a] <= lo[a]) {
+        return;
+    }
+    // Merge trailing axes the box covers whole in both blocks into one run.
+    let mut run = hi[rank - 1] - lo[rank - 1];
+    let mut inner = rank - 1;
+    while inner > 0 {
+        let a = inner;
+        let whole_src = lo[a] == src_origin[a] && hi[a] - lo[a] == src_shape[a];
+        let whole_dst = lo[a] == dst_origin[a] && hi[a] - lo[a] == dst_shape[a];
+        if !(whole_src && whole_dst) {
+            break;
+        }
+        inner -= 1;
+        run *= hi[inner] - lo[inner];
+    }
+    // Strides (elements) of both blocks.
+    let mut s_stride = vec![1u64; rank];
+    let mut d_stride = vec![1u64; rank];
+    for a in (0..rank - 1).rev() {
+        s_stride[a] = s_stride[a + 1] * src_shape[a + 1];
+        d_stride[a] = d_stride[a + 1] * dst_shape[a + 1];
+    }
+    let mut idx: Vec<u64> = lo[..inner].to_vec();
+    loop {
+        let mut s = 0u64;
+        let mut d = 0u64;
+        for a in 0..inner {
+            s += (idx[a] - src_origin[a]) * s_stride[a];
+            d += (idx[a] - dst_origin[a]) * d_stride[a];
+        }
+        s += (lo[inner] - src_origin[inner]) * s_stride[inner];
+        d += (lo[inner] - dst_origin[inner]) * d_stride[inner];
+        f(s, d, run);
+        let mut a = inner;
+        loop {
+            if a == 0 {
+                return;
+            }
+            a -= 1;
+            idx[a] += 1;
+            if idx[a] < hi[a] {
+                break;
+            }
+            idx[a] = lo[a];
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_box(
+    src: &[u8],
+    src_shape: &[u64],
+    src_origin: &[u64],
+    dst: &mut [u8],
+    dst_shape: &[u64],
+    dst_origin: &[u64],
+    lo: &[u64],
+    hi: &[u64],
+    es: usize,
+) {
+    for_each_run(
+        src_shape,
+        src_origin,
+        dst_shape,
+        dst_origin,
+        lo,
+        hi,
+        |s, d, n| {
+            let (s, d, n) = (s as usize * es, d as usize * es, n as usize * es);
+            dst[d..d + n].copy_from_slice(&src[s..s + n]);
+        },
+    );
+}
+
+fn fill_box(
+    fill: &[u8],
+    dst: &mut [u8],
+    dst_shape: &[u64],
+    dst_origin: &[u64],
+    lo: &[u64],
+    hi: &[u64],
+    es: usize,
+) {
+    let zero = fill.iter().all(|&b| b == 0);
+    for_each_run(
+        dst_shape,
+        dst_origin,
+        dst_shape,
+        dst_origin,
+        lo,
+        hi,
+        |_, d, n| {
+            let (d, n) = (d as usize * es, n as usize * es);
+            let run = &mut dst[d..d + n];
+            if zero {
+                run.fill(0);
+            } else {
+                for e in run.chunks_exact_mut(es) {
+                    e.copy_from_slice(fill);
+                }
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_merge_whole_axes() {
+        let mut runs = Vec::new();
+        // Whole 4x5 block copied into a 4x5 destination: one run.
+        for_each_run(
+            &[4, 5],
+            &[0, 0],
+            &[4, 5],
+            &[0, 0],
+            &[0, 0],
+            &[4, 5],
+            |s, d, n| runs.push((s, d, n)),
+        );
+        assert_eq!(runs, vec![(0, 0, 20)]);
+        runs.clear();
+        // Rows 1..3, columns 2..4 of a 4x5 block at origin (0, 0) into a 2x2 destination.
+        for_each_run(
+            &[4, 5],
+            &[0, 0],
+            &[2, 2],
+            &[1, 2],
+            &[1, 2],
+            &[3, 4],
+            |s, d, n| runs.push((s, d, n)),
+        );
+        assert_eq!(runs, vec![(7, 0, 2), (12, 2, 2)]);
+    }
+}
