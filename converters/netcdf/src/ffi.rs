@@ -1,0 +1,731 @@
+//! Checked wrappers over the few netCDF-C calls the importer makes (through `netcdf-sys`).
+//!
+//! Every call runs under `netcdf_sys::libnetcdf_lock`, the process-wide reentrant lock that the
+//! `netcdf` and `hdf5-metno` crates also take (it *is* `hdf5_sys::LOCK`), so netCDF and HDF5 are
+//! never entered from two threads at once, whichever crate calls them. Every return code is
+//! checked and turned into a [`SourceError`]; names are decoded as UTF-8 (a name that is not is
+//! a corrupt file); sizes reported by the library are checked before anything is allocated for
+//! them. Nothing here panics.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::path::Path;
+
+use netcdf_sys as nc;
+use tet_source::{Result, SourceError};
+
+/// Longest name netCDF allows, plus its NUL.
+const NAME_BUF: usize = nc::NC_MAX_NAME as usize + 1;
+
+thread_local! {
+    /// Whether HDF5's automatic error printing is off on this thread.
+    static SILENCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` holding the shared netCDF/HDF5 lock.
+///
+/// The system HDF5 is built thread-safe, which makes its error-printing switch per thread:
+/// netCDF-C turns printing off only on the thread that first initialises it, so any other
+/// thread would print HDF5 error stacks to stderr (even for the attribute probes every open
+/// makes). Each thread turns it off here once, as `hdf5-metno` does on its threads; errors are
+/// still reported through netCDF's return codes.
+pub(crate) fn locked<T>(f: impl FnOnce() -> T) -> T {
+    let _guard = nc::libnetcdf_lock.lock();
+    SILENCED.with(|silenced| {
+        if !silenced.get() {
+            // SAFETY: sets this thread's default error stack's print function to none.
+            unsafe {
+                hdf5_sys::h5e::H5Eset_auto2(hdf5_sys::h5e::H5E_DEFAULT, None, std::ptr::null_mut())
+            };
+            silenced.set(true);
+        }
+    });
+    f()
+}
+
+/// The library's text for an error code.
+pub(crate) fn strerror(code: c_int) -> String {
+    // SAFETY: nc_strerror returns a pointer to a static NUL-terminated string for any code.
+    let p = unsafe { nc::nc_strerror(code) };
+    if p.is_null() {
+        return format!("error {code}");
+    }
+    // SAFETY: non-null, static, NUL-terminated (see above).
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `Ok` for `NC_NOERR`, else a library error naming the call.
+fn check(code: c_int, call: &str) -> Result<()> {
+    if code == nc::NC_NOERR {
+        Ok(())
+    } else {
+        Err(SourceError::Library(format!(
+            "netCDF {call}: {} (error {code})",
+            strerror(code)
+        )))
+    }
+}
+
+/// A name buffer's text up to the first NUL, as UTF-8.
+fn name_from(buf: &[u8], what: &str) -> Result<String> {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8(buf[..end].to_vec()).map_err(|_| {
+        SourceError::malformed(format!(
+            "{what} name is not valid UTF-8: {:?}",
+            String::from_utf8_lossy(&buf[..end])
+        ))
+    })
+}
+
+fn count(n: c_int, what: &str) -> Result<usize> {
+    usize::try_from(n)
+        .map_err(|_| SourceError::malformed(format!("negative {what} count {n} reported")))
+}
+
+/// An open netCDF dataset (file or memory image). Closing it (on drop) releases every netCDF
+/// and HDF5 handle on the file.
+pub(crate) struct Handle {
+    ncid: c_int,
+    /// The image of an in-memory open; netCDF reads it until `nc_close`, so it is dropped after.
+    _memory: Option<Box<[u8]>>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "netCDF ncid {}", self.ncid)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let ncid = self.ncid;
+        // SAFETY: ncid came from a successful open and is closed exactly once, here.
+        let _ = locked(|| unsafe { nc::nc_close(ncid) });
+    }
+}
+
+/// The files this process has open, by (device, inode): a second open of a file shares the first
+/// one's handle. libhdf5 caches a variable-length datatype's file pointer on the dataset state it
+/// shares between all handles of one file; with two handles, closing the one the type points at
+/// leaves the other reading freed memory (crashes in the fill-value conversion of vlen-string
+/// variables were seen with HDF5 1.10.8 when threads opened one file concurrently). One handle
+/// per file never leaves such a pointer behind.
+static OPEN_FILES: std::sync::Mutex<Vec<OpenEntry>> = std::sync::Mutex::new(Vec::new());
+
+/// (device, inode) and the shared handle.
+type OpenEntry = ((u64, u64), std::sync::Weak<Handle>);
+
+/// A process-unique name for each in-memory open, so libhdf5 never takes two images for one file.
+static MEMORY_OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl Handle {
+    /// Opens a file read-only, or shares the handle this process already has on it.
+    pub(crate) fn open_path(path: &Path) -> Result<std::sync::Arc<Handle>> {
+        let key = file_key(path)?;
+        locked(|| {
+            let mut open = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
+            open.retain(|(_, h)| h.strong_count() > 0);
+            if let Some(h) = open
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, h)| h.upgrade())
+            {
+                return Ok(h);
+            }
+            let c = path_cstring(path)?;
+            let mut ncid: c_int = -1;
+            // SAFETY: c is NUL-terminated; ncid is a valid out-pointer.
+            let code = unsafe { nc::nc_open(c.as_ptr(), nc::NC_NOWRITE, &mut ncid) };
+            check(code, "open")?;
+            let h = std::sync::Arc::new(Handle {
+                ncid,
+                _memory: None,
+            });
+            open.push((key, std::sync::Arc::downgrade(&h)));
+            Ok(h)
+        })
+    }
+
+    /// Opens an image held in memory, read-only. The handle keeps the bytes alive.
+    pub(crate) fn open_memory(bytes: Vec<u8>) -> Result<Handle> {
+        let mut memory = bytes.into_boxed_slice();
+        let mut ncid: c_int = -1;
+        let n = MEMORY_OPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = std::ffi::CString::new(format!("tet-memory-{n}.nc"))
+            .map_err(|_| SourceError::InvalidRequest("memory image name".into()))?;
+        let len = memory.len();
+        let ptr = memory.as_mut_ptr().cast::<c_void>();
+        // SAFETY: ptr/len describe `memory`, which this handle owns and frees only after
+        // nc_close (field drop order: Drop::drop runs first). NC_NOWRITE: netCDF only reads it.
+        let code = locked(|| unsafe {
+            nc::nc_open_mem(name.as_ptr(), nc::NC_NOWRITE, len, ptr, &mut ncid)
+        });
+        check(code, "open (in memory)")?;
+        Ok(Handle {
+            ncid,
+            _memory: Some(memory),
+        })
+    }
+
+    /// The root group id.
+    pub(crate) fn ncid(&self) -> c_int {
+        self.ncid
+    }
+}
+
+/// The identity of a file: (device, inode) on Unix.
+#[cfg(unix)]
+fn file_key(path: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The identity of a file: its canonical path elsewhere.
+#[cfg(not(unix))]
+fn file_key(path: &Path) -> Result<(u64, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::fs::canonicalize(path)?.hash(&mut h);
+    Ok((0, h.finish()))
+}
+
+#[cfg(unix)]
+fn path_cstring(path: &Path) -> Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SourceError::InvalidRequest("path contains a NUL byte".into()))
+}
+
+#[cfg(not(unix))]
+fn path_cstring(path: &Path) -> Result<std::ffi::CString> {
+    let s = path
+        .to_str()
+        .ok_or_else(|| SourceError::InvalidRequest("path is not valid Unicode".into()))?;
+    std::ffi::CString::new(s)
+        .map_err(|_| SourceError::InvalidRequest("path contains a NUL byte".into()))
+}
+
+/// The on-disk format (`NC_FORMAT_*`).
+pub(crate) fn format(ncid: c_int) -> Result<c_int> {
+    let mut f: c_int = 0;
+    // SAFETY: valid out-pointer.
+    check(
+        locked(|| unsafe { nc::nc_inq_format(ncid, &mut f) }),
+        "inq_format",
+    )?;
+    Ok(f)
+}
+
+/// Child groups of a group, in the library's order.
+pub(crate) fn groups(ncid: c_int) -> Result<Vec<c_int>> {
+    locked(|| {
+        let mut n: c_int = 0;
+        // SAFETY: null ids pointer asks for the count only.
+        check(
+            unsafe { nc::nc_inq_grps(ncid, &mut n, std::ptr::null_mut()) },
+            "inq_grps",
+        )?;
+        let mut ids = vec![0; count(n, "group")?];
+        if !ids.is_empty() {
+            // SAFETY: ids holds n entries, the count just reported under the same lock.
+            check(
+                unsafe { nc::nc_inq_grps(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
+                "inq_grps",
+            )?;
+        }
+        Ok(ids)
+    })
+}
+
+/// A group's own (short) name.
+pub(crate) fn group_name(ncid: c_int) -> Result<String> {
+    let mut buf = [0u8; NAME_BUF];
+    // SAFETY: buf holds NC_MAX_NAME + 1 bytes, the documented maximum.
+    check(
+        locked(|| unsafe { nc::nc_inq_grpname(ncid, buf.as_mut_ptr().cast()) }),
+        "inq_grpname",
+    )?;
+    name_from(&buf, "group")
+}
+
+/// The variable ids of a group.
+pub(crate) fn varids(ncid: c_int) -> Result<Vec<c_int>> {
+    locked(|| {
+        let mut n: c_int = 0;
+        // SAFETY: null ids pointer asks for the count only.
+        check(
+            unsafe { nc::nc_inq_varids(ncid, &mut n, std::ptr::null_mut()) },
+            "inq_varids",
+        )?;
+        let mut ids = vec![0; count(n, "variable")?];
+        if !ids.is_empty() {
+            // SAFETY: ids holds n entries.
+            check(
+                unsafe { nc::nc_inq_varids(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
+                "inq_varids",
+            )?;
+        }
+        Ok(ids)
+    })
+}
+
+/// The dimension ids defined in a group itself (not its ancestors).
+pub(crate) fn own_dimids(ncid: c_int) -> Result<Vec<c_int>> {
+    locked(|| {
+        let mut n: c_int = 0;
+        // SAFETY: null ids pointer asks for the count only.
+        check(
+            unsafe { nc::nc_inq_dimids(ncid, &mut n, std::ptr::null_mut(), 0) },
+            "inq_dimids",
+        )?;
+        let mut ids = vec![0; count(n, "dimension")?];
+        if !ids.is_empty() {
+            // SAFETY: ids holds n entries.
+            check(
+                unsafe { nc::nc_inq_dimids(ncid, std::ptr::null_mut(), ids.as_mut_ptr(), 0) },
+                "inq_dimids",
+            )?;
+        }
+        Ok(ids)
+    })
+}
+
+/// The unlimited dimension ids of a group (netCDF-4: those it defines; classic: the record
+/// dimension).
+pub(crate) fn unlimdims(ncid: c_int) -> Result<Vec<c_int>> {
+    locked(|| {
+        let mut n: c_int = 0;
+        // SAFETY: null ids pointer asks for the count only.
+        check(
+            unsafe { nc::nc_inq_unlimdims(ncid, &mut n, std::ptr::null_mut()) },
+            "inq_unlimdims",
+        )?;
+        let mut ids = vec![0; count(n, "unlimited dimension")?];
+        if !ids.is_empty() {
+            // SAFETY: ids holds n entries.
+            check(
+                unsafe { nc::nc_inq_unlimdims(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
+                "inq_unlimdims",
+            )?;
+        }
+        Ok(ids)
+    })
+}
+
+/// Number of attributes of `varid` (`NC_GLOBAL`: of the group).
+pub(crate) fn natts(ncid: c_int, varid: c_int) -> Result<usize> {
+    let mut n: c_int = 0;
+    // SAFETY: valid out-pointer.
+    check(
+        locked(|| unsafe { nc::nc_inq_varnatts(ncid, varid, &mut n) }),
+        "inq_varnatts",
+    )?;
+    count(n, "attribute")
+}
+
+/// What `nc_inq_var` says of a variable.
+pub(crate) struct VarInfo {
+    pub name: String,
+    pub xtype: c_int,
+    pub dimids: Vec<c_int>,
+}
+
+pub(crate) fn var_info(ncid: c_int, varid: c_int) -> Result<VarInfo> {
+    locked(|| {
+        let mut ndims: c_int = 0;
+        // SAFETY: valid out-pointer.
+        check(
+            unsafe { nc::nc_inq_varndims(ncid, varid, &mut ndims) },
+            "inq_varndims",
+        )?;
+        let ndims = count(ndims, "dimension")?;
+        if ndims > nc::NC_MAX_VAR_DIMS as usize {
+            return Err(SourceError::malformed(format!(
+                "a variable claims {ndims} dimensions (netCDF allows {})",
+                nc::NC_MAX_VAR_DIMS
+            )));
+        }
+        let mut name = [0u8; NAME_BUF];
+        let mut xtype: c_int = 0;
+        let mut nd: c_int = 0;
+        let mut natts: c_int = 0;
+        // One spare slot so a zero-dimensional variable still passes a valid pointer.
+        let mut dimids = vec![0 as c_int; ndims + 1];
+        // SAFETY: name holds NC_MAX_NAME + 1 bytes; dimids holds ndims (+1) entries.
+        check(
+            unsafe {
+                nc::nc_inq_var(
+                    ncid,
+                    varid,
+                    name.as_mut_ptr().cast(),
+                    &mut xtype,
+                    &mut nd,
+                    dimids.as_mut_ptr(),
+                    &mut natts,
+                )
+            },
+            "inq_var",
+        )?;
+        if count(nd, "dimension")? != ndims {
+            return Err(SourceError::malformed(
+                "a variable's dimension count changed between two queries",
+            ));
+        }
+        dimids.truncate(ndims);
+        Ok(VarInfo {
+            name: name_from(&name, "variable")?,
+            xtype,
+            dimids,
+        })
+    })
+}
+
+/// A dimension's name and current length (unlimited: the current number of records).
+pub(crate) fn dim(ncid: c_int, dimid: c_int) -> Result<(String, u64)> {
+    let mut name = [0u8; NAME_BUF];
+    let mut len: usize = 0;
+    // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointer.
+    check(
+        locked(|| unsafe { nc::nc_inq_dim(ncid, dimid, name.as_mut_ptr().cast(), &mut len) }),
+        "inq_dim",
+    )?;
+    Ok((name_from(&name, "dimension")?, len as u64))
+}
+
+/// The name of attribute number `i` of `varid` (`NC_GLOBAL` for group attributes).
+pub(crate) fn att_name(ncid: c_int, varid: c_int, i: usize) -> Result<(String, Vec<u8>)> {
+    let idx =
+        c_int::try_from(i).map_err(|_| SourceError::malformed("attribute index out of range"))?;
+    let mut buf = [0u8; NAME_BUF];
+    // SAFETY: buf holds NC_MAX_NAME + 1 bytes.
+    check(
+        locked(|| unsafe { nc::nc_inq_attname(ncid, varid, idx, buf.as_mut_ptr().cast()) }),
+        "inq_attname",
+    )?;
+    let name = name_from(&buf, "attribute")?;
+    let mut c = name.as_bytes().to_vec();
+    c.push(0);
+    Ok((name, c))
+}
+
+/// An attribute's type and number of values. `cname` is NUL-terminated.
+pub(crate) fn att_info(ncid: c_int, varid: c_int, cname: &[u8]) -> Result<(c_int, usize)> {
+    let mut xtype: c_int = 0;
+    let mut len: usize = 0;
+    // SAFETY: cname is NUL-terminated (built by att_name); valid out-pointers.
+    check(
+        locked(|| unsafe {
+            nc::nc_inq_att(ncid, varid, cname.as_ptr().cast(), &mut xtype, &mut len)
+        }),
+        "inq_att",
+    )?;
+    Ok((xtype, len))
+}
+
+/// Reads an attribute's values in its own type into `out` (which must hold them all: the
+/// caller sizes it as `len * type size`).
+pub(crate) fn get_att_raw(ncid: c_int, varid: c_int, cname: &[u8], out: &mut [u8]) -> Result<()> {
+    let ptr = out.as_mut_ptr().cast::<c_void>();
+    // SAFETY: out holds len * size bytes of the attribute's type (caller contract); cname is
+    // NUL-terminated.
+    check(
+        locked(|| unsafe { nc::nc_get_att(ncid, varid, cname.as_ptr().cast(), ptr) }),
+        "get_att",
+    )
+}
+
+/// Reads an `NC_STRING` attribute of `len` values (`None` for a null string).
+pub(crate) fn get_att_strings(
+    ncid: c_int,
+    varid: c_int,
+    cname: &[u8],
+    len: usize,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    let mut ptrs: Vec<*mut c_char> = vec![std::ptr::null_mut(); len.max(1)];
+    locked(|| {
+        // SAFETY: ptrs holds len entries; netCDF allocates each string, freed just below.
+        check(
+            unsafe { nc::nc_get_att_string(ncid, varid, cname.as_ptr().cast(), ptrs.as_mut_ptr()) },
+            "get_att_string",
+        )?;
+        let out = copy_strings(&ptrs[..len]);
+        // SAFETY: frees exactly the len strings netCDF allocated above.
+        unsafe { nc::nc_free_string(len, ptrs.as_mut_ptr()) };
+        Ok(out)
+    })
+}
+
+/// Copies C strings (null pointers → `None`).
+fn copy_strings(ptrs: &[*mut c_char]) -> Vec<Option<Vec<u8>>> {
+    ptrs.iter()
+        .map(|&p| {
+            if p.is_null() {
+                None
+            } else {
+                // SAFETY: netCDF returned a NUL-terminated string it allocated.
+                Some(unsafe { CStr::from_ptr(p) }.to_bytes().to_vec())
+            }
+        })
+        .collect()
+}
+
+/// What `nc_inq_user_type` says: (name, size, base type, number of fields, class).
+pub(crate) struct UserType {
+    pub name: String,
+    pub size: usize,
+    pub base: c_int,
+    pub class: c_int,
+}
+
+pub(crate) fn user_type(ncid: c_int, xtype: c_int) -> Result<UserType> {
+    let mut name = [0u8; NAME_BUF];
+    let mut size: usize = 0;
+    let mut base: c_int = 0;
+    let mut nfields: usize = 0;
+    let mut class: c_int = 0;
+    // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointers.
+    check(
+        locked(|| unsafe {
+            nc::nc_inq_user_type(
+                ncid,
+                xtype,
+                name.as_mut_ptr().cast(),
+                &mut size,
+                &mut base,
+                &mut nfields,
+                &mut class,
+            )
+        }),
+        "inq_user_type",
+    )?;
+    Ok(UserType {
+        name: name_from(&name, "type")?,
+        size,
+        base,
+        class,
+    })
+}
+
+/// Number of members of an enum type.
+pub(crate) fn enum_len(ncid: c_int, xtype: c_int) -> Result<usize> {
+    let mut base: c_int = 0;
+    let mut base_size: usize = 0;
+    let mut n: usize = 0;
+    // SAFETY: a null name pointer is allowed; valid out-pointers.
+    check(
+        locked(|| unsafe {
+            nc::nc_inq_enum(
+                ncid,
+                xtype,
+                std::ptr::null_mut(),
+                &mut base,
+                &mut base_size,
+                &mut n,
+            )
+        }),
+        "inq_enum",
+    )?;
+    Ok(n)
+}
+
+/// Member `i` of an enum type: its name and value bytes (native order, base-type size, in the
+/// first bytes of the 8 returned).
+pub(crate) fn enum_member(ncid: c_int, xtype: c_int, i: usize) -> Result<(String, [u8; 8])> {
+    let idx =
+        c_int::try_from(i).map_err(|_| SourceError::malformed("enum member index out of range"))?;
+    let mut name = [0u8; NAME_BUF];
+    let mut value = 0u64; // 8 bytes, aligned for any integer base type
+                          // SAFETY: name holds NC_MAX_NAME + 1 bytes; value holds the largest base type.
+    check(
+        locked(|| unsafe {
+            nc::nc_inq_enum_member(
+                ncid,
+                xtype,
+                idx,
+                name.as_mut_ptr().cast(),
+                (&mut value as *mut u64).cast(),
+            )
+        }),
+        "inq_enum_member",
+    )?;
+    Ok((name_from(&name, "enum member")?, value.to_ne_bytes()))
+}
+
+/// Chunk shape of a chunked netCDF-4 variable with `ndims >= 1` dimensions (`None` when it is
+/// stored contiguously or compactly).
+pub(crate) fn var_chunking(ncid: c_int, varid: c_int, ndims: usize) -> Result<Option<Vec<u64>>> {
+    let mut storage: c_int = 0;
+    let mut sizes = vec![0usize; ndims.max(1)];
+    // SAFETY: sizes holds ndims entries.
+    check(
+        locked(|| unsafe {
+            nc::nc_inq_var_chunking(ncid, varid, &mut storage, sizes.as_mut_ptr())
+        }),
+        "inq_var_chunking",
+    )?;
+    if storage == nc::NC_CHUNKED && ndims > 0 {
+        Ok(Some(sizes[..ndims].iter().map(|&s| s as u64).collect()))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The filter facts of a netCDF-4 variable.
+pub(crate) struct Filters {
+    pub shuffle: bool,
+    pub fletcher32: bool,
+    /// HDF5 filter ids in pipeline order (deflate = 1, szip = 4, …) with their parameters and
+    /// whether this libnetcdf/libhdf5 can decode them.
+    pub filters: Vec<(u32, Vec<u32>, bool)>,
+}
+
+pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
+    locked(|| {
+        let (mut shuffle, mut deflate, mut level) = (0 as c_int, 0 as c_int, 0 as c_int);
+        // SAFETY: valid out-pointers.
+        check(
+            unsafe { nc::nc_inq_var_deflate(ncid, varid, &mut shuffle, &mut deflate, &mut level) },
+            "inq_var_deflate",
+        )?;
+        let mut fletcher: c_int = 0;
+        // SAFETY: valid out-pointer.
+        check(
+            unsafe { nc::nc_inq_var_fletcher32(ncid, varid, &mut fletcher) },
+            "inq_var_fletcher32",
+        )?;
+        let mut n: usize = 0;
+        // SAFETY: a null ids pointer asks for the count only.
+        check(
+            unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, std::ptr::null_mut()) },
+            "inq_var_filter_ids",
+        )?;
+        if n > 64 {
+            return Err(SourceError::malformed(format!(
+                "a variable claims {n} filters"
+            )));
+        }
+        let mut ids = vec![0 as c_uint; n.max(1)];
+        if n > 0 {
+            // SAFETY: ids holds n entries.
+            check(
+                unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, ids.as_mut_ptr()) },
+                "inq_var_filter_ids",
+            )?;
+        }
+        ids.truncate(n.min(ids.len()));
+        let mut filters = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut np: usize = 0;
+            // SAFETY: a null params pointer asks for the count only.
+            check(
+                unsafe {
+                    nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, std::ptr::null_mut())
+                },
+                "inq_var_filter_info",
+            )?;
+            if np > 256 {
+                return Err(SourceError::malformed(format!(
+                    "filter {id} claims {np} parameters"
+                )));
+            }
+            let mut params = vec![0 as c_uint; np.max(1)];
+            if np > 0 {
+                // SAFETY: params holds np entries.
+                check(
+                    unsafe {
+                        nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, params.as_mut_ptr())
+                    },
+                    "inq_var_filter_info",
+                )?;
+            }
+            params.truncate(np.min(params.len()));
+            // SAFETY: pure query.
+            let available = unsafe { nc::nc_inq_filter_avail(ncid, id) } == nc::NC_NOERR;
+            filters.push((id, params, available));
+        }
+        Ok(Filters {
+            shuffle: shuffle != 0,
+            fletcher32: fletcher != 0,
+            filters,
+        })
+    })
+}
+
+/// Whether the variable's fill mode is on (`nc_inq_var_fill`'s `no_fill == 0`).
+pub(crate) fn var_fill_on(ncid: c_int, varid: c_int) -> Result<bool> {
+    let mut no_fill: c_int = 0;
+    // SAFETY: a null fill-value pointer is allowed; valid out-pointer.
+    check(
+        locked(|| unsafe { nc::nc_inq_var_fill(ncid, varid, &mut no_fill, std::ptr::null_mut()) }),
+        "inq_var_fill",
+    )?;
+    Ok(no_fill == 0)
+}
+
+/// Reads the hyperslab `start`/`count` of a variable in its own type (no conversion) into
+/// `out`, which must be exactly `product(count) * type size` bytes. For a 0-d variable pass
+/// empty `start`/`count`.
+///
+/// # Safety contract (checked by the callers)
+/// `out.len()` equals the region's size in the variable's in-memory type, and the type is a
+/// fixed-size one (no strings, vlens).
+pub(crate) fn get_vara(
+    ncid: c_int,
+    varid: c_int,
+    start: &[usize],
+    count: &[usize],
+    out: &mut [u8],
+) -> Result<()> {
+    let zero = [0usize; 1];
+    let one = [1usize; 1];
+    let (s, c) = if start.is_empty() {
+        (zero.as_ptr(), one.as_ptr())
+    } else {
+        (start.as_ptr(), count.as_ptr())
+    };
+    let ptr = out.as_mut_ptr().cast::<c_void>();
+    // SAFETY: start/count have one entry per dimension; out holds the whole region (caller).
+    check(
+        locked(|| unsafe { nc::nc_get_vara(ncid, varid, s, c, ptr) }),
+        "get_vara",
+    )
+}
+
+/// Reads a whole `NC_STRING` variable of `n` values (C order; `None` for a null string).
+pub(crate) fn get_var_strings(
+    ncid: c_int,
+    varid: c_int,
+    shape: &[usize],
+    n: usize,
+) -> Result<Vec<Option<Vec<u8>>>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let start = vec![0usize; shape.len().max(1)];
+    let count: Vec<usize> = if shape.is_empty() {
+        vec![1]
+    } else {
+        shape.to_vec()
+    };
+    let mut ptrs: Vec<*mut c_char> = vec![std::ptr::null_mut(); n];
+    locked(|| {
+        // SAFETY: ptrs holds n = product(shape) entries; netCDF allocates the strings, which
+        // are freed just below.
+        check(
+            unsafe {
+                nc::nc_get_vara_string(
+                    ncid,
+                    varid,
+                    start.as_ptr(),
+                    count.as_ptr(),
+                    ptrs.as_mut_ptr(),
+                )
+            },
+            "get_vara_string",
+        )?;
+        let out = copy_strings(&ptrs);
+        // SAFETY: frees exactly the n strings allocated above.
+        unsafe { nc::nc_free_string(n, ptrs.as_mut_ptr()) };
+        Ok(out)
+    })
+}
