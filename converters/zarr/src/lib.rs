@@ -1,1 +1,1041 @@
-//! zarr importer (work in progress).
+//! Zarr (v2 and v3 directory stores) importer for tet-convert.
+//!
+//! A Zarr store is a directory tree: every group or array is a directory holding its metadata
+//! (`zarr.json` in Zarr v3; `.zgroup` or `.zarray` plus an optional `.zattrs` in Zarr v2) and,
+//! for an array, its chunks as files. The hierarchy is walked here (file system only, in sorted
+//! order, never from consolidated metadata, which may be stale), the metadata is parsed with the
+//! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs, chunk keys,
+//! fill values, byte order).
+//!
+//! # Mapping
+//!
+//! * **Variables**: one per array, named by its path from the store root without the leading
+//!   slash (`temperature`, `station/counts`), sorted by name. A store whose root is itself an
+//!   array gives one variable named after the directory (`x.zarr` → `x`). A 0-d array becomes
+//!   shape `[1]` (with a note).
+//! * **Element types**: `bool` → [`ElementType::Bool`] (bytes normalised to 0/1), `int8` →
+//!   `I8`, `int16`…`int64`, `uint8`…`uint64`, `float16` → `F16`, `bfloat16` → `BF16`,
+//!   `float32`, `float64` as they are (the engine widens i8, bool and bf16). `int2`/`int4`
+//!   (`uint2`/`uint4`) are delivered one value per byte as `I8` (`U8`), `numpy.datetime64` /
+//!   `numpy.timedelta64` as their `I64` counts; both with a note and the data type in the facts.
+//!   Complex arrays (`complex64`, `complex128`, `complex_float16/32/64`, `complex_bfloat16`)
+//!   become two variables `<name>/real` and `<name>/imag` of the component type. Big-endian
+//!   data (`"endian": "big"`, v2 `">f8"`) is read through zarrs, which returns native
+//!   (little-endian) bytes.
+//! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
+//!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order. Other data types
+//!   (`bytes`, raw bits `r*`, sub-byte floats, `optional`, …) are unsupported.
+//! * **Dimensions**: v3 `dimension_names` when every axis is named; else the xarray attribute
+//!   `_ARRAY_DIMENSIONS` (a list of one string per axis), which is then not repeated as an
+//!   attribute. Partial v3 names leave `dims` unset and are kept in the facts
+//!   (`zarr_dimension_names`).
+//! * **Coordinates** (xarray convention): a 1-D array whose last path component equals its one
+//!   dimension name is a [`Role::Coordinate`].
+//! * **Attributes**: JSON → typed values as [`attrs`] describes (string → `Text`, integer →
+//!   `I64` or `U64`, number → `F64`, bool → `U8` 0/1, arrays of numbers / strings → vectors /
+//!   `TextList`, anything else → `Text` holding the compact JSON, in file order).
+//! * **Global attributes**: the root group's attributes, then every sub-group's attributes
+//!   prefixed with the group path (`station/network`), groups in sorted order.
+//! * **Layout hint**: `chunk_shape` is the regular chunk shape, or for a sharded array the inner
+//!   chunk shape (zarrs decodes a shard by inner chunks: a region read touches only those), each
+//!   clipped to the array shape; `compressed` when any codec (inside shards too) compresses;
+//!   `filters` lists the codecs (`zstd(level=3,checksum=false)`, `inner:gzip(level=5)`, …).
+//! * **Facts**: `zarr_fill_value` (the JSON fill value, which missing chunks read as).
+//!
+//! # Reading
+//!
+//! [`Source::read_region`] decodes with `retrieve_array_subset_into_opt` straight into the
+//! caller's buffer, with zarrs' own concurrency limited to one chunk at a time (the engine
+//! parallelises across regions, which may be read from several threads at once). Missing
+//! chunks read as the fill value.
+//!
+//! # What is refused
+//!
+//! * [`SourceError::Malformed`]: no metadata at the root, invalid JSON or metadata (with the
+//!   file named), a shape whose element count overflows, chunk data that does not decode (bad
+//!   zstd/gzip stream, crc32c mismatch, wrong decoded size, a shard index pointing outside its
+//!   file), a group that is a symlink to one of its ancestors, a hierarchy deeper than 64 levels.
+//! * [`SourceError::Unsupported`] (or, with `skip_unsupported`, an entry in
+//!   [`Source::skipped`]): codecs this build lacks (e.g. `codec blosc is not supported`),
+//!   unmappable data types, unknown `must_understand` metadata fields, chunks that would decode
+//!   to more than 2 GiB at once, shards of more than 2^24 inner chunks, directories whose name
+//!   is not UTF-8.
+//!
+//! zarrs trusts sizes inside chunk files in a few places, and skips crc32c checks on partial
+//! reads; the [`guard`] module bounds the sizes and forces the checks, so that corrupt chunks
+//! give errors, not huge allocations or wrong values. As a last line of defence a panic inside
+//! zarrs while decoding is caught and reported as an error.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tet_source::{
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Importer,
+    OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
+};
+use unsafe_cell_slice::UnsafeCellSlice;
+use zarrs::array::{
+    Array, ArrayBytesDecodeIntoTarget, ArrayBytesFixedDisjointView, ArrayCreateError,
+    ArrayMetadata, ArrayShardedExt, ArraySubset, CodecOptions,
+};
+use zarrs::filesystem::FilesystemStore;
+use zarrs::metadata::v2::{ArrayMetadataV2, GroupMetadataV2};
+use zarrs::metadata::v3::{ArrayMetadataV3, GroupMetadataV3};
+use zarrs::plugin::{ExtensionName, PluginCreateError};
+
+pub mod attrs;
+pub mod guard;
+
+pub use attrs::json_to_attr;
+use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
+
+/// Metadata files larger than this are refused.
+const MAX_METADATA_BYTES: u64 = 64 << 20;
+/// Deepest group nesting walked (guards against symlink loops).
+const MAX_DEPTH: usize = 64;
+/// Most inner chunks one shard may have (its index is 16 bytes per inner chunk).
+const MAX_CHUNKS_PER_SHARD: u64 = 1 << 24;
+/// Most elements of a string array (its values are held in memory).
+const MAX_TEXT_ELEMENTS: u64 = 1 << 24;
+
+/// Codec names (after a `numcodecs.` prefix) that compress.
+const COMPRESSORS: &[&str] = &[
+    "zstd", "gzip", "blosc", "zlib", "bz2", "lz4", "lzma", "gdeflate", "pcodec", "zfp", "zfpy",
+];
+
+/// The storage every array reads through.
+type Store = GuardedStore<FilesystemStore>;
+
+/// The Zarr importer plug-in (`zarr`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ZarrImporter;
+
+impl Importer for ZarrImporter {
+    fn id(&self) -> &'static str {
+        "zarr"
+    }
+
+    fn name(&self) -> &'static str {
+        "Zarr v2/v3"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["zarr"]
+    }
+
+    fn identify(&self, path: &Path, _head: &[u8]) -> Confidence {
+        if path.is_dir()
+            && ["zarr.json", ".zgroup", ".zarray"]
+                .iter()
+                .any(|f| path.join(f).is_file())
+        {
+            Confidence::Magic
+        } else {
+            extension_confidence(path, self.extensions())
+        }
+    }
+
+    fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_store(path, options)?))
+    }
+}
+
+/// Opens a Zarr directory store.
+pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
+    guard::register_plugins();
+    if !path.is_dir() {
+        return Err(SourceError::unsupported(
+            "not a directory: only Zarr directory stores are supported (no zip or remote stores)",
+        ));
+    }
+    let root = read_node(path, "")?.ok_or_else(|| {
+        SourceError::malformed("no zarr.json, .zgroup or .zarray at the top: not a Zarr store")
+    })?;
+    let mut nodes = Vec::new();
+    let mut skipped = Vec::new();
+    let root_is_group = matches!(root, NodeMeta::Group(_));
+    nodes.push(Node {
+        path: String::new(),
+        meta: root,
+    });
+    if root_is_group {
+        let mut ancestors = vec![std::fs::canonicalize(path)?];
+        walk(path, "", &mut ancestors, &mut nodes, &mut skipped, options)?;
+    }
+    nodes.sort_by(|a, b| a.path.cmp(&b.path));
+
+    let fs = FilesystemStore::new(path).map_err(|e| SourceError::unsupported(e.to_string()))?;
+    let fs = Arc::new(fs);
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("data")
+        .to_string();
+    let codec_options = CodecOptions::default()
+        .with_concurrent_target(1)
+        .with_chunk_concurrent_minimum(1);
+
+    let mut src = ZarrSource {
+        variables: Vec::new(),
+        readers: Vec::new(),
+        arrays: Vec::new(),
+        global_attrs: Vec::new(),
+        skipped,
+        text_variables: Vec::new(),
+        codec_options,
+    };
+    for node in nodes {
+        match node.meta {
+            NodeMeta::Group(attrs) => {
+                for (k, v) in attrs::map_to_attrs(&attrs, &[]) {
+                    let key = if node.path.is_empty() {
+                        k
+                    } else {
+                        format!("{}/{k}", node.path)
+                    };
+                    src.global_attrs.push((key, v));
+                }
+            }
+            NodeMeta::Array(meta) => {
+                let name = if node.path.is_empty() {
+                    stem.clone()
+                } else {
+                    node.path.clone()
+                };
+                match src.add_array(&fs, &node.path, &name, *meta) {
+                    Ok(()) => {}
+                    Err(Problem::Unsupported(reason)) if options.skip_unsupported => {
+                        src.skipped.push(Skipped { name, reason });
+                    }
+                    Err(Problem::Unsupported(reason)) => {
+                        return Err(SourceError::Unsupported(format!(
+                            "array '{name}': {reason}"
+                        )))
+                    }
+                    Err(Problem::Error(e)) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(src)
+}
+
+/// One node of the hierarchy: path from the root without leading slash (`""` for the root).
+struct Node {
+    path: String,
+    meta: NodeMeta,
+}
+
+enum NodeMeta {
+    /// A group and its attributes.
+    Group(Map<String, Value>),
+    Array(Box<ArrayMetadata>),
+}
+
+fn key_of(rel: &str, file: &str) -> String {
+    if rel.is_empty() {
+        file.to_string()
+    } else {
+        format!("{rel}/{file}")
+    }
+}
+
+/// Reads a metadata file if present (size-checked), as JSON.
+fn read_json(dir: &Path, rel: &str, file: &str) -> Result<Option<(Vec<u8>, Value)>> {
+    let p = dir.join(file);
+    let md = match std::fs::metadata(&p) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SourceError::Io(e)),
+    };
+    let key = key_of(rel, file);
+    if md.len() > MAX_METADATA_BYTES {
+        return Err(SourceError::malformed(format!(
+            "{key} is {} bytes: metadata larger than {MAX_METADATA_BYTES} bytes is refused",
+            md.len()
+        )));
+    }
+    let bytes = std::fs::read(&p)?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| SourceError::malformed(format!("{key}: invalid JSON: {e}")))?;
+    Ok(Some((bytes, value)))
+}
+
+/// A v2 `.zattrs` object (empty when absent).
+fn read_zattrs(dir: &Path, rel: &str) -> Result<Map<String, Value>> {
+    match read_json(dir, rel, ".zattrs")? {
+        None => Ok(Map::new()),
+        Some((_, Value::Object(m))) => Ok(m),
+        Some(_) => Err(SourceError::malformed(format!(
+            "{}: attributes must be a JSON object",
+            key_of(rel, ".zattrs")
+        ))),
+    }
+}
+
+/// The metadata of the node in directory `dir` (`rel` from the root), `None` if it has none.
+fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
+    if let Some((bytes, value)) = read_json(dir, rel, "zarr.json")? {
+        let key = key_of(rel, "zarr.json");
+        let bad = |what: String| SourceError::malformed(format!("{key}: {what}"));
+        let obj = value
+            .as_object()
+            .ok_or_else(|| bad("metadata must be a JSON object".into()))?;
+        match obj.get("zarr_format") {
+            Some(Value::Number(n)) if n.as_u64() == Some(3) => {}
+            Some(other) => return Err(bad(format!("zarr_format is {other}, expected 3"))),
+            None => return Err(bad("no zarr_format".into())),
+        }
+        return match obj.get("node_type").and_then(Value::as_str) {
+            Some("array") => {
+                let m: ArrayMetadataV3 = serde_json::from_slice(&bytes)
+                    .map_err(|e| bad(format!("invalid array metadata: {e}")))?;
+                Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)))))
+            }
+            Some("group") => {
+                let m: GroupMetadataV3 = serde_json::from_slice(&bytes)
+                    .map_err(|e| bad(format!("invalid group metadata: {e}")))?;
+                Ok(Some(NodeMeta::Group(m.attributes)))
+            }
+            Some(other) => Err(bad(format!(
+                "node_type is '{other}', expected 'array' or 'group'"
+            ))),
+            None => Err(bad("no node_type".into())),
+        };
+    }
+    if let Some((bytes, _)) = read_json(dir, rel, ".zarray")? {
+        let key = key_of(rel, ".zarray");
+        let mut m: ArrayMetadataV2 = serde_json::from_slice(&bytes)
+            .map_err(|e| SourceError::malformed(format!("{key}: invalid array metadata: {e}")))?;
+        m.attributes = read_zattrs(dir, rel)?;
+        return Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V2(m)))));
+    }
+    if let Some((bytes, _)) = read_json(dir, rel, ".zgroup")? {
+        let key = key_of(rel, ".zgroup");
+        serde_json::from_slice::<GroupMetadataV2>(&bytes)
+            .map_err(|e| SourceError::malformed(format!("{key}: invalid group metadata: {e}")))?;
+        return Ok(Some(NodeMeta::Group(read_zattrs(dir, rel)?)));
+    }
+    Ok(None)
+}
+
+/// Whether a directory holds Zarr metadata.
+fn has_metadata(dir: &Path) -> bool {
+    ["zarr.json", ".zarray", ".zgroup"]
+        .iter()
+        .any(|f| dir.join(f).is_file())
+}
+
+/// Adds the nodes below group `rel` (directory `root/rel`, whose canonical path and those of
+/// its ancestors are `ancestors`), depth first.
+fn walk(
+    root: &Path,
+    rel: &str,
+    ancestors: &mut Vec<PathBuf>,
+    nodes: &mut Vec<Node>,
+    skipped: &mut Vec<Skipped>,
+    options: &OpenOptions,
+) -> Result<()> {
+    if ancestors.len() > MAX_DEPTH {
+        return Err(SourceError::malformed(format!(
+            "group '{rel}' is nested deeper than {MAX_DEPTH} levels (a symlink loop?)"
+        )));
+    }
+    let dir: PathBuf = if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(rel)
+    };
+    let mut children: Vec<(std::ffi::OsString, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        let p = entry.path();
+        if p.is_dir() {
+            children.push((entry.file_name(), p));
+        }
+    }
+    children.sort();
+    for (os_name, p) in children {
+        let Some(name) = os_name.to_str() else {
+            if has_metadata(&p) {
+                let shown = os_name.to_string_lossy().to_string();
+                let reason = "directory name is not valid UTF-8".to_string();
+                if !options.skip_unsupported {
+                    return Err(SourceError::Unsupported(format!(
+                        "node '{shown}': {reason}"
+                    )));
+                }
+                skipped.push(Skipped {
+                    name: key_of(rel, &shown),
+                    reason,
+                });
+            }
+            continue;
+        };
+        // Zarr node names: not only dots, not the reserved `__` prefix (zarrs' rule).
+        if name.starts_with("__") || name.chars().all(|c| c == '.') {
+            continue;
+        }
+        let child_rel = key_of(rel, name);
+        // A directory without metadata is not part of the hierarchy (zarrs ignores it too).
+        match read_node(&p, &child_rel)? {
+            None => {}
+            Some(NodeMeta::Group(attrs)) => {
+                let canonical = std::fs::canonicalize(&p)?;
+                if ancestors.contains(&canonical) {
+                    return Err(SourceError::malformed(format!(
+                        "group '{child_rel}' links back to a group above it (a symlink loop)"
+                    )));
+                }
+                nodes.push(Node {
+                    path: child_rel.clone(),
+                    meta: NodeMeta::Group(attrs),
+                });
+                ancestors.push(canonical);
+                walk(root, &child_rel, ancestors, nodes, skipped, options)?;
+                ancestors.pop();
+            }
+            Some(meta) => nodes.push(Node {
+                path: child_rel,
+                meta,
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// Why an array could not be added.
+enum Problem {
+    /// Valid but unmappable (skippable).
+    Unsupported(String),
+    Error(SourceError),
+}
+
+impl From<SourceError> for Problem {
+    fn from(e: SourceError) -> Self {
+        Problem::Error(e)
+    }
+}
+
+/// How a variable's bytes come out of its array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReadKind {
+    /// The array's bytes as they are.
+    Direct,
+    /// Bytes normalised to 0/1.
+    Bool,
+    /// One component (0 real, 1 imaginary) of a complex array.
+    ComplexPart(usize),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reader {
+    array: usize,
+    kind: ReadKind,
+    /// The array is 0-d (the variable is shape `[1]`).
+    scalar: bool,
+}
+
+/// What a Zarr data type becomes.
+enum Mapped {
+    Numeric(ElementType, Option<String>),
+    Bool,
+    Complex(ElementType),
+    Text { utf32: bool },
+}
+
+fn map_data_type(name: &str) -> Option<Mapped> {
+    use ElementType as E;
+    let num = |t| Some(Mapped::Numeric(t, None));
+    let widened = |t, what: &str| {
+        Some(Mapped::Numeric(
+            t,
+            Some(format!("Zarr {name} values delivered {what}")),
+        ))
+    };
+    match name {
+        "bool" => Some(Mapped::Bool),
+        "int8" => num(E::I8),
+        "int16" => num(E::I16),
+        "int32" => num(E::I32),
+        "int64" => num(E::I64),
+        "uint8" => num(E::U8),
+        "uint16" => num(E::U16),
+        "uint32" => num(E::U32),
+        "uint64" => num(E::U64),
+        "float16" => num(E::F16),
+        "bfloat16" => num(E::BF16),
+        "float32" => num(E::F32),
+        "float64" => num(E::F64),
+        "int2" | "int4" => widened(E::I8, "one per byte as int8"),
+        "uint2" | "uint4" => widened(E::U8, "one per byte as uint8"),
+        "numpy.datetime64" | "numpy.timedelta64" => widened(
+            E::I64,
+            "as int64 counts of the unit in facts.zarr_data_type",
+        ),
+        "complex64" | "complex_float32" => Some(Mapped::Complex(E::F32)),
+        "complex128" | "complex_float64" => Some(Mapped::Complex(E::F64)),
+        "complex_float16" => Some(Mapped::Complex(E::F16)),
+        "complex_bfloat16" => Some(Mapped::Complex(E::BF16)),
+        "string" => Some(Mapped::Text { utf32: false }),
+        "fixed_length_utf32" => Some(Mapped::Text { utf32: true }),
+        _ => None,
+    }
+}
+
+/// Whether an array-creation error means "valid but not supported by this build".
+fn is_unsupported(e: &ArrayCreateError) -> bool {
+    let plugin = |p: &PluginCreateError| matches!(p, PluginCreateError::Unsupported(_));
+    match e {
+        ArrayCreateError::DataTypeCreateError(p)
+        | ArrayCreateError::CodecsCreateError(p)
+        | ArrayCreateError::StorageTransformersCreateError(p)
+        | ArrayCreateError::ChunkGridCreateError(p)
+        | ArrayCreateError::ChunkKeyEncodingCreateError(p) => plugin(p),
+        ArrayCreateError::UnsupportedZarrV2Array(_)
+        | ArrayCreateError::AdditionalFieldUnsupportedError(_) => true,
+        _ => false,
+    }
+}
+
+/// Short text of one codec's JSON metadata (`{"name": …, "configuration": {…}}` in v3,
+/// `{"id": …, …}` in v2), pushed with its inner codecs (sharding) to `out`.
+fn describe_codecs(codecs: &[Value], prefix: &str, out: &mut Vec<String>, compressed: &mut bool) {
+    for c in codecs {
+        let empty = Map::new();
+        let obj = match c {
+            Value::Object(o) => o,
+            Value::String(_) => &empty,
+            _ => continue,
+        };
+        let (name, config): (String, Map<String, Value>) = if let Value::String(n) = c {
+            (n.clone(), Map::new())
+        } else if let Some(n) = obj.get("name").and_then(Value::as_str) {
+            let conf = obj
+                .get("configuration")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            (n.to_string(), conf)
+        } else if let Some(n) = obj.get("id").and_then(Value::as_str) {
+            let mut conf = obj.clone();
+            conf.remove("id");
+            (n.to_string(), conf)
+        } else {
+            continue;
+        };
+        let short = name.strip_prefix("numcodecs.").unwrap_or(&name);
+        if COMPRESSORS.contains(&short) {
+            *compressed = true;
+        }
+        let params: Vec<String> = config
+            .iter()
+            .filter(|(k, _)| *k != "codecs" && *k != "index_codecs")
+            .map(|(k, v)| format!("{k}={}", serde_json::to_string(v).unwrap_or_default()))
+            .collect();
+        if params.is_empty() {
+            out.push(format!("{prefix}{name}"));
+        } else {
+            out.push(format!("{prefix}{name}({})", params.join(",")));
+        }
+        if let Some(Value::Array(inner)) = config.get("codecs") {
+            describe_codecs(inner, "inner:", out, compressed);
+        }
+    }
+}
+
+/// Codec descriptions and whether any compresses.
+fn codec_summary(meta: &ArrayMetadata) -> (Vec<String>, bool) {
+    let mut out = Vec::new();
+    let mut compressed = false;
+    match meta {
+        ArrayMetadata::V3(m) => {
+            let codecs: Vec<Value> = m
+                .codecs
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect();
+            describe_codecs(&codecs, "", &mut out, &mut compressed);
+        }
+        ArrayMetadata::V2(m) => {
+            let mut codecs: Vec<Value> = m
+                .filters
+                .iter()
+                .flatten()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect();
+            codecs.extend(
+                m.compressor
+                    .iter()
+                    .filter_map(|c| serde_json::to_value(c).ok()),
+            );
+            describe_codecs(&codecs, "", &mut out, &mut compressed);
+            if let Ok(Value::String(order)) = serde_json::to_value(m.order) {
+                if order == "F" {
+                    out.push("order=F".to_string());
+                }
+            }
+        }
+    }
+    (out, compressed)
+}
+
+/// The regular chunk shape from the metadata (`None` for other chunk grids).
+fn regular_chunk_shape(meta: &ArrayMetadata) -> Option<Vec<u64>> {
+    match meta {
+        ArrayMetadata::V3(m) => {
+            if m.chunk_grid.name() != "regular" {
+                return None;
+            }
+            m.chunk_grid
+                .configuration()?
+                .get("chunk_shape")?
+                .as_array()?
+                .iter()
+                .map(Value::as_u64)
+                .collect()
+        }
+        ArrayMetadata::V2(m) => Some(m.chunks.iter().map(|c| c.get()).collect()),
+    }
+}
+
+fn product(v: &[u64]) -> Option<u64> {
+    v.iter().try_fold(1u64, |a, &b| a.checked_mul(b))
+}
+
+/// Valid `_ARRAY_DIMENSIONS`: one string per axis.
+fn xarray_dims(attrs: &Map<String, Value>, rank: usize) -> Option<Vec<String>> {
+    let list = attrs.get("_ARRAY_DIMENSIONS")?.as_array()?;
+    if list.len() != rank {
+        return None;
+    }
+    list.iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// An opened Zarr store.
+pub struct ZarrSource {
+    variables: Vec<Variable>,
+    readers: Vec<Reader>,
+    arrays: Vec<Array<Store>>,
+    global_attrs: Attrs,
+    skipped: Vec<Skipped>,
+    text_variables: Vec<TextVariable>,
+    codec_options: CodecOptions,
+}
+
+impl std::fmt::Debug for ZarrSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZarrSource")
+            .field("variables", &self.variables)
+            .field("skipped", &self.skipped)
+            .field("text_variables", &self.text_variables.len())
+            .finish()
+    }
+}
+
+impl ZarrSource {
+    fn add_array(
+        &mut self,
+        fs: &Arc<FilesystemStore>,
+        rel: &str,
+        name: &str,
+        meta: ArrayMetadata,
+    ) -> std::result::Result<(), Problem> {
+        if let ArrayMetadata::V3(m) = &meta {
+            if let Some((field, _)) = m
+                .additional_fields
+                .iter()
+                .find(|(_, f)| f.must_understand())
+            {
+                return Err(Problem::Unsupported(format!(
+                    "metadata field '{field}' is not understood (must_understand)"
+                )));
+            }
+        }
+        let (filters, compressed) = codec_summary(&meta);
+        let fill_json = match &meta {
+            ArrayMetadata::V3(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
+            ArrayMetadata::V2(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
+        };
+        let dt_json = match &meta {
+            ArrayMetadata::V3(m) => serde_json::to_string(&m.data_type).unwrap_or_default(),
+            ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype).unwrap_or_default(),
+        };
+        let grid_chunks = regular_chunk_shape(&meta);
+        let sharding_config = match &meta {
+            ArrayMetadata::V3(m) => m
+                .codecs
+                .iter()
+                .find(|c| c.name() == "sharding_indexed")
+                .and_then(|c| c.configuration())
+                .map(|c| serde_json::Map::clone(c)),
+            ArrayMetadata::V2(_) => None,
+        };
+        let node_path = format!("/{rel}");
+        let store = Arc::new(GuardedStore::new(fs.clone(), None));
+        let mut array = Array::new_with_metadata(store, &node_path, meta).map_err(|e| {
+            if is_unsupported(&e) {
+                Problem::Unsupported(e.to_string())
+            } else {
+                Problem::Error(SourceError::malformed(format!("array '{name}': {e}")))
+            }
+        })?;
+        let malformed =
+            |msg: String| Problem::Error(SourceError::malformed(format!("array '{name}': {msg}")));
+
+        let type_name = array
+            .data_type()
+            .name_v3()
+            .map(|c| c.into_owned())
+            .unwrap_or_else(|| array.data_type().to_string());
+        let mapped = map_data_type(&type_name).ok_or_else(|| {
+            Problem::Unsupported(format!("data type {type_name} has no .tet form"))
+        })?;
+
+        let zshape = array.shape().to_vec();
+        let rank = zshape.len();
+        let count = product(&zshape)
+            .ok_or_else(|| malformed(format!("shape {zshape:?} has too many elements")))?;
+        let elem = array.data_type().fixed_size();
+        if let Some(size) = elem {
+            count
+                .checked_mul(size as u64)
+                .ok_or_else(|| malformed(format!("shape {zshape:?} has too many bytes")))?;
+        }
+
+        // The unit zarrs decodes at once: the chunk, or the inner chunk of a shard.
+        let mut decode_unit = grid_chunks.clone();
+        if array.is_sharded() {
+            let inner: Option<Vec<u64>> = array
+                .effective_subchunk_shape()
+                .map(|s| s.iter().map(|c| c.get()).collect());
+            if let (Some(shard), Some(inner)) = (&grid_chunks, &inner) {
+                if shard.len() == inner.len() {
+                    let per_shard = shard
+                        .iter()
+                        .zip(inner)
+                        .try_fold(1u64, |a, (&s, &i)| a.checked_mul(s.div_ceil(i.max(1))));
+                    let per_shard = per_shard.filter(|&n| n <= MAX_CHUNKS_PER_SHARD);
+                    let Some(per_shard) = per_shard else {
+                        return Err(Problem::Unsupported(format!(
+                            "shards of {shard:?} in inner chunks of {inner:?} have more than {MAX_CHUNKS_PER_SHARD} inner chunks"
+                        )));
+                    };
+                    // Whole shards are checked against their index before zarrs slices them.
+                    let index = sharding_config
+                        .as_ref()
+                        .and_then(|c| ShardIndex::from_configuration(c, per_shard));
+                    if index.is_some() {
+                        array = array.with_storage(Arc::new(GuardedStore::new(fs.clone(), index)));
+                    }
+                }
+            }
+            decode_unit = inner;
+        }
+        if let (Some(unit), Some(size)) = (&decode_unit, elem) {
+            let bytes = product(unit).and_then(|n| n.checked_mul(size as u64));
+            if bytes.is_none_or(|b| b > MAX_DECODED_CHUNK) {
+                return Err(Problem::Unsupported(format!(
+                    "a chunk of {unit:?} elements decodes to more than {MAX_DECODED_CHUNK} bytes at once"
+                )));
+            }
+        }
+        let chunk_shape = decode_unit
+            .filter(|c| c.len() == rank && rank > 0)
+            .map(|c| {
+                c.iter()
+                    .zip(&zshape)
+                    .map(|(&c, &d)| c.min(d.max(1)))
+                    .collect::<Vec<u64>>()
+            });
+
+        // Dimensions and attributes.
+        let raw_attrs = array.attributes().clone();
+        let xr_dims = xarray_dims(&raw_attrs, rank);
+        let mut facts: Attrs = vec![("zarr_fill_value".into(), AttrValue::Text(fill_json))];
+        let named: Option<Vec<String>> = match array.dimension_names() {
+            Some(names) => {
+                let all: Option<Vec<String>> = names.iter().cloned().collect();
+                if all.is_none() && names.iter().any(Option::is_some) {
+                    facts.push((
+                        "zarr_dimension_names".into(),
+                        AttrValue::Text(serde_json::to_string(names).unwrap_or_default()),
+                    ));
+                }
+                all
+            }
+            None => None,
+        };
+        let dims = named.or_else(|| xr_dims.clone()).filter(|d| !d.is_empty());
+        let skip: &[&str] = if xr_dims.is_some() && (dims == xr_dims || rank == 0) {
+            &["_ARRAY_DIMENSIONS"]
+        } else {
+            &[]
+        };
+        let attrs = attrs::map_to_attrs(&raw_attrs, skip);
+
+        let mut notes = Vec::new();
+        let scalar = rank == 0;
+        let shape = if scalar {
+            notes.push("0-d scalar stored as shape [1]".to_string());
+            vec![1]
+        } else {
+            zshape.clone()
+        };
+        let basename = name.rsplit('/').next().unwrap_or(name);
+        let role = match &dims {
+            Some(d) if rank == 1 && d[0] == basename => Role::Coordinate,
+            _ => Role::Data,
+        };
+        let layout = SourceLayout {
+            chunk_shape,
+            compressed,
+            filters,
+        };
+
+        let index = self.arrays.len();
+        let mut new_vars: Vec<(Variable, Reader)> = Vec::new();
+        let var = |vname: String, dtype: ElementType, notes: Vec<String>, facts: Attrs| Variable {
+            name: vname,
+            dtype,
+            shape: shape.clone(),
+            dims: dims.clone(),
+            attrs: attrs.clone(),
+            layout: layout.clone(),
+            role,
+            notes,
+            facts,
+        };
+        let reader = |kind| Reader {
+            array: index,
+            kind,
+            scalar,
+        };
+        match mapped {
+            Mapped::Numeric(t, note) => {
+                let mut n = notes.clone();
+                let mut f = facts.clone();
+                if let Some(note) = note {
+                    n.push(note);
+                    f.push(("zarr_data_type".into(), AttrValue::Text(dt_json)));
+                }
+                new_vars.push((var(name.to_string(), t, n, f), reader(ReadKind::Direct)));
+            }
+            Mapped::Bool => new_vars.push((
+                var(
+                    name.to_string(),
+                    ElementType::Bool,
+                    notes.clone(),
+                    facts.clone(),
+                ),
+                reader(ReadKind::Bool),
+            )),
+            Mapped::Complex(t) => {
+                if elem != Some(2 * t.size()) {
+                    return Err(Problem::Unsupported(format!(
+                        "complex data type {type_name} of {elem:?} bytes"
+                    )));
+                }
+                for (part, label) in ["real", "imag"].iter().enumerate() {
+                    let mut n = notes.clone();
+                    n.push(format!("{label} part of the {type_name} array '{name}'"));
+                    let mut v = var(format!("{name}/{label}"), t, n, facts.clone());
+                    v.role = Role::Data;
+                    new_vars.push((v, reader(ReadKind::ComplexPart(part))));
+                }
+            }
+            Mapped::Text { utf32 } => {
+                if count > MAX_TEXT_ELEMENTS {
+                    return Err(Problem::Unsupported(format!(
+                        "{type_name} array of {count} strings is more than the {MAX_TEXT_ELEMENTS} held in memory"
+                    )));
+                }
+                let values = read_text(&array, utf32, &self.codec_options)
+                    .map_err(|e| malformed(format!("cannot read its strings: {e}")))?;
+                if values.len() as u64 != count {
+                    return Err(malformed(format!(
+                        "{} strings read, {count} expected",
+                        values.len()
+                    )));
+                }
+                self.text_variables.push(TextVariable {
+                    name: name.to_string(),
+                    shape,
+                    dims,
+                    values,
+                    attrs,
+                });
+                return Ok(());
+            }
+        }
+        if matches!(mapped_size(&new_vars), Some(s) if elem.is_some_and(|e| e != s)) {
+            return Err(Problem::Unsupported(format!(
+                "data type {type_name} is {elem:?} bytes per element, expected {:?}",
+                mapped_size(&new_vars)
+            )));
+        }
+        self.arrays.push(array);
+        for (v, r) in new_vars {
+            self.variables.push(v);
+            self.readers.push(r);
+        }
+        Ok(())
+    }
+
+    /// The underlying zarrs array of variable `var` (for inspection).
+    pub fn array(&self, var: usize) -> Option<&Array<GuardedStore<FilesystemStore>>> {
+        self.readers.get(var).and_then(|r| self.arrays.get(r.array))
+    }
+
+    /// Decodes `subset` of `array` into `out` (C order, native = little-endian bytes).
+    fn decode_into(
+        &self,
+        array: &Array<Store>,
+        subset: &ArraySubset,
+        out: &mut [u8],
+        elem: usize,
+    ) -> Result<()> {
+        let shape: Vec<u64> = subset.shape().to_vec();
+        let whole = ArraySubset::new_with_shape(shape.clone());
+        let cells = UnsafeCellSlice::new(out);
+        // SAFETY: this is the only view of `out`, which is borrowed exclusively for the call,
+        // so no other view can overlap it. Its length equals the subset's bytes (checked by
+        // the caller), which `new` verifies again.
+        let mut view = unsafe { ArrayBytesFixedDisjointView::new(cells, elem, &shape, whole) }
+            .map_err(|e| SourceError::Library(format!("zarrs output view: {e}")))?;
+        let target = ArrayBytesDecodeIntoTarget::Fixed(&mut view);
+        let name = array.path().as_str().trim_start_matches('/').to_string();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            array.retrieve_array_subset_into_opt(subset, target, &self.codec_options)
+        }));
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(SourceError::malformed(format!(
+                "array '{name}': cannot decode {subset}: {e}"
+            ))),
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".to_string());
+                Err(SourceError::malformed(format!(
+                    "array '{name}': zarrs failed decoding {subset} (corrupt chunk?): {msg}"
+                )))
+            }
+        }
+    }
+}
+
+/// The element size of the first new variable.
+fn mapped_size(vars: &[(Variable, Reader)]) -> Option<usize> {
+    let (v, r) = vars.first()?;
+    Some(match r.kind {
+        ReadKind::ComplexPart(_) => 2 * v.dtype.size(),
+        _ => v.dtype.size(),
+    })
+}
+
+/// All values of a string array, in C order.
+fn read_text(
+    array: &Array<Store>,
+    utf32: bool,
+    opts: &CodecOptions,
+) -> std::result::Result<Vec<String>, String> {
+    let subset = array.subset_all();
+    let got = catch_unwind(AssertUnwindSafe(|| {
+        if utf32 {
+            let size = array.data_type().fixed_size().unwrap_or(0);
+            if size == 0 || !size.is_multiple_of(4) {
+                return Err(format!("fixed_length_utf32 of {size} bytes"));
+            }
+            let bytes = array
+                .retrieve_array_subset_opt::<zarrs::array::ArrayBytes<'static>>(&subset, opts)
+                .map_err(|e| e.to_string())?
+                .into_fixed()
+                .map_err(|e| e.to_string())?;
+            bytes
+                .chunks_exact(size)
+                .map(|el| {
+                    let mut s: String = el
+                        .chunks_exact(4)
+                        .map(|c| {
+                            let u = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+                            char::from_u32(u).ok_or_else(|| format!("invalid code point {u:#x}"))
+                        })
+                        .collect::<std::result::Result<String, String>>()?;
+                    let trimmed = s.trim_end_matches('\0').len();
+                    s.truncate(trimmed);
+                    Ok(s)
+                })
+                .collect()
+        } else {
+            array
+                .retrieve_array_subset_opt::<Vec<String>>(&subset, opts)
+                .map_err(|e| e.to_string())
+        }
+    }));
+    got.unwrap_or_else(|_| Err("zarrs failed decoding the strings (corrupt chunk?)".into()))
+}
+
+impl Source for ZarrSource {
+    fn variables(&self) -> &[Variable] {
+        &self.variables
+    }
+
+    fn global_attrs(&self) -> &[(String, AttrValue)] {
+        &self.global_attrs
+    }
+
+    fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    fn text_variables(&self) -> &[TextVariable] {
+        &self.text_variables
+    }
+
+    fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let v = self
+            .variables
+            .get(var)
+            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let r = self.readers[var];
+        let array = &self.arrays[r.array];
+        let subset = if r.scalar {
+            ArraySubset::new_with_shape(Vec::new())
+        } else {
+            ArraySubset::new_with_start_shape(start.to_vec(), count.to_vec())
+                .map_err(|e| SourceError::InvalidRequest(e.to_string()))?
+        };
+        let size = v.dtype.size();
+        match r.kind {
+            ReadKind::Direct => self.decode_into(array, &subset, out, size),
+            ReadKind::Bool => {
+                self.decode_into(array, &subset, out, 1)?;
+                for b in out.iter_mut() {
+                    *b = u8::from(*b != 0);
+                }
+                Ok(())
+            }
+            ReadKind::ComplexPart(part) => {
+                let mut both = vec![0u8; out.len() * 2];
+                self.decode_into(array, &subset, &mut both, 2 * size)?;
+                for (dst, src) in out.chunks_exact_mut(size).zip(both.chunks_exact(2 * size)) {
+                    dst.copy_from_slice(&src[part * size..(part + 1) * size]);
+                }
+                Ok(())
+            }
+        }
+    }
+}
