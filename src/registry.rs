@@ -25,6 +25,9 @@ pub fn formats() -> Vec<Format> {
             name: "NetCDF 3/4",
             extensions: &["nc", "nc3", "nc4", "cdf"],
             feature: Some("netcdf"),
+            #[cfg(feature = "netcdf")]
+            importer: Some(&tet_netcdf::NcImporter),
+            #[cfg(not(feature = "netcdf"))]
             importer: None,
         },
         Format {
@@ -32,6 +35,9 @@ pub fn formats() -> Vec<Format> {
             name: "HDF5",
             extensions: &["h5", "hdf5", "he5", "hdf"],
             feature: Some("hdf5"),
+            #[cfg(feature = "hdf5")]
+            importer: Some(&tet_hdf5::H5Importer),
+            #[cfg(not(feature = "hdf5"))]
             importer: None,
         },
         Format {
@@ -66,8 +72,8 @@ pub fn formats() -> Vec<Format> {
             id: "zarr",
             name: "Zarr v2/v3",
             extensions: &["zarr"],
-            feature: Some("zarr"),
-            importer: None,
+            feature: None,
+            importer: Some(&tet_zarr::ZarrImporter),
         },
     ]
 }

@@ -311,3 +311,33 @@ fn formats_lists_the_registry() {
         "{s}"
     );
 }
+
+/// A build without the C-library importers names the missing feature for their files (and still
+/// converts everything else); with them, NetCDF and HDF5 files convert through the CLI.
+#[test]
+fn c_library_formats_follow_the_build_features() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, feature, on) in [
+        ("netcdf/nc3_classic.nc", "netcdf", cfg!(feature = "netcdf")),
+        ("hdf5/structure.h5", "hdf5", cfg!(feature = "hdf5")),
+    ] {
+        let out = dir.path().join("out.tet");
+        let o = run(tet_convert().arg(corpus(rel)).arg(&out));
+        if on {
+            assert!(o.status.success(), "{rel}: {o:?}");
+            assert!(run(tet().arg("verify").arg(&out)).status.success());
+            std::fs::remove_file(&out).unwrap();
+        } else {
+            assert!(
+                !o.status.success(),
+                "{rel} converted without feature {feature}"
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(&format!("feature `{feature}`")) && err.lines().count() == 1,
+                "{rel}: {err}"
+            );
+            assert!(!out.exists());
+        }
+    }
+}
