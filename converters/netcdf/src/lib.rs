@@ -103,6 +103,7 @@ mod ffi;
 
 use cf::Unpacking;
 use classic::{ClassicHeader, HeaderError};
+use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};
 
 /// The HDF5 format signature.
 pub const HDF5_SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -274,7 +275,13 @@ pub fn open_path(path: &Path, options: &OpenOptions) -> Result<NcSource> {
     }
     drop(file);
     // One open at a time, start to finish (see `NcSource::build`).
-    ffi::locked(|| NcSource::build(ffi::Handle::open_path(path)?, len, options))
+    ffi::locked(|| {
+        let mut src = NcSource::build(ffi::Handle::open_path(path)?, len, options)?;
+        if src.model.is_netcdf4() {
+            src.attach_direct_chunks(path)?;
+        }
+        Ok(src)
+    })
 }
 
 /// Opens a NetCDF file held in memory (the file-system-free entry point, for fuzzing).
@@ -294,6 +301,15 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
             options,
         )
     })
+}
+
+/// Names the variable in a read error.
+fn with_var(name: &str, e: SourceError) -> SourceError {
+    match e {
+        SourceError::Malformed(m) => SourceError::Malformed(format!("variable '{name}': {m}")),
+        SourceError::Library(m) => SourceError::Library(format!("variable '{name}': {m}")),
+        other => other,
+    }
 }
 
 fn not_netcdf() -> SourceError {
@@ -317,6 +333,9 @@ enum ReadPlan {
     Native(VarLoc),
     /// The packed values read natively, then CF-unpacked.
     Unpack(VarLoc, Unpacking),
+    /// A netCDF-4 chunked variable whose stored chunks are read from the file and decoded
+    /// (deflate, shuffle, LZF, fletcher32) on the calling thread, outside the library lock.
+    Direct(Box<ChunkedVar>),
 }
 
 /// An opened NetCDF file.
@@ -324,6 +343,8 @@ enum ReadPlan {
 pub struct NcSource {
     /// The open dataset every `VarLoc` refers to; closed (with every HDF5 handle) on drop.
     _handle: std::sync::Arc<ffi::Handle>,
+    /// The file itself, for [`ReadPlan::Direct`] chunk reads.
+    file: Option<std::fs::File>,
     model: DataModel,
     variables: Vec<Variable>,
     plans: Vec<ReadPlan>,
@@ -359,6 +380,7 @@ impl NcSource {
         })?;
         Ok(NcSource {
             _handle: handle,
+            file: None,
             model: parts.model,
             variables: parts.variables,
             plans: parts.plans,
@@ -367,6 +389,62 @@ impl NcSource {
             labels: parts.labels,
             skipped: parts.skipped,
         })
+    }
+
+    /// Switches the chunked variables of a netCDF-4 file whose chunks this crate can decode to
+    /// direct reads: chunk addresses come from libhdf5 once, at open (tet-hdf5's chunk index),
+    /// then reads and decompression run in parallel without the library. A variable qualifies
+    /// when it is read natively (not CF-unpacked), every chunk is stored (so netCDF's fill
+    /// semantics never come into play), the chunk index fits a table, and the HDF5 view agrees
+    /// with netCDF's on shape and element size; anything else keeps reading through netCDF.
+    /// Callers hold the library lock.
+    fn attach_direct_chunks(&mut self, path: &Path) -> Result<()> {
+        let mut picks: Vec<(usize, String)> = Vec::new();
+        for (i, (v, plan)) in self.variables.iter().zip(&self.plans).enumerate() {
+            let chunked = v.layout.chunk_shape.is_some();
+            if matches!(plan, ReadPlan::Native(loc) if !loc.scalar) && chunked {
+                picks.push((i, format!("/{}", v.name)));
+            }
+        }
+        if picks.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = picks.iter().map(|(_, n)| n.as_str()).collect();
+        // A file netCDF opened but HDF5 alone cannot is no reason to fail: keep netCDF reads.
+        let Ok(found) = ChunkedVar::open_many(path, &names) else {
+            return Ok(());
+        };
+        for ((i, _), access) in picks.into_iter().zip(found) {
+            let v = &self.variables[i];
+            if let Ok(ChunkAccess::Direct(cv)) = access {
+                let all_stored = cv
+                    .shape()
+                    .iter()
+                    .zip(cv.chunk_shape())
+                    .try_fold(1u64, |n, (&d, &c)| n.checked_mul(d.div_ceil(c)))
+                    == Some(cv.stored_chunks() as u64);
+                if cv.shape() == v.shape.as_slice()
+                    && cv.elem_size() == v.dtype.size()
+                    && cv.has_chunk_table()
+                    && all_stored
+                {
+                    self.plans[i] = ReadPlan::Direct(Box::new(cv));
+                }
+            }
+        }
+        if self.plans.iter().any(|p| matches!(p, ReadPlan::Direct(_))) {
+            self.file = Some(std::fs::File::open(path)?);
+        }
+        Ok(())
+    }
+
+    /// How many variables are read directly from their stored chunks (see
+    /// [`NcSource::attach_direct_chunks`]); the rest go through netCDF-C.
+    pub fn direct_chunk_variables(&self) -> usize {
+        self.plans
+            .iter()
+            .filter(|p| matches!(p, ReadPlan::Direct(_)))
+            .count()
     }
 
     /// The file's data model.
@@ -478,11 +556,20 @@ impl Source for NcSource {
                 u.apply(packed, out);
                 Ok(())
             }
+            ReadPlan::Direct(cv) => {
+                let file = self.file.as_ref().ok_or_else(|| {
+                    SourceError::Library("direct chunk read without the file open".into())
+                })?;
+                cv.read_region(file, start, count, out)
+                    .map_err(|e| with_var(&v.name, e))
+            }
         }
     }
 
+    /// Workers may read concurrently when some variables are read from their stored chunks
+    /// (decoding runs on the calling thread); netCDF-C calls serialise on the library lock.
     fn parallel_reads(&self) -> bool {
-        false
+        self.file.is_some()
     }
 }
 

@@ -140,7 +140,18 @@ fn check_file(path: &Path) {
         "{name}: skipped {:?}",
         src.skipped()
     );
-    assert!(!src.parallel_reads());
+    // Chunked netCDF-4 variables are read from their stored chunks (and the values below are
+    // then those of the direct path); classic files always go through netCDF-C.
+    assert_eq!(src.parallel_reads(), src.direct_chunk_variables() > 0);
+    if name == "nc4_classic_chunked.nc" {
+        assert!(
+            src.direct_chunk_variables() > 0,
+            "{name}: no direct chunk reads"
+        );
+    }
+    if name.starts_with("nc3") {
+        assert_eq!(src.direct_chunk_variables(), 0, "{name}");
+    }
     assert_eq!(
         src.data_model().name(),
         expect["container"]["data_model"].as_str().unwrap(),

@@ -853,6 +853,10 @@ proptest! {
         prop_assert_eq!(v.dtype, t);
         let shape64: Vec<u64> = if shape.is_empty() { vec![1] } else { shape.iter().map(|&d| d as u64).collect() };
         prop_assert_eq!(&v.shape, &shape64);
+        // Chunked, compressed and fully written: read from the stored chunks, not netCDF-C.
+        if matches!(fmt, Fmt::Nc4Chunked) && n > 0 && !shape.is_empty() {
+            prop_assert_eq!(src.direct_chunk_variables(), 1);
+        }
         prop_assert_eq!(read_all(&src, 0), bytes.clone());
         // Random sub-regions.
         for &(a, b) in &picks {
