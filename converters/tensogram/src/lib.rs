@@ -1003,6 +1003,10 @@ impl TgmSource {
             cache = self.decoded.wait(cache).unwrap_or_else(|e| e.into_inner());
         }
         cache.loading.push(obj);
+        // The cache lets go of the previous object before this one is decoded: readers still
+        // using it hold their own reference, and a finished one is freed now rather than after
+        // the next decode (resident memory stays near one decoded object per worker).
+        cache.current = None;
         drop(cache);
 
         let result = self.decode(obj).map(Arc::new);
