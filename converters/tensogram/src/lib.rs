@@ -84,7 +84,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use ciborium::Value;
 use tensogram::{
@@ -190,6 +190,9 @@ struct ObjectInfo {
     swap_unit: usize,
     /// Exact length of the decoded bytes.
     decoded_len: usize,
+    /// Stored as plain elements (no encoding, filter or compression): regions are read straight
+    /// from the payload with `decode_range_from_frame`, never the whole object.
+    ranged: bool,
 }
 
 impl ObjectInfo {
@@ -236,6 +239,9 @@ pub struct TgmSource {
     skipped: Vec<Skipped>,
     cache: Mutex<Cache>,
     decoded: Condvar,
+    /// Per object: the outcome of its frame-hash check, made once before the first ranged read
+    /// (a ranged read does not see the whole frame, so it cannot check the hash itself).
+    verified: Vec<OnceLock<std::result::Result<(), String>>>,
 }
 
 /// Why an object cannot be delivered.
@@ -830,6 +836,11 @@ impl TgmSource {
                     verify_hash,
                     swap_unit: plan.swap_unit,
                     decoded_len: plan.decoded_len,
+                    ranged: desc.encoding == "none"
+                        && desc.filter == "none"
+                        && desc.compression == "none"
+                        && desc.dtype != Dtype::Bitmask
+                        && desc.dtype.byte_width() > 0,
                 });
 
                 // Attributes: the object's metadata without `_reserved_`.
@@ -960,6 +971,7 @@ impl TgmSource {
             });
         }
 
+        let verified = (0..objects.len()).map(|_| OnceLock::new()).collect();
         Ok(TgmSource {
             backing,
             messages,
@@ -969,6 +981,7 @@ impl TgmSource {
             global_attrs,
             skipped,
             cache: Mutex::new(Cache::default()),
+            verified,
             decoded: Condvar::new(),
         })
     }
@@ -1021,6 +1034,85 @@ impl TgmSource {
         drop(cache);
         self.decoded.notify_all();
         result
+    }
+
+    /// Checks the frame hash of object `obj` once (a no-op when the frame carries none).
+    fn verify_once(&self, obj: usize) -> Result<()> {
+        let info = &self.objects[obj];
+        if !info.verify_hash {
+            return Ok(());
+        }
+        let outcome = self.verified[obj].get_or_init(|| {
+            let frame = self
+                .backing
+                .read(info.frame_offset, info.frame_len)
+                .map_err(|e| e.to_string())?;
+            let checked = catch_unwind(AssertUnwindSafe(|| {
+                let header = tensogram::wire::FrameHeader::read_from(frame)?;
+                tensogram::hash::check_frame_hash(frame, header.frame_type)
+            }));
+            self.backing.release(frame);
+            match checked {
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => Err("the frame is flagged as hashed but has no hash".into()),
+                Ok(Err(e)) => Err(format!("the data frame is corrupt ({e})")),
+                Err(p) => Err(format!("the hash check panicked: {}", panic_text(&*p))),
+            }
+        });
+        outcome
+            .clone()
+            .map_err(|why| SourceError::malformed(format!("{}: {why}", info.label())))
+    }
+
+    /// Reads element runs `(offset, count)` of a plain object straight from its payload into
+    /// `out`, in order, little-endian.
+    fn read_runs(&self, obj: usize, runs: &[(u64, u64)], out: &mut [u8]) -> Result<()> {
+        self.verify_once(obj)?;
+        let info = &self.objects[obj];
+        let frame = self.backing.read(info.frame_offset, info.frame_len)?;
+        let options = DecodeOptions {
+            native_byte_order: false,
+            compression_backend: CompressionBackend::Ffi,
+            threads: 1,
+            restore_non_finite: true,
+            verify_hash: false,
+            ..DecodeOptions::default()
+        };
+        let decoded = catch_unwind(AssertUnwindSafe(|| {
+            tensogram::decode::decode_range_from_frame(frame, runs, &options)
+        }));
+        self.backing.release(frame);
+        let parts = match decoded {
+            Ok(Ok((_, parts))) => parts,
+            Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
+            Ok(Err(e)) => return Err(SourceError::malformed(format!("{}: {e}", info.label()))),
+            Err(p) => {
+                return Err(SourceError::malformed(format!(
+                    "{}: the tensogram decoder panicked: {}",
+                    info.label(),
+                    panic_text(&*p)
+                )))
+            }
+        };
+        let total: usize = parts.iter().map(Vec::len).sum();
+        if total != out.len() {
+            return Err(SourceError::malformed(format!(
+                "{}: a region decoded to {total} bytes, {} expected",
+                info.label(),
+                out.len()
+            )));
+        }
+        let mut at = 0;
+        for part in &parts {
+            out[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        if info.swap_unit > 1 {
+            for c in out.chunks_exact_mut(info.swap_unit) {
+                c.reverse();
+            }
+        }
+        Ok(())
     }
 
     /// Decodes one object from its data frame alone.
@@ -1078,6 +1170,61 @@ impl TgmSource {
             }
         }
         Ok(data)
+    }
+}
+
+/// Above this many element runs a region is read by decoding the whole object instead.
+const MAX_RUNS: usize = 4096;
+
+/// The region `start .. start + count` of a C-order array of `shape` as runs of consecutive
+/// elements `(offset, count)`, in C order; `None` when there would be more than `max` runs.
+/// The region is non-empty and inside the shape (checked by the caller).
+fn region_runs(shape: &[u64], start: &[u64], count: &[u64], max: usize) -> Option<Vec<(u64, u64)>> {
+    let rank = shape.len();
+    if rank == 0 {
+        return Some(vec![(0, 1)]);
+    }
+    let mut strides = vec![1u64; rank];
+    for k in (0..rank - 1).rev() {
+        strides[k] = strides[k + 1].checked_mul(shape[k + 1])?;
+    }
+    // The run: the innermost axes the region covers whole, plus the next one.
+    let mut axis = rank - 1;
+    let mut run = count[axis];
+    while axis > 0 && count[axis] == shape[axis] {
+        axis -= 1;
+        run = run.checked_mul(count[axis])?;
+    }
+    let n_runs = count[..axis]
+        .iter()
+        .try_fold(1u64, |a, &c| a.checked_mul(c))?;
+    if n_runs > max as u64 {
+        return None;
+    }
+    let mut runs = Vec::with_capacity(n_runs as usize);
+    let mut idx = vec![0u64; axis];
+    loop {
+        let mut off = start[axis] * strides[axis];
+        for k in 0..axis {
+            off += (start[k] + idx[k]) * strides[k];
+        }
+        for k in axis + 1..rank {
+            off += start[k] * strides[k];
+        }
+        runs.push((off, run));
+        // Next outer index (odometer over axes 0..axis, last fastest).
+        let mut k = axis;
+        loop {
+            if k == 0 {
+                return Some(runs);
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < count[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
     }
 }
 
@@ -1184,6 +1331,11 @@ impl Source for TgmSource {
         if n == 0 {
             return Ok(());
         }
+        if plan.part == Part::Whole && self.objects[plan.object].ranged {
+            if let Some(runs) = region_runs(&v.shape, start, count, MAX_RUNS) {
+                return self.read_runs(plan.object, &runs, out);
+            }
+        }
         let data = self.object_bytes(plan.object)?;
         copy_region(
             &data,
@@ -1204,6 +1356,44 @@ impl Source for TgmSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Element runs cover exactly the region, in C order: gathering them from an array of
+        /// its own indices gives what `copy_region` copies.
+        #[test]
+        fn runs_match_region_copy(
+            dims in proptest::collection::vec((1u64..6, 0u64..6, 0u64..6), 1..5),
+        ) {
+            let shape: Vec<u64> = dims.iter().map(|d| d.0).collect();
+            let start: Vec<u64> = dims.iter().map(|d| d.1 % d.0).collect();
+            let count: Vec<u64> =
+                dims.iter().zip(&start).map(|(d, &s)| 1 + d.2 % (d.0 - s)).collect();
+            let n: u64 = shape.iter().product();
+            let data: Vec<u8> = (0..n as u32).flat_map(|x| x.to_le_bytes()).collect();
+            let m: u64 = count.iter().product();
+            let mut want = vec![0u8; m as usize * 4];
+            copy_region(&data, &shape, &start, &count, Part::Whole, 4, &mut want).unwrap();
+            let runs = region_runs(&shape, &start, &count, usize::MAX).unwrap();
+            let mut got = Vec::new();
+            for (off, len) in runs {
+                got.extend_from_slice(&data[off as usize * 4..(off + len) as usize * 4]);
+            }
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn runs_above_the_limit_fall_back() {
+        assert_eq!(region_runs(&[4, 4], &[0, 0], &[4, 2], 3), None);
+        assert_eq!(
+            region_runs(&[4, 4], &[0, 0], &[4, 4], 1),
+            Some(vec![(0, 16)])
+        );
+        assert_eq!(
+            region_runs(&[4, 4], &[1, 1], &[2, 2], 2),
+            Some(vec![(5, 2), (9, 2)])
+        );
+    }
 
     #[test]
     fn region_copy_by_runs() {
