@@ -341,3 +341,51 @@ fn c_library_formats_follow_the_build_features() {
         }
     }
 }
+
+/// The README's main job: the bundled NetCDF sample converts, verifies, and holds the values the
+/// sample was written with (converters/netcdf/examples/make_sample.rs computes them the same way).
+#[cfg(feature = "netcdf")]
+#[test]
+fn bundled_netcdf_sample_converts_with_its_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ocean.tet");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sample/ocean.nc");
+    let o = run(tet_convert().arg(&sample).arg(&out));
+    assert!(o.status.success(), "{o:?}");
+    assert!(run(tet().args(["verify", "--deep"]).arg(&out))
+        .status
+        .success());
+    let f = tet::format::TetFile::open(&out).unwrap();
+    let (nt, ny, nx) = (4usize, 90usize, 180usize);
+    let lat: Vec<f32> = (0..ny).map(|j| -89.0 + 2.0 * j as f32).collect();
+    let lon: Vec<f32> = (0..nx).map(|i| 1.0 + 2.0 * i as f32).collect();
+    let (mut sst, mut wind) = (Vec::new(), Vec::new());
+    for k in 0..nt {
+        for (j, la) in lat.iter().enumerate() {
+            for (i, lo) in lon.iter().enumerate() {
+                let land = (j / 10 + i / 15) % 7 == 0;
+                let t = 300.0 - 30.0 * (la.to_radians().sin()).powi(2)
+                    + 0.5 * (lo.to_radians() * 3.0 + k as f32).cos();
+                let v: f32 = if land {
+                    -999.0
+                } else {
+                    (t * 100.0).round() / 100.0
+                };
+                sst.extend(v.to_le_bytes());
+                wind.extend((((j * 7 + i * 3 + k * 11) % 1500) as i16 - 500).to_le_bytes());
+            }
+        }
+    }
+    let read = |name: &str| f.read_dataset(f.dataset_id(name).unwrap()).unwrap();
+    assert!(read("sst") == sst, "sst values");
+    assert!(
+        read("wind") == wind,
+        "wind values (packed, stored unchanged)"
+    );
+    let footer = f.footer().unwrap().unwrap();
+    let meta = &footer.datasets["sst"];
+    assert_eq!(
+        meta.coords["time"][..2],
+        ["2024-01-01T00:00:00", "2024-01-01T06:00:00"]
+    );
+}
