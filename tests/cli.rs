@@ -389,3 +389,61 @@ fn bundled_netcdf_sample_converts_with_its_values() {
         ["2024-01-01T00:00:00", "2024-01-01T06:00:00"]
     );
 }
+
+/// `tet audit`: the history table, and `--source` re-hashing inputs (files and directory stores)
+/// against the recorded parents: exit 0 when all match, 1 on a changed input, one-line errors.
+#[test]
+fn audit_checks_sources_against_recorded_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    std::fs::copy(corpus("npy/big_endian_f64.npy"), &input).unwrap();
+    let out = dir.path().join("out.tet");
+    assert!(run(tet_convert().arg(&input).arg(&out)).status.success());
+
+    let o = run(tet().arg("audit").arg(&out).arg("--source").arg(&input));
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("convert") && text.contains("2023-11-14T22:13:20Z"),
+        "{text}"
+    );
+    assert!(text.contains("unchanged (parent of row 0)"), "{text}");
+
+    let o = run(tet()
+        .args(["audit", "--json"])
+        .arg(&out)
+        .arg("--source")
+        .arg(&input));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "tet-audit/1");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["history"][0]["op"], "convert");
+    assert_eq!(v["history"][0]["params"]["tool"], "tet-convert");
+    assert_eq!(v["sources"][0]["matches_rows"][0], 0);
+    assert_eq!(v["history"][0]["parents"][0], v["sources"][0]["digest"]);
+
+    // One byte changed: the same path no longer matches.
+    let mut bytes = std::fs::read(&input).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&input, bytes).unwrap();
+    let o = run(tet().arg("audit").arg(&out).arg("--source").arg(&input));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("MISMATCH"));
+
+    // A directory store: its digest covers every file below it.
+    let store = corpus("zarr/climate.zarr");
+    let zout = dir.path().join("z.tet");
+    assert!(run(tet_convert().arg(&store).arg(&zout)).status.success());
+    let o = run(tet().arg("audit").arg(&zout).arg("--source").arg(&store));
+    assert!(o.status.success(), "{o:?}");
+
+    // A file whose footer is corrupt: one line naming it, exit 1.
+    let plan = common::shared().join("interop/reference-tet/plan.tet");
+    let o = run(tet().arg("audit").arg(&plan));
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("plan.tet") && err.lines().count() == 1,
+        "{err}"
+    );
+}

@@ -3,6 +3,7 @@
 //! This layer only parses arguments, calls the library and prints; every error becomes one line
 //! on stderr naming the file and the reason, with a non-zero exit code.
 
+mod audit;
 mod convert;
 mod info;
 mod verify;
@@ -38,6 +39,8 @@ enum Command {
     Verify(verify::VerifyArgs),
     /// Convert a NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram or Zarr input to .tet.
     Convert(convert::ConvertArgs),
+    /// Show the provenance trail; with --source, check inputs against the recorded digests.
+    Audit(audit::AuditArgs),
 }
 
 /// Entry point of the `tet` binary.
@@ -47,6 +50,7 @@ pub fn main_tet() -> ExitCode {
         Command::Info(a) => info::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Convert(a) => convert::run(&a),
+        Command::Audit(a) => audit::run(&a),
     }
 }
 
