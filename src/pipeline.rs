@@ -291,7 +291,12 @@ pub fn convert_source(
         },
     )
     .map_err(out_err)?;
-    let stored = run_workers(source, &planned, &writer, jobs, opts.progress)?;
+    // Errors of the writer (disk full, file size limit, I/O) name the output.
+    let stored =
+        run_workers(source, &planned, &writer, jobs, opts.progress).map_err(|e| match e {
+            ConvertError::Tet(t) => out_err(t),
+            other => other,
+        })?;
 
     let (digest, bytes_in) = digest
         .join()
