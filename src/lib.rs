@@ -12,6 +12,7 @@
 // n-d index arithmetic walks several per-axis arrays in step; index loops read best there.
 #![allow(clippy::needless_range_loop)]
 
+pub mod batch;
 pub mod cli;
 pub mod format;
 pub mod meta;

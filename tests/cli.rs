@@ -447,3 +447,129 @@ fn audit_checks_sources_against_recorded_parents() {
         "{err}"
     );
 }
+
+fn report_rows(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Batch runs: `--out-dir` names outputs deterministically, re-runs skip what is up to date
+/// (same digest and byte-affecting options) unless `--force` or the options change, `--report`
+/// writes one JSON line per input, `--keep-going` goes past a failure, shards partition the list.
+#[test]
+fn batch_runs_are_idempotent_sharded_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let inputs = [
+        corpus("npy/big_endian_f64.npy"),
+        corpus("npy/big_endian_i32.npy"),
+        corpus("npy/dtype_bool.npy"),
+    ];
+    let report = dir.path().join("report.jsonl");
+    let batch = |extra: &[&str]| {
+        let mut c = tet_convert();
+        c.args(["-q", "--out-dir"])
+            .arg(&out)
+            .args(&inputs)
+            .arg("--report")
+            .arg(&report);
+        c.args(extra);
+        run(&mut c)
+    };
+    let o = batch(&[]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        only_files(&out),
+        ["big_endian_f64.tet", "big_endian_i32.tet", "dtype_bool.tet"]
+    );
+    let rows = report_rows(&report);
+    assert_eq!(rows.len(), 3);
+    assert!(rows
+        .iter()
+        .all(|r| r["status"] == "ok" && r["input_digest"].is_string()));
+    let first = std::fs::read(out.join("dtype_bool.tet")).unwrap();
+
+    // Re-run: everything up to date, nothing rewritten.
+    let o = batch(&[]);
+    assert!(o.status.success());
+    assert!(report_rows(&report)
+        .iter()
+        .all(|r| r["status"] == "skipped" && r["reason"] == "up to date"));
+    // --force, or other byte-affecting options: converted again.
+    assert!(batch(&["--force"]).status.success());
+    assert!(report_rows(&report).iter().all(|r| r["status"] == "ok"));
+    assert!(batch(&["--codec", "raw"]).status.success());
+    assert!(report_rows(&report).iter().all(|r| r["status"] == "ok"));
+    assert!(batch(&["--codec", "raw"]).status.success());
+    assert!(report_rows(&report)
+        .iter()
+        .all(|r| r["status"] == "skipped"));
+    // Back to the first options: rebuilt, byte-identical to the first run's output.
+    assert!(batch(&[]).status.success());
+    assert!(report_rows(&report).iter().all(|r| r["status"] == "ok"));
+    assert!(std::fs::read(out.join("dtype_bool.tet")).unwrap() == first);
+
+    // Shards 0/2 and 1/2 (explicit or from Slurm's variables) partition the sorted inputs.
+    let mut seen = Vec::new();
+    for k in 0..2 {
+        let mut c = tet_convert();
+        c.args(["-q", "--force", "--out-dir"])
+            .arg(&out)
+            .args(&inputs);
+        c.arg("--report").arg(&report);
+        c.env("SLURM_ARRAY_TASK_ID", k.to_string())
+            .env("SLURM_ARRAY_TASK_COUNT", "2");
+        assert!(run(&mut c).status.success());
+        seen.extend(report_rows(&report).into_iter().map(|r| r["input"].clone()));
+        assert!(batch(&["--force", "--shard", &format!("{k}/2")])
+            .status
+            .success());
+        let explicit: Vec<Value> = report_rows(&report)
+            .into_iter()
+            .map(|r| r["input"].clone())
+            .collect();
+        assert_eq!(seen[seen.len() - explicit.len()..], explicit[..]);
+    }
+    seen.sort_by_key(|v| v.to_string());
+    let mut all: Vec<Value> = inputs
+        .iter()
+        .map(|p| Value::from(p.display().to_string()))
+        .collect();
+    all.sort_by_key(|v| v.to_string());
+    assert_eq!(seen, all);
+
+    // A failing input: fail-fast stops there, --keep-going converts the rest; exit 1 both times.
+    let bad = dir.path().join("aaa_bad.npy");
+    std::fs::write(&bad, b"\x93NUMPY garbage").unwrap();
+    for (keep, n) in [(false, 1), (true, 4)] {
+        let mut c = tet_convert();
+        c.args(["-q", "--force", "--out-dir"])
+            .arg(&out)
+            .arg(&bad)
+            .args(&inputs);
+        c.arg("--report").arg(&report);
+        if keep {
+            c.arg("--keep-going");
+        }
+        let o = run(&mut c);
+        assert_eq!(o.status.code(), Some(1));
+        let rows = report_rows(&report);
+        assert_eq!(rows.len(), n, "keep-going {keep}");
+        assert_eq!(rows[0]["status"], "failed");
+        assert!(rows[0]["error"].is_string());
+        assert!(!out.join("aaa_bad.tet").exists());
+    }
+    // Usage errors: two inputs that would share an output name.
+    let twin = dir.path().join("dtype_bool.npy");
+    std::fs::copy(&inputs[2], &twin).unwrap();
+    let mut c = tet_convert();
+    c.args(["-q", "--out-dir"])
+        .arg(&out)
+        .arg(&inputs[2])
+        .arg(&twin);
+    assert_eq!(run(&mut c).status.code(), Some(2));
+}

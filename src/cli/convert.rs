@@ -1,23 +1,44 @@
-//! `tet-convert IN OUT` and `tet convert IN OUT`.
+//! `tet-convert IN OUT`, `tet-convert IN… --out-dir DIR` (batch: up-to-date skipping, sharding,
+//! `--keep-going`, `--report`), and the same as `tet convert`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
-use super::{fail, human_bytes, EXIT_OK, EXIT_USAGE};
+use serde_json::json;
+
+use super::{fail, human_bytes, one_line, EXIT_OK, EXIT_USAGE};
+use crate::batch;
+use crate::meta;
 use crate::pipeline::{convert, CodecChoice, ConvertOptions};
 use crate::planner::PlanOptions;
 use crate::registry;
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// Input file (or directory store).
-    #[arg(required_unless_present = "formats")]
-    input: Option<PathBuf>,
-    /// Output .tet file.
-    #[arg(required_unless_present = "formats")]
-    output: Option<PathBuf>,
+    /// `IN OUT`, or with --out-dir any number of inputs (files or directory stores).
+    #[arg(required_unless_present = "formats", value_name = "PATH")]
+    paths: Vec<PathBuf>,
+    /// Convert every input into this directory as `<name without extension>.tet`.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Rebuild outputs that are already up to date (same input digest and options).
+    #[arg(long)]
+    force: bool,
+    /// Go on with the next input after a failure (default: stop at the first).
+    #[arg(long)]
+    keep_going: bool,
+    /// Write one JSON line per input (status, digest, sizes, errors) to this file.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Convert only shard K of N of the sorted inputs (0-based K; with --out-dir). Default: from
+    /// SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX when set.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// The number of shards when it does not come from the scheduler (Kubernetes indexed Jobs).
+    #[arg(long, value_name = "N")]
+    shard_count: Option<u64>,
     /// auto (mirror the source), raw, zstd or zstd:LEVEL.
     #[arg(long, default_value = "auto", value_parser = parse_codec)]
     codec: CodecChoice,
@@ -92,14 +113,17 @@ fn print_formats() {
     }
 }
 
+/// Exit code when some inputs of a batch failed (the others converted or were up to date).
+pub const EXIT_SOME_FAILED: u8 = 1;
+
 pub fn run(a: &ConvertArgs) -> ExitCode {
     if a.formats {
         print_formats();
         return ExitCode::from(EXIT_OK);
     }
-    let (Some(input), Some(output)) = (&a.input, &a.output) else {
-        eprintln!("tet-convert: an input and an output are required");
-        return ExitCode::from(EXIT_USAGE);
+    let usage = |msg: String| {
+        eprintln!("tet-convert: {msg}");
+        ExitCode::from(EXIT_USAGE)
     };
     let mut plan = PlanOptions::default();
     if let Some(b) = a.chunk_bytes {
@@ -107,8 +131,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     }
     for spec in &a.chunk {
         if let Err(e) = plan.add_spec(spec) {
-            eprintln!("tet-convert: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            return usage(e.to_string());
         }
     }
     let mut opts = ConvertOptions {
@@ -119,20 +142,147 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     };
     if let Some(j) = a.jobs {
         if j == 0 {
-            eprintln!("tet-convert: --jobs must be at least 1");
-            return ExitCode::from(EXIT_USAGE);
+            return usage("--jobs must be at least 1".into());
         }
         opts.jobs = j;
     }
     opts.open.skip_unsupported = a.skip_unsupported;
     opts.open.unpack = a.unpack;
     opts.open.follow_external = a.follow_external;
-    match convert(input, output, &opts) {
-        Err(e) => fail(input, e.to_string()),
+
+    let batch_mode = a.out_dir.is_some();
+    let mut work: Vec<(PathBuf, PathBuf)> = match &a.out_dir {
+        None => match a.paths.as_slice() {
+            [input, output] => vec![(input.clone(), output.clone())],
+            _ => return usage("give IN OUT, or inputs with --out-dir DIR".into()),
+        },
+        Some(dir) => {
+            if !dir.is_dir() {
+                return usage(format!("--out-dir {}: not a directory", dir.display()));
+            }
+            let mut inputs = a.paths.clone();
+            inputs.sort();
+            inputs.dedup();
+            let mut work: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                let Some(out) = batch::output_in(dir, &input) else {
+                    return usage(format!(
+                        "{}: no file name to name the output",
+                        input.display()
+                    ));
+                };
+                if let Some((other, _)) = work.iter().find(|(_, o)| *o == out) {
+                    return usage(format!(
+                        "{} and {} would both be written to {}",
+                        other.display(),
+                        input.display(),
+                        out.display()
+                    ));
+                }
+                work.push((input, out));
+            }
+            work
+        }
+    };
+    let shard = match &a.shard {
+        Some(s) => Some(batch::Shard::parse(s)),
+        None if batch_mode => {
+            batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count).transpose()
+        }
+        None => None,
+    };
+    match shard {
+        Some(Ok(s)) => work = s.select(work),
+        Some(Err(e)) => return usage(e),
+        None => {}
+    }
+    let mut report = match &a.report {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some((p, std::io::BufWriter::new(f))),
+            Err(e) => return fail(p, format!("cannot write the report: {e}")),
+        },
+        None => None,
+    };
+
+    let mut failed = 0usize;
+    for (input, output) in &work {
+        let row = convert_one(input, output, &opts, a);
+        let status = row["status"].as_str().unwrap_or_default().to_string();
+        if let Some((path, w)) = report.as_mut() {
+            use std::io::Write as _;
+            if let Err(e) = writeln!(w, "{row}").and_then(|_| w.flush()) {
+                return fail(path, format!("cannot write the report: {e}"));
+            }
+        }
+        if a.json && (batch_mode || status != "ok") {
+            println!("{row}");
+        }
+        if status == "failed" {
+            failed += 1;
+            if !a.keep_going {
+                break;
+            }
+        }
+    }
+    ExitCode::from(if failed == 0 {
+        EXIT_OK
+    } else {
+        EXIT_SOME_FAILED
+    })
+}
+
+/// Converts one input (or finds its output up to date); prints the human lines and returns the
+/// report row.
+fn convert_one(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+    a: &ConvertArgs,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    let mut row = json!({
+        "input": input.display().to_string(),
+        "output": output.display().to_string(),
+    });
+    if output.exists() && !a.force {
+        match meta::digest_input(input) {
+            Ok((digest, bytes_in))
+                if batch::up_to_date(output, &digest, &opts.byte_affecting_params()) =>
+            {
+                if !a.quiet && !a.json {
+                    eprintln!(
+                        "{} -> {}: skipped: up to date",
+                        input.display(),
+                        output.display()
+                    );
+                }
+                row["status"] = "skipped".into();
+                row["reason"] = "up to date".into();
+                row["input_digest"] = digest.into();
+                row["bytes_in"] = bytes_in.into();
+                row["elapsed_s"] = started.elapsed().as_secs_f64().into();
+                return row;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                fail(input, format!("cannot read: {e}"));
+                row["status"] = "failed".into();
+                row["error"] = format!("cannot read: {e}").into();
+                return row;
+            }
+        }
+    }
+    match convert(input, output, opts) {
+        Err(e) => {
+            fail(input, e.to_string());
+            row["status"] = "failed".into();
+            row["error"] = one_line(&e.to_string()).into();
+            row["elapsed_s"] = started.elapsed().as_secs_f64().into();
+        }
         Ok(r) => {
-            if a.json {
+            if a.json && a.out_dir.is_none() {
                 println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else if !a.quiet {
+            } else if !a.quiet && !a.json {
                 eprintln!(
                     "{} -> {}: {} datasets, {} in, {} out ({:.2}x), {:.2}s",
                     r.input,
@@ -150,7 +300,15 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
                     eprintln!("  skipped {}: {}", s.name, s.reason);
                 }
             }
-            ExitCode::from(EXIT_OK)
+            row["status"] = "ok".into();
+            row["input_digest"] = r.input_digest.clone().into();
+            row["bytes_in"] = r.bytes_in.into();
+            row["bytes_out"] = r.bytes_out.into();
+            row["datasets"] = r.datasets.len().into();
+            row["skipped_items"] = r.skipped.len().into();
+            row["warnings"] = r.warnings.clone().into();
+            row["elapsed_s"] = r.elapsed_s.into();
         }
     }
+    row
 }
