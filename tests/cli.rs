@@ -26,14 +26,7 @@ fn run(c: &mut Command) -> Output {
     c.output().unwrap()
 }
 
-fn only_files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
-        .collect();
-    v.sort();
-    v
-}
+use common::only_files;
 
 #[test]
 fn output_is_identical_for_any_jobs_and_run() {

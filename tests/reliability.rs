@@ -11,6 +11,8 @@ use std::time::Instant;
 use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 
+use common::only_files;
+
 /// An f32 `.npy` of `rows × 4096` values with some structure (so zstd has work to do).
 fn write_npy(path: &Path, rows: usize) {
     let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, 4096), }}");
@@ -47,15 +49,6 @@ fn convert(input: &Path, output: &Path) -> Command {
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
     c
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// SIGKILL at 50 moments spread over a whole conversion: each time the target is absent or a
@@ -103,7 +96,7 @@ fn sigkill_at_random_moments_leaves_nothing_or_a_complete_file() {
             absent += 1;
         }
         // A killed run cannot clean up its temporary file; remove it for the next round.
-        for e in entries(&out_dir) {
+        for e in only_files(&out_dir) {
             assert!(
                 e.starts_with('.') && e.contains(".tmp"),
                 "round {round}: stray {e}"
@@ -152,8 +145,8 @@ fn out_of_space_is_a_clean_error() {
         "{err}"
     );
     assert!(
-        entries(&out_dir).is_empty(),
+        only_files(&out_dir).is_empty(),
         "left behind: {:?}",
-        entries(&out_dir)
+        only_files(&out_dir)
     );
 }

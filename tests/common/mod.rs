@@ -8,6 +8,16 @@ use tet::format::{
     gather_block, ChunkPayload, Codec, DatasetSpec, Footer, TetWriter, WriterOptions,
 };
 
+/// The names in a directory, sorted.
+pub fn only_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
 /// The shared corpus and interop files beside the repository.
 pub fn shared() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
