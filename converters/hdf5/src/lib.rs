@@ -168,7 +168,7 @@ fn lib_err(context: impl std::fmt::Display, e: hdf5::Error) -> SourceError {
 /// One HDF5 file opened by the source (the input, and files reached by followed external links).
 struct OpenFile {
     /// Keeps the HDF5 file open for the datasets below (shared with every other open of the same
-    /// file in this process, see [`shared_file`]).
+    /// file in this process, see [`OpenFiles`]).
     h5: std::sync::Arc<hdf5::File>,
     os: File,
     len: u64,
@@ -221,7 +221,7 @@ pub struct H5Source {
 impl Drop for H5Source {
     /// Closes every handle in one step under the library lock, datasets before their files: a
     /// file whose handle is gone but whose datasets are still open would let another thread's
-    /// fresh open share those datasets' cached state (see [`shared_file`]).
+    /// fresh open share those datasets' cached state (see [`OpenFiles`]).
     fn drop(&mut self) {
         hdf5::sync::sync(|| {
             self.plans.clear();
@@ -273,38 +273,55 @@ fn open_path_locked(path: &Path, options: &OpenOptions) -> Result<H5Source> {
     w.finish()
 }
 
-/// The HDF5 files this process has open, by (device, inode).
-static OPEN_FILES: std::sync::Mutex<Vec<OpenEntry>> = std::sync::Mutex::new(Vec::new());
+/// One shared handle per file per process, by (device, inode): a second open of a file gets the
+/// first one's handle while it is alive. libhdf5 caches a variable-length datatype's file pointer
+/// on the dataset state it shares between all handles of one file; with two handles, closing the
+/// one the type points at leaves the other reading freed memory (seen with HDF5 1.10.8 as crashes
+/// in the fill-value conversion of vlen-string datasets when threads opened one file
+/// concurrently). Used for this crate's `hdf5::File`s and for tet-netcdf's netCDF handles.
+pub struct OpenFiles<T>(std::sync::Mutex<Vec<OpenEntry<T>>>);
 
 /// (device, inode) and the shared handle.
-type OpenEntry = ((u64, u64), std::sync::Weak<hdf5::File>);
+type OpenEntry<T> = ((u64, u64), std::sync::Weak<T>);
 
-/// Opens a file, or shares the handle this process already has on it. libhdf5 caches a
-/// variable-length datatype's file pointer on the dataset state it shares between all handles of
-/// one file; with two handles, closing the one the type points at leaves the other reading freed
-/// memory (seen with HDF5 1.10.8 as crashes in the fill-value conversion of vlen-string datasets
-/// when threads opened one file concurrently). One handle per file leaves no such pointer behind.
-/// Callers hold the library lock.
-fn shared_file(path: &Path, os: &File) -> Result<std::sync::Arc<hdf5::File>> {
-    use std::os::unix::fs::MetadataExt;
-    let m = os.metadata()?;
-    let key = (m.dev(), m.ino());
-    let mut open = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
-    open.retain(|(_, f)| f.strong_count() > 0);
-    if let Some(f) = open
-        .iter()
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, f)| f.upgrade())
-    {
-        return Ok(f);
+impl<T> OpenFiles<T> {
+    pub const fn new() -> Self {
+        OpenFiles(std::sync::Mutex::new(Vec::new()))
     }
-    let f = std::sync::Arc::new(
-        hdf5::File::open(path)
-            .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))?,
-    );
-    open.push((key, std::sync::Arc::downgrade(&f)));
-    Ok(f)
+
+    /// The live handle of the file at `path`, or the one `open` makes (then remembered).
+    /// Callers hold the library lock, so no other thread opens or closes the file meanwhile.
+    pub fn get_or_open(
+        &self,
+        path: &Path,
+        open: impl FnOnce() -> Result<T>,
+    ) -> Result<std::sync::Arc<T>> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        let key = (m.dev(), m.ino());
+        let mut files = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        files.retain(|(_, h)| h.strong_count() > 0);
+        if let Some(h) = files
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, h)| h.upgrade())
+        {
+            return Ok(h);
+        }
+        let h = std::sync::Arc::new(open()?);
+        files.push((key, std::sync::Arc::downgrade(&h)));
+        Ok(h)
+    }
 }
+
+impl<T> Default for OpenFiles<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The HDF5 files this process has open.
+static OPEN_FILES: OpenFiles<hdf5::File> = OpenFiles::new();
 
 type ObjKey = (usize, String);
 
@@ -414,7 +431,10 @@ impl Walker<'_> {
                 "HDF5 file names must be valid UTF-8".into(),
             ));
         }
-        let h5 = shared_file(path, &os)?;
+        let h5 = OPEN_FILES.get_or_open(path, || {
+            hdf5::File::open(path)
+                .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))
+        })?;
         let chunk_base = chunks::chunk_address_base(h5.userblock());
         let dir = canonical
             .parent()

@@ -103,16 +103,9 @@ impl Drop for Handle {
     }
 }
 
-/// The files this process has open, by (device, inode): a second open of a file shares the first
-/// one's handle. libhdf5 caches a variable-length datatype's file pointer on the dataset state it
-/// shares between all handles of one file; with two handles, closing the one the type points at
-/// leaves the other reading freed memory (crashes in the fill-value conversion of vlen-string
-/// variables were seen with HDF5 1.10.8 when threads opened one file concurrently). One handle
-/// per file never leaves such a pointer behind.
-static OPEN_FILES: std::sync::Mutex<Vec<OpenEntry>> = std::sync::Mutex::new(Vec::new());
-
-/// (device, inode) and the shared handle.
-type OpenEntry = ((u64, u64), std::sync::Weak<Handle>);
+/// The netCDF files this process has open: one handle per file (see `tet_hdf5::OpenFiles` for
+/// the libhdf5 crash two handles of one file can cause).
+static OPEN_FILES: tet_hdf5::OpenFiles<Handle> = tet_hdf5::OpenFiles::new();
 
 /// A process-unique name for each in-memory open, so libhdf5 never takes two images for one file.
 static MEMORY_OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -120,28 +113,18 @@ static MEMORY_OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 impl Handle {
     /// Opens a file read-only, or shares the handle this process already has on it.
     pub(crate) fn open_path(path: &Path) -> Result<std::sync::Arc<Handle>> {
-        let key = file_key(path)?;
         locked(|| {
-            let mut open = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
-            open.retain(|(_, h)| h.strong_count() > 0);
-            if let Some(h) = open
-                .iter()
-                .find(|(k, _)| *k == key)
-                .and_then(|(_, h)| h.upgrade())
-            {
-                return Ok(h);
-            }
-            let c = path_cstring(path)?;
-            let mut ncid: c_int = -1;
-            // SAFETY: c is NUL-terminated; ncid is a valid out-pointer.
-            let code = unsafe { nc::nc_open(c.as_ptr(), nc::NC_NOWRITE, &mut ncid) };
-            check(code, "open")?;
-            let h = std::sync::Arc::new(Handle {
-                ncid,
-                _memory: None,
-            });
-            open.push((key, std::sync::Arc::downgrade(&h)));
-            Ok(h)
+            OPEN_FILES.get_or_open(path, || {
+                let c = path_cstring(path)?;
+                let mut ncid: c_int = -1;
+                // SAFETY: c is NUL-terminated; ncid is a valid out-pointer.
+                let code = unsafe { nc::nc_open(c.as_ptr(), nc::NC_NOWRITE, &mut ncid) };
+                check(code, "open")?;
+                Ok(Handle {
+                    ncid,
+                    _memory: None,
+                })
+            })
         })
     }
 
@@ -170,23 +153,6 @@ impl Handle {
     pub(crate) fn ncid(&self) -> c_int {
         self.ncid
     }
-}
-
-/// The identity of a file: (device, inode) on Unix.
-#[cfg(unix)]
-fn file_key(path: &Path) -> Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path)?;
-    Ok((m.dev(), m.ino()))
-}
-
-/// The identity of a file: its canonical path elsewhere.
-#[cfg(not(unix))]
-fn file_key(path: &Path) -> Result<(u64, u64)> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    std::fs::canonicalize(path)?.hash(&mut h);
-    Ok((0, h.finish()))
 }
 
 #[cfg(unix)]
