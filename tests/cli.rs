@@ -457,11 +457,15 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let inputs = [
-        corpus("npy/big_endian_f64.npy"),
-        corpus("npy/big_endian_i32.npy"),
-        corpus("npy/dtype_bool.npy"),
-    ];
+    // The inputs sit in one folder of the test's own, so their sorted order (which fail-fast and
+    // sharding follow) does not depend on where the checkout and the temporary folder are.
+    let in_dir = dir.path().join("in");
+    std::fs::create_dir(&in_dir).unwrap();
+    let inputs = ["big_endian_f64.npy", "big_endian_i32.npy", "dtype_bool.npy"].map(|name| {
+        let p = in_dir.join(name);
+        std::fs::copy(corpus(&format!("npy/{name}")), &p).unwrap();
+        p
+    });
     let report = dir.path().join("report.jsonl");
     let batch = |extra: &[&str]| {
         let mut c = tet_convert();
@@ -536,7 +540,7 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
     assert_eq!(seen, all);
 
     // A failing input: fail-fast stops there, --keep-going converts the rest; exit 1 both times.
-    let bad = dir.path().join("aaa_bad.npy");
+    let bad = in_dir.join("aaa_bad.npy");
     std::fs::write(&bad, b"\x93NUMPY garbage").unwrap();
     for (keep, n) in [(false, 1), (true, 4)] {
         let mut c = tet_convert();
