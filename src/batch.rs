@@ -112,7 +112,7 @@ impl Shard {
 }
 
 /// Whether `output` already holds the conversion of an input with `digest` under `params`: a
-/// `convert` history row names the digest as its parent and agrees on every byte-affecting
+/// its last `convert` history row names the digest as its parent and agrees on every byte-affecting
 /// option. Any doubt (no file, unreadable footer, other options) means "not up to date".
 pub fn up_to_date(output: &Path, digest: &str, params: &BTreeMap<String, String>) -> bool {
     let Ok(f) = TetFile::open(output) else {
@@ -128,7 +128,8 @@ pub fn up_to_date(output: &Path, digest: &str, params: &BTreeMap<String, String>
             .collect()
     };
     let want = pick(params);
-    footer.history.iter().any(|row| {
+    // The last row made the file; earlier ones are the lineage a `.tet` input carried over.
+    footer.history.last().is_some_and(|row| {
         row.op == "convert" && row.parents.iter().any(|p| p == digest) && pick(&row.params) == want
     })
 }

@@ -5,6 +5,7 @@
 //! - [`pipeline`]: parallel read → compress → ordered write;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
+//! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`cli`]: the `tet` and `tet-convert` command lines.
 //!
 //! Importers live in their own crates under `converters/` and implement the `tet-source` API.
@@ -19,3 +20,4 @@ pub mod meta;
 pub mod pipeline;
 pub mod planner;
 pub mod registry;
+pub mod tet_input;

@@ -26,6 +26,7 @@ use crate::format::{
 use crate::meta::{self, storage_type, Widen};
 use crate::planner::{self, PlanInput, PlanOptions};
 use crate::registry::{self, IdentifyError};
+use crate::tet_input;
 
 /// Coordinate variables up to this length also become `coords` labels.
 pub const MAX_LABELS: u64 = 64;
@@ -87,6 +88,9 @@ pub struct ConvertOptions {
     pub open: OpenOptions,
     /// Draw a progress bar on stderr (only when it is a terminal).
     pub progress: bool,
+    /// When the output path is a symbolic link, write the file it points to (atomically, beside
+    /// the target). Otherwise such an output is refused.
+    pub write_through_symlink: bool,
 }
 
 impl Default for ConvertOptions {
@@ -97,6 +101,7 @@ impl Default for ConvertOptions {
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             open: OpenOptions::default(),
             progress: false,
+            write_through_symlink: false,
         }
     }
 }
@@ -205,10 +210,49 @@ fn absolute(p: &Path) -> PathBuf {
     dir.join(p.file_name().unwrap_or_default())
 }
 
-/// Refuses an output that would overwrite the input, is a directory, or has no directory.
-fn check_paths(input: &Path, output: &Path) -> Result<(), ConvertError> {
+/// Symbolic links followed at most, as the kernel does.
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// The path the output is written to: `output` itself, or, when it is a symbolic link and
+/// `through` is set, the file at the end of the link chain (which need not exist yet). A link is
+/// refused when `through` is not set: replacing it, or writing where it points, must be asked for.
+fn resolve_output(output: &Path, through: bool) -> Result<PathBuf, ConvertError> {
+    let mut p = output.to_path_buf();
+    for _ in 0..MAX_SYMLINK_HOPS {
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            return Ok(p);
+        }
+        let target = std::fs::read_link(&p)?;
+        if !through {
+            return Err(refused(format!(
+                "output {} is a symbolic link (to {}); --write-through-symlink writes to its target",
+                output.display(),
+                target.display()
+            )));
+        }
+        p = match p.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    Err(refused(format!(
+        "output {}: too many levels of symbolic links",
+        output.display()
+    )))
+}
+
+/// Refuses an output that would overwrite the input (the same path, a link to it, or another
+/// name of the same file), is a directory, or has no directory; returns the path to write
+/// (see [`resolve_output`]).
+fn check_paths(input: &Path, output: &Path, through: bool) -> Result<PathBuf, ConvertError> {
+    let overwrite = || refused("the output would overwrite the input");
     if absolute(input) == absolute(output) {
-        return Err(refused("the output would overwrite the input"));
+        return Err(overwrite());
+    }
+    let output = resolve_output(output, through)?;
+    if absolute(input) == absolute(&output) || same_file(input, &output) {
+        return Err(overwrite());
     }
     if output.is_dir() {
         return Err(refused(format!(
@@ -224,7 +268,16 @@ fn check_paths(input: &Path, output: &Path) -> Result<(), ConvertError> {
             )));
         }
     }
-    Ok(())
+    Ok(output)
+}
+
+/// Whether two existing paths are one file (hard links included).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// Converts `input` into the `.tet` file `output`.
@@ -234,10 +287,24 @@ pub fn convert(
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
     let started = Instant::now();
-    check_paths(input, output)?;
+    let output = &check_paths(input, output, opts.write_through_symlink)?;
     let importer = registry::identify(input)?;
     let source = importer.open(input, &opts.open)?;
-    convert_source(source.as_ref(), importer.id(), input, output, opts, started)
+    // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
+    let carried = if importer.id() == tet_input::ID {
+        Some(tet_input::carried_footer(input, &opts.open).map_err(ConvertError::Refused)?)
+    } else {
+        None
+    };
+    convert_carrying(
+        source.as_ref(),
+        importer.id(),
+        input,
+        output,
+        opts,
+        started,
+        carried,
+    )
 }
 
 /// Converts an opened source (format id `format`, read from `input`, which is also what the
@@ -250,23 +317,48 @@ pub fn convert_source(
     opts: &ConvertOptions,
     started: Instant,
 ) -> Result<ConvertReport, ConvertError> {
-    check_paths(input, output)?;
+    convert_carrying(source, format, input, output, opts, started, None)
+}
+
+/// [`convert_source`], starting from `carried`: the footer of an input `.tet` whose history rows,
+/// dataset metadata, global attributes, skipped items and extension keys the output keeps (the
+/// new history row is appended to its rows).
+fn convert_carrying(
+    source: &dyn Source,
+    format: &str,
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+    started: Instant,
+    carried: Option<Footer>,
+) -> Result<ConvertReport, ConvertError> {
+    let output = &check_paths(input, output, opts.write_through_symlink)?;
     // Hash the input on its own thread while the conversion runs.
     let digest_path = input.to_path_buf();
     let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
 
-    let (planned, mut skipped) = plan_all(source, opts)?;
+    let (planned, mut skipped) = plan_all(source, opts, carried.is_some())?;
     let labels = dimension_labels(source)?;
 
     let mut footer = Footer::default();
+    let is_carried = carried.is_some();
+    let mut carried = carried.unwrap_or_default();
     for p in &planned {
         let var = &source.variables()[p.var];
-        footer.datasets.insert(
-            p.spec.name.clone(),
-            meta::dataset_meta(var, p.widen, &labels),
-        );
+        // Carried metadata is kept as it was written (it knows what an earlier step widened);
+        // a dataset it does not describe stays undescribed.
+        let meta = match carried.datasets.remove(&p.spec.name) {
+            Some(m) => m,
+            None if is_carried => Default::default(),
+            None => meta::dataset_meta(var, p.widen, &labels),
+        };
+        footer.datasets.insert(p.spec.name.clone(), meta);
     }
+    footer.history = carried.history;
+    footer.file = carried.file;
+    footer.extra = carried.extra;
     footer.global_attrs = source.global_attrs().to_vec();
+    skipped.extend(carried.skipped);
     skipped.extend(source.skipped().iter().cloned());
     let texts = source.text_variables();
     if !texts.is_empty() {
@@ -377,6 +469,7 @@ pub fn convert_source(
 fn plan_all(
     source: &dyn Source,
     opts: &ConvertOptions,
+    tet_input: bool,
 ) -> Result<(Vec<Planned>, Vec<Skipped>), ConvertError> {
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
@@ -417,7 +510,9 @@ fn plan_all(
                 shape: &var.shape,
                 elem_size: dtype.size() as u64,
                 dims: var.dims.as_deref(),
-                source_chunks: var.layout.chunk_shape.as_deref(),
+                // A `.tet` input's chunks are kept on a plain re-compress, never a constraint.
+                source_chunks: var.layout.chunk_shape.as_deref().filter(|_| !tet_input),
+                preferred_chunks: var.layout.chunk_shape.as_deref().filter(|_| tet_input),
             },
             &opts.plan,
         )

@@ -13,6 +13,10 @@
 //! So a chunk never exceeds the target unless one source chunk alone is larger (then it is that
 //! one source chunk: each source chunk is decoded exactly once), and a large contiguous array is
 //! never one giant chunk. See ARCHITECTURE.md for the choice of the default target.
+//!
+//! A source may also prefer a chunk shape (a `.tet` input: its own chunks). The preferred shape
+//! is taken when no option applies to the dataset (no `--chunk-bytes`, no `--chunk` naming it or
+//! one of its dimensions); it never constrains a plan the user asked for.
 
 use std::collections::BTreeMap;
 
@@ -20,30 +24,32 @@ use std::collections::BTreeMap;
 pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
 /// User settings that shape chunks.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlanOptions {
-    /// Target raw bytes per chunk.
-    pub target_bytes: u64,
+    /// Target raw bytes per chunk; `None`: not asked for ([`DEFAULT_CHUNK_BYTES`]).
+    pub target_bytes: Option<u64>,
     /// Fixed extents by dimension name (`--chunk time=1,lat=100`).
     pub by_dim: BTreeMap<String, u64>,
     /// Whole chunk shapes by dataset name (`--chunk temperature:1,721,1440`).
     pub by_dataset: BTreeMap<String, Vec<u64>>,
 }
 
-impl Default for PlanOptions {
-    fn default() -> Self {
-        PlanOptions {
-            target_bytes: DEFAULT_CHUNK_BYTES,
-            by_dim: BTreeMap::new(),
-            by_dataset: BTreeMap::new(),
-        }
-    }
-}
-
 impl PlanOptions {
+    /// The byte target in force.
+    pub fn target(&self) -> u64 {
+        self.target_bytes.unwrap_or(DEFAULT_CHUNK_BYTES)
+    }
+
+    /// Whether any setting applies to a dataset named `name` with dimensions `dims`.
+    fn applies_to(&self, name: &str, dims: Option<&[String]>) -> bool {
+        self.target_bytes.is_some()
+            || self.by_dataset.contains_key(name)
+            || dims.is_some_and(|d| d.iter().any(|d| self.by_dim.contains_key(d)))
+    }
+
     /// A canonical text of the settings, for the history row (`4194304;time=1;t:1,2`).
     pub fn describe(&self) -> String {
-        let mut s = self.target_bytes.to_string();
+        let mut s = self.target().to_string();
         for (d, n) in &self.by_dim {
             s += &format!(";{d}={n}");
         }
@@ -94,6 +100,8 @@ pub struct PlanInput<'a> {
     pub dims: Option<&'a [String]>,
     /// The source's chunk shape, if it is chunked.
     pub source_chunks: Option<&'a [u64]>,
+    /// The chunk shape the source prefers when no option applies (see the module docs).
+    pub preferred_chunks: Option<&'a [u64]>,
 }
 
 /// Plans the chunk shape of one variable.
@@ -108,6 +116,12 @@ pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, Strin
             ));
         }
         return Ok(c.clone());
+    }
+    if let Some(c) = input.preferred_chunks {
+        let fits = c.len() == rank && c.iter().all(|&n| n > 0);
+        if fits && !opts.applies_to(input.name, input.dims) {
+            return Ok(c.to_vec());
+        }
     }
     // The unit along each axis: the source chunk (never more than the axis), or 1.
     let unit: Vec<u64> = (0..rank)
@@ -129,7 +143,7 @@ pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, Strin
             }
         }
     }
-    let target = opts.target_bytes.max(1);
+    let target = opts.target().max(1);
     for a in (0..rank).rev() {
         if fixed[a] {
             continue;
@@ -164,9 +178,10 @@ mod tests {
                 elem_size: elem,
                 dims: None,
                 source_chunks: src,
+                preferred_chunks: None,
             },
             &PlanOptions {
-                target_bytes: target,
+                target_bytes: Some(target),
                 ..Default::default()
             },
         )
@@ -207,6 +222,7 @@ mod tests {
             elem_size: 4,
             dims: Some(&dims),
             source_chunks: None,
+            preferred_chunks: None,
         };
         assert_eq!(plan(&input, &o).unwrap(), vec![2, 10, 1440]);
         assert_eq!(
@@ -233,6 +249,42 @@ mod tests {
         assert!(o.add_spec("x:1,a").is_err());
         assert!(o.add_spec("nonsense").is_err());
         assert_eq!(o.describe(), "4194304;lat=10;time=2;other:1,2,3");
+    }
+
+    #[test]
+    fn preferred_chunks_only_when_no_option_applies() {
+        let dims = vec!["time".to_string(), "x".to_string()];
+        let input = PlanInput {
+            name: "v",
+            shape: &[100, 1000],
+            elem_size: 4,
+            dims: Some(&dims),
+            source_chunks: None,
+            preferred_chunks: Some(&[3, 7]),
+        };
+        let mut o = PlanOptions::default();
+        assert_eq!(plan(&input, &o).unwrap(), vec![3, 7]);
+        // An option naming another dimension or dataset leaves it alone.
+        o.add_spec("level=2").unwrap();
+        o.add_spec("w:1,1").unwrap();
+        assert_eq!(plan(&input, &o).unwrap(), vec![3, 7]);
+        // Any option that applies re-plans freely (the preferred shape is no unit).
+        o.add_spec("time=10").unwrap();
+        assert_eq!(plan(&input, &o).unwrap(), vec![10, 1000]);
+        let o = PlanOptions {
+            target_bytes: Some(400),
+            ..PlanOptions::default()
+        };
+        assert_eq!(plan(&input, &o).unwrap(), vec![1, 100]);
+        // A preferred shape of the wrong rank or with a zero is ignored.
+        let bad = PlanInput {
+            preferred_chunks: Some(&[0, 7]),
+            ..input
+        };
+        assert_eq!(
+            plan(&bad, &PlanOptions::default()).unwrap(),
+            vec![100, 1000]
+        );
     }
 
     fn arb_case() -> impl Strategy<Value = (Vec<u64>, u64, Option<Vec<u64>>, u64)> {

@@ -75,6 +75,13 @@ pub fn formats() -> Vec<Format> {
             feature: None,
             importer: Some(&tet_zarr::ZarrImporter),
         },
+        Format {
+            id: crate::tet_input::ID,
+            name: ".tet v1",
+            extensions: &["tet"],
+            feature: None,
+            importer: Some(&crate::tet_input::TetImporter),
+        },
     ]
 }
 

@@ -570,3 +570,92 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
         .arg(&twin);
     assert_eq!(run(&mut c).status.code(), Some(2));
 }
+
+/// The output never replaces an input (same path, a symbolic link to it, another hard link of
+/// it); a symbolic-link output is written through only with --write-through-symlink; new files
+/// get 0666 less the umask, like any file a program creates.
+#[test]
+fn outputs_never_overwrite_inputs_or_follow_links_unasked() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let input = d.join("in.npy");
+    std::fs::copy(corpus("npy/rank1.npy"), &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    let one_line_refusal = |o: &Output, what: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(what), "{err}");
+    };
+
+    // The input itself, a symbolic link to it, a hard link of it.
+    symlink(&input, d.join("sym_to_in.tet")).unwrap();
+    std::fs::hard_link(&input, d.join("hard_to_in.tet")).unwrap();
+    for out in ["in.npy", "sym_to_in.tet", "hard_to_in.tet"] {
+        let o = run(tet_convert().arg(&input).arg(d.join(out)).arg("-q"));
+        one_line_refusal(&o, "overwrite the input");
+        let o = run(tet_convert()
+            .arg(&input)
+            .arg(d.join(out))
+            .args(["-q", "--write-through-symlink"]));
+        one_line_refusal(&o, "overwrite the input");
+    }
+    assert!(std::fs::read(&input).unwrap() == before);
+
+    // A link to another file: refused unless asked; then the target is written, the link stays.
+    let target = d.join("target.tet");
+    std::fs::write(&target, b"old").unwrap();
+    symlink("target.tet", d.join("link.tet")).unwrap();
+    let o = run(tet_convert().arg(&input).arg(d.join("link.tet")).arg("-q"));
+    one_line_refusal(&o, "--write-through-symlink");
+    assert_eq!(std::fs::read(&target).unwrap(), b"old");
+    let o = run(tet_convert()
+        .arg(&input)
+        .arg(d.join("link.tet"))
+        .args(["-q", "--write-through-symlink"]));
+    assert!(o.status.success(), "{o:?}");
+    assert!(std::fs::symlink_metadata(d.join("link.tet"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(tet::format::TetFile::open(&target).is_ok());
+    // A dangling link is written through to where it points.
+    symlink("new.tet", d.join("dangling.tet")).unwrap();
+    let o = run(tet_convert()
+        .arg(&input)
+        .arg(d.join("dangling.tet"))
+        .args(["-q", "--write-through-symlink"]));
+    assert!(o.status.success(), "{o:?}");
+    assert!(tet::format::TetFile::open(&d.join("new.tet")).is_ok());
+    // A loop ends with a refusal, not a hang.
+    symlink("loop_b.tet", d.join("loop_a.tet")).unwrap();
+    symlink("loop_a.tet", d.join("loop_b.tet")).unwrap();
+    let o = run(tet_convert()
+        .arg(&input)
+        .arg(d.join("loop_a.tet"))
+        .args(["-q", "--write-through-symlink"]));
+    one_line_refusal(&o, "symbolic links");
+
+    // Modes: 0666 less the umask of the converting process.
+    for (umask, mode) in [(0o022, 0o644), (0o007, 0o660)] {
+        let out = d.join(format!("mode_{umask:o}.tet"));
+        let mut c = tet_convert();
+        c.arg(&input).arg(&out).arg("-q");
+        // SAFETY: umask is async-signal-safe and only touches the child.
+        unsafe {
+            c.pre_exec(move || {
+                libc::umask(umask);
+                Ok(())
+            });
+        }
+        assert!(run(&mut c).status.success());
+        let m = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+        assert_eq!(m, mode, "umask {umask:o}");
+    }
+    assert_eq!(
+        only_files(d).iter().filter(|n| n.ends_with(".tmp")).count(),
+        0
+    );
+}

@@ -374,7 +374,7 @@ fn zstd_outputs_match_too() {
     let opts = ConvertOptions {
         codec: "zstd:1".parse().unwrap(),
         plan: tet::planner::PlanOptions {
-            target_bytes: 64,
+            target_bytes: Some(64),
             ..Default::default()
         },
         jobs: 3,

@@ -151,7 +151,7 @@ fn opts(jobs: usize) -> ConvertOptions {
         jobs,
         codec: "zstd:1".parse().unwrap(),
         plan: tet::planner::PlanOptions {
-            target_bytes: 1000,
+            target_bytes: Some(1000),
             ..Default::default()
         },
         ..ConvertOptions::default()

@@ -60,6 +60,9 @@ pub struct ConvertArgs {
     /// Follow external links that resolve inside the input's directory (HDF5).
     #[arg(long)]
     follow_external: bool,
+    /// When OUT is a symbolic link, write the file it points to (default: refuse such an OUT).
+    #[arg(long)]
+    write_through_symlink: bool,
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
@@ -127,7 +130,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     };
     let mut plan = PlanOptions::default();
     if let Some(b) = a.chunk_bytes {
-        plan.target_bytes = b;
+        plan.target_bytes = Some(b);
     }
     for spec in &a.chunk {
         if let Err(e) = plan.add_spec(spec) {
@@ -149,6 +152,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     opts.open.skip_unsupported = a.skip_unsupported;
     opts.open.unpack = a.unpack;
     opts.open.follow_external = a.follow_external;
+    opts.write_through_symlink = a.write_through_symlink;
 
     let batch_mode = a.out_dir.is_some();
     let mut work: Vec<(PathBuf, PathBuf)> = match &a.out_dir {

@@ -244,9 +244,12 @@ impl<'a> TetWriter<'a> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "out.tet".into());
+        // Created 0666 less the umask, like any output file (tempfile's default is 0600, which
+        // would hide the result from the group that runs the next step of a pipeline).
         let tmp = tempfile::Builder::new()
             .prefix(&format!(".{base}."))
             .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(&dir)?;
         let mut file = BufWriter::with_capacity(1 << 20, tmp);
 

@@ -1,0 +1,165 @@
+//! A `.tet` file as a conversion input: re-chunking and re-compressing (`tet-convert in.tet
+//! out.tet --chunk … --codec …`).
+//!
+//! `.tet` is the engine's own format, so its importer lives here rather than under `converters/`
+//! (importers never depend on the engine). It offers every dataset as a variable read through
+//! [`TetFile::read_region`], with the `.tet` chunk shape as the planner's source-chunk hint, like
+//! any chunked source. Everything the footer holds is carried over verbatim by the pipeline
+//! ([`carried_footer`]): the earlier history rows (the new row is appended, its parent the digest of
+//! the input `.tet`), each dataset's typed metadata (including what an earlier conversion widened),
+//! global attributes, skipped items and extension keys. So a lineage of several steps can be
+//! followed back to the original source with `tet audit`.
+
+use std::path::Path;
+
+use tet_source::{
+    extension_confidence, Confidence, ElementType, Importer, OpenOptions, Role, Skipped, Source,
+    SourceError, SourceLayout, Variable,
+};
+
+use crate::format::{Codec, DType, Footer, TetFile, MAGIC};
+
+/// The format id of `.tet` inputs (history `source`).
+pub const ID: &str = "tet";
+
+/// The `.tet` importer (registered last: its magic is unambiguous).
+pub struct TetImporter;
+
+impl Importer for TetImporter {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn name(&self) -> &'static str {
+        ".tet v1"
+    }
+
+    fn extensions(&self) -> &'static [&'static str] {
+        &["tet"]
+    }
+
+    fn identify(&self, path: &Path, head: &[u8]) -> Confidence {
+        if head.starts_with(&MAGIC) {
+            Confidence::Magic
+        } else {
+            extension_confidence(path, self.extensions())
+        }
+    }
+
+    fn open(&self, path: &Path, _options: &OpenOptions) -> tet_source::Result<Box<dyn Source>> {
+        let file = TetFile::open(path).map_err(|e| SourceError::malformed(e.to_string()))?;
+        Ok(Box::new(TetSource::new(file)))
+    }
+}
+
+/// The source element type of a `.tet` element type (every tag has one).
+pub fn element_type(d: DType) -> ElementType {
+    match d {
+        DType::F32 => ElementType::F32,
+        DType::F64 => ElementType::F64,
+        DType::I32 => ElementType::I32,
+        DType::I64 => ElementType::I64,
+        DType::U8 => ElementType::U8,
+        DType::U16 => ElementType::U16,
+        DType::I16 => ElementType::I16,
+        DType::U32 => ElementType::U32,
+        DType::F16 => ElementType::F16,
+        DType::U64 => ElementType::U64,
+    }
+}
+
+/// An open `.tet` file offered as a source.
+pub struct TetSource {
+    file: TetFile,
+    variables: Vec<Variable>,
+    global_attrs: Vec<(String, tet_source::AttrValue)>,
+}
+
+impl TetSource {
+    fn new(file: TetFile) -> TetSource {
+        let footer = file.footer().ok().flatten();
+        let variables = file
+            .datasets
+            .iter()
+            .enumerate()
+            .map(|(id, ds)| {
+                let mut v =
+                    Variable::new(ds.name.clone(), element_type(ds.dtype), ds.shape.clone());
+                let compressed = file
+                    .entries
+                    .iter()
+                    .any(|e| e.dataset_id == id as u64 && e.codec() == Some(Codec::Zstd));
+                v.layout = SourceLayout {
+                    chunk_shape: Some(ds.chunk_shape.clone()),
+                    compressed,
+                    filters: if compressed {
+                        vec!["zstd".into()]
+                    } else {
+                        Vec::new()
+                    },
+                };
+                if let Some(meta) = footer.and_then(|f| f.datasets.get(&ds.name)) {
+                    v.dims = meta.dim_names.clone();
+                    v.attrs = meta.attrs.clone();
+                    if meta.extra.get("role").and_then(|r| r.as_str()) == Some("coordinate") {
+                        v.role = Role::Coordinate;
+                    }
+                }
+                v
+            })
+            .collect();
+        let global_attrs = footer.map(|f| f.global_attrs.clone()).unwrap_or_default();
+        TetSource {
+            file,
+            variables,
+            global_attrs,
+        }
+    }
+}
+
+impl Source for TetSource {
+    fn variables(&self) -> &[Variable] {
+        &self.variables
+    }
+
+    fn global_attrs(&self) -> &[(String, tet_source::AttrValue)] {
+        &self.global_attrs
+    }
+
+    fn read_region(
+        &self,
+        var: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> tet_source::Result<()> {
+        self.file
+            .read_region(var, start, count, out)
+            .map_err(|e| SourceError::malformed(e.to_string()))
+    }
+
+    fn parallel_reads(&self) -> bool {
+        true
+    }
+}
+
+/// The footer of the input `.tet` that the output carries over (history, metadata). A file
+/// without a footer carries nothing. An unreadable footer is refused, since its history could not
+/// be kept; with `skip_unsupported` the data is converted without it and the footer is listed as
+/// skipped.
+pub fn carried_footer(path: &Path, options: &OpenOptions) -> Result<Footer, String> {
+    let file = TetFile::open(path).map_err(|e| e.to_string())?;
+    match file.footer() {
+        Ok(f) => Ok(f.cloned().unwrap_or_default()),
+        Err(e) if options.skip_unsupported => Ok(Footer {
+            skipped: vec![Skipped {
+                name: "footer".into(),
+                reason: format!("the input's footer is unreadable, its history and metadata are lost: {e}"),
+            }],
+            ..Footer::default()
+        }),
+        Err(e) => Err(format!(
+            "{e}: its history and metadata cannot be carried over (--skip-unsupported converts the data without them)"
+        )),
+    }
+}
