@@ -3,6 +3,7 @@
 //! - [`format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
 //! - [`planner`]: the chunk planner (pure);
 //! - [`pipeline`]: parallel read → compress → ordered write;
+//! - [`manifest`]: `--manifest jobs.toml` batch lists;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
@@ -16,6 +17,7 @@
 pub mod batch;
 pub mod cli;
 pub mod format;
+pub mod manifest;
 pub mod meta;
 pub mod pipeline;
 pub mod planner;

@@ -289,6 +289,7 @@ pub fn convert(
     let started = Instant::now();
     let output = &check_paths(input, output, opts.write_through_symlink)?;
     let importer = registry::identify(input)?;
+    log::debug!("{}: identified as {}", input.display(), importer.name());
     let source = importer.open(input, &opts.open)?;
     // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
     let carried = if importer.id() == tet_input::ID {
@@ -525,6 +526,18 @@ fn plan_all(
             CodecChoice::Auto if var.layout.compressed => (Codec::Zstd, DEFAULT_ZSTD_LEVEL),
             CodecChoice::Auto => (Codec::Raw, 0),
         };
+        log::debug!(
+            "dataset '{}': {} {:?} → {} chunks {:?}, {}",
+            var.name,
+            var.dtype.name(),
+            var.shape,
+            dtype.name(),
+            chunk_shape,
+            match codec {
+                Codec::Raw => "raw".to_string(),
+                Codec::Zstd => format!("zstd:{level}"),
+            }
+        );
         planned.push(Planned {
             var: i,
             spec: DatasetSpec {

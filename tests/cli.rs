@@ -659,3 +659,133 @@ fn outputs_never_overwrite_inputs_or_follow_links_unasked() {
         0
     );
 }
+
+/// `--manifest`: jobs with their own options (over `[defaults]`), relative paths from the
+/// manifest's folder, up-to-date re-runs, sharding in manifest order, and mistakes refused as
+/// usage errors before any work.
+#[test]
+fn manifest_runs_jobs_with_their_own_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("out")).unwrap();
+    for name in ["dtype_i8.npy", "rank3.npy", "dtype_f32.npy"] {
+        std::fs::copy(corpus(&format!("npy/{name}")), d.join(name)).unwrap();
+    }
+    let manifest = d.join("jobs.toml");
+    std::fs::write(
+        &manifest,
+        r#"
+[defaults]
+codec = "zstd:5"
+
+[[job]]
+input = "rank3.npy"
+output = "out/r.tet"
+chunk_bytes = "64"
+
+[[job]]
+input = "dtype_i8.npy"
+output = "out/i8.tet"
+codec = "raw"
+
+[[job]]
+input = "dtype_f32.npy"
+output = "out/f32.tet"
+chunk = "dtype_f32:1,4"
+"#,
+    )
+    .unwrap();
+    let report = d.join("report.jsonl");
+    let run_manifest = |extra: &[&str]| {
+        run(tet_convert()
+            .arg("--manifest")
+            .arg(&manifest)
+            .arg("-q")
+            .arg("--report")
+            .arg(&report)
+            .args(extra))
+    };
+    let o = run_manifest(&[]);
+    assert!(o.status.success(), "{o:?}");
+    let params = |name: &str| {
+        let f = tet::format::TetFile::open(&d.join("out").join(name)).unwrap();
+        let row = f.footer().unwrap().unwrap().history[0].clone();
+        (row.params["codec"].clone(), row.params["chunk"].clone())
+    };
+    assert_eq!(params("r.tet"), ("zstd:5".into(), "64".into()));
+    assert_eq!(params("i8.tet"), ("raw".into(), "4194304".into()));
+    assert_eq!(
+        params("f32.tet"),
+        ("zstd:5".into(), "4194304;dtype_f32:1,4".into())
+    );
+    let f = tet::format::TetFile::open(&d.join("out/f32.tet")).unwrap();
+    assert_eq!(f.datasets[0].chunk_shape, [1, 4]);
+    // In manifest order, every job reported.
+    let rows = report_rows(&report);
+    let outputs: Vec<&str> = rows.iter().map(|r| r["output"].as_str().unwrap()).collect();
+    assert!(outputs[0].ends_with("out/r.tet") && outputs[2].ends_with("out/f32.tet"));
+    // Re-run: all up to date; a shard takes every N-th job of the manifest's order.
+    assert!(run_manifest(&[]).status.success());
+    assert!(report_rows(&report)
+        .iter()
+        .all(|r| r["status"] == "skipped"));
+    assert!(run_manifest(&["--force", "--shard", "1/2"])
+        .status
+        .success());
+    let rows = report_rows(&report);
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0]["output"].as_str().unwrap().ends_with("out/i8.tet"));
+
+    // Mistakes: exit 2, one line naming the manifest and the job, nothing converted.
+    for (text, what) in [
+        ("[[job]]\ninput = \"rank3.npy\"\noutput = \"x.tet\"\ncodek = \"raw\"", "job 1: unknown key `codek`"),
+        ("[[job]]\ninput = \"rank3.npy\"\n", "job 1: `output` is missing"),
+        ("[[job]]\ninput = \"a.npy\"\noutput = \"x.tet\"\n[[job]]\ninput = \"b.npy\"\noutput = \"x.tet\"", "job 2: writes"),
+    ] {
+        std::fs::write(&manifest, text).unwrap();
+        let o = run_manifest(&[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("jobs.toml") && err.contains(what), "{err}");
+        assert!(!d.join("x.tet").exists());
+    }
+}
+
+/// Logging goes to stderr at the level asked for (-v, -vv, RUST_LOG); stdout carries only what
+/// was requested (nothing, or the --json report).
+#[test]
+fn logs_go_to_stderr_by_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.tet");
+    let input = corpus("npy/rank3.npy");
+    let convert = |extra: &[&str], rust_log: Option<&str>| {
+        let mut c = tet_convert();
+        c.arg(&input).arg(&out).arg("--force").args(extra);
+        match rust_log {
+            Some(l) => c.env("RUST_LOG", l),
+            None => c.env_remove("RUST_LOG"),
+        };
+        let o = run(&mut c);
+        assert!(o.status.success(), "{o:?}");
+        (
+            String::from_utf8(o.stdout).unwrap(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
+    };
+    let (stdout, stderr) = convert(&["-q"], None);
+    assert!(stdout.is_empty() && stderr.is_empty(), "{stderr}");
+    let (stdout, stderr) = convert(&["-q", "-v"], None);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("tet-convert: info: ") && stderr.contains("converting"));
+    assert!(!stderr.contains("debug:"));
+    let (_, stderr) = convert(&["-q", "-vv"], None);
+    assert!(
+        stderr.contains("tet-convert: debug: dataset 'rank3'"),
+        "{stderr}"
+    );
+    let (stdout, stderr) = convert(&["--json"], Some("debug"));
+    assert!(stderr.contains("debug:"));
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["datasets"][0]["name"], "rank3");
+}

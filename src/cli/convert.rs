@@ -8,8 +8,9 @@ use clap::Args;
 
 use serde_json::json;
 
-use super::{fail, human_bytes, one_line, EXIT_OK, EXIT_USAGE};
+use super::{fail, human_bytes, init_logging, one_line, EXIT_OK, EXIT_USAGE};
 use crate::batch;
+use crate::manifest::{self, Job};
 use crate::meta;
 use crate::pipeline::{convert, CodecChoice, ConvertOptions};
 use crate::planner::PlanOptions;
@@ -18,8 +19,11 @@ use crate::registry;
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// `IN OUT`, or with --out-dir any number of inputs (files or directory stores).
-    #[arg(required_unless_present = "formats", value_name = "PATH")]
+    #[arg(required_unless_present_any = ["formats", "manifest"], value_name = "PATH")]
     paths: Vec<PathBuf>,
+    /// Run the conversions listed in a TOML manifest (input, output and options per job).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["paths", "out_dir"])]
+    manifest: Option<PathBuf>,
     /// Convert every input into this directory as `<name without extension>.tet`.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
@@ -43,7 +47,7 @@ pub struct ConvertArgs {
     #[arg(long, default_value = "auto", value_parser = parse_codec)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = crate::planner::parse_size)]
     chunk_bytes: Option<u64>,
     /// Chunk extents: `dim=N[,dim=N…]` by dimension name, or `dataset:N,N,…` (repeatable).
     #[arg(long = "chunk", value_name = "SPEC")]
@@ -66,6 +70,9 @@ pub struct ConvertArgs {
     /// No progress bar.
     #[arg(short, long)]
     quiet: bool,
+    /// Log more to stderr (-v: each step, -vv: plans and decisions); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
     /// Print a one-object JSON report on stdout.
     #[arg(long)]
     json: bool,
@@ -76,24 +83,6 @@ pub struct ConvertArgs {
 
 fn parse_codec(s: &str) -> Result<CodecChoice, String> {
     s.parse()
-}
-
-/// `4MiB`, `4M`, `512k`, `1000000`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("{s:?}: unknown unit (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(mult)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("{s:?} is not a positive size"))
 }
 
 fn print_formats() {
@@ -120,6 +109,7 @@ fn print_formats() {
 pub const EXIT_SOME_FAILED: u8 = 1;
 
 pub fn run(a: &ConvertArgs) -> ExitCode {
+    init_logging(a.verbose);
     if a.formats {
         print_formats();
         return ExitCode::from(EXIT_OK);
@@ -154,20 +144,31 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     opts.open.follow_external = a.follow_external;
     opts.write_through_symlink = a.write_through_symlink;
 
-    let batch_mode = a.out_dir.is_some();
-    let mut work: Vec<(PathBuf, PathBuf)> = match &a.out_dir {
-        None => match a.paths.as_slice() {
-            [input, output] => vec![(input.clone(), output.clone())],
+    let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
+    let job = |input: PathBuf, output: PathBuf| Job {
+        input,
+        output,
+        opts: opts.clone(),
+    };
+    let mut work: Vec<Job> = match (&a.manifest, &a.out_dir) {
+        (Some(m), _) => match manifest::load(m, &opts) {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                return usage(format!("{}: {e}", m.display()));
+            }
+        },
+        (None, None) => match a.paths.as_slice() {
+            [input, output] => vec![job(input.clone(), output.clone())],
             _ => return usage("give IN OUT, or inputs with --out-dir DIR".into()),
         },
-        Some(dir) => {
+        (None, Some(dir)) => {
             if !dir.is_dir() {
                 return usage(format!("--out-dir {}: not a directory", dir.display()));
             }
             let mut inputs = a.paths.clone();
             inputs.sort();
             inputs.dedup();
-            let mut work: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(inputs.len());
+            let mut work: Vec<Job> = Vec::with_capacity(inputs.len());
             for input in inputs {
                 let Some(out) = batch::output_in(dir, &input) else {
                     return usage(format!(
@@ -175,15 +176,15 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
                         input.display()
                     ));
                 };
-                if let Some((other, _)) = work.iter().find(|(_, o)| *o == out) {
+                if let Some(other) = work.iter().find(|j| j.output == out) {
                     return usage(format!(
                         "{} and {} would both be written to {}",
-                        other.display(),
+                        other.input.display(),
                         input.display(),
                         out.display()
                     ));
                 }
-                work.push((input, out));
+                work.push(job(input, out));
             }
             work
         }
@@ -196,7 +197,16 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         None => None,
     };
     match shard {
-        Some(Ok(s)) => work = s.select(work),
+        Some(Ok(s)) => {
+            let total = work.len();
+            work = s.select(work);
+            log::info!(
+                "shard {}/{}: {} of {total} inputs",
+                s.index,
+                s.count,
+                work.len()
+            );
+        }
         Some(Err(e)) => return usage(e),
         None => {}
     }
@@ -209,8 +219,8 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     };
 
     let mut failed = 0usize;
-    for (input, output) in &work {
-        let row = convert_one(input, output, &opts, a);
+    for j in &work {
+        let row = convert_one(&j.input, &j.output, &j.opts, a);
         let status = row["status"].as_str().unwrap_or_default().to_string();
         if let Some((path, w)) = report.as_mut() {
             use std::io::Write as _;
@@ -253,6 +263,11 @@ fn convert_one(
             Ok((digest, bytes_in))
                 if batch::up_to_date(output, &digest, &opts.byte_affecting_params()) =>
             {
+                log::info!(
+                    "{}: {} already records {digest} with the same options",
+                    input.display(),
+                    output.display()
+                );
                 if !a.quiet && !a.json {
                     eprintln!(
                         "{} -> {}: skipped: up to date",
@@ -276,6 +291,12 @@ fn convert_one(
             }
         }
     }
+    log::info!("{} -> {}: converting", input.display(), output.display());
+    log::debug!(
+        "{}: options {:?}",
+        input.display(),
+        opts.byte_affecting_params()
+    );
     match convert(input, output, opts) {
         Err(e) => {
             fail(input, e.to_string());

@@ -46,12 +46,41 @@ enum Command {
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
     let cli = TetCli::parse();
+    if !matches!(cli.command, Command::Convert(_)) {
+        init_logging(0);
+    }
     match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Convert(a) => convert::run(&a),
         Command::Audit(a) => audit::run(&a),
     }
+}
+
+/// Logs to stderr as `PROGRAM: level: message` (stdout carries only requested output): warnings
+/// by default, `-v` info, `-vv` debug, `-vvv` trace; `RUST_LOG` (env_logger syntax, e.g.
+/// `debug` or `tet=trace`) overrides.
+pub(crate) fn init_logging(verbose: u8) {
+    use std::io::Write as _;
+    let level = match verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        2 => log::LevelFilter::Debug,
+        _ => log::LevelFilter::Trace,
+    };
+    let prog = program();
+    let mut b = env_logger::Builder::new();
+    b.filter_level(level)
+        .target(env_logger::Target::Stderr)
+        .format(move |f, r| {
+            let level = r.level().as_str().to_ascii_lowercase();
+            writeln!(f, "{prog}: {level}: {}", r.args())
+        });
+    if let Ok(spec) = std::env::var("RUST_LOG") {
+        b.parse_filters(&spec);
+    }
+    // A second initialisation (tests calling run twice) keeps the first logger.
+    let _ = b.try_init();
 }
 
 /// Entry point of the `tet-convert` binary.
