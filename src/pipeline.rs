@@ -359,6 +359,12 @@ fn convert_carrying(
     footer.file = carried.file;
     footer.extra = carried.extra;
     footer.global_attrs = source.global_attrs().to_vec();
+    if !source.global_facts().is_empty() {
+        footer.extra.insert(
+            "global_facts".into(),
+            crate::format::footer::attrs_to_json(source.global_facts()),
+        );
+    }
     skipped.extend(carried.skipped);
     skipped.extend(source.skipped().iter().cloned());
     let texts = source.text_variables();

@@ -109,6 +109,13 @@ fn lineage(source: &Path, format: &str) {
         assert_eq!(row.parents, [digest(parent)]);
     }
     assert_eq!(hc.history[2].params["codec"], "zstd:9");
+    if format == "h5" {
+        // structure.h5's global 2×3 `matrix` attribute: values flattened, shape recorded.
+        assert_eq!(
+            hc.extra["global_facts"],
+            serde_json::json!([["attr_shape:matrix", {"u64": [2, 3]}]])
+        );
+    }
     assert_eq!(hb.history[1].params["chunk"], "64");
 
     // The audit follows the chain back to the source; an input of no step is a mismatch.

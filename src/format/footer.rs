@@ -220,7 +220,7 @@ pub fn attr_to_text(v: &AttrValue) -> String {
 }
 
 /// A typed attribute list as JSON: `[[name, {"<type>": value}], …]`.
-pub fn attrs_to_json(attrs: &Attrs) -> Value {
+pub fn attrs_to_json(attrs: &[(String, AttrValue)]) -> Value {
     Value::Array(
         attrs
             .iter()

@@ -99,9 +99,9 @@ use hdf5_sys::h5s::{
     H5Sselect_hyperslab, H5S_ALL,
 };
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, FileExtent,
-    Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
-    Variable,
+    attr_shape_key, check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels,
+    FileExtent, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
+    TextVariable, Variable,
 };
 
 use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
@@ -214,6 +214,7 @@ pub struct H5Source {
     text_variables: Vec<TextVariable>,
     dim_labels: Vec<DimLabels>,
     global_attrs: Attrs,
+    global_facts: Attrs,
     skipped: Vec<Skipped>,
     parallel: bool,
 }
@@ -261,6 +262,7 @@ fn open_path_locked(path: &Path, options: &OpenOptions) -> Result<H5Source> {
         by_key: HashMap::new(),
         aliases: Vec::new(),
         global_attrs: Vec::new(),
+        global_facts: Vec::new(),
         skipped: Vec::new(),
         followed: HashSet::new(),
     };
@@ -268,7 +270,7 @@ fn open_path_locked(path: &Path, options: &OpenOptions) -> Result<H5Source> {
     let root_dir = w.files[root].dir.clone();
     let g: hdf5::Group = (**w.files[root].h5).clone();
     let attrs = w.read_attrs(root, &g, "");
-    w.global_attrs.extend(attrs.attrs);
+    w.add_group_attrs("", attrs);
     w.walk_group(root, &g, "", 0, &root_dir)?;
     w.finish()
 }
@@ -344,12 +346,15 @@ struct Found {
     dim_refs: Vec<Option<ObjKey>>,
     dim_label_attr: Vec<String>,
     aliases: Vec<String>,
+    attr_shapes: Attrs,
 }
 
 /// Attributes of one object, with the dimension-scale bookkeeping set apart.
 #[derive(Default)]
 struct ObjAttrs {
     attrs: Attrs,
+    /// `attr_shape:<name>` facts of the multi-dimensional attributes (values flattened).
+    shapes: Attrs,
     notes: Vec<String>,
     class: Option<String>,
     name: Option<(String, AttrValue)>,
@@ -366,6 +371,7 @@ struct Walker<'a> {
     /// (alias name, target key, target path as the link states it)
     aliases: Vec<(String, ObjKey, String)>,
     global_attrs: Attrs,
+    global_facts: Attrs,
     skipped: Vec<Skipped>,
     followed: HashSet<(PathBuf, String)>,
 }
@@ -551,8 +557,7 @@ impl Walker<'_> {
                 match group.group(lname) {
                     Ok(g) => {
                         let a = self.read_attrs(file, &g, path);
-                        self.global_attrs
-                            .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
+                        self.add_group_attrs(path, a);
                         self.walk_group(file, &g, path, depth + 1, root_dir)?;
                     }
                     Err(e) => self.skip(path, format!("group unreadable: {e}")),
@@ -637,8 +642,7 @@ impl Walker<'_> {
                 Ok(g) => {
                     self.by_key.insert(key, Target::Group(path.to_string()));
                     let a = self.read_attrs(fi, &g, path);
-                    self.global_attrs
-                        .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
+                    self.add_group_attrs(path, a);
                     self.walk_group(fi, &g, path, depth + 1, root_dir)?;
                 }
                 Err(e) => self.skip(path, format!("{what}: {e}")),
@@ -689,7 +693,18 @@ impl Walker<'_> {
             dim_refs: a.dim_list.unwrap_or_default(),
             dim_label_attr: a.labels.unwrap_or_default(),
             aliases: Vec::new(),
+            attr_shapes: a.shapes,
         });
+    }
+
+    /// The attributes of the group at `path` become global attributes named `path/name`.
+    fn add_group_attrs(&mut self, path: &str, a: ObjAttrs) {
+        self.global_attrs
+            .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
+        self.global_facts.extend(a.shapes.into_iter().map(|(k, v)| {
+            let name = k.strip_prefix("attr_shape:").unwrap_or(&k);
+            (attr_shape_key(&join(path, name)), v)
+        }));
     }
 
     fn read_attrs(&mut self, file: usize, loc: &hdf5::Location, owner: &str) -> ObjAttrs {
@@ -746,6 +761,12 @@ impl Walker<'_> {
                 (_, AttrOutcome::Value(v, note)) => {
                     if let Some(n) = note {
                         out.notes.push(format!("attribute '{name}': {n}"));
+                    }
+                    let shape = attr.shape();
+                    if shape.len() > 1 {
+                        let extents = shape.iter().map(|&d| d as u64).collect();
+                        out.shapes
+                            .push((attr_shape_key(&name), AttrValue::U64(extents)));
                     }
                     out.attrs.push((name.clone(), v));
                 }
@@ -809,6 +830,7 @@ impl Walker<'_> {
             text_variables: Vec::new(),
             dim_labels: Vec::new(),
             global_attrs: std::mem::take(&mut self.global_attrs),
+            global_facts: std::mem::take(&mut self.global_facts),
             skipped: Vec::new(),
             parallel: false,
         };
@@ -1045,6 +1067,7 @@ impl Walker<'_> {
                     if leaves.len() > 1 || !leaf.suffix.is_empty() {
                         facts.push(("source_dataset".into(), AttrValue::Text(name.clone())));
                     }
+                    facts.extend(f.attr_shapes.iter().cloned());
                     let role = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
                         Role::Coordinate
                     } else {
@@ -1417,6 +1440,10 @@ impl Source for H5Source {
 
     fn global_attrs(&self) -> &[(String, AttrValue)] {
         &self.global_attrs
+    }
+
+    fn global_facts(&self) -> &[(String, AttrValue)] {
+        &self.global_facts
     }
 
     fn skipped(&self) -> &[Skipped] {

@@ -207,6 +207,36 @@ fn check_attrs(what: &str, ours: &[(String, AttrValue)], want: &Value, types: &V
     }
 }
 
+/// Multi-dimensional attributes (nested arrays in the sidecar) have their shape recorded as an
+/// `attr_shape:<name>` fact, and only they do.
+fn check_attr_shapes(what: &str, facts: &[(String, AttrValue)], want: &Value) {
+    fn nested_shape(v: &Value) -> Vec<u64> {
+        match v {
+            Value::Array(a) if a.first().is_some_and(Value::is_array) => {
+                let mut s = vec![a.len() as u64];
+                s.extend(nested_shape(&a[0]));
+                s
+            }
+            Value::Array(a) => vec![a.len() as u64],
+            _ => Vec::new(),
+        }
+    }
+    let want: BTreeMap<String, AttrValue> = want
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k, nested_shape(v)))
+        .filter(|(_, s)| s.len() > 1)
+        .map(|(k, s)| (tet_source::attr_shape_key(k), AttrValue::U64(s)))
+        .collect();
+    let got: BTreeMap<String, AttrValue> = facts
+        .iter()
+        .filter(|(k, _)| k.starts_with("attr_shape:"))
+        .cloned()
+        .collect();
+    assert_eq!(got, want, "{what}: attribute shapes");
+}
+
 fn fact<'a>(v: &'a tet_source::Variable, key: &str) -> Option<&'a AttrValue> {
     v.facts.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
@@ -322,6 +352,7 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
             &a["attributes"],
             a.get("attribute_types").unwrap_or(&Value::Null),
         );
+        check_attr_shapes(name, &v.facts, &a["attributes"]);
         // Enum mapping.
         match a.get("enum_mapping").and_then(Value::as_object) {
             Some(m) => {
@@ -423,11 +454,17 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
             }
         }
     }
+    let want_globals = Value::Object(want_globals);
     check_attrs(
         &format!("{} globals", path.display()),
         src.global_attrs(),
-        &Value::Object(want_globals),
+        &want_globals,
         &Value::Object(types),
+    );
+    check_attr_shapes(
+        &format!("{} globals", path.display()),
+        src.global_facts(),
+        &want_globals,
     );
 
     // Links.

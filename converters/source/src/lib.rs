@@ -96,6 +96,11 @@ pub enum AttrValue {
 /// Attributes in the order the source lists them.
 pub type Attrs = Vec<(String, AttrValue)>;
 
+/// The fact key that records the shape of a multi-dimensional attribute `name`.
+pub fn attr_shape_key(name: &str) -> String {
+    format!("attr_shape:{name}")
+}
+
 /// What a variable is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {
@@ -138,8 +143,10 @@ pub struct Variable {
     /// stored as shape [1]", "Fortran order transposed to C order"). Recorded in the footer.
     pub notes: Vec<String>,
     /// Facts about the variable that are not attributes of the source but must survive (an enum's
-    /// name → value mapping, soft-link aliases, the lossy encoding it was decoded from…): kept
-    /// typed in the footer's extension metadata, never mixed into `attrs`.
+    /// name → value mapping, soft-link aliases, the lossy encoding it was decoded from, the shape
+    /// of a multi-dimensional attribute as `attr_shape:<name>` = u64 extents, its values being
+    /// flattened in C order in `attrs`…): kept typed in the footer's extension metadata, never
+    /// mixed into `attrs`.
     pub facts: Attrs,
 }
 
@@ -239,6 +246,14 @@ pub trait Source: Send + Sync {
 
     /// File-level (global) attributes.
     fn global_attrs(&self) -> &[(String, AttrValue)] {
+        &[]
+    }
+
+    /// Facts about the file that are not attributes but must survive, typed (as
+    /// [`Variable::facts`] for one variable), e.g. `attr_shape:<group/name>` = the shape of a
+    /// multi-dimensional group attribute, whose values [`Source::global_attrs`] gives flattened
+    /// in C order.
+    fn global_facts(&self) -> &[(String, AttrValue)] {
         &[]
     }
 
