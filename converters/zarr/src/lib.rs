@@ -4,7 +4,8 @@
 //! (`zarr.json` in Zarr v3; `.zgroup` or `.zarray` plus an optional `.zattrs` in Zarr v2) and,
 //! for an array, its chunks as files. The hierarchy is walked here (file system only, in sorted
 //! order, never from consolidated metadata, which may be stale), the metadata is parsed with the
-//! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs, chunk keys,
+//! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs — zstd, gzip,
+//! blosc with every compressor and shuffle mode, crc32c, transpose, sharding —, chunk keys,
 //! fill values, byte order).
 //!
 //! # Mapping
@@ -56,7 +57,7 @@
 //!   zstd/gzip stream, crc32c mismatch, wrong decoded size, a shard index pointing outside its
 //!   file), a group that is a symlink to one of its ancestors, a hierarchy deeper than 64 levels.
 //! * [`SourceError::Unsupported`] (or, with `skip_unsupported`, an entry in
-//!   [`Source::skipped`]): codecs this build lacks (e.g. `codec blosc is not supported`),
+//!   [`Source::skipped`]): codecs this build lacks (e.g. `codec zfpy is not supported`),
 //!   unmappable data types, unknown `must_understand` metadata fields, chunks that would decode
 //!   to more than 2 GiB at once, shards of more than 2^24 inner chunks, directories whose name
 //!   is not UTF-8.
