@@ -78,6 +78,18 @@ pub struct TetSource {
 impl TetSource {
     fn new(file: TetFile) -> TetSource {
         let footer = file.footer().ok().flatten();
+        // One pass over the index: which datasets have zstd chunks (drives `--codec auto`).
+        let mut compressed = vec![false; file.datasets.len()];
+        for e in &file.entries {
+            if e.codec() == Some(Codec::Zstd) {
+                if let Some(c) = usize::try_from(e.dataset_id)
+                    .ok()
+                    .and_then(|i| compressed.get_mut(i))
+                {
+                    *c = true;
+                }
+            }
+        }
         let variables = file
             .datasets
             .iter()
@@ -85,10 +97,7 @@ impl TetSource {
             .map(|(id, ds)| {
                 let mut v =
                     Variable::new(ds.name.clone(), element_type(ds.dtype), ds.shape.clone());
-                let compressed = file
-                    .entries
-                    .iter()
-                    .any(|e| e.dataset_id == id as u64 && e.codec() == Some(Codec::Zstd));
+                let compressed = compressed[id];
                 v.layout = SourceLayout {
                     chunk_shape: Some(ds.chunk_shape.clone()),
                     compressed,
