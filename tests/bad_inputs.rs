@@ -474,6 +474,41 @@ fn patched(rel: &str, at: usize, value: &[u8]) -> Vec<u8> {
     b
 }
 
+/// (what, shape, chunk shape, first chunk file, reason).
+type ZarrCase<'a> = (&'a str, &'a [u64], &'a [u64], &'a [u8], &'a str);
+
+/// A Zarr v3 store at `dir` with one u8 array `a` of `shape`, chunks of `chunk` compressed with
+/// zstd, and chunk file `c/0…/0` holding `first_chunk`.
+fn zarr_store(dir: &Path, shape: &[u64], chunk: &[u64], first_chunk: &[u8]) {
+    std::fs::create_dir_all(dir.join("a/c")).unwrap();
+    std::fs::write(
+        dir.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    let meta = serde_json::json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": shape,
+        "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0,
+        "codecs": [
+            {"name": "bytes"},
+            {"name": "zstd", "configuration": {"level": 0, "checksum": false}}
+        ],
+        "attributes": {}
+    });
+    std::fs::write(dir.join("a/zarr.json"), meta.to_string()).unwrap();
+    let mut key = dir.join("a/c");
+    for _ in 1..shape.len() {
+        key = key.join("0");
+        std::fs::create_dir_all(&key).unwrap();
+    }
+    std::fs::write(key.join("0"), first_chunk).unwrap();
+}
+
 #[test]
 fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
     let tick = "teafile/tick_full.tea";
@@ -616,11 +651,48 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
             other => problems.push(format!("{what}: {other:?}")),
         }
     }
+    // Zarr stores.
+    let terabyte_frame = zstd_frame_claiming(1 << 40);
+    let zarr_cases: [ZarrCase; 3] = [
+        (
+            "zarr shape product past u64",
+            &[1 << 32, 1 << 32, 1 << 16],
+            &[1, 1, 1],
+            &terabyte_frame,
+            "has too many elements",
+        ),
+        (
+            "zarr terabyte chunk, frame claiming a terabyte",
+            &[1 << 40],
+            &[1 << 40],
+            &terabyte_frame,
+            "decodes to more than",
+        ),
+        (
+            "zarr 64-byte chunk, frame claiming a terabyte",
+            &[64],
+            &[64],
+            &terabyte_frame,
+            "does not decode to at most 64 bytes",
+        ),
+    ];
+    for (what, shape, chunk, first, reason) in zarr_cases {
+        let store = dir.path().join("a.zarr");
+        zarr_store(&store, shape, chunk, first);
+        let t = Instant::now();
+        match convert_checked(&store, &out_dir) {
+            Ok(Outcome::Refused(e)) if e.contains(reason) => {
+                eprintln!("  {what}: refused in {:?}: {e}", t.elapsed())
+            }
+            other => problems.push(format!("{what}: {other:?}")),
+        }
+        std::fs::remove_dir_all(&store).unwrap();
+    }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     eprintln!(
         "absurd headers refused cleanly under a {} GiB address-space cap: {}",
         MEMORY_CAP >> 30,
-        cases.len()
+        cases.len() + zarr_cases.len()
     );
 }
 
