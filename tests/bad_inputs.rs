@@ -262,6 +262,8 @@ fn copy_tree(from: &Path, to: &Path) {
 #[derive(Default, Debug)]
 struct Tally {
     refused: usize,
+    /// Refusals whose message says "truncated".
+    said_truncated: usize,
     converted: usize,
 }
 
@@ -277,7 +279,10 @@ fn truncated_corpus_inputs_are_refused_or_convert_to_valid_files() {
     let mut record = |format: &str, what: String, r: Result<Outcome, String>| {
         let t = tally.entry(format.to_string()).or_default();
         match r {
-            Ok(Outcome::Refused(_)) => t.refused += 1,
+            Ok(Outcome::Refused(e)) => {
+                t.refused += 1;
+                t.said_truncated += usize::from(e.contains("truncated"));
+            }
             Ok(Outcome::Converted) => t.converted += 1,
             Err(e) => problems.push(format!("{what}: {e}")),
         }
@@ -349,9 +354,11 @@ fn truncated_corpus_inputs_are_refused_or_convert_to_valid_files() {
     }
     for (f, t) in &tally {
         eprintln!(
-            "truncation sweep {f}: {} runs, {} refused, {} converted (verify --deep ok)",
+            "truncation sweep {f}: {} runs, {} refused ({} saying \"truncated\"), {} converted \
+             (verify --deep ok)",
             t.refused + t.converted,
             t.refused,
+            t.said_truncated,
             t.converted
         );
     }
@@ -610,6 +617,55 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
             patched(tgm, 32, &(1u64 << 60).to_be_bytes()),
         ),
     ];
+    #[cfg(feature = "netcdf")]
+    let cases = {
+        let mut cases = cases;
+        // NetCDF classic: numrecs (big-endian at 4) at the largest count the format allows,
+        // and the `lat` dimension's length (at 36) likewise.
+        let nc = "netcdf/nc3_classic.nc";
+        cases.push((
+            "nc numrecs 2^31-1",
+            "a.nc",
+            patched(nc, 4, &0x7FFF_FFFFu32.to_be_bytes()),
+        ));
+        cases.push((
+            "nc dimension length 2^31-1",
+            "a.nc",
+            patched(nc, 36, &0x7FFF_FFFFu32.to_be_bytes()),
+        ));
+        cases
+    };
+    #[cfg(feature = "hdf5")]
+    let cases = {
+        let mut cases = cases;
+        // HDF5 superblock v0: the end-of-file address (at 40) a terabyte or 2^64-2 past the
+        // 22 KB file.
+        let h5 = "hdf5/structure.h5";
+        cases.push((
+            "h5 end of file at 2^40",
+            "a.h5",
+            patched(h5, 40, &(1u64 << 40).to_le_bytes()),
+        ));
+        cases.push((
+            "h5 end of file at 2^64-2",
+            "a.h5",
+            patched(h5, 40, &(u64::MAX - 1).to_le_bytes()),
+        ));
+        cases
+    };
+    #[cfg(feature = "netcdf")]
+    let cases = {
+        let mut cases = cases;
+        // netCDF-4 (HDF5 superblock v2): the end-of-file address (at 28) at 2^40 (the
+        // superblock checksum no longer matches either; netCDF-C would only say "HDF error").
+        let nc4 = "netcdf/nc4_classic_chunked.nc";
+        cases.push((
+            "nc4 end of file at 2^40",
+            "a.nc",
+            patched(nc4, 28, &(1u64 << 40).to_le_bytes()),
+        ));
+        cases
+    };
     // The reason each must give: a check of the claim, before any work is done for it.
     let reasons = [
         ("npy shape product past u64", "overflows"),
@@ -633,6 +689,19 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
             "the message declares 18446744073709551615 bytes",
         ),
         ("tgm frame length 2^60", "exceeds buffer"),
+        #[cfg(feature = "netcdf")]
+        (
+            "nc numrecs 2^31-1",
+            "(2147483647 records) needs 206158431468 bytes",
+        ),
+        #[cfg(feature = "netcdf")]
+        ("nc dimension length 2^31-1", "needs 214748366232 bytes"),
+        #[cfg(feature = "hdf5")]
+        ("h5 end of file at 2^40", "truncated HDF5 file"),
+        #[cfg(feature = "hdf5")]
+        ("h5 end of file at 2^64-2", "truncated HDF5 file"),
+        #[cfg(feature = "netcdf")]
+        ("nc4 end of file at 2^40", "truncated netCDF-4 file"),
     ];
     assert_eq!(reasons.len(), cases.len());
     let dir = tempfile::tempdir().unwrap();
