@@ -132,6 +132,17 @@ fn every_importer_is_byte_identical_across_jobs_and_runs() {
                 }
             }
         }
+        // The timestamp does reach the bytes (so SOURCE_DATE_EPOCH is what keeps them equal).
+        let out = dir.path().join("later.tet");
+        run_ok(
+            tet_convert(&input, &out, "2").env("SOURCE_DATE_EPOCH", "1700000001"),
+            &input.display().to_string(),
+        );
+        assert!(
+            std::fs::read(&out).unwrap() != first.unwrap(),
+            "{}: SOURCE_DATE_EPOCH does not reach the output",
+            input.display()
+        );
         files += 1;
     }
     let want = importer_ids();
