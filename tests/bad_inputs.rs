@@ -378,6 +378,124 @@ fn truncated_corpus_inputs_are_refused_or_convert_to_valid_files() {
     }
 }
 
+/// Random byte changes (1–4 per mutant, half of them in the first 512 bytes, where the headers
+/// are) of every corpus input whose format is parsed by Rust code or netCDF-C's classic reader,
+/// and of every `zarr.json` and chunk file of the Zarr store: a clean refusal or an output
+/// that passes `verify --deep`. HDF5 and netCDF-4 inputs are left out: libhdf5 1.10.8 itself
+/// crashes on some damaged files (see RELIABILITY.md; `converters/hdf5/tests/robustness.rs`
+/// runs those in child processes and counts the crashes).
+#[test]
+fn byte_flipped_corpus_inputs_are_refused_or_convert_to_valid_files() {
+    const MUTANTS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let scratch = dir.path().join("in");
+    std::fs::create_dir(&scratch).unwrap();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut mutate = |bytes: &[u8]| -> Vec<u8> {
+        let mut b = bytes.to_vec();
+        for _ in 0..1 + next() % 4 {
+            let span = if next() % 2 == 0 {
+                b.len().min(512)
+            } else {
+                b.len()
+            };
+            let at = (next() % span as u64) as usize;
+            b[at] = next() as u8;
+        }
+        b
+    };
+    let mut tally: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (input, _) in corpus_inputs() {
+        let format = input.parent().unwrap().file_name().unwrap();
+        let format = format.to_string_lossy().into_owned();
+        let name = input.file_name().unwrap();
+        let hdf5_container = std::fs::File::open(&input).is_ok_and(|mut f| {
+            let mut head = [0u8; 8];
+            std::io::Read::read_exact(&mut f, &mut head).is_ok() && &head == b"\x89HDF\r\n\x1a\n"
+        });
+        if format == "hdf5" || hdf5_container {
+            continue;
+        }
+        // (file to damage, relative to the input; the input itself for a plain file)
+        let victims: Vec<PathBuf> = if input.is_dir() {
+            let mut v = Vec::new();
+            let mut stack = vec![input.clone()];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.is_dir() {
+                        stack.push(p);
+                    } else {
+                        v.push(p.strip_prefix(&input).unwrap().to_path_buf());
+                    }
+                }
+            }
+            v.sort();
+            v
+        } else {
+            vec![PathBuf::new()]
+        };
+        let per_victim = if input.is_dir() { 2 } else { MUTANTS };
+        for v in &victims {
+            let (from, to) = if input.is_dir() {
+                (input.join(v), scratch.join(name).join(v))
+            } else {
+                (input.clone(), scratch.join(name))
+            };
+            let original = std::fs::read(&from).unwrap();
+            if original.is_empty() {
+                continue;
+            }
+            for k in 0..per_victim {
+                let target = scratch.join(name);
+                if input.is_dir() {
+                    copy_tree(&input, &target);
+                }
+                std::fs::write(&to, mutate(&original)).unwrap();
+                let r = convert_checked(&target, &out_dir);
+                let t = tally.entry(format.clone()).or_default();
+                match r {
+                    Ok(Outcome::Refused(_)) => t.refused += 1,
+                    Ok(Outcome::Converted) => t.converted += 1,
+                    Err(e) => problems.push(format!("{} mutant {k}: {e}", from.display())),
+                }
+                if input.is_dir() {
+                    std::fs::remove_dir_all(&target).unwrap();
+                } else {
+                    std::fs::remove_file(&target).unwrap();
+                }
+            }
+        }
+    }
+    for (f, t) in &tally {
+        eprintln!(
+            "byte flips {f}: {} runs, {} refused, {} converted (verify --deep ok)",
+            t.refused + t.converted,
+            t.refused,
+            t.converted
+        );
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert!(
+        tally.values().map(|t| t.refused).sum::<usize>() > 300,
+        "{tally:?}"
+    );
+}
+
 /// A version 1.0 `.npy` with this header dictionary, followed by `data`.
 fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
     let pad = 64 - (10 + dict.len() + 1) % 64;
