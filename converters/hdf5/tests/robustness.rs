@@ -246,6 +246,53 @@ fn not_hdf5_is_refused() {
     assert!(open_path(&dir.path().join("missing.h5"), &OpenOptions::default()).is_err());
 }
 
+/// A cut file is refused as truncated by the superblock's end-of-file address before libhdf5
+/// parses it (libhdf5 makes the same test, after reading the superblock itself).
+#[test]
+fn truncations_are_refused_before_the_library_opens_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in FILES.iter().chain(&["large.h5"]) {
+        let bytes = std::fs::read(Path::new(CORPUS).join(f)).unwrap();
+        for len in [8, 9, 30, 64, 512, bytes.len() / 2, bytes.len() - 1] {
+            let p = dir.path().join("cut.h5");
+            std::fs::write(&p, &bytes[..len]).unwrap();
+            let e = open_path(&p, &OpenOptions::default()).unwrap_err();
+            assert!(
+                e.to_string().contains("truncated HDF5 file"),
+                "{f} cut to {len}: {e}"
+            );
+        }
+    }
+    // What the superblock says, for each version this reads.
+    use tet_hdf5::{superblock_end_of_file, SuperblockEnd};
+    let v0 = std::fs::read(Path::new(CORPUS).join("structure.h5")).unwrap();
+    assert_eq!(
+        superblock_end_of_file(&v0),
+        SuperblockEnd::At(v0.len() as u64)
+    );
+    let mut v2 = b"\x89HDF\r\n\x1a\n\x02\x08\x08\x00".to_vec();
+    v2.extend(0u64.to_le_bytes()); // base
+    v2.extend(u64::MAX.to_le_bytes()); // no extension
+    v2.extend(4096u64.to_le_bytes()); // end of file
+    assert_eq!(superblock_end_of_file(&v2), SuperblockEnd::At(4096));
+    assert_eq!(superblock_end_of_file(&v2[..35]), SuperblockEnd::CutOff);
+    // After a 512-byte user block.
+    let mut ub = vec![0u8; 512];
+    ub.extend(&v2);
+    assert_eq!(superblock_end_of_file(&ub), SuperblockEnd::At(4096));
+    // An unknown version, 4-byte addresses, no signature: nothing to say.
+    let mut v9 = v2.clone();
+    v9[8] = 9;
+    assert_eq!(superblock_end_of_file(&v9), SuperblockEnd::Unknown);
+    let mut small = v2.clone();
+    small[9] = 4;
+    assert_eq!(superblock_end_of_file(&small), SuperblockEnd::Unknown);
+    assert_eq!(
+        superblock_end_of_file(b"not hdf5 at all"),
+        SuperblockEnd::Unknown
+    );
+}
+
 /// Reads every variable of a file whole (variables up to 16 MiB).
 fn read_everything(path: &Path) -> Vec<Option<Vec<u8>>> {
     let src = open_path(path, &OpenOptions::default()).unwrap();

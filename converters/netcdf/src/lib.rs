@@ -250,6 +250,9 @@ pub fn open_path(path: &Path, options: &OpenOptions) -> Result<NcSource> {
     let mut head = Vec::new();
     (&mut file).take(64 << 10).read_to_end(&mut head)?;
     let container = Container::sniff(&head).ok_or_else(not_netcdf)?;
+    if !container.is_classic() {
+        tet_hdf5::check_not_truncated(&head, len, "netCDF-4")?;
+    }
     if container.is_classic() {
         let mut buf = head;
         loop {
@@ -289,6 +292,9 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
     let bytes = bytes.into();
     let container = Container::sniff(&bytes).ok_or_else(not_netcdf)?;
     let len = bytes.len() as u64;
+    if !container.is_classic() {
+        tet_hdf5::check_not_truncated(&bytes, len, "netCDF-4")?;
+    }
     if container.is_classic() {
         let h =
             ClassicHeader::parse(&bytes, len).map_err(|e| SourceError::Malformed(e.to_string()))?;

@@ -106,6 +106,38 @@ fn classic_truncations_are_refused_through_the_file_path() {
     }
 }
 
+/// A cut netCDF-4 file is refused as truncated (by the superblock's end-of-file address) before
+/// netCDF-C sees it, which would only say "HDF error"; through the path and from memory.
+#[test]
+fn netcdf4_truncations_are_refused_as_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for f in corpus_files() {
+        let bytes = std::fs::read(&f).unwrap();
+        if Container::sniff(&bytes) != Some(Container::Hdf5) {
+            continue;
+        }
+        for len in [8, 9, 30, 64, 512, bytes.len() / 2, bytes.len() - 1] {
+            let p = dir.path().join("cut.nc");
+            std::fs::write(&p, &bytes[..len]).unwrap();
+            for e in [
+                open_path(&p, &OpenOptions::default()).unwrap_err(),
+                open_bytes(bytes[..len].to_vec(), &OpenOptions::default()).unwrap_err(),
+            ] {
+                assert!(
+                    e.to_string().contains("truncated netCDF-4 file"),
+                    "{} cut to {len}: {e}",
+                    f.display()
+                );
+            }
+            checked += 1;
+        }
+        // The whole file still opens.
+        open_path(&f, &OpenOptions::default()).unwrap();
+    }
+    assert!(checked >= 14, "{checked}");
+}
+
 /// `n` mutants of `bytes`: 1–4 random bit flips each, within the first `span` bytes.
 fn mutants(bytes: &[u8], span: usize, n: usize, rng: &mut Rng) -> Vec<Vec<u8>> {
     (0..n)

@@ -704,6 +704,10 @@ fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource
     Ok(b.finish(bytes))
 }
 
+/// Deflate's largest expansion: at best a 1-bit length code (258 bytes) and a 1-bit distance
+/// code, 2 bits per 258 output bytes, so 1032 output bytes per input byte.
+const DEFLATE_MAX_RATIO: u64 = 1032;
+
 fn zip_err(e: zip::result::ZipError) -> SourceError {
     SourceError::malformed(format!("not a valid .npz (zip) archive: {e}"))
 }
@@ -775,6 +779,19 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                         .and_then(|h| b.add_array(&name, &h, &from))
                 }
                 zip::CompressionMethod::Deflated => {
+                    // The uncompressed size is only a claim until the member is inflated (at
+                    // conversion time, after the output's chunk index has been laid out for
+                    // it). Deflate cannot expand more than DEFLATE_MAX_RATIO, and the
+                    // compressed bytes lie inside the archive: a larger claim is a lie.
+                    let most = csize
+                        .min(bytes.len() as u64)
+                        .saturating_mul(DEFLATE_MAX_RATIO);
+                    if size > most {
+                        return Err(SourceError::malformed(format!(
+                            "corrupt .npz: {what} claims {size} uncompressed bytes, more than \
+                             deflate can produce from its {csize} compressed bytes"
+                        )));
+                    }
                     let h = {
                         let f = archive.by_index(index).map_err(zip_err)?;
                         read_header_from(f, &member)

@@ -180,6 +180,26 @@ fn hostile_headers() {
         try_open(false, &b, false),
         Err(SourceError::Unsupported(_))
     ));
+    // A deflated member whose zip headers claim 4 GiB uncompressed (and whose .npy header claims
+    // as much) but which holds a few compressed bytes: refused when opened, before a converter
+    // lays out an output for 4 GiB (found by tests/bad_inputs.rs of the root crate).
+    let claim = npy_bytes(1, "'<f8'", false, &[536_870_000], &[]);
+    let mut z = npz_bytes(&[("a.npy", &claim, true)]);
+    let central = z.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+    z[22..26].copy_from_slice(&0xFFFF_FFFEu32.to_le_bytes()); // local header
+    z[central + 24..central + 28].copy_from_slice(&0xFFFF_FFFEu32.to_le_bytes());
+    let e = try_open(true, &z, false).unwrap_err().to_string();
+    assert!(
+        e.contains("claims 4294967294 uncompressed bytes, more than deflate can produce"),
+        "{e}"
+    );
+    // An honest member at a high ratio still opens.
+    let zeros = npy_bytes(1, "'<f8'", false, &[1 << 17], &vec![0; 1 << 20]);
+    let z = npz_bytes(&[("a.npy", &zeros, true)]);
+    assert!(z.len() < 4096, "{} bytes", z.len());
+    let src = try_open(true, &z, false).unwrap();
+    exercise(&src);
+
     // A deflated member whose data is cut short, but whose header is complete.
     let full = npy_bytes(1, "'<f8'", false, &[100], &[7; 800]);
     let z = npz_bytes(&[("a.npy", &full[..full.len() - 1], true)]);
