@@ -38,6 +38,10 @@ pub const ZSTD_MIN_SAVING_DIVISOR: usize = 32;
 /// Default zstd level.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
+/// The largest chunk the pipeline holds in memory (raw bytes). A plan over it (one enormous
+/// source chunk, or `--chunk` asking for it) is refused up front instead of failing to allocate.
+pub const MAX_CHUNK_BYTES: u64 = 2 << 30;
+
 /// `--codec`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodecChoice {
@@ -526,6 +530,21 @@ fn plan_all(
         .map_err(ConvertError::Refused)?;
         let grid = Grid::new(&var.shape, &chunk_shape)
             .map_err(|e| refused(format!("dataset '{}': {e}", var.name)))?;
+        let chunk_bytes = chunk_shape
+            .iter()
+            .zip(&var.shape)
+            .try_fold(dtype.size() as u64, |acc, (&c, &n)| {
+                acc.checked_mul(c.min(n.max(1)))
+            });
+        if chunk_bytes.is_none_or(|b| b > MAX_CHUNK_BYTES) {
+            return Err(refused(format!(
+                "dataset '{}': a chunk of {chunk_shape:?} {} elements is more than the {} GiB one \
+                 chunk may take in memory (choose smaller chunks with --chunk or --chunk-bytes)",
+                var.name,
+                dtype.name(),
+                MAX_CHUNK_BYTES >> 30
+            )));
+        }
         let (codec, level) = match opts.codec {
             CodecChoice::Raw => (Codec::Raw, 0),
             CodecChoice::Zstd(l) => (Codec::Zstd, l),

@@ -23,6 +23,10 @@ use std::collections::BTreeMap;
 /// Default target of raw bytes per chunk: 4 MiB.
 pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
+/// A preferred chunk shape larger than this is re-planned: the pipeline holds several chunks per
+/// worker in memory, and a `.tet` input's directory can claim any chunk shape.
+pub const MAX_PREFERRED_CHUNK_BYTES: u64 = 64 << 20;
+
 /// User settings that shape chunks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PlanOptions {
@@ -136,7 +140,12 @@ pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, Strin
         return Ok(c.clone());
     }
     if let Some(c) = input.preferred_chunks {
-        let fits = c.len() == rank && c.iter().all(|&n| n > 0);
+        let bytes = c
+            .iter()
+            .try_fold(input.elem_size, |acc, &n| acc.checked_mul(n));
+        let fits = c.len() == rank
+            && c.iter().all(|&n| n > 0)
+            && bytes.is_some_and(|b| b <= MAX_PREFERRED_CHUNK_BYTES);
         if fits && !opts.applies_to(input.name, input.dims) {
             return Ok(c.to_vec());
         }
@@ -294,15 +303,18 @@ mod tests {
             ..PlanOptions::default()
         };
         assert_eq!(plan(&input, &o).unwrap(), vec![1, 100]);
-        // A preferred shape of the wrong rank or with a zero is ignored.
-        let bad = PlanInput {
-            preferred_chunks: Some(&[0, 7]),
-            ..input
-        };
-        assert_eq!(
-            plan(&bad, &PlanOptions::default()).unwrap(),
-            vec![100, 1000]
-        );
+        // A preferred shape of the wrong rank, with a zero or over 64 MiB is ignored.
+        for bad in [&[0u64, 7][..], &[3], &[1 << 25, 1]] {
+            let bad = PlanInput {
+                preferred_chunks: Some(bad),
+                shape: &[1 << 30, 1000],
+                ..input
+            };
+            assert_eq!(
+                plan(&bad, &PlanOptions::default()).unwrap(),
+                vec![1048, 1000]
+            );
+        }
     }
 
     fn arb_case() -> impl Strategy<Value = (Vec<u64>, u64, Option<Vec<u64>>, u64)> {

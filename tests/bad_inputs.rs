@@ -68,7 +68,23 @@ fn corpus_inputs() -> Vec<(PathBuf, Value)> {
         ));
     }
     assert!(out.len() >= 30, "corpus not found: {} inputs", out.len());
+    // `.tet` inputs (re-chunk, re-compress): the reference implementation's files and our golden
+    // file, with no sidecar (none is an expected refusal; plan.tet's corrupt footer is refused).
+    out.extend(tet_inputs().into_iter().map(|p| (p, Value::Null)));
     out
+}
+
+/// The `.tet` files every sweep also feeds to `tet-convert`.
+fn tet_inputs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(common::shared().join("interop/reference-tet"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tet"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5, "reference .tet files not found");
+    v.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden/small.tet"));
+    v
 }
 
 /// Runs `c` under the memory cap and the time limit. `Err` describes a hang.
@@ -964,5 +980,28 @@ fn tet_chunks_claiming_terabytes_are_refused_by_verify_and_described_by_info() {
         eprintln!(
             "info --json --chunks {name}: exit 0, raw_bytes {len} shown under the memory cap"
         );
+
+        // As a conversion input: a clean refusal naming the file, no output.
+        let out = dir.path().join(format!("{name}.converted.tet"));
+        let o = run_capped(&mut tet_convert(&path, &out)).unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {o:?}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.contains(name), "{name}: {err}");
+        assert!(!out.exists(), "{name}: output left behind");
+        eprintln!("tet-convert {name}: exit 1: {}", err.trim());
     }
+    // A plan asking for a chunk past what the pipeline holds in memory is refused before any
+    // work, not by an allocation failure.
+    let path = dir.path().join("terabyte.tet");
+    let out = dir.path().join("huge_chunks.tet");
+    let o = run_capped(tet_convert(&path, &out).args(["--chunk", "x:3000000000"])).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("more than the 2 GiB one chunk may take"),
+        "{err}"
+    );
+    assert!(!out.exists());
 }

@@ -36,7 +36,7 @@ const FOLDERS: &[&str] = &[
 
 /// The importer ids (`tet-convert --json` `format`) this build must cover.
 fn importer_ids() -> BTreeSet<&'static str> {
-    let mut ids: BTreeSet<&str> = ["npy", "npz", "tea", "tgm", "zarr"].into();
+    let mut ids: BTreeSet<&str> = ["npy", "npz", "tea", "tgm", "zarr", "tet"].into();
     if cfg!(feature = "netcdf") {
         ids.insert("nc");
     }
@@ -59,6 +59,13 @@ fn inputs() -> Vec<PathBuf> {
         .map(|f| corpus().join(f["file"].as_str().unwrap()))
         .collect();
     assert!(out.len() >= 25, "corpus not found: {} inputs", out.len());
+    // `.tet` inputs (re-chunk, re-compress): the reference implementation's files with a
+    // readable footer.
+    let mut out = out;
+    let reference = common::shared().join("interop/reference-tet");
+    for name in ["sample.tet", "converted_small_cf.tet", "multichunk_f16.tet"] {
+        out.push(reference.join(name));
+    }
     out
 }
 
