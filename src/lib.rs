@@ -5,6 +5,7 @@
 //! - [`pipeline`]: parallel read → compress → ordered write;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
+//! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`cli`]: the `tet` and `tet-convert` command lines.
 //!
 //! Importers live in their own crates under `converters/` and implement the `tet-source` API.
@@ -14,6 +15,7 @@
 
 pub mod batch;
 pub mod cli;
+pub mod export;
 pub mod format;
 pub mod meta;
 pub mod pipeline;

@@ -1,0 +1,275 @@
+//! Zarr v3 export: a directory store with one group per `/` level, one array per planned array.
+//!
+//! Each array's chunk grid is the `.tet` chunk shape, its chunk keys the default encoding
+//! (`c/i/j/…`, `c` for a 0-d array), its codecs `bytes` (little-endian) then `zstd` (or `bytes`
+//! alone with `--compress none`). When a `.tet` chunk is already a zstd frame of exactly the
+//! bytes Zarr stores (a full, interior chunk whose values need no restoring), the frame is copied
+//! verbatim: Zarr's zstd codec stores one standard frame per chunk, and any level decodes the
+//! same way. Edge chunks are padded to the full chunk shape with the fill value (0) and
+//! re-encoded, as Zarr chunks always have the full shape. Attributes are JSON (typed values
+//! become numbers, lists or strings; non-finite floats the strings `NaN`, `Infinity`,
+//! `-Infinity`, as in Zarr fill values), `dimension_names` come from the `.tet` dims, global
+//! attributes go to the root group (a global attribute named `group/name`, as the NetCDF importer
+//! records group attributes, to that group). Metadata JSON has sorted keys, so the same `.tet`
+//! file always gives the same bytes. String variables have no Zarr v3 core type and are left out
+//! (with a warning).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+use tet_source::{AttrValue, Attrs};
+
+use super::{
+    commit, for_each_run, grid_coords, io_err, parent_dir, split_group, ChunkSource, Compression,
+    Elem, ExportError, Plan, Restore, Result,
+};
+use crate::format::footer::canonical;
+use crate::format::{Codec, TetFile};
+
+fn data_type(e: Elem) -> &'static str {
+    match e {
+        Elem::Bool => "bool",
+        Elem::I8 => "int8",
+        Elem::U8 => "uint8",
+        Elem::I16 => "int16",
+        Elem::U16 => "uint16",
+        Elem::I32 => "int32",
+        Elem::U32 => "uint32",
+        Elem::I64 => "int64",
+        Elem::U64 => "uint64",
+        Elem::F16 => "float16",
+        Elem::F32 => "float32",
+        Elem::F64 => "float64",
+        Elem::C64 => "complex64",
+        Elem::C128 => "complex128",
+    }
+}
+
+fn fill_value(e: Elem) -> Value {
+    match e {
+        Elem::Bool => json!(false),
+        Elem::F16 | Elem::F32 | Elem::F64 => json!(0.0),
+        Elem::C64 | Elem::C128 => json!([0.0, 0.0]),
+        _ => json!(0),
+    }
+}
+
+fn float(v: f64) -> Value {
+    if v.is_nan() {
+        json!("NaN")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// A typed attribute as a JSON value: one number as a number, several as a list.
+pub(crate) fn attr_json(v: &AttrValue) -> Value {
+    fn one_or_list(mut xs: Vec<Value>) -> Value {
+        if xs.len() == 1 {
+            xs.remove(0)
+        } else {
+            Value::Array(xs)
+        }
+    }
+    fn ints<T: Copy + Into<Value>>(xs: &[T]) -> Value {
+        one_or_list(xs.iter().map(|&x| x.into()).collect())
+    }
+    match v {
+        AttrValue::Text(s) => json!(s),
+        AttrValue::TextList(l) => json!(l),
+        AttrValue::I8(x) => ints(x),
+        AttrValue::U8(x) => ints(x),
+        AttrValue::I16(x) => ints(x),
+        AttrValue::U16(x) => ints(x),
+        AttrValue::I32(x) => ints(x),
+        AttrValue::U32(x) => ints(x),
+        AttrValue::I64(x) => ints(x),
+        AttrValue::U64(x) => ints(x),
+        // f32 through its shortest decimal form, so 0.1f32 shows as 0.1.
+        AttrValue::F32(x) => one_or_list(
+            x.iter()
+                .map(|&v| float(v.to_string().parse::<f64>().unwrap_or(v as f64)))
+                .collect(),
+        ),
+        AttrValue::F64(x) => one_or_list(x.iter().map(|&v| float(v)).collect()),
+    }
+}
+
+fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
+    attrs
+        .iter()
+        .map(|(k, v)| (k.clone(), attr_json(v)))
+        .collect()
+}
+
+fn write_json(path: &Path, v: &Value) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(&canonical(v))
+        .map_err(|e| ExportError::Target(format!("{}: {e}", path.display())))?;
+    text.push('\n');
+    std::fs::write(path, text).map_err(io_err(path))
+}
+
+/// Writes the plan as a Zarr v3 store at `output`; returns the number of chunks whose zstd
+/// frames were reused.
+pub(crate) fn write(
+    tet: &TetFile,
+    plan: &Plan,
+    output: &Path,
+    compression: Compression,
+) -> Result<u64> {
+    let level = match compression {
+        Compression::Default => Some(3),
+        Compression::Zstd(l) => Some(l),
+        Compression::None => None,
+        Compression::Zlib(_) => {
+            return Err(ExportError::Invalid(
+                "Zarr export compresses with zstd or none (--compress zstd[:L] | none)".into(),
+            ))
+        }
+    };
+    let parent = parent_dir(output);
+    let tmp = tempfile::Builder::new()
+        .prefix(".tet-export-")
+        .tempdir_in(&parent)
+        .map_err(io_err(&parent))?;
+    let root = tmp.path().join("out.zarr");
+    std::fs::create_dir(&root).map_err(io_err(&root))?;
+
+    // Groups: every prefix of an array name; their attributes from `group/name` globals.
+    let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    groups.insert(String::new(), Map::new());
+    for a in &plan.arrays {
+        let mut g = split_group(&a.name).0;
+        while !g.is_empty() {
+            groups.entry(g.to_string()).or_default();
+            g = split_group(g).0;
+        }
+    }
+    let array_names: BTreeSet<&str> = plan.arrays.iter().map(|a| a.name.as_str()).collect();
+    for (k, v) in &plan.global_attrs {
+        let (g, short) = split_group(k);
+        let into = if !g.is_empty() && groups.contains_key(g) {
+            (g.to_string(), short.to_string())
+        } else {
+            (String::new(), k.clone())
+        };
+        if let Some(m) = groups.get_mut(&into.0) {
+            m.insert(into.1, attr_json(v));
+        }
+    }
+    for (g, attrs) in &groups {
+        if array_names.contains(g.as_str()) {
+            return Err(ExportError::Invalid(format!(
+                "`{g}` is both an array and a group"
+            )));
+        }
+        let dir = root.join(g);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        write_json(
+            &dir.join("zarr.json"),
+            &json!({"zarr_format": 3, "node_type": "group", "attributes": attrs}),
+        )?;
+    }
+    let mut src = ChunkSource::new(tet);
+    let mut reused = 0;
+    let mut padded = Vec::new();
+    let mut zctx = zstd::bulk::Compressor::new(level.unwrap_or(3))
+        .map_err(|e| ExportError::Target(format!("zstd: {e}")))?;
+    for a in &plan.arrays {
+        let dir = root.join(&a.name);
+        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let scalar = a.shape.is_empty();
+        let chunk_shape: Vec<u64> = if scalar {
+            Vec::new()
+        } else {
+            a.chunk_shape.clone()
+        };
+        let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
+        if let Some(l) = level {
+            codecs.push(json!({"name": "zstd", "configuration": {"level": l, "checksum": false}}));
+        }
+        let mut meta = json!({
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": a.shape,
+            "data_type": data_type(a.elem),
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": fill_value(a.elem),
+            "codecs": codecs,
+            "attributes": attrs_json(&a.attrs),
+        });
+        if let Some(d) = &a.dims {
+            meta["dimension_names"] = json!(d);
+        }
+        write_json(&dir.join("zarr.json"), &meta)?;
+        let full = a.chunk_bytes()?;
+        for coords in grid_coords(tet, a.ds) {
+            let key = if scalar {
+                dir.join("c")
+            } else {
+                let mut p = dir.join("c");
+                for c in &coords {
+                    p.push(c.to_string());
+                }
+                p
+            };
+            if let Some(parent) = key.parent() {
+                std::fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
+            // Reuse the stored frame when it holds exactly this chunk's Zarr bytes.
+            let (_, count) = tet.datasets[a.ds].grid.chunk_region(&coords);
+            let interior = count == a.chunk_shape;
+            if level.is_some() && interior && a.restore == Restore::Same {
+                if let Some(e) = tet.find_chunk(a.ds, &coords) {
+                    if e.codec() == Some(Codec::Zstd) && e.raw_byte_len == full as u64 {
+                        let frame = tet.stored_bytes(e)?;
+                        // Only a frame that declares its size: that is what the format requires
+                        // and what every Zarr reader can decode in one call.
+                        if matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == full as u64)
+                        {
+                            std::fs::write(&key, frame).map_err(io_err(&key))?;
+                            reused += 1;
+                            continue;
+                        }
+                    }
+                }
+            }
+            let c = src.chunk(a, &coords)?;
+            let bytes: &[u8] = if interior {
+                c.bytes
+            } else {
+                padded.clear();
+                padded.resize(full, 0);
+                let block = c.bytes;
+                for_each_run(
+                    &a.chunk_shape,
+                    &vec![0; c.count.len()],
+                    &c.count,
+                    a.elem.size(),
+                    |dst, s, len| {
+                        let (d, s, l) = (dst as usize, s as usize, len as usize);
+                        padded[d..d + l].copy_from_slice(&block[s..s + l]);
+                        Ok(())
+                    },
+                )?;
+                &padded
+            };
+            if level.is_some() {
+                let z = zctx
+                    .compress(bytes)
+                    .map_err(|e| ExportError::Target(format!("zstd: {e}")))?;
+                std::fs::write(&key, z).map_err(io_err(&key))?;
+            } else {
+                std::fs::write(&key, bytes).map_err(io_err(&key))?;
+            }
+        }
+    }
+    commit(&root, output)?;
+    Ok(reused)
+}

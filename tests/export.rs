@@ -1,0 +1,462 @@
+//! Round trips over the public corpus: source → `.tet` → `tet export` to NetCDF-4, Zarr v3, NPY
+//! and NPZ → read back by an independent reader (the importers, which open the exports through
+//! netCDF-C, zarrs and the NPY/ZIP parsers, and the engine that widens i8/bool exactly as for any
+//! input) → compared with the source's `.expect.json` sidecar: values (sha256 of the stored
+//! bytes), element type, shape and, where the target has them, dimension names, attributes,
+//! coordinate roles and global attributes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::sidecar::{check_attrs, expected_datasets, inputs, sha256};
+use serde_json::Value;
+use tet::export::{export, Compression, ExportOptions, Target};
+use tet::format::{DType, DatasetMeta, TetFile};
+use tet::pipeline::{convert, ConvertOptions};
+use tet_source::AttrValue;
+
+/// What a reader found for one array.
+struct Found {
+    dtype: DType,
+    shape: Vec<u64>,
+    sha: String,
+    meta: DatasetMeta,
+}
+
+struct ReadBack {
+    arrays: BTreeMap<String, Found>,
+    global_attrs: Vec<(String, AttrValue)>,
+}
+
+fn opts() -> ConvertOptions {
+    ConvertOptions {
+        jobs: 1,
+        ..ConvertOptions::default()
+    }
+}
+
+/// Converts `input` to `.tet` and reads every dataset of the result (f16 widened to f32 when
+/// `f16_as_f32`, to compare with a NetCDF export).
+fn read_via_tet(input: &Path, scratch: &Path, into: &mut ReadBack) {
+    let out = scratch.join(format!(
+        "{}.back.tet",
+        input.file_name().unwrap().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&out);
+    convert(input, &out, &opts()).unwrap_or_else(|e| panic!("re-import {}: {e}", input.display()));
+    let f = TetFile::open(&out).unwrap();
+    let footer = f.footer().unwrap().cloned().unwrap_or_default();
+    for (id, d) in f.datasets.iter().enumerate() {
+        into.arrays.insert(
+            d.name.clone(),
+            Found {
+                dtype: d.dtype,
+                shape: d.shape.clone(),
+                sha: sha256(&f.read_dataset(id).unwrap()),
+                meta: footer.datasets.get(&d.name).cloned().unwrap_or_default(),
+            },
+        );
+    }
+    into.global_attrs.extend(footer.global_attrs.clone());
+    std::fs::remove_file(&out).unwrap();
+}
+
+fn read_back(target: Target, out: &Path, scratch: &Path) -> ReadBack {
+    let mut rb = ReadBack {
+        arrays: BTreeMap::new(),
+        global_attrs: Vec::new(),
+    };
+    if target == Target::Npy && out.is_dir() {
+        for name in common::only_files(out) {
+            read_via_tet(&out.join(name), scratch, &mut rb);
+        }
+    } else {
+        read_via_tet(out, scratch, &mut rb);
+    }
+    rb
+}
+
+/// f16 bytes as the f32 bytes a NetCDF export holds.
+fn f16_bytes_as_f32(b: &[u8]) -> Vec<u8> {
+    b.chunks_exact(2)
+        .flat_map(|c| tet::export::f16_to_f32(u16::from_le_bytes([c[0], c[1]])).to_le_bytes())
+        .collect()
+}
+
+fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Value) {
+    let ctx = format!(
+        "{} → {}",
+        input.file_name().unwrap().to_string_lossy(),
+        target.name()
+    );
+    let src = TetFile::open(tet).unwrap();
+    let src_footer = src.footer().unwrap().cloned().unwrap_or_default();
+    let want = expected_datasets(expect);
+    let with_meta = matches!(target, Target::NetCdf | Target::Zarr);
+    for (name, dtype, shape, sha, array) in &want {
+        let flat = name.replace('/', "__");
+        let got = back
+            .arrays
+            .get(name)
+            .or_else(|| back.arrays.get(&flat))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{ctx}: `{name}` missing; have {:?}",
+                    back.arrays.keys().collect::<Vec<_>>()
+                )
+            });
+        assert_eq!(&got.shape, shape, "{ctx}/{name}: shape");
+        if target == Target::NetCdf && dtype == "f16" {
+            // netCDF has no f16: exported as the same values in f32.
+            assert_eq!(got.dtype, DType::F32, "{ctx}/{name}: dtype");
+            let id = src.dataset_id(name).unwrap();
+            let widened = f16_bytes_as_f32(&src.read_dataset(id).unwrap());
+            assert_eq!(got.sha, sha256(&widened), "{ctx}/{name}: values");
+            continue;
+        }
+        assert_eq!(got.dtype.name(), dtype, "{ctx}/{name}: dtype");
+        assert_eq!(&got.sha, sha, "{ctx}/{name}: values");
+        if !with_meta {
+            continue;
+        }
+        let src_meta = src_footer.datasets.get(name).cloned().unwrap_or_default();
+        // Coordinate variables stay coordinates.
+        assert_eq!(
+            src_meta.extra.get("role"),
+            got.meta.extra.get("role"),
+            "{ctx}/{name}: role"
+        );
+        if array.is_null() {
+            continue;
+        }
+        if let Some(dims) = array["dims"].as_array().filter(|d| !d.is_empty()) {
+            let dims: Vec<String> = dims
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(got.meta.dim_names, Some(dims), "{ctx}/{name}: dims");
+        }
+        if let Some(attrs) = array.get("attributes") {
+            check_attrs(&format!("{ctx}/{name}"), attrs, &got.meta.attrs);
+        }
+        if target == Target::NetCdf {
+            // Attributes keep their exact types.
+            for (k, v) in &src_meta.attrs {
+                let g = got.meta.attrs.iter().find(|(n, _)| n == k);
+                assert_eq!(
+                    g.map(|(_, v)| format!("{v:?}")),
+                    Some(format!("{v:?}")),
+                    "{ctx}/{name}: attribute `{k}`"
+                );
+            }
+        }
+    }
+    assert_eq!(back.arrays.len(), want.len(), "{ctx}: array count");
+    if with_meta {
+        let mut globals = expect["global_attributes"].clone();
+        if target == Target::NetCdf {
+            // `history` gains the `.tet` history rows: the original text comes first.
+            if let Some(old) = globals.as_object_mut().and_then(|g| g.remove("history")) {
+                let new = back.global_attrs.iter().find(|(k, _)| k == "history");
+                let Some((_, AttrValue::Text(new))) = new else {
+                    panic!("{ctx}: history lost")
+                };
+                assert!(
+                    new.starts_with(old.as_str().unwrap_or("")),
+                    "{ctx}: history {new:?}"
+                );
+            }
+            let new = back.global_attrs.iter().find(|(k, _)| k == "history");
+            assert!(
+                matches!(new, Some((_, AttrValue::Text(t))) if t.contains("tet convert")),
+                "{ctx}: no .tet history in {new:?}"
+            );
+        }
+        check_attrs(&ctx, &globals, &back.global_attrs);
+    }
+}
+
+fn round_trip(target: Target, ext: &str, compression: Compression) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut done = 0;
+    for (input, expect) in inputs() {
+        if expect["expect_error"].is_string() {
+            continue;
+        }
+        let stem = input.file_name().unwrap().to_string_lossy().to_string();
+        let tet = dir.path().join(format!("{stem}.tet"));
+        convert(&input, &tet, &opts()).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+        let out = dir.path().join(format!("{stem}.{ext}"));
+        export(
+            &tet,
+            &out,
+            &ExportOptions {
+                target: Some(target),
+                compression,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("export {stem} to {}: {e}", target.name()));
+        let back = read_back(target, &out, dir.path());
+        check(target, &input, &tet, &back, &expect);
+        done += 1;
+    }
+    assert!(done >= 30, "only {done} corpus files");
+    // Nothing left behind but the outputs.
+    for name in common::only_files(dir.path()) {
+        assert!(!name.starts_with('.'), "temporary {name} left behind");
+    }
+}
+
+#[test]
+fn corpus_round_trips_through_npy() {
+    round_trip(Target::Npy, "npy.d", Compression::Default);
+}
+
+#[test]
+fn corpus_round_trips_through_npz() {
+    round_trip(Target::Npz, "npz", Compression::Zlib(6));
+}
+
+#[test]
+fn corpus_round_trips_through_zarr() {
+    round_trip(Target::Zarr, "zarr", Compression::Default);
+}
+
+#[cfg(feature = "netcdf")]
+#[test]
+fn corpus_round_trips_through_netcdf() {
+    round_trip(Target::NetCdf, "nc", Compression::Default);
+}
+
+/// A `.tet` file of one f32 dataset `[rows, cols]` with chunks `[crows, cols]`, zstd.
+fn make_tet(dir: &Path, rows: u64, cols: u64, crows: u64) -> (PathBuf, Vec<u8>) {
+    let data: Vec<u8> = (0..rows * cols)
+        .flat_map(|i| ((i % 1000) as f32 * 0.5).to_le_bytes())
+        .collect();
+    let npy = dir.join("m.npy");
+    let mut bytes = tet::export::npy_header(tet::export::Elem::F32, &[rows, cols]);
+    bytes.extend(&data);
+    std::fs::write(&npy, bytes).unwrap();
+    let tet = dir.join("m.tet");
+    let mut o = opts();
+    o.codec = "zstd:1".parse().unwrap();
+    o.plan.target_bytes = crows * cols * 4;
+    convert(&npy, &tet, &o).unwrap();
+    let f = TetFile::open(&tet).unwrap();
+    assert_eq!(f.datasets[0].chunk_shape, vec![crows, cols]);
+    (tet, data)
+}
+
+#[test]
+fn zarr_reuses_zstd_frames_of_full_chunks_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tet, data) = make_tet(dir.path(), 100, 64, 16);
+    let out = dir.path().join("m.zarr");
+    let r = export(&tet, &out, &ExportOptions::default()).unwrap();
+    // 6 full chunks of 16 rows, one edge chunk of 4 rows (re-encoded, padded).
+    assert_eq!(r.reused_chunks, 6);
+    let mut back = read_back(Target::Zarr, &out, dir.path());
+    let m = back.arrays.remove("m").unwrap();
+    assert_eq!(m.shape, vec![100, 64]);
+    assert_eq!(m.sha, sha256(&data));
+    // The frame is the .tet payload, byte for byte.
+    let f = TetFile::open(&tet).unwrap();
+    let e = f.find_chunk(0, &[1, 0]).unwrap();
+    assert_eq!(
+        std::fs::read(out.join("m/c/1/0")).unwrap(),
+        f.stored_bytes(e).unwrap()
+    );
+}
+
+#[test]
+fn outputs_are_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/arrays_savez.npz");
+    let tet = dir.path().join("a.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    for (t, ext) in [
+        (Target::Npz, "npz"),
+        (Target::Zarr, "zarr"),
+        (Target::Npy, "d"),
+    ] {
+        let a = dir.path().join(format!("a.{ext}"));
+        let b = dir.path().join(format!("b.{ext}"));
+        for o in [&a, &b] {
+            let opts = ExportOptions {
+                target: Some(t),
+                ..Default::default()
+            };
+            export(&tet, o, &opts).unwrap();
+        }
+        assert_eq!(tree(&a), tree(&b), "{}", t.name());
+    }
+}
+
+/// Relative path → bytes of every file below `p` (or `p` itself).
+fn tree(p: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, p: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(root, &e.unwrap().path(), out);
+            }
+        } else {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            out.insert(rel, std::fs::read(p).unwrap());
+        }
+    }
+    walk(p, p, &mut out);
+    out
+}
+
+#[test]
+fn selection_groups_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/zarr/climate.zarr");
+    let tet = dir.path().join("c.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    // A group and a dataset by name; `/` becomes `__` in NPY names.
+    let out = dir.path().join("sel");
+    let o = ExportOptions {
+        target: Some(Target::Npy),
+        datasets: vec!["station".into(), "lat".into()],
+        ..Default::default()
+    };
+    export(&tet, &out, &o).unwrap();
+    assert_eq!(common::only_files(&out), ["lat.npy", "station__counts.npy"]);
+    // Unknown dataset, existing output, output = input, unknown extension: one-line errors,
+    // nothing written.
+    let e = export(
+        &tet,
+        &dir.path().join("x.zarr"),
+        &ExportOptions {
+            datasets: vec!["nope".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nope") && !e.contains('\n'), "{e}");
+    assert!(!dir.path().join("x.zarr").exists());
+    let e = export(&tet, &out, &o).unwrap_err().to_string();
+    assert!(e.contains("exists"), "{e}");
+    let e = export(&tet, &tet, &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("input") || e.contains("extension"), "{e}");
+    let e = export(&tet, &dir.path().join("x.bin"), &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--to"), "{e}");
+    // --force replaces a directory output.
+    let o2 = ExportOptions {
+        force: true,
+        datasets: vec!["lat".into()],
+        ..o
+    };
+    export(&tet, &out, &o2).unwrap();
+    assert_eq!(common::only_files(&out), ["lat.npy"]);
+    let names: Vec<String> = common::only_files(dir.path());
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn narrowing_refuses_values_outside_the_recorded_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/dtype_i8.npy");
+    let tet = dir.path().join("i8.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    // Rewrite one stored i16 to 300 in place: the chunk is raw at this size.
+    let mut bytes = std::fs::read(&tet).unwrap();
+    let f = TetFile::open(&tet).unwrap();
+    let e = f.entries[0];
+    assert_eq!(e.codec_id, 0, "test needs a raw chunk");
+    let at = e.payload_offset as usize;
+    bytes[at..at + 2].copy_from_slice(&300i16.to_le_bytes());
+    std::fs::write(&tet, bytes).unwrap();
+    let out = dir.path().join("o.npy");
+    let err = export(&tet, &out, &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("300") && err.contains("i8"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(common::only_files(dir.path()), ["i8.tet"]);
+}
+
+#[test]
+fn single_npy_restores_i8_bool_complex_and_0d() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, descr, shape) in [
+        ("dtype_i8", "'|i1'", "(3, 4)"),
+        ("dtype_bool", "'|b1'", "(3, 4)"),
+        ("dtype_c64", "'<c8'", "(3, 4)"),
+        ("scalar_0d", "'<f8'", "()"),
+    ] {
+        let input = common::shared().join(format!("corpus/public/npy/{name}.npy"));
+        let tet = dir.path().join(format!("{name}.tet"));
+        convert(&input, &tet, &opts()).unwrap();
+        let out = dir.path().join(format!("{name}.npy"));
+        export(&tet, &out, &ExportOptions::default()).unwrap();
+        let got = std::fs::read(&out).unwrap();
+        let head = String::from_utf8_lossy(&got[10..got.len().min(128)]).into_owned();
+        assert!(
+            head.contains(descr) && head.contains(shape),
+            "{name}: {head}"
+        );
+        // Same values as the original file's data section.
+        let orig = std::fs::read(&input).unwrap();
+        let hlen = |b: &[u8]| 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!(&got[hlen(&got)..], &orig[hlen(&orig)..], "{name}: values");
+    }
+}
+
+#[cfg(feature = "netcdf")]
+#[test]
+fn netcdf_header_matches_the_original() {
+    // The exported file's dims, variables and attributes, read through netCDF-C by the NetCDF
+    // importer, equal the original's (`ncdump -h` shows the same), history aside.
+    use tet_source::{Importer, OpenOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let imp = tet_netcdf::NcImporter;
+    for (input, expect) in inputs() {
+        if !input.to_string_lossy().contains("/netcdf/") || expect["expect_error"].is_string() {
+            continue;
+        }
+        let stem = input.file_name().unwrap().to_string_lossy().to_string();
+        let tet = dir.path().join(format!("{stem}.tet"));
+        convert(&input, &tet, &opts()).unwrap();
+        let out = dir.path().join(format!("{stem}.out.nc"));
+        export(&tet, &out, &ExportOptions::default()).unwrap();
+        let a = imp.open(&input, &OpenOptions::default()).unwrap();
+        let b = imp.open(&out, &OpenOptions::default()).unwrap();
+        let vars = |s: &dyn tet_source::Source| {
+            s.variables()
+                .iter()
+                .map(|v| {
+                    let mut attrs = v.attrs.clone();
+                    attrs.sort_by(|x, y| x.0.cmp(&y.0));
+                    format!(
+                        "{} {:?} {:?} {:?} {:?} {attrs:?}",
+                        v.name, v.dtype, v.shape, v.dims, v.role
+                    )
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(vars(a.as_ref()), vars(b.as_ref()), "{stem}: variables");
+        let globals = |s: &dyn tet_source::Source| {
+            s.global_attrs()
+                .iter()
+                .filter(|(k, _)| k != "history")
+                .map(|(k, v)| format!("{k} {v:?}"))
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            globals(a.as_ref()),
+            globals(b.as_ref()),
+            "{stem}: global attributes"
+        );
+    }
+}
