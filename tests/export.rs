@@ -438,14 +438,31 @@ fn netcdf_header_matches_the_original() {
                 .map(|v| {
                     let mut attrs = v.attrs.clone();
                     attrs.sort_by(|x, y| x.0.cmp(&y.0));
+                    let unlimited: Vec<_> = v
+                        .facts
+                        .iter()
+                        .filter(|(k, _)| k == "unlimited_dims")
+                        .collect();
                     format!(
-                        "{} {:?} {:?} {:?} {:?} {attrs:?}",
+                        "{} {:?} {:?} {:?} {:?} {attrs:?} {unlimited:?}",
                         v.name, v.dtype, v.shape, v.dims, v.role
                     )
                 })
                 .collect::<std::collections::BTreeSet<_>>()
         };
         assert_eq!(vars(a.as_ref()), vars(b.as_ref()), "{stem}: variables");
+        // String variables: same names, shapes, dims, values and attributes.
+        let texts = |s: &dyn tet_source::Source| {
+            s.text_variables()
+                .iter()
+                .map(|t| format!("{t:?}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            texts(a.as_ref()),
+            texts(b.as_ref()),
+            "{stem}: string variables"
+        );
         let globals = |s: &dyn tet_source::Source| {
             s.global_attrs()
                 .iter()

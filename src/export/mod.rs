@@ -270,6 +270,8 @@ pub struct Array {
     pub attrs: Attrs,
     /// A coordinate variable.
     pub coordinate: bool,
+    /// Dimensions the source had as unlimited (NetCDF fact `unlimited_dims`).
+    pub unlimited_dims: Vec<String>,
 }
 
 impl Array {
@@ -316,11 +318,9 @@ fn text_of<'a>(list: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
     })
 }
 
-/// A fact of a dataset: from `tet_ext.source_facts` or (as the NPY and Tensogram importers
-/// record complex parts) from its attributes.
-fn fact(meta: &crate::format::DatasetMeta, key: &str) -> Option<String> {
-    let facts: Attrs = meta
-        .extra
+/// The typed `tet_ext.source_facts` of a dataset.
+fn facts(meta: &crate::format::DatasetMeta) -> Attrs {
+    meta.extra
         .get("source_facts")
         .and_then(Value::as_array)
         .map(|a| {
@@ -331,8 +331,13 @@ fn fact(meta: &crate::format::DatasetMeta, key: &str) -> Option<String> {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    text_of(&facts, key)
+        .unwrap_or_default()
+}
+
+/// A fact of a dataset: from `tet_ext.source_facts` or (as the NPY and Tensogram importers
+/// record complex parts) from its attributes.
+fn fact(meta: &crate::format::DatasetMeta, key: &str) -> Option<String> {
+    text_of(&facts(meta), key)
         .or_else(|| text_of(&meta.attrs, key))
         .map(str::to_string)
 }
@@ -435,6 +440,14 @@ impl Plan {
                 .clone()
                 .filter(|n| n.len() == shape.len() && !n.is_empty());
             let coordinate = meta.extra.get("role").and_then(Value::as_str) == Some("coordinate");
+            let unlimited_dims = facts(meta)
+                .into_iter()
+                .find_map(|(k, v)| match v {
+                    AttrValue::TextList(l) if k == "unlimited_dims" => Some(l),
+                    AttrValue::Text(t) if k == "unlimited_dims" => Some(vec![t]),
+                    _ => None,
+                })
+                .unwrap_or_default();
             arrays.push(Array {
                 name,
                 ds: id,
@@ -447,6 +460,7 @@ impl Plan {
                 dims,
                 attrs,
                 coordinate,
+                unlimited_dims,
             });
         }
         if !select.is_empty() {
@@ -514,6 +528,8 @@ pub(crate) struct ChunkSource<'a> {
     raw: Vec<u8>,
     imag: Vec<u8>,
     out: Vec<u8>,
+    /// File ranges of the chunk delivered last, released at the next call.
+    done: Vec<(u64, u64)>,
 }
 
 /// One chunk: where it lies (in `.tet` coordinates) and its C-order bytes in the output type.
@@ -530,6 +546,7 @@ impl<'a> ChunkSource<'a> {
             raw: Vec::new(),
             imag: Vec::new(),
             out: Vec::new(),
+            done: Vec::new(),
         }
     }
 
@@ -540,6 +557,10 @@ impl<'a> ChunkSource<'a> {
     /// The chunk at grid coordinates `coords` of `a`.
     pub fn chunk(&mut self, a: &Array, coords: &[u64]) -> Result<Chunk<'_>> {
         let tet = self.tet;
+        // The previous chunk's bytes are no longer borrowed: unmap them (bounded RSS).
+        for (off, len) in self.done.drain(..) {
+            tet.release(off, len);
+        }
         let d = &tet.datasets[a.ds];
         let (start, count) = d.grid.chunk_region(coords);
         let e = tet.find_chunk(a.ds, coords).ok_or_else(|| {
@@ -557,6 +578,10 @@ impl<'a> ChunkSource<'a> {
         }
         let n = usize::try_from(want)
             .map_err(|_| ExportError::Invalid(format!("`{}`: chunk too large", d.name)))?;
+        self.done.push((e.payload_offset, e.stored_byte_len));
+        if let Some(ie) = a.imag.and_then(|i| tet.find_chunk(i, coords)) {
+            self.done.push((ie.payload_offset, ie.stored_byte_len));
+        }
         let at = |err: TetError| {
             ExportError::Data(format!("dataset `{}` chunk {coords:?}: {err}", d.name))
         };
@@ -821,7 +846,8 @@ pub(crate) fn commit(tmp: &Path, output: &Path) -> Result<()> {
 pub fn history_lines(rows: &[HistoryRow]) -> Vec<String> {
     rows.iter()
         .map(|r| {
-            let mut s = format!("{}: tet {} (source {})", r.at, r.op, r.source);
+            let at = crate::meta::unix_iso(&r.at).unwrap_or_else(|| r.at.clone());
+            let mut s = format!("{at}: tet {} (source {})", r.op, r.source);
             if !r.parents.is_empty() {
                 s.push_str(&format!(" parents={}", r.parents.join(",")));
             }

@@ -6,7 +6,8 @@
 //!   dimension lives in their own group; any other variable reuses a dimension of the same name
 //!   and length visible from its group (its own or an ancestor), else defines it in its own
 //!   group. A name already taken in that group with another length becomes `<name>_<length>`.
-//!   Arrays without dimension names get `<variable>_dim<k>`.
+//!   Arrays without dimension names get `<variable>_dim<k>`. A dimension the source had as
+//!   unlimited (NetCDF importer fact `unlimited_dims`) is unlimited again.
 //! - Element types: netCDF has no bool (kept as `ubyte` 0/1 with the attribute
 //!   `dtype = "bool"`, which xarray decodes to booleans), no f16 (exported as exact f32), no
 //!   complex (the `<x>/real` and `<x>/imag` variables stay, in group `<x>`). i8 goes back to
@@ -18,6 +19,8 @@
 //! - Storage: chunked along the `.tet` chunk shape; zlib (`deflate`, default level 4, with the
 //!   shuffle filter for multi-byte types), zstd (HDF5 filter 32015, only when this netCDF-C has
 //!   the zstd plugin: Debian's 4.9.0 does not) or none.
+//! - String variables (`tet_ext.text_variables`) become `string` variables (a `char` variable
+//!   comes back as `string`: the footer keeps its strings, not its string-length axis).
 //! - Data is written one `.tet` chunk at a time with `nc_put_vara` at the chunk's region.
 //!
 //! Every library call holds the process-wide netCDF/HDF5 lock ([`tet_netcdf::locked`]). The file
@@ -178,7 +181,14 @@ struct Dims {
 
 impl Dims {
     /// The dimension `name` of length `len` seen from `group`, defined there when needed.
-    fn get(&mut self, groups: &Groups, group: &str, name: &str, len: u64) -> Result<c_int> {
+    fn get(
+        &mut self,
+        groups: &Groups,
+        group: &str,
+        name: &str,
+        len: u64,
+        unlimited: bool,
+    ) -> Result<c_int> {
         // Visible from the group: the nearest definition of the name.
         let mut g = group;
         loop {
@@ -204,8 +214,12 @@ impl Dims {
         }
         let gid = groups.id(group)?;
         let cn = cname(&n)?;
-        let size = usize::try_from(len)
-            .map_err(|_| ExportError::Invalid(format!("dimension `{n}` too long")))?;
+        let size = if unlimited {
+            0 // NC_UNLIMITED: grows with the writes
+        } else {
+            usize::try_from(len)
+                .map_err(|_| ExportError::Invalid(format!("dimension `{n}` too long")))?
+        };
         let mut id = 0;
         call(
             || format!("define dimension `{n}` ({len}) in group `/{group}`"),
@@ -250,6 +264,106 @@ impl Groups {
         self.ids.insert(path.to_string(), id);
         Ok(id)
     }
+}
+
+/// A string variable defined, waiting for its values.
+struct TextVar {
+    name: String,
+    gid: c_int,
+    varid: c_int,
+    count: Vec<usize>,
+    values: Vec<String>,
+}
+
+/// Defines a `tet_ext.text_variables` entry as a netCDF `string` variable (a `char` variable's
+/// string-length axis is not recorded: its strings come back as `string` values). `None` when
+/// the entry is malformed.
+fn define_text(
+    t: &serde_json::Value,
+    groups: &mut Groups,
+    dims: &mut Dims,
+) -> Result<Option<TextVar>> {
+    let Some(name) = t.get("name").and_then(|v| v.as_str()) else {
+        return Ok(None);
+    };
+    let Some(shape) = t
+        .get("shape")
+        .and_then(|v| v.as_array())
+        .and_then(|a| a.iter().map(|x| x.as_u64()).collect::<Option<Vec<u64>>>())
+    else {
+        return Ok(None);
+    };
+    let Some(values) = t.get("values").and_then(|v| v.as_array()).and_then(|a| {
+        a.iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect::<Option<Vec<String>>>()
+    }) else {
+        return Ok(None);
+    };
+    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    if n != Some(values.len() as u64) {
+        return Ok(None);
+    }
+    let dim_names: Option<Vec<String>> = t
+        .get("dims")
+        .and_then(|v| v.as_array())
+        .and_then(|a| {
+            a.iter()
+                .map(|x| x.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+        })
+        .filter(|d| d.len() == shape.len());
+    let attrs: Vec<(String, AttrValue)> = t
+        .get("attrs")
+        .and_then(|v| v.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    let p = p.as_array()?;
+                    Some((
+                        p.first()?.as_str()?.to_string(),
+                        crate::format::footer::attr_from_json(p.get(1)?)?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let (g, short) = split_group(name);
+    let gid = groups.ensure(g)?;
+    let mut dimids = Vec::new();
+    for (k, &len) in shape.iter().enumerate() {
+        let d = match &dim_names {
+            Some(d) => d[k].clone(),
+            None => format!("{short}_dim{k}"),
+        };
+        dimids.push(dims.get(groups, g, &d, len, false)?);
+    }
+    let cn = cname(short)?;
+    let mut varid = 0;
+    call(
+        || format!("define string variable `{name}`"),
+        || unsafe {
+            // SAFETY: `dimids` holds its length of ids; NUL-terminated name; out pointer.
+            nc::nc_def_var(
+                gid,
+                cn.as_ptr(),
+                nc::NC_STRING,
+                dimids.len() as c_int,
+                dimids.as_ptr(),
+                &mut varid,
+            )
+        },
+    )?;
+    for (k, v) in &attrs {
+        put_att(gid, varid, k, v, &format!("variable `{name}`"))?;
+    }
+    Ok(Some(TextVar {
+        name: name.to_string(),
+        gid,
+        varid,
+        count: shape.iter().map(|&d| d as usize).collect(),
+        values,
+    }))
 }
 
 /// Writes the plan as a netCDF-4 file at `output`.
@@ -325,7 +439,8 @@ pub(crate) fn write(
                 Some(d) => d[k].clone(),
                 None => format!("{short}_dim{k}"),
             };
-            dimids.push(dims.get(&groups, g, &name, len)?);
+            let unlimited = a.unlimited_dims.contains(&name);
+            dimids.push(dims.get(&groups, g, &name, len, unlimited)?);
         }
         let cn = cname(short)?;
         let mut varid = 0;
@@ -431,16 +546,38 @@ pub(crate) fn write(
     if let Some(h) = history {
         put_att(root, nc::NC_GLOBAL, "history", &h, "the file")?;
     }
+    let mut strings = Vec::new();
     for t in &plan.text_variables {
-        warnings.push(format!(
-            "string variable `{}` is not exported",
-            t.get("name").and_then(|n| n.as_str()).unwrap_or("?")
-        ));
+        match define_text(t, &mut groups, &mut dims)? {
+            Some(v) => strings.push(v),
+            None => warnings.push(format!(
+                "string variable `{}` is malformed in the footer; left out",
+                t.get("name").and_then(|n| n.as_str()).unwrap_or("?")
+            )),
+        }
     }
     call(
         || "end of definitions".into(),
         || unsafe { nc::nc_enddef(root) },
     )?;
+    for v in &strings {
+        let cs: Vec<CString> = v.values.iter().map(|s| cname(s)).collect::<Result<_>>()?;
+        let mut ptrs: Vec<*const c_char> = cs.iter().map(|c| c.as_ptr()).collect();
+        let start = vec![0usize; v.count.len()];
+        call(
+            || format!("write string variable `{}`", v.name),
+            || unsafe {
+                // SAFETY: `ptrs` holds product(count) NUL-terminated strings alive in `cs`.
+                nc::nc_put_vara_string(
+                    v.gid,
+                    v.varid,
+                    start.as_ptr(),
+                    v.count.as_ptr(),
+                    ptrs.as_mut_ptr(),
+                )
+            },
+        )?;
+    }
 
     let mut src = ChunkSource::new(tet);
     for (a, gid, varid) in vars {

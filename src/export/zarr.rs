@@ -234,6 +234,7 @@ pub(crate) fn write(
                         if matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == full as u64)
                         {
                             std::fs::write(&key, frame).map_err(io_err(&key))?;
+                            tet.release(e.payload_offset, e.stored_byte_len);
                             reused += 1;
                             continue;
                         }
