@@ -477,3 +477,57 @@ fn netcdf_header_matches_the_original() {
         );
     }
 }
+
+#[test]
+fn cli_exports_and_fails_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/arrays_savez.npz");
+    let tet = dir.path().join("a.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_tet");
+    let out = dir.path().join("a.zarr");
+    let o = std::process::Command::new(bin)
+        .args(["export", "--json"])
+        .arg(&tet)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], "zarr");
+    let names: Vec<&str> = v["arrays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["temperature", "mask", "ids"]);
+    assert_eq!(v["arrays"][1]["dtype"], "bool");
+    // Failures: one line on stderr naming the file, exit 1, nothing written.
+    for args in [
+        vec!["--to", "npz", "--compress", "zstd"],
+        vec!["--dataset", "nope"],
+    ] {
+        let target = dir.path().join("b.out");
+        let o = std::process::Command::new(bin)
+            .arg("export")
+            .arg(&tet)
+            .arg(&target)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("a.tet"), "{err}");
+        assert!(!target.exists());
+    }
+    let o = std::process::Command::new(bin)
+        .args(["export", "--compress", "lz4"])
+        .arg(&tet)
+        .arg(dir.path().join("c.nc"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(common::only_files(dir.path()), ["a.tet", "a.zarr"]);
+}
