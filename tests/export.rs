@@ -531,3 +531,40 @@ fn cli_exports_and_fails_in_one_line() {
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(common::only_files(dir.path()), ["a.tet", "a.zarr"]);
 }
+
+#[test]
+fn hostile_names_stay_inside_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let tet = dir.path().join("h.tet");
+    let arrays = vec![common::Array {
+        spec: tet::format::DatasetSpec {
+            name: "../evil".into(),
+            dtype: DType::U8,
+            shape: vec![4],
+            chunk_shape: vec![4],
+        },
+        data: vec![1, 2, 3, 4],
+    }];
+    common::write(
+        &tet,
+        &arrays,
+        &tet::format::Footer::default(),
+        &[0],
+        1,
+        4,
+        &|_| tet::format::Codec::Raw,
+    );
+    let e = export(&tet, &dir.path().join("o.zarr"), &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("../evil"), "{e}");
+    // NPY flattens the name: `..__evil.npy` inside the output directory.
+    let out = dir.path().join("o");
+    let o = ExportOptions {
+        target: Some(Target::Npy),
+        ..Default::default()
+    };
+    export(&tet, &out, &o).unwrap();
+    assert_eq!(common::only_files(&out), ["..__evil.npy"]);
+    assert_eq!(common::only_files(dir.path()), ["h.tet", "o"]);
+}

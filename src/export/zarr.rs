@@ -132,6 +132,18 @@ pub(crate) fn write(
             ))
         }
     };
+    // Names come from the file: each must stay a path below the store.
+    for a in &plan.arrays {
+        if a.name
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\\'))
+        {
+            return Err(ExportError::Invalid(format!(
+                "dataset name `{}` is not a Zarr node path (empty, `.` or `..` part, or `\\`)",
+                a.name
+            )));
+        }
+    }
     let parent = parent_dir(output);
     let tmp = tempfile::Builder::new()
         .prefix(".tet-export-")
