@@ -568,3 +568,45 @@ fn hostile_names_stay_inside_the_output() {
     assert_eq!(common::only_files(&out), ["..__evil.npy"]);
     assert_eq!(common::only_files(dir.path()), ["h.tet", "o"]);
 }
+
+#[test]
+fn zarr_complex_comes_back_as_complex() {
+    // A Zarr v3 complex64 array → .tet (split into real/imag, with the complex facts) → NPY
+    // c64 and Zarr complex64, with the original bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("z.zarr");
+    std::fs::create_dir_all(store.join("w/c")).unwrap();
+    std::fs::write(
+        store.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        store.join("w/zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "array", "shape": [3], "data_type": "complex64",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": [0.0, 0.0], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "attributes": {"units": "V"}}"#,
+    )
+    .unwrap();
+    let values: Vec<u8> = [1.0f32, -1.0, 2.5, 0.0, -3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    std::fs::write(store.join("w/c/0"), &values).unwrap();
+    let tet = dir.path().join("z.tet");
+    convert(&store, &tet, &opts()).unwrap();
+    let npy = dir.path().join("w.npy");
+    export(&tet, &npy, &ExportOptions::default()).unwrap();
+    let got = std::fs::read(&npy).unwrap();
+    let hlen = 10 + u16::from_le_bytes([got[8], got[9]]) as usize;
+    assert!(String::from_utf8_lossy(&got[..hlen]).contains("'<c8'"));
+    assert_eq!(&got[hlen..], &values[..]);
+    let z = dir.path().join("back.zarr");
+    export(&tet, &z, &ExportOptions::default()).unwrap();
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(z.join("w/zarr.json")).unwrap()).unwrap();
+    assert_eq!(meta["data_type"], "complex64");
+    assert_eq!(meta["attributes"], serde_json::json!({"units": "V"}));
+}

@@ -360,7 +360,34 @@ impl Plan {
         let no_meta = crate::format::DatasetMeta::default();
         let mut warnings = Vec::new();
         let mut arrays = Vec::new();
+        // Complex pairs first (whatever the dataset order): real part id → imaginary part id.
+        let mut partner_of = vec![None; tet.datasets.len()];
         let mut used = vec![false; tet.datasets.len()];
+        for (id, d) in tet.datasets.iter().enumerate() {
+            let meta = footer.datasets.get(&d.name).unwrap_or(&no_meta);
+            if !target.has_complex()
+                || !matches!(d.dtype, DType::F32 | DType::F64)
+                || fact(meta, "complex_part").as_deref() != Some("real")
+            {
+                continue;
+            }
+            let Some(base) = d.name.strip_suffix("/real") else {
+                continue;
+            };
+            let iname = format!("{base}/imag");
+            let partner = tet.dataset_id(&iname).filter(|&i| {
+                let di = &tet.datasets[i];
+                let mi = footer.datasets.get(&iname).unwrap_or(&no_meta);
+                !used[i]
+                    && di.dtype == d.dtype
+                    && di.shape == d.shape
+                    && fact(mi, "complex_part").as_deref() == Some("imag")
+            });
+            if let Some(i) = partner {
+                partner_of[id] = Some(i);
+                used[i] = true;
+            }
+        }
         for (id, d) in tet.datasets.iter().enumerate() {
             if used[id] {
                 continue;
@@ -399,31 +426,17 @@ impl Plan {
                     d.name
                 ));
             }
-            // A complex pair: `<x>/real` here, `<x>/imag` among the datasets.
-            if target.has_complex() && fact(meta, "complex_part").as_deref() == Some("real") {
-                if let Some(base) = d.name.strip_suffix("/real") {
-                    let iname = format!("{base}/imag");
-                    let partner = tet.dataset_id(&iname).filter(|&i| {
-                        let di = &tet.datasets[i];
-                        let mi = footer.datasets.get(&iname).unwrap_or(&no_meta);
-                        di.dtype == d.dtype
-                            && di.shape == d.shape
-                            && fact(mi, "complex_part").as_deref() == Some("imag")
-                    });
-                    let celem = match d.dtype {
-                        DType::F32 => Some(Elem::C64),
-                        DType::F64 => Some(Elem::C128),
-                        _ => None,
-                    };
-                    if let (Some(i), Some(ce)) = (partner, celem) {
-                        imag = Some(i);
-                        used[i] = true;
-                        elem = ce;
-                        restore = Restore::Complex;
-                        name = base.to_string();
-                        attrs.retain(|(k, _)| k != "complex_part" && k != "complex_dtype");
-                    }
-                }
+            // A complex pair: `<x>/real` here, `<x>/imag` paired above.
+            if let Some(i) = partner_of[id] {
+                imag = Some(i);
+                elem = if d.dtype == DType::F32 {
+                    Elem::C64
+                } else {
+                    Elem::C128
+                };
+                restore = Restore::Complex;
+                name = d.name.strip_suffix("/real").unwrap_or(&d.name).to_string();
+                attrs.retain(|(k, _)| k != "complex_part" && k != "complex_dtype");
             }
             let notes: Vec<&str> = meta
                 .extra
