@@ -17,6 +17,18 @@ use tet::format::{DType, DatasetMeta, TetFile};
 use tet::pipeline::{convert, ConvertOptions};
 use tet_source::AttrValue;
 
+/// Held by the test that spawns the `tet` binary and by the tests that write netCDF files: a
+/// child started while this process has a netCDF-4 file open for writing inherits its file
+/// descriptor and with it HDF5's lock on the file, and the parent's re-open then fails until
+/// the child exits.
+static SPAWN_OR_NETCDF: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_or_netcdf() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN_OR_NETCDF
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// What a reader found for one array.
 struct Found {
     dtype: DType,
@@ -179,6 +191,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
 }
 
 fn round_trip(target: Target, ext: &str, compression: Compression) {
+    let _guard = (target == Target::NetCdf).then(spawn_or_netcdf);
     let dir = tempfile::tempdir().unwrap();
     let mut done = 0;
     for (input, expect) in inputs() {
@@ -419,6 +432,7 @@ fn netcdf_header_matches_the_original() {
     // The exported file's dims, variables and attributes, read through netCDF-C by the NetCDF
     // importer, equal the original's (`ncdump -h` shows the same), history aside.
     use tet_source::{Importer, OpenOptions};
+    let _guard = spawn_or_netcdf();
     let dir = tempfile::tempdir().unwrap();
     let imp = tet_netcdf::NcImporter;
     for (input, expect) in inputs() {
@@ -480,6 +494,7 @@ fn netcdf_header_matches_the_original() {
 
 #[test]
 fn cli_exports_and_fails_in_one_line() {
+    let _guard = spawn_or_netcdf();
     let dir = tempfile::tempdir().unwrap();
     let input = common::shared().join("corpus/public/npy/arrays_savez.npz");
     let tet = dir.path().join("a.tet");
