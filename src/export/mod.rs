@@ -309,6 +309,9 @@ pub struct Plan {
     pub text_variables: Vec<Value>,
     /// What the export could not keep as it was (printed as warnings).
     pub warnings: Vec<String>,
+    /// Only some datasets were selected (`--dataset`): attributes of groups that are not
+    /// exported are left out.
+    pub subset: bool,
 }
 
 fn text_of<'a>(list: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
@@ -476,15 +479,30 @@ impl Plan {
                 unlimited_dims,
             });
         }
+        let all_text: Vec<Value> = footer
+            .extra
+            .get("text_variables")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let text_name = |t: &Value| {
+            t.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let text_selected = |n: &str, s: &str| n == s || n.starts_with(&format!("{s}/"));
         if !select.is_empty() {
             for s in select {
-                let hit = arrays.iter().any(|a| selected(a, tet, s));
+                let hit = arrays.iter().any(|a| selected(a, tet, s))
+                    || all_text.iter().any(|t| text_selected(&text_name(t), s));
                 if !hit {
                     return Err(ExportError::Invalid(format!(
                         "no dataset or group `{s}` (have: {})",
                         arrays
                             .iter()
-                            .map(|a| a.name.as_str())
+                            .map(|a| a.name.clone())
+                            .chain(all_text.iter().map(text_name))
                             .collect::<Vec<_>>()
                             .join(", ")
                     )));
@@ -492,21 +510,13 @@ impl Plan {
             }
             arrays.retain(|a| select.iter().any(|s| selected(a, tet, s)));
         }
-        let text_variables = footer
-            .extra
-            .get("text_variables")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
+        let text_variables: Vec<Value> = all_text
             .into_iter()
             .filter(|t| {
-                let n = t.get("name").and_then(Value::as_str).unwrap_or("");
-                select.is_empty()
-                    || select
-                        .iter()
-                        .any(|s| n == s || n.starts_with(&format!("{s}/")))
+                let n = text_name(t);
+                select.is_empty() || select.iter().any(|s| text_selected(&n, s))
             })
-            .collect::<Vec<Value>>();
+            .collect();
         if target != Target::NetCdf {
             for t in &text_variables {
                 warnings.push(format!(
@@ -523,6 +533,7 @@ impl Plan {
             history: footer.history.clone(),
             text_variables,
             warnings,
+            subset: !select.is_empty(),
         })
     }
 }

@@ -523,12 +523,15 @@ pub(crate) fn write(
             history = Some(v.clone());
             continue;
         }
+        // `group/name`: an attribute of that group (netCDF names cannot hold a `/`). A group
+        // with attributes but no variables is created, unless only some datasets are exported.
         let (g, short) = split_group(k);
-        let (gid, name) = match groups.ids.get(g) {
-            Some(&id) if !g.is_empty() => (id, short),
-            _ => (root, k.as_str()),
-        };
-        put_att(gid, nc::NC_GLOBAL, name, v, "the file")?;
+        if g.is_empty() {
+            put_att(root, nc::NC_GLOBAL, k, v, "the file")?;
+        } else if groups.ids.contains_key(g) || !plan.subset {
+            let gid = groups.ensure(g)?;
+            put_att(gid, nc::NC_GLOBAL, short, v, &format!("group `/{g}`"))?;
+        }
     }
     let lines = history_lines(&plan.history);
     let history = match (history, lines.is_empty()) {

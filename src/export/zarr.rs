@@ -167,6 +167,8 @@ pub(crate) fn write(
         let (g, short) = split_group(k);
         let into = if !g.is_empty() && groups.contains_key(g) {
             (g.to_string(), short.to_string())
+        } else if !g.is_empty() && plan.subset {
+            continue; // an attribute of a group that is not exported
         } else {
             (String::new(), k.clone())
         };
