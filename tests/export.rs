@@ -40,6 +40,7 @@ struct Found {
 struct ReadBack {
     arrays: BTreeMap<String, Found>,
     global_attrs: Vec<(String, AttrValue)>,
+    text_variables: Vec<Value>,
 }
 
 fn opts() -> ConvertOptions {
@@ -72,6 +73,9 @@ fn read_via_tet(input: &Path, scratch: &Path, into: &mut ReadBack) {
         );
     }
     into.global_attrs.extend(footer.global_attrs.clone());
+    if let Some(t) = footer.extra.get("text_variables").and_then(Value::as_array) {
+        into.text_variables.extend(t.iter().cloned());
+    }
     std::fs::remove_file(&out).unwrap();
 }
 
@@ -79,6 +83,7 @@ fn read_back(target: Target, out: &Path, scratch: &Path) -> ReadBack {
     let mut rb = ReadBack {
         arrays: BTreeMap::new(),
         global_attrs: Vec::new(),
+        text_variables: Vec::new(),
     };
     if target == Target::Npy && out.is_dir() {
         for name in common::only_files(out) {
@@ -155,7 +160,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
             "{ctx}/{name}: role"
         );
         // Coordinate labels (values of the coordinate variables of short axes) are the same;
-        // Zarr export leaves string variables out, so it has no string labels.
+        // the Zarr importer does not label axes by string arrays.
         let mut want_coords = src_meta.coords.clone();
         if target == Target::Zarr {
             want_coords.retain(|axis, _| !text_axes(&src_footer).contains(axis));
@@ -200,6 +205,33 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
     }
     assert_eq!(back.arrays.len(), want.len(), "{ctx}: array count");
     if with_meta {
+        // String variables: names, shapes, dims and values (attribute order aside: Zarr
+        // attributes are a JSON object).
+        let norm = |t: &Value| {
+            let mut t = t.clone();
+            if let Some(a) = t.get_mut("attrs").and_then(Value::as_array_mut) {
+                a.sort_by_key(|p| p[0].as_str().unwrap_or("").to_string());
+            }
+            t
+        };
+        let src_texts = src_footer
+            .extra
+            .get("text_variables")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut got_texts: Vec<Value> = back.text_variables.iter().map(norm).collect();
+        for (g, w) in got_texts.iter_mut().zip(&src_texts) {
+            // netCDF needs dimension names: those it made up for unnamed axes do not count.
+            if w["dims"].is_null() {
+                g["dims"] = Value::Null;
+            }
+        }
+        assert_eq!(
+            src_texts.iter().map(norm).collect::<Vec<_>>(),
+            got_texts,
+            "{ctx}: string variables"
+        );
         let mut globals = expect["global_attributes"].clone();
         if target == Target::NetCdf {
             // `history` gains the `.tet` history rows: the original text comes first.

@@ -96,6 +96,17 @@ pub enum Compression {
     Zstd(i32),
 }
 
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::Default => f.write_str("default"),
+            Compression::None => f.write_str("none"),
+            Compression::Zlib(l) => write!(f, "zlib:{l}"),
+            Compression::Zstd(l) => write!(f, "zstd:{l}"),
+        }
+    }
+}
+
 impl std::str::FromStr for Compression {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -517,7 +528,7 @@ impl Plan {
                 select.is_empty() || select.iter().any(|s| text_selected(&n, s))
             })
             .collect();
-        if target != Target::NetCdf {
+        if matches!(target, Target::Npy | Target::Npz) {
             for t in &text_variables {
                 warnings.push(format!(
                     "string variable `{}` is not exported ({} has no string arrays here)",

@@ -125,7 +125,7 @@ pub(crate) fn write(
         (Target::Npz, Compression::Zlib(l)) => Some(l),
         _ => {
             return Err(ExportError::Invalid(format!(
-                "{} export has no {compression:?} compression (NPY: none; NPZ: none or zlib)",
+                "{} export has no {compression} compression (NPY: none; NPZ: none or zlib)",
                 plan.target.name()
             )))
         }

@@ -11,8 +11,8 @@
 //! `-Infinity`, as in Zarr fill values), `dimension_names` come from the `.tet` dims, global
 //! attributes go to the root group (a global attribute named `group/name`, as the NetCDF importer
 //! records group attributes, to that group). Metadata JSON has sorted keys, so the same `.tet`
-//! file always gives the same bytes. String variables have no Zarr v3 core type and are left out
-//! (with a warning).
+//! file always gives the same bytes. String variables (`tet_ext.text_variables`) become `string`
+//! arrays (zarr-python 3's type) of one chunk with the `vlen-utf8` codec.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -114,6 +114,136 @@ fn write_json(path: &Path, v: &Value) -> Result<()> {
     std::fs::write(path, text).map_err(io_err(path))
 }
 
+/// A string variable of the footer (`tet_ext.text_variables`).
+struct TextArray {
+    name: String,
+    shape: Vec<u64>,
+    dims: Option<Vec<String>>,
+    values: Vec<String>,
+    attrs: Attrs,
+}
+
+/// The footer entry as a [`TextArray`]; `None` when malformed (it is then left out, as it
+/// would be by any reader of the footer).
+fn text_array(t: &Value) -> Option<TextArray> {
+    let name = t.get("name")?.as_str()?.to_string();
+    let shape: Vec<u64> = t
+        .get("shape")?
+        .as_array()?
+        .iter()
+        .map(Value::as_u64)
+        .collect::<Option<_>>()?;
+    let values: Vec<String> = t
+        .get("values")?
+        .as_array()?
+        .iter()
+        .map(|v| v.as_str().map(str::to_string))
+        .collect::<Option<_>>()?;
+    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    if n != values.len() as u64 {
+        return None;
+    }
+    let dims = t
+        .get("dims")
+        .and_then(Value::as_array)
+        .and_then(|a| {
+            a.iter()
+                .map(|d| d.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+        })
+        .filter(|d| d.len() == shape.len() && !d.is_empty());
+    let attrs = t
+        .get("attrs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    let p = p.as_array()?;
+                    Some((
+                        p.first()?.as_str()?.to_string(),
+                        crate::format::footer::attr_from_json(p.get(1)?)?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(TextArray {
+        name,
+        shape,
+        dims,
+        values,
+        attrs,
+    })
+}
+
+/// Writes a string variable as a Zarr v3 `string` array in one chunk, encoded with the
+/// `vlen-utf8` codec (item count, then each item's byte length and UTF-8 bytes, all lengths u32
+/// little-endian).
+fn write_text(
+    root: &Path,
+    t: &TextArray,
+    level: Option<i32>,
+    zctx: &mut zstd::bulk::Compressor,
+) -> Result<()> {
+    let dir = root.join(&t.name);
+    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+    let mut codecs = vec![json!({"name": "vlen-utf8", "configuration": {}})];
+    if let Some(l) = level {
+        codecs.push(json!({"name": "zstd", "configuration": {"level": l, "checksum": false}}));
+    }
+    let chunk: Vec<u64> = t.shape.iter().map(|&d| d.max(1)).collect();
+    let mut meta = json!({
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": t.shape,
+        "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": "",
+        "codecs": codecs,
+        "attributes": attrs_json(&t.attrs),
+    });
+    if let Some(d) = &t.dims {
+        meta["dimension_names"] = json!(d);
+    }
+    write_json(&dir.join("zarr.json"), &meta)?;
+    if t.values.is_empty() {
+        return Ok(());
+    }
+    let too_long = || ExportError::Invalid(format!("string variable `{}` is too large", t.name));
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(
+        &u32::try_from(t.values.len())
+            .map_err(|_| too_long())?
+            .to_le_bytes(),
+    );
+    for v in &t.values {
+        bytes.extend_from_slice(
+            &u32::try_from(v.len())
+                .map_err(|_| too_long())?
+                .to_le_bytes(),
+        );
+        bytes.extend_from_slice(v.as_bytes());
+    }
+    let mut key = dir.join("c");
+    if !t.shape.is_empty() {
+        std::fs::create_dir_all(&key).map_err(io_err(&key))?;
+        for _ in &t.shape {
+            key.push("0");
+        }
+        if let Some(p) = key.parent() {
+            std::fs::create_dir_all(p).map_err(io_err(p))?;
+        }
+    }
+    let data = match level {
+        Some(_) => zctx
+            .compress(&bytes)
+            .map_err(|e| ExportError::Target(format!("zstd: {e}")))?,
+        None => bytes,
+    };
+    std::fs::write(&key, data).map_err(io_err(&key))
+}
+
 /// Writes the plan as a Zarr v3 store at `output`; returns the number of chunks whose zstd
 /// frames were reused.
 pub(crate) fn write(
@@ -132,15 +262,21 @@ pub(crate) fn write(
             ))
         }
     };
+    let texts: Vec<TextArray> = plan.text_variables.iter().filter_map(text_array).collect();
     // Names come from the file: each must stay a path below the store.
-    for a in &plan.arrays {
-        if a.name
+    let names: Vec<&str> = plan
+        .arrays
+        .iter()
+        .map(|a| a.name.as_str())
+        .chain(texts.iter().map(|t| t.name.as_str()))
+        .collect();
+    for name in &names {
+        if name
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\\'))
         {
             return Err(ExportError::Invalid(format!(
-                "dataset name `{}` is not a Zarr node path (empty, `.` or `..` part, or `\\`)",
-                a.name
+                "dataset name `{name}` is not a Zarr node path (empty, `.` or `..` part, or `\\`)"
             )));
         }
     }
@@ -155,14 +291,19 @@ pub(crate) fn write(
     // Groups: every prefix of an array name; their attributes from `group/name` globals.
     let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
     groups.insert(String::new(), Map::new());
-    for a in &plan.arrays {
-        let mut g = split_group(&a.name).0;
+    for name in &names {
+        let mut g = split_group(name).0;
         while !g.is_empty() {
             groups.entry(g.to_string()).or_default();
             g = split_group(g).0;
         }
     }
-    let array_names: BTreeSet<&str> = plan.arrays.iter().map(|a| a.name.as_str()).collect();
+    let array_names: BTreeSet<&str> = names.iter().copied().collect();
+    if array_names.len() != names.len() {
+        return Err(ExportError::Invalid(
+            "two arrays or string variables have the same name".into(),
+        ));
+    }
     for (k, v) in &plan.global_attrs {
         let (g, short) = split_group(k);
         let into = if !g.is_empty() && groups.contains_key(g) {
@@ -284,6 +425,9 @@ pub(crate) fn write(
                 std::fs::write(&key, bytes).map_err(io_err(&key))?;
             }
         }
+    }
+    for t in &texts {
+        write_text(&root, t, level, &mut zctx)?;
     }
     commit(&root, output)?;
     Ok(reused)
