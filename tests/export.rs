@@ -690,3 +690,52 @@ fn zarr_complex_comes_back_as_complex() {
     assert_eq!(meta["data_type"], "complex64");
     assert_eq!(meta["attributes"], serde_json::json!({"units": "V"}));
 }
+
+#[test]
+fn a_corrupt_chunk_fails_every_target_with_nothing_left_behind() {
+    let _guard = spawn_or_netcdf();
+    let dir = tempfile::tempdir().unwrap();
+    let (tet, _) = make_tet(dir.path(), 40, 64, 8);
+    std::fs::remove_file(dir.path().join("m.npy")).unwrap();
+    // Garble the middle of the third chunk's zstd frame.
+    let f = TetFile::open(&tet).unwrap();
+    let e = *f.find_chunk(0, &[2, 0]).unwrap();
+    assert_eq!(e.codec_id, 1);
+    drop(f);
+    let mut bytes = std::fs::read(&tet).unwrap();
+    let mid = (e.payload_offset + e.stored_byte_len / 2) as usize;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(&tet, bytes).unwrap();
+    let mut targets = vec![
+        (Target::Npy, "o.npy"),
+        (Target::Npy, "o_dir"),
+        (Target::Npz, "o.npz"),
+        (Target::Zarr, "o.zarr"),
+    ];
+    if cfg!(feature = "netcdf") {
+        targets.push((Target::NetCdf, "o.nc"));
+    }
+    for (t, name) in targets {
+        let out = dir.path().join(name);
+        // Zarr would copy the frame verbatim: re-encoding makes it decode the chunk.
+        let compression = if t == Target::Zarr {
+            Compression::None
+        } else {
+            Compression::Default
+        };
+        let o = ExportOptions {
+            target: Some(t),
+            compression,
+            ..Default::default()
+        };
+        let err = export(&tet, &out, &o).unwrap_err().to_string();
+        assert!(
+            err.contains("chunk [2, 0]") && !err.contains('\n'),
+            "{}: {err}",
+            t.name()
+        );
+        assert_eq!(common::only_files(dir.path()), ["m.tet"], "{}", t.name());
+    }
+}

@@ -5,8 +5,10 @@
 //! alone with `--compress none`). When a `.tet` chunk is already a zstd frame of exactly the
 //! bytes Zarr stores (a full, interior chunk whose values need no restoring), the frame is copied
 //! verbatim: Zarr's zstd codec stores one standard frame per chunk, and any level decodes the
-//! same way. Edge chunks are padded to the full chunk shape with the fill value (0) and
-//! re-encoded, as Zarr chunks always have the full shape. Attributes are JSON (typed values
+//! same way. A copied frame is not decoded (only its declared content size is checked), so a
+//! damaged frame would be copied as it is: `tet verify --deep` checks every frame. Edge chunks
+//! are padded to the full chunk shape with the fill value (0) and re-encoded, as Zarr chunks
+//! always have the full shape. Attributes are JSON (typed values
 //! become numbers, lists or strings; non-finite floats the strings `NaN`, `Infinity`,
 //! `-Infinity`, as in Zarr fill values), `dimension_names` come from the `.tet` dims, global
 //! attributes go to the root group (a global attribute named `group/name`, as the NetCDF importer
