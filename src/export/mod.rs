@@ -857,8 +857,30 @@ pub(crate) fn parent_dir(output: &Path) -> PathBuf {
     }
 }
 
-/// Moves a finished temporary file or directory onto `output`, replacing what is there.
+/// fsyncs a file, or every file and directory below a directory (its own files only: unlike
+/// syncfs, the cost does not depend on what else is being written on the file system).
+fn sync_tree(p: &Path) -> Result<()> {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).map_err(io_err(p))? {
+            let e = e.map_err(io_err(p))?;
+            sync_tree(&e.path())?;
+        }
+    }
+    std::fs::File::open(p)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(p))
+}
+
+/// Makes a finished temporary file or directory durable, then moves it onto `output`, replacing
+/// what is there, and makes the rename durable: after a crash `output` holds the old content or
+/// the complete new one.
 pub(crate) fn commit(tmp: &Path, output: &Path) -> Result<()> {
+    sync_tree(tmp)?;
+    let sync_parent = || {
+        std::fs::File::open(parent_dir(output))
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(output))
+    };
     if output.is_dir() && !output.is_symlink() {
         // A directory cannot be renamed over a non-empty one: move the old one aside first.
         let aside = parent_dir(output).join(format!(
@@ -871,10 +893,12 @@ pub(crate) fn commit(tmp: &Path, output: &Path) -> Result<()> {
         ));
         std::fs::rename(output, &aside).map_err(io_err(output))?;
         std::fs::rename(tmp, output).map_err(io_err(output))?;
+        sync_parent()?;
         std::fs::remove_dir_all(&aside).map_err(io_err(&aside))?;
         return Ok(());
     }
-    std::fs::rename(tmp, output).map_err(io_err(output))
+    std::fs::rename(tmp, output).map_err(io_err(output))?;
+    sync_parent()
 }
 
 /// The history rows as text lines for a NetCDF `history` attribute.

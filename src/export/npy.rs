@@ -7,7 +7,7 @@
 //! Each chunk is written at its place in the C-order data with positioned writes, so memory
 //! stays at one chunk. An `.npz` entry is first written as a `.npy` file in the temporary
 //! directory and then copied into the archive. Output bytes are deterministic (fixed header
-//! layout, zip entries dated 1980-01-01).
+//! layout, zip entries dated 1980-01-01). Everything is made durable before the final rename.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -109,7 +109,6 @@ fn write_npy(src: &mut ChunkSource, a: &Array, path: &Path) -> Result<()> {
             file.write_all_at(bytes, base + dst).map_err(io_err(path))
         })?;
     }
-    file.sync_all().map_err(io_err(path))?;
     Ok(())
 }
 
@@ -192,8 +191,7 @@ pub(crate) fn write(
             }
             let mut w = zip.finish().map_err(ze)?;
             w.flush().map_err(io_err(&zpath))?;
-            let file = w.into_inner().map_err(|e| io_err(&zpath)(e.into_error()))?;
-            file.sync_all().map_err(io_err(&zpath))?;
+            w.into_inner().map_err(|e| io_err(&zpath)(e.into_error()))?;
             commit(&zpath, output)
         }
         _ => {
