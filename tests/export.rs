@@ -739,3 +739,72 @@ fn a_corrupt_chunk_fails_every_target_with_nothing_left_behind() {
         assert_eq!(common::only_files(dir.path()), ["m.tet"], "{}", t.name());
     }
 }
+
+#[test]
+fn chunks_longer_than_the_axis_and_impossible_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    // A chunk of 1000 along an axis of 5 (legal in .tet): Zarr's chunk is clamped to 5.
+    let tet = dir.path().join("c.tet");
+    let arrays = vec![common::Array {
+        spec: tet::format::DatasetSpec {
+            name: "v".into(),
+            dtype: DType::I32,
+            shape: vec![5],
+            chunk_shape: vec![1000],
+        },
+        data: (0..5i32).flat_map(|v| v.to_le_bytes()).collect(),
+    }];
+    let footer = tet::format::Footer::default();
+    common::write(&tet, &arrays, &footer, &[0], 1, 4, &|_| {
+        tet::format::Codec::Zstd
+    });
+    let out = dir.path().join("c.zarr");
+    let r = export(&tet, &out, &ExportOptions::default()).unwrap();
+    assert_eq!(r.reused_chunks, 1);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(out.join("v/zarr.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["chunk_grid"]["configuration"]["chunk_shape"],
+        serde_json::json!([5])
+    );
+    let mut back = read_back(Target::Zarr, &out, dir.path());
+    assert_eq!(
+        back.arrays.remove("v").unwrap().sha,
+        sha256(&arrays[0].data)
+    );
+
+    // A zstd chunk claiming more bytes than its frame can hold is refused before any buffer
+    // of that size exists.
+    let big = dir.path().join("big.tet");
+    let spec = tet::format::DatasetSpec {
+        name: "v".into(),
+        dtype: DType::U8,
+        shape: vec![1 << 40],
+        chunk_shape: vec![1 << 40],
+    };
+    let w = tet::format::TetWriter::create(&big, vec![spec], tet::format::WriterOptions::default())
+        .unwrap();
+    let frame = zstd::bulk::compress(&[0u8; 16], 1).unwrap();
+    w.submit(
+        0,
+        &[0],
+        tet::format::ChunkPayload {
+            codec: tet::format::Codec::Zstd,
+            raw_len: 1 << 40,
+            data: frame.into(),
+        },
+    )
+    .unwrap();
+    w.finish(&footer).unwrap();
+    for (t, name) in [(Target::Npy, "b.npy"), (Target::Zarr, "b.zarr")] {
+        let o = ExportOptions {
+            target: Some(t),
+            compression: Compression::None,
+            ..Default::default()
+        };
+        let e = export(&big, &dir.path().join(name), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zstd frame can hold"), "{}: {e}", t.name());
+    }
+}

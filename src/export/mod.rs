@@ -290,15 +290,6 @@ impl Array {
     pub fn split_name(&self) -> (&str, &str) {
         split_group(&self.name)
     }
-
-    /// Bytes of one full chunk in the output type.
-    fn chunk_bytes(&self) -> Result<usize> {
-        self.chunk_shape
-            .iter()
-            .try_fold(self.elem.size() as u64, |a, &c| a.checked_mul(c))
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| ExportError::Invalid(format!("`{}`: chunk too large", self.name)))
-    }
 }
 
 /// (`a/b`, `c`) for `a/b/c`; (``, `c`) for `c`.
@@ -613,6 +604,18 @@ impl<'a> ChunkSource<'a> {
         }
         let n = usize::try_from(want)
             .map_err(|_| ExportError::Invalid(format!("`{}`: chunk too large", d.name)))?;
+        // Every buffer stays proportional to the file: a zstd frame cannot expand more than
+        // this (the reader's own rule), a raw payload must lie inside the file (checked below).
+        let limit = e
+            .stored_byte_len
+            .saturating_mul(crate::format::verify::ZSTD_MAX_RATIO)
+            .saturating_add(1 << 17);
+        if e.codec() == Some(crate::format::Codec::Zstd) && want > limit {
+            return Err(ExportError::Data(format!(
+                "dataset `{}` chunk {coords:?}: raw_byte_len {want} is more than a {}-byte zstd frame can hold",
+                d.name, e.stored_byte_len
+            )));
+        }
         self.done.push((e.payload_offset, e.stored_byte_len));
         if let Some(ie) = a.imag.and_then(|i| tet.find_chunk(i, coords)) {
             self.done.push((ie.payload_offset, ie.stored_byte_len));

@@ -341,10 +341,17 @@ pub(crate) fn write(
         let dir = root.join(&a.name);
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let scalar = a.shape.is_empty();
+        // The .tet chunk shape, but never longer than an axis (a Zarr chunk is stored whole).
+        let grid_chunk: Vec<u64> = a
+            .chunk_shape
+            .iter()
+            .zip(&a.tet_shape)
+            .map(|(&c, &s)| c.min(s).max(1))
+            .collect();
         let chunk_shape: Vec<u64> = if scalar {
             Vec::new()
         } else {
-            a.chunk_shape.clone()
+            grid_chunk.clone()
         };
         let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
         if let Some(l) = level {
@@ -365,7 +372,11 @@ pub(crate) fn write(
             meta["dimension_names"] = json!(d);
         }
         write_json(&dir.join("zarr.json"), &meta)?;
-        let full = a.chunk_bytes()?;
+        let full = grid_chunk
+            .iter()
+            .try_fold(a.elem.size() as u64, |acc, &c| acc.checked_mul(c))
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| ExportError::Invalid(format!("`{}`: chunk too large", a.name)))?;
         for coords in grid_coords(tet, a.ds) {
             let key = if scalar {
                 dir.join("c")
@@ -381,7 +392,7 @@ pub(crate) fn write(
             }
             // Reuse the stored frame when it holds exactly this chunk's Zarr bytes.
             let (_, count) = tet.datasets[a.ds].grid.chunk_region(&coords);
-            let interior = count == a.chunk_shape;
+            let interior = count == grid_chunk;
             if level.is_some() && interior && a.restore == Restore::Same {
                 if let Some(e) = tet.find_chunk(a.ds, &coords) {
                     if e.codec() == Some(Codec::Zstd) && e.raw_byte_len == full as u64 {
@@ -406,7 +417,7 @@ pub(crate) fn write(
                 padded.resize(full, 0);
                 let block = c.bytes;
                 for_each_run(
-                    &a.chunk_shape,
+                    &grid_chunk,
                     &vec![0; c.count.len()],
                     &c.count,
                     a.elem.size(),
