@@ -7,6 +7,7 @@
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
+//! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`cli`]: the `tet` and `tet-convert` command lines.
 //!
 //! Importers live in their own crates under `converters/` and implement the `tet-source` API.
@@ -16,6 +17,7 @@
 
 pub mod batch;
 pub mod cli;
+pub mod export;
 pub mod format;
 pub mod manifest;
 pub mod meta;

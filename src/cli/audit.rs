@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::{fail, one_line, EXIT_FAILED, EXIT_OK};
 use crate::format::footer::HistoryRow;
 use crate::format::TetFile;
-use crate::meta::{cftime, digest_input};
+use crate::meta::{digest_input, unix_iso as iso};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
@@ -26,13 +26,6 @@ pub struct AuditArgs {
     /// Print one JSON object (`tet-audit/1`).
     #[arg(long)]
     json: bool,
-}
-
-/// `at` (decimal Unix seconds) as ISO 8601 UTC, when it parses.
-fn iso(at: &str) -> Option<String> {
-    let secs: i64 = at.trim().parse().ok()?;
-    let units = cftime::parse_units("seconds since 1970-01-01 00:00:00")?;
-    cftime::label(secs as f64, &units, cftime::Calendar::Standard).map(|s| format!("{s}Z"))
 }
 
 /// One checked source: its digest and the history rows that name it as a parent.

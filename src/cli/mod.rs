@@ -1,10 +1,11 @@
-//! The command lines: `tet` (info, verify, convert, …) and `tet-convert` (the converter alone).
+//! The command lines: `tet` (info, verify, convert, audit, export) and `tet-convert` (the converter alone).
 //!
 //! This layer only parses arguments, calls the library and prints; every error becomes one line
 //! on stderr naming the file and the reason, with a non-zero exit code.
 
 mod audit;
 mod convert;
+mod export;
 mod info;
 mod verify;
 
@@ -41,6 +42,8 @@ enum Command {
     Convert(convert::ConvertArgs),
     /// Show the provenance trail; with --source, check inputs against the recorded digests.
     Audit(audit::AuditArgs),
+    /// Export a .tet file to NetCDF-4, Zarr v3, NPY or NPZ (values, types, dims, attributes).
+    Export(export::ExportArgs),
 }
 
 /// Entry point of the `tet` binary.
@@ -54,6 +57,7 @@ pub fn main_tet() -> ExitCode {
         Command::Verify(a) => verify::run(&a),
         Command::Convert(a) => convert::run(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::Export(a) => export::run(&a),
     }
 }
 
@@ -99,7 +103,7 @@ pub fn main_convert() -> ExitCode {
 }
 
 /// The name the program was started as (`tet` or `tet-convert`).
-fn program() -> String {
+pub(crate) fn program() -> String {
     std::env::args_os()
         .next()
         .as_deref()

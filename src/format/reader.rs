@@ -409,6 +409,25 @@ impl TetFile {
         (self.footer_json.as_ref(), self.spilled_metadata.as_ref())
     }
 
+    /// Drops this process's mapping of the file bytes `offset .. offset + len` (they stay in
+    /// the page cache; a later read maps them again). A streaming reader calls it once it is
+    /// done with a chunk, so that its resident set stays at a few chunks rather than growing to
+    /// the whole file. Does nothing for an in-memory file or a range outside the file.
+    pub fn release(&self, offset: u64, len: u64) {
+        let Backing::Mapped(m) = &self.data else {
+            return;
+        };
+        let (Ok(o), Ok(l)) = (usize::try_from(offset), usize::try_from(len)) else {
+            return;
+        };
+        if l == 0 || o.checked_add(l).is_none_or(|end| end > m.len()) {
+            return;
+        }
+        // SAFETY: the map is read-only and backed by the file: MADV_DONTNEED only drops page
+        // table entries, and any later access faults the same file bytes back in.
+        let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l) };
+    }
+
     /// Dataset id by name.
     pub fn dataset_id(&self, name: &str) -> Option<usize> {
         self.datasets.iter().position(|d| d.name == name)

@@ -267,6 +267,14 @@ pub fn text_variables_json(vars: &[TextVariable]) -> Value {
     )
 }
 
+/// A history row's `at` (decimal Unix seconds) as ISO 8601 UTC (`2026-11-22T18:00:00Z`), when
+/// it parses.
+pub fn unix_iso(at: &str) -> Option<String> {
+    let secs: i64 = at.trim().parse().ok()?;
+    let units = cftime::parse_units("seconds since 1970-01-01 00:00:00")?;
+    cftime::label(secs as f64, &units, cftime::Calendar::Standard).map(|s| format!("{s}Z"))
+}
+
 /// `SOURCE_DATE_EPOCH` when set (and a valid integer), else the current Unix time.
 pub fn timestamp() -> String {
     if let Ok(s) = std::env::var("SOURCE_DATE_EPOCH") {

@@ -1144,6 +1144,17 @@ impl Walker<'_> {
                         facts.push(("source_dataset".into(), AttrValue::Text(name.clone())));
                     }
                     facts.extend(f.attr_shapes.iter().cloned());
+                    // A part of a complex compound (its note comes from `types::flatten`): the
+                    // same facts as the NPY, Tensogram and Zarr importers record, so that an
+                    // exporter can put the pair back together.
+                    for part in ["real", "imag"] {
+                        let note = format!("{part} part of a complex compound");
+                        if leaf.notes.iter().any(|n| n.starts_with(&note)) {
+                            let c = if et.size() == 4 { "c64" } else { "c128" };
+                            facts.push(("complex_part".into(), AttrValue::Text(part.into())));
+                            facts.push(("complex_dtype".into(), AttrValue::Text(c.into())));
+                        }
+                    }
                     let role = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
                         Role::Coordinate
                     } else {

@@ -28,7 +28,7 @@ thread_local! {
 /// thread would print HDF5 error stacks to stderr (even for the attribute probes every open
 /// makes). Each thread turns it off here once, as `hdf5-metno` does on its threads; errors are
 /// still reported through netCDF's return codes.
-pub(crate) fn locked<T>(f: impl FnOnce() -> T) -> T {
+pub fn locked<T>(f: impl FnOnce() -> T) -> T {
     let _guard = nc::libnetcdf_lock.lock();
     SILENCED.with(|silenced| {
         if !silenced.get() {

@@ -101,6 +101,11 @@ mod cf;
 pub mod classic;
 mod ffi;
 
+/// Runs `f` holding the process-wide netCDF/HDF5 library lock (with HDF5 error printing off on
+/// this thread): every netCDF-C call made outside this crate (the `.tet` exporter) goes through
+/// it too.
+pub use ffi::locked;
+
 use cf::Unpacking;
 use classic::{ClassicHeader, HeaderError};
 use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};

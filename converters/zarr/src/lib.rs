@@ -846,7 +846,16 @@ impl ZarrSource {
                 for (part, label) in ["real", "imag"].iter().enumerate() {
                     let mut n = notes.clone();
                     n.push(format!("{label} part of the {type_name} array '{name}'"));
-                    let mut v = var(format!("{name}/{label}"), t, n, facts.clone());
+                    // The facts the NPY and Tensogram importers record for complex parts.
+                    let mut f = facts.clone();
+                    f.push(("complex_part".into(), AttrValue::Text((*label).into())));
+                    let tag = match t {
+                        ElementType::F32 => "c64",
+                        ElementType::F64 => "c128",
+                        _ => type_name.as_str(),
+                    };
+                    f.push(("complex_dtype".into(), AttrValue::Text(tag.into())));
+                    let mut v = var(format!("{name}/{label}"), t, n, f);
                     v.role = Role::Data;
                     new_vars.push((v, reader(ReadKind::ComplexPart(part))));
                 }

@@ -1,0 +1,95 @@
+//! `tet export FILE.tet OUT [--to netcdf|zarr|npy|npz] [--dataset NAME]… [--compress …]`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{fail, one_line, EXIT_OK, EXIT_USAGE};
+use crate::export::{export, Compression, ExportOptions, Target};
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The .tet file.
+    file: PathBuf,
+    /// The output: a .nc file, a .zarr directory, a directory of .npy files (or one .npy for
+    /// one array), or a .npz archive.
+    out: PathBuf,
+    /// netcdf, zarr, npy or npz (default: from OUT's extension).
+    #[arg(long, value_name = "FORMAT", value_parser = parse_target)]
+    to: Option<Target>,
+    /// Export only this dataset, complex array or group (repeatable).
+    #[arg(long = "dataset", value_name = "NAME")]
+    datasets: Vec<String>,
+    /// zlib[:1-9] (NetCDF default zlib:4 with shuffle; NPZ deflate), zstd[:1-22] (Zarr
+    /// default zstd:3; NetCDF only with the HDF5 zstd plugin) or none.
+    #[arg(long, value_name = "CODEC", value_parser = parse_compression)]
+    compress: Option<Compression>,
+    /// Replace OUT when it exists.
+    #[arg(long)]
+    force: bool,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Print nothing on success.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_target(s: &str) -> Result<Target, String> {
+    Target::from_name(s).ok_or_else(|| format!("unknown format `{s}` (netcdf, zarr, npy, npz)"))
+}
+
+fn parse_compression(s: &str) -> Result<Compression, String> {
+    s.parse()
+}
+
+pub fn run(a: &ExportArgs) -> ExitCode {
+    if !a.file.is_file() {
+        eprintln!(
+            "{}: {}: no such .tet file",
+            super::program(),
+            a.file.display()
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let opts = ExportOptions {
+        target: a.to,
+        datasets: a.datasets.clone(),
+        compression: a.compress.unwrap_or_default(),
+        force: a.force,
+    };
+    let report = match export(&a.file, &a.out, &opts) {
+        Ok(r) => r,
+        Err(e) => return fail(&a.file, e.to_string()),
+    };
+    for w in &report.warnings {
+        eprintln!(
+            "{}: {}: warning: {}",
+            super::program(),
+            a.file.display(),
+            one_line(w)
+        );
+    }
+    if a.json {
+        let v = json!({
+            "input": a.file.display().to_string(),
+            "output": report.output.display().to_string(),
+            "format": report.target.name(),
+            "arrays": report.arrays.iter().map(|(n, t, s)| json!({"name": n, "dtype": t, "shape": s})).collect::<Vec<_>>(),
+            "reused_chunks": report.reused_chunks,
+            "warnings": report.warnings,
+        });
+        println!("{v}");
+    } else if !a.quiet {
+        println!(
+            "{} -> {} ({}, {} arrays)",
+            a.file.display(),
+            report.output.display(),
+            report.target.name(),
+            report.arrays.len()
+        );
+    }
+    ExitCode::from(EXIT_OK)
+}

@@ -1,0 +1,810 @@
+//! Round trips over the public corpus: source → `.tet` → `tet export` to NetCDF-4, Zarr v3, NPY
+//! and NPZ → read back by an independent reader (the importers, which open the exports through
+//! netCDF-C, zarrs and the NPY/ZIP parsers, and the engine that widens i8/bool exactly as for any
+//! input) → compared with the source's `.expect.json` sidecar: values (sha256 of the stored
+//! bytes), element type, shape and, where the target has them, dimension names, attributes,
+//! coordinate roles and global attributes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::sidecar::{check_attrs, expected_datasets, inputs, sha256};
+use serde_json::Value;
+use tet::export::{export, Compression, ExportOptions, Target};
+use tet::format::{DType, DatasetMeta, TetFile};
+use tet::pipeline::{convert, ConvertOptions};
+use tet_source::AttrValue;
+
+/// Held by the test that spawns the `tet` binary and by the tests that write netCDF files: a
+/// child started while this process has a netCDF-4 file open for writing inherits its file
+/// descriptor and with it HDF5's lock on the file, and the parent's re-open then fails until
+/// the child exits.
+static SPAWN_OR_NETCDF: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawn_or_netcdf() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN_OR_NETCDF
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What a reader found for one array.
+struct Found {
+    dtype: DType,
+    shape: Vec<u64>,
+    sha: String,
+    meta: DatasetMeta,
+}
+
+struct ReadBack {
+    arrays: BTreeMap<String, Found>,
+    global_attrs: Vec<(String, AttrValue)>,
+    text_variables: Vec<Value>,
+}
+
+fn opts() -> ConvertOptions {
+    ConvertOptions {
+        jobs: 1,
+        ..ConvertOptions::default()
+    }
+}
+
+/// Converts `input` to `.tet` and reads every dataset of the result (f16 widened to f32 when
+/// `f16_as_f32`, to compare with a NetCDF export).
+fn read_via_tet(input: &Path, scratch: &Path, into: &mut ReadBack) {
+    let out = scratch.join(format!(
+        "{}.back.tet",
+        input.file_name().unwrap().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&out);
+    convert(input, &out, &opts()).unwrap_or_else(|e| panic!("re-import {}: {e}", input.display()));
+    let f = TetFile::open(&out).unwrap();
+    let footer = f.footer().unwrap().cloned().unwrap_or_default();
+    for (id, d) in f.datasets.iter().enumerate() {
+        into.arrays.insert(
+            d.name.clone(),
+            Found {
+                dtype: d.dtype,
+                shape: d.shape.clone(),
+                sha: sha256(&f.read_dataset(id).unwrap()),
+                meta: footer.datasets.get(&d.name).cloned().unwrap_or_default(),
+            },
+        );
+    }
+    into.global_attrs.extend(footer.global_attrs.clone());
+    if let Some(t) = footer.extra.get("text_variables").and_then(Value::as_array) {
+        into.text_variables.extend(t.iter().cloned());
+    }
+    std::fs::remove_file(&out).unwrap();
+}
+
+fn read_back(target: Target, out: &Path, scratch: &Path) -> ReadBack {
+    let mut rb = ReadBack {
+        arrays: BTreeMap::new(),
+        global_attrs: Vec::new(),
+        text_variables: Vec::new(),
+    };
+    if target == Target::Npy && out.is_dir() {
+        for name in common::only_files(out) {
+            read_via_tet(&out.join(name), scratch, &mut rb);
+        }
+    } else {
+        read_via_tet(out, scratch, &mut rb);
+    }
+    rb
+}
+
+/// f16 bytes as the f32 bytes a NetCDF export holds.
+fn f16_bytes_as_f32(b: &[u8]) -> Vec<u8> {
+    b.chunks_exact(2)
+        .flat_map(|c| tet::export::f16_to_f32(u16::from_le_bytes([c[0], c[1]])).to_le_bytes())
+        .collect()
+}
+
+/// Dimensions of the string variables in a footer.
+fn text_axes(footer: &tet::format::Footer) -> Vec<String> {
+    footer
+        .extra
+        .get("text_variables")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["dims"].as_array())
+        .flatten()
+        .filter_map(|d| d.as_str().map(str::to_string))
+        .collect()
+}
+
+fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Value) {
+    let ctx = format!(
+        "{} → {}",
+        input.file_name().unwrap().to_string_lossy(),
+        target.name()
+    );
+    let src = TetFile::open(tet).unwrap();
+    let src_footer = src.footer().unwrap().cloned().unwrap_or_default();
+    let want = expected_datasets(expect);
+    let with_meta = matches!(target, Target::NetCdf | Target::Zarr);
+    for (name, dtype, shape, sha, array) in &want {
+        let flat = name.replace('/', "__");
+        let got = back
+            .arrays
+            .get(name)
+            .or_else(|| back.arrays.get(&flat))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{ctx}: `{name}` missing; have {:?}",
+                    back.arrays.keys().collect::<Vec<_>>()
+                )
+            });
+        assert_eq!(&got.shape, shape, "{ctx}/{name}: shape");
+        if target == Target::NetCdf && dtype == "f16" {
+            // netCDF has no f16: exported as the same values in f32.
+            assert_eq!(got.dtype, DType::F32, "{ctx}/{name}: dtype");
+            let id = src.dataset_id(name).unwrap();
+            let widened = f16_bytes_as_f32(&src.read_dataset(id).unwrap());
+            assert_eq!(got.sha, sha256(&widened), "{ctx}/{name}: values");
+            continue;
+        }
+        assert_eq!(got.dtype.name(), dtype, "{ctx}/{name}: dtype");
+        assert_eq!(&got.sha, sha, "{ctx}/{name}: values");
+        if !with_meta {
+            continue;
+        }
+        let src_meta = src_footer.datasets.get(name).cloned().unwrap_or_default();
+        // Coordinate variables stay coordinates.
+        assert_eq!(
+            src_meta.extra.get("role"),
+            got.meta.extra.get("role"),
+            "{ctx}/{name}: role"
+        );
+        // Coordinate labels (values of the coordinate variables of short axes) are the same;
+        // the Zarr importer does not label axes by string arrays.
+        let mut want_coords = src_meta.coords.clone();
+        if target == Target::Zarr {
+            want_coords.retain(|axis, _| !text_axes(&src_footer).contains(axis));
+        }
+        if target == Target::NetCdf {
+            assert_eq!(want_coords, got.meta.coords, "{ctx}/{name}: coordinates");
+        } else {
+            // The Zarr importer labels an axis by any 1-D array named like it: it may find
+            // more labels than the source's importer did, never other ones.
+            for (axis, labels) in &want_coords {
+                assert_eq!(
+                    Some(labels),
+                    got.meta.coords.get(axis),
+                    "{ctx}/{name}: labels of `{axis}`"
+                );
+            }
+        }
+        if array.is_null() {
+            continue;
+        }
+        if let Some(dims) = array["dims"].as_array().filter(|d| !d.is_empty()) {
+            let dims: Vec<String> = dims
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            assert_eq!(got.meta.dim_names, Some(dims), "{ctx}/{name}: dims");
+        }
+        if let Some(attrs) = array.get("attributes") {
+            check_attrs(&format!("{ctx}/{name}"), attrs, &got.meta.attrs);
+        }
+        if target == Target::NetCdf {
+            // Attributes keep their exact types.
+            for (k, v) in &src_meta.attrs {
+                let g = got.meta.attrs.iter().find(|(n, _)| n == k);
+                assert_eq!(
+                    g.map(|(_, v)| format!("{v:?}")),
+                    Some(format!("{v:?}")),
+                    "{ctx}/{name}: attribute `{k}`"
+                );
+            }
+        }
+    }
+    assert_eq!(back.arrays.len(), want.len(), "{ctx}: array count");
+    if with_meta {
+        // String variables: names, shapes, dims and values (attribute order aside: Zarr
+        // attributes are a JSON object).
+        let norm = |t: &Value| {
+            let mut t = t.clone();
+            if let Some(a) = t.get_mut("attrs").and_then(Value::as_array_mut) {
+                a.sort_by_key(|p| p[0].as_str().unwrap_or("").to_string());
+            }
+            t
+        };
+        let src_texts = src_footer
+            .extra
+            .get("text_variables")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut got_texts: Vec<Value> = back.text_variables.iter().map(norm).collect();
+        for (g, w) in got_texts.iter_mut().zip(&src_texts) {
+            // netCDF needs dimension names: those it made up for unnamed axes do not count.
+            if w["dims"].is_null() {
+                g["dims"] = Value::Null;
+            }
+        }
+        assert_eq!(
+            src_texts.iter().map(norm).collect::<Vec<_>>(),
+            got_texts,
+            "{ctx}: string variables"
+        );
+        let mut globals = expect["global_attributes"].clone();
+        if target == Target::NetCdf {
+            // `history` gains the `.tet` history rows: the original text comes first.
+            if let Some(old) = globals.as_object_mut().and_then(|g| g.remove("history")) {
+                let new = back.global_attrs.iter().find(|(k, _)| k == "history");
+                let Some((_, AttrValue::Text(new))) = new else {
+                    panic!("{ctx}: history lost")
+                };
+                assert!(
+                    new.starts_with(old.as_str().unwrap_or("")),
+                    "{ctx}: history {new:?}"
+                );
+            }
+            let new = back.global_attrs.iter().find(|(k, _)| k == "history");
+            assert!(
+                matches!(new, Some((_, AttrValue::Text(t))) if t.contains("tet convert")),
+                "{ctx}: no .tet history in {new:?}"
+            );
+        }
+        check_attrs(&ctx, &globals, &back.global_attrs);
+    }
+}
+
+fn round_trip(target: Target, ext: &str, compression: Compression) {
+    let _guard = (target == Target::NetCdf).then(spawn_or_netcdf);
+    let dir = tempfile::tempdir().unwrap();
+    let mut done = 0;
+    for (input, expect) in inputs() {
+        if expect["expect_error"].is_string() {
+            continue;
+        }
+        let stem = input.file_name().unwrap().to_string_lossy().to_string();
+        let tet = dir.path().join(format!("{stem}.tet"));
+        convert(&input, &tet, &opts()).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+        let out = dir.path().join(format!("{stem}.{ext}"));
+        export(
+            &tet,
+            &out,
+            &ExportOptions {
+                target: Some(target),
+                compression,
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("export {stem} to {}: {e}", target.name()));
+        let back = read_back(target, &out, dir.path());
+        check(target, &input, &tet, &back, &expect);
+        done += 1;
+    }
+    assert!(done >= 30, "only {done} corpus files");
+    // Nothing left behind but the outputs.
+    for name in common::only_files(dir.path()) {
+        assert!(!name.starts_with('.'), "temporary {name} left behind");
+    }
+}
+
+#[test]
+fn corpus_round_trips_through_npy() {
+    round_trip(Target::Npy, "npy.d", Compression::Default);
+}
+
+#[test]
+fn corpus_round_trips_through_npz() {
+    round_trip(Target::Npz, "npz", Compression::Zlib(6));
+}
+
+#[test]
+fn corpus_round_trips_through_zarr() {
+    round_trip(Target::Zarr, "zarr", Compression::Default);
+}
+
+#[cfg(feature = "netcdf")]
+#[test]
+fn corpus_round_trips_through_netcdf() {
+    round_trip(Target::NetCdf, "nc", Compression::Default);
+}
+
+/// A `.tet` file of one f32 dataset `[rows, cols]` with chunks `[crows, cols]`, zstd.
+fn make_tet(dir: &Path, rows: u64, cols: u64, crows: u64) -> (PathBuf, Vec<u8>) {
+    let data: Vec<u8> = (0..rows * cols)
+        .flat_map(|i| ((i % 1000) as f32 * 0.5).to_le_bytes())
+        .collect();
+    let npy = dir.join("m.npy");
+    let mut bytes = tet::export::npy_header(tet::export::Elem::F32, &[rows, cols]);
+    bytes.extend(&data);
+    std::fs::write(&npy, bytes).unwrap();
+    let tet = dir.join("m.tet");
+    let mut o = opts();
+    o.codec = "zstd:1".parse().unwrap();
+    o.plan.target_bytes = crows * cols * 4;
+    convert(&npy, &tet, &o).unwrap();
+    let f = TetFile::open(&tet).unwrap();
+    assert_eq!(f.datasets[0].chunk_shape, vec![crows, cols]);
+    (tet, data)
+}
+
+#[test]
+fn zarr_reuses_zstd_frames_of_full_chunks_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tet, data) = make_tet(dir.path(), 100, 64, 16);
+    let out = dir.path().join("m.zarr");
+    let r = export(&tet, &out, &ExportOptions::default()).unwrap();
+    // 6 full chunks of 16 rows, one edge chunk of 4 rows (re-encoded, padded).
+    assert_eq!(r.reused_chunks, 6);
+    let mut back = read_back(Target::Zarr, &out, dir.path());
+    let m = back.arrays.remove("m").unwrap();
+    assert_eq!(m.shape, vec![100, 64]);
+    assert_eq!(m.sha, sha256(&data));
+    // The frame is the .tet payload, byte for byte.
+    let f = TetFile::open(&tet).unwrap();
+    let e = f.find_chunk(0, &[1, 0]).unwrap();
+    assert_eq!(
+        std::fs::read(out.join("m/c/1/0")).unwrap(),
+        f.stored_bytes(e).unwrap()
+    );
+}
+
+#[test]
+fn outputs_are_deterministic() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/arrays_savez.npz");
+    let tet = dir.path().join("a.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    for (t, ext) in [
+        (Target::Npz, "npz"),
+        (Target::Zarr, "zarr"),
+        (Target::Npy, "d"),
+    ] {
+        let a = dir.path().join(format!("a.{ext}"));
+        let b = dir.path().join(format!("b.{ext}"));
+        for o in [&a, &b] {
+            let opts = ExportOptions {
+                target: Some(t),
+                ..Default::default()
+            };
+            export(&tet, o, &opts).unwrap();
+        }
+        assert_eq!(tree(&a), tree(&b), "{}", t.name());
+    }
+}
+
+/// Relative path → bytes of every file below `p` (or `p` itself).
+fn tree(p: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, p: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(root, &e.unwrap().path(), out);
+            }
+        } else {
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            out.insert(rel, std::fs::read(p).unwrap());
+        }
+    }
+    walk(p, p, &mut out);
+    out
+}
+
+#[test]
+fn selection_groups_and_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/zarr/climate.zarr");
+    let tet = dir.path().join("c.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    // A group and a dataset by name; `/` becomes `__` in NPY names.
+    let out = dir.path().join("sel");
+    let o = ExportOptions {
+        target: Some(Target::Npy),
+        datasets: vec!["station".into(), "lat".into()],
+        ..Default::default()
+    };
+    export(&tet, &out, &o).unwrap();
+    assert_eq!(common::only_files(&out), ["lat.npy", "station__counts.npy"]);
+    // Unknown dataset, existing output, output = input, unknown extension: one-line errors,
+    // nothing written.
+    let e = export(
+        &tet,
+        &dir.path().join("x.zarr"),
+        &ExportOptions {
+            datasets: vec!["nope".into()],
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("nope") && !e.contains('\n'), "{e}");
+    assert!(!dir.path().join("x.zarr").exists());
+    let e = export(&tet, &out, &o).unwrap_err().to_string();
+    assert!(e.contains("exists"), "{e}");
+    let e = export(&tet, &tet, &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("input") || e.contains("extension"), "{e}");
+    let e = export(&tet, &dir.path().join("x.bin"), &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--to"), "{e}");
+    // --force replaces a directory output.
+    let o2 = ExportOptions {
+        force: true,
+        datasets: vec!["lat".into()],
+        ..o
+    };
+    export(&tet, &out, &o2).unwrap();
+    assert_eq!(common::only_files(&out), ["lat.npy"]);
+    let names: Vec<String> = common::only_files(dir.path());
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn narrowing_refuses_values_outside_the_recorded_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/dtype_i8.npy");
+    let tet = dir.path().join("i8.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    // Rewrite one stored i16 to 300 in place: the chunk is raw at this size.
+    let mut bytes = std::fs::read(&tet).unwrap();
+    let f = TetFile::open(&tet).unwrap();
+    let e = f.entries[0];
+    assert_eq!(e.codec_id, 0, "test needs a raw chunk");
+    let at = e.payload_offset as usize;
+    bytes[at..at + 2].copy_from_slice(&300i16.to_le_bytes());
+    std::fs::write(&tet, bytes).unwrap();
+    let out = dir.path().join("o.npy");
+    let err = export(&tet, &out, &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("300") && err.contains("i8"), "{err}");
+    assert!(!out.exists());
+    assert_eq!(common::only_files(dir.path()), ["i8.tet"]);
+}
+
+#[test]
+fn single_npy_restores_i8_bool_complex_and_0d() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, descr, shape) in [
+        ("dtype_i8", "'|i1'", "(3, 4)"),
+        ("dtype_bool", "'|b1'", "(3, 4)"),
+        ("dtype_c64", "'<c8'", "(3, 4)"),
+        ("scalar_0d", "'<f8'", "()"),
+    ] {
+        let input = common::shared().join(format!("corpus/public/npy/{name}.npy"));
+        let tet = dir.path().join(format!("{name}.tet"));
+        convert(&input, &tet, &opts()).unwrap();
+        let out = dir.path().join(format!("{name}.npy"));
+        export(&tet, &out, &ExportOptions::default()).unwrap();
+        let got = std::fs::read(&out).unwrap();
+        let head = String::from_utf8_lossy(&got[10..got.len().min(128)]).into_owned();
+        assert!(
+            head.contains(descr) && head.contains(shape),
+            "{name}: {head}"
+        );
+        // Same values as the original file's data section.
+        let orig = std::fs::read(&input).unwrap();
+        let hlen = |b: &[u8]| 10 + u16::from_le_bytes([b[8], b[9]]) as usize;
+        assert_eq!(&got[hlen(&got)..], &orig[hlen(&orig)..], "{name}: values");
+    }
+}
+
+#[cfg(feature = "netcdf")]
+#[test]
+fn netcdf_header_matches_the_original() {
+    // The exported file's dims, variables and attributes, read through netCDF-C by the NetCDF
+    // importer, equal the original's (`ncdump -h` shows the same), history aside.
+    use tet_source::{Importer, OpenOptions};
+    let _guard = spawn_or_netcdf();
+    let dir = tempfile::tempdir().unwrap();
+    let imp = tet_netcdf::NcImporter;
+    for (input, expect) in inputs() {
+        if !input.to_string_lossy().contains("/netcdf/") || expect["expect_error"].is_string() {
+            continue;
+        }
+        let stem = input.file_name().unwrap().to_string_lossy().to_string();
+        let tet = dir.path().join(format!("{stem}.tet"));
+        convert(&input, &tet, &opts()).unwrap();
+        let out = dir.path().join(format!("{stem}.out.nc"));
+        export(&tet, &out, &ExportOptions::default()).unwrap();
+        let a = imp.open(&input, &OpenOptions::default()).unwrap();
+        let b = imp.open(&out, &OpenOptions::default()).unwrap();
+        let vars = |s: &dyn tet_source::Source| {
+            s.variables()
+                .iter()
+                .map(|v| {
+                    let mut attrs = v.attrs.clone();
+                    attrs.sort_by(|x, y| x.0.cmp(&y.0));
+                    let unlimited: Vec<_> = v
+                        .facts
+                        .iter()
+                        .filter(|(k, _)| k == "unlimited_dims")
+                        .collect();
+                    format!(
+                        "{} {:?} {:?} {:?} {:?} {attrs:?} {unlimited:?}",
+                        v.name, v.dtype, v.shape, v.dims, v.role
+                    )
+                })
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(vars(a.as_ref()), vars(b.as_ref()), "{stem}: variables");
+        // String variables: same names, shapes, dims, values and attributes.
+        let texts = |s: &dyn tet_source::Source| {
+            s.text_variables()
+                .iter()
+                .map(|t| format!("{t:?}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            texts(a.as_ref()),
+            texts(b.as_ref()),
+            "{stem}: string variables"
+        );
+        let globals = |s: &dyn tet_source::Source| {
+            s.global_attrs()
+                .iter()
+                .filter(|(k, _)| k != "history")
+                .map(|(k, v)| format!("{k} {v:?}"))
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        assert_eq!(
+            globals(a.as_ref()),
+            globals(b.as_ref()),
+            "{stem}: global attributes"
+        );
+    }
+}
+
+#[test]
+fn cli_exports_and_fails_in_one_line() {
+    let _guard = spawn_or_netcdf();
+    let dir = tempfile::tempdir().unwrap();
+    let input = common::shared().join("corpus/public/npy/arrays_savez.npz");
+    let tet = dir.path().join("a.tet");
+    convert(&input, &tet, &opts()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_tet");
+    let out = dir.path().join("a.zarr");
+    let o = std::process::Command::new(bin)
+        .args(["export", "--json"])
+        .arg(&tet)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], "zarr");
+    let names: Vec<&str> = v["arrays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["temperature", "mask", "ids"]);
+    assert_eq!(v["arrays"][1]["dtype"], "bool");
+    // Failures: one line on stderr naming the file, exit 1, nothing written.
+    for args in [
+        vec!["--to", "npz", "--compress", "zstd"],
+        vec!["--dataset", "nope"],
+    ] {
+        let target = dir.path().join("b.out");
+        let o = std::process::Command::new(bin)
+            .arg("export")
+            .arg(&tet)
+            .arg(&target)
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("a.tet"), "{err}");
+        assert!(!target.exists());
+    }
+    let o = std::process::Command::new(bin)
+        .args(["export", "--compress", "lz4"])
+        .arg(&tet)
+        .arg(dir.path().join("c.nc"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(common::only_files(dir.path()), ["a.tet", "a.zarr"]);
+}
+
+#[test]
+fn hostile_names_stay_inside_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let tet = dir.path().join("h.tet");
+    let arrays = vec![common::Array {
+        spec: tet::format::DatasetSpec {
+            name: "../evil".into(),
+            dtype: DType::U8,
+            shape: vec![4],
+            chunk_shape: vec![4],
+        },
+        data: vec![1, 2, 3, 4],
+    }];
+    common::write(
+        &tet,
+        &arrays,
+        &tet::format::Footer::default(),
+        &[0],
+        1,
+        4,
+        &|_| tet::format::Codec::Raw,
+    );
+    let e = export(&tet, &dir.path().join("o.zarr"), &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("../evil"), "{e}");
+    // NPY flattens the name: `..__evil.npy` inside the output directory.
+    let out = dir.path().join("o");
+    let o = ExportOptions {
+        target: Some(Target::Npy),
+        ..Default::default()
+    };
+    export(&tet, &out, &o).unwrap();
+    assert_eq!(common::only_files(&out), ["..__evil.npy"]);
+    assert_eq!(common::only_files(dir.path()), ["h.tet", "o"]);
+}
+
+#[test]
+fn zarr_complex_comes_back_as_complex() {
+    // A Zarr v3 complex64 array → .tet (split into real/imag, with the complex facts) → NPY
+    // c64 and Zarr complex64, with the original bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("z.zarr");
+    std::fs::create_dir_all(store.join("w/c")).unwrap();
+    std::fs::write(
+        store.join("zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "group", "attributes": {}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        store.join("w/zarr.json"),
+        r#"{"zarr_format": 3, "node_type": "array", "shape": [3], "data_type": "complex64",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": [0.0, 0.0], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "attributes": {"units": "V"}}"#,
+    )
+    .unwrap();
+    let values: Vec<u8> = [1.0f32, -1.0, 2.5, 0.0, -3.0, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    std::fs::write(store.join("w/c/0"), &values).unwrap();
+    let tet = dir.path().join("z.tet");
+    convert(&store, &tet, &opts()).unwrap();
+    let npy = dir.path().join("w.npy");
+    export(&tet, &npy, &ExportOptions::default()).unwrap();
+    let got = std::fs::read(&npy).unwrap();
+    let hlen = 10 + u16::from_le_bytes([got[8], got[9]]) as usize;
+    assert!(String::from_utf8_lossy(&got[..hlen]).contains("'<c8'"));
+    assert_eq!(&got[hlen..], &values[..]);
+    let z = dir.path().join("back.zarr");
+    export(&tet, &z, &ExportOptions::default()).unwrap();
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(z.join("w/zarr.json")).unwrap()).unwrap();
+    assert_eq!(meta["data_type"], "complex64");
+    assert_eq!(meta["attributes"], serde_json::json!({"units": "V"}));
+}
+
+#[test]
+fn a_corrupt_chunk_fails_every_target_with_nothing_left_behind() {
+    let _guard = spawn_or_netcdf();
+    let dir = tempfile::tempdir().unwrap();
+    let (tet, _) = make_tet(dir.path(), 40, 64, 8);
+    std::fs::remove_file(dir.path().join("m.npy")).unwrap();
+    // Garble the middle of the third chunk's zstd frame.
+    let f = TetFile::open(&tet).unwrap();
+    let e = *f.find_chunk(0, &[2, 0]).unwrap();
+    assert_eq!(e.codec_id, 1);
+    drop(f);
+    let mut bytes = std::fs::read(&tet).unwrap();
+    let mid = (e.payload_offset + e.stored_byte_len / 2) as usize;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(&tet, bytes).unwrap();
+    let mut targets = vec![
+        (Target::Npy, "o.npy"),
+        (Target::Npy, "o_dir"),
+        (Target::Npz, "o.npz"),
+        (Target::Zarr, "o.zarr"),
+    ];
+    if cfg!(feature = "netcdf") {
+        targets.push((Target::NetCdf, "o.nc"));
+    }
+    for (t, name) in targets {
+        let out = dir.path().join(name);
+        // Zarr would copy the frame verbatim: re-encoding makes it decode the chunk.
+        let compression = if t == Target::Zarr {
+            Compression::None
+        } else {
+            Compression::Default
+        };
+        let o = ExportOptions {
+            target: Some(t),
+            compression,
+            ..Default::default()
+        };
+        let err = export(&tet, &out, &o).unwrap_err().to_string();
+        assert!(
+            err.contains("chunk [2, 0]") && !err.contains('\n'),
+            "{}: {err}",
+            t.name()
+        );
+        assert_eq!(common::only_files(dir.path()), ["m.tet"], "{}", t.name());
+    }
+}
+
+#[test]
+fn chunks_longer_than_the_axis_and_impossible_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    // A chunk of 1000 along an axis of 5 (legal in .tet): Zarr's chunk is clamped to 5.
+    let tet = dir.path().join("c.tet");
+    let arrays = vec![common::Array {
+        spec: tet::format::DatasetSpec {
+            name: "v".into(),
+            dtype: DType::I32,
+            shape: vec![5],
+            chunk_shape: vec![1000],
+        },
+        data: (0..5i32).flat_map(|v| v.to_le_bytes()).collect(),
+    }];
+    let footer = tet::format::Footer::default();
+    common::write(&tet, &arrays, &footer, &[0], 1, 4, &|_| {
+        tet::format::Codec::Zstd
+    });
+    let out = dir.path().join("c.zarr");
+    let r = export(&tet, &out, &ExportOptions::default()).unwrap();
+    assert_eq!(r.reused_chunks, 1);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(out.join("v/zarr.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["chunk_grid"]["configuration"]["chunk_shape"],
+        serde_json::json!([5])
+    );
+    let mut back = read_back(Target::Zarr, &out, dir.path());
+    assert_eq!(
+        back.arrays.remove("v").unwrap().sha,
+        sha256(&arrays[0].data)
+    );
+
+    // A zstd chunk claiming more bytes than its frame can hold is refused before any buffer
+    // of that size exists.
+    let big = dir.path().join("big.tet");
+    let spec = tet::format::DatasetSpec {
+        name: "v".into(),
+        dtype: DType::U8,
+        shape: vec![1 << 40],
+        chunk_shape: vec![1 << 40],
+    };
+    let w = tet::format::TetWriter::create(&big, vec![spec], tet::format::WriterOptions::default())
+        .unwrap();
+    let frame = zstd::bulk::compress(&[0u8; 16], 1).unwrap();
+    w.submit(
+        0,
+        &[0],
+        tet::format::ChunkPayload {
+            codec: tet::format::Codec::Zstd,
+            raw_len: 1 << 40,
+            data: frame.into(),
+        },
+    )
+    .unwrap();
+    w.finish(&footer).unwrap();
+    for (t, name) in [(Target::Npy, "b.npy"), (Target::Zarr, "b.zarr")] {
+        let o = ExportOptions {
+            target: Some(t),
+            compression: Compression::None,
+            ..Default::default()
+        };
+        let e = export(&big, &dir.path().join(name), &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zstd frame can hold"), "{}: {e}", t.name());
+    }
+}
