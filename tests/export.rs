@@ -321,7 +321,7 @@ fn make_tet(dir: &Path, rows: u64, cols: u64, crows: u64) -> (PathBuf, Vec<u8>) 
     let tet = dir.join("m.tet");
     let mut o = opts();
     o.codec = "zstd:1".parse().unwrap();
-    o.plan.target_bytes = crows * cols * 4;
+    o.plan.target_bytes = Some(crows * cols * 4);
     convert(&npy, &tet, &o).unwrap();
     let f = TetFile::open(&tet).unwrap();
     assert_eq!(f.datasets[0].chunk_shape, vec![crows, cols]);
