@@ -138,6 +138,7 @@ fn source() -> Synthetic {
             dims: None,
             values: vec!["alpha".into(), "beta".into()],
             attrs: vec![],
+            char_axis: None,
         }],
         fail_on_var: None,
         parallel: true,

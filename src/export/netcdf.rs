@@ -19,8 +19,9 @@
 //! - Storage: chunked along the `.tet` chunk shape; zlib (`deflate`, default level 4, with the
 //!   shuffle filter for multi-byte types), zstd (HDF5 filter 32015, only when this netCDF-C has
 //!   the zstd plugin: Debian's 4.9.0 does not) or none.
-//! - String variables (`tet_ext.text_variables`) become `string` variables (a `char` variable
-//!   comes back as `string`: the footer keeps its strings, not its string-length axis).
+//! - String variables (`tet_ext.text_variables`) become `string` variables; those that were
+//!   `char` arrays (the entry's `char_dim`) come back as `char` with their string-length
+//!   dimension.
 //! - Data is written one `.tet` chunk at a time with `nc_put_vara` at the chunk's region.
 //!
 //! Every library call holds the process-wide netCDF/HDF5 lock ([`tet_netcdf::locked`]). The file
@@ -273,11 +274,13 @@ struct TextVar {
     varid: c_int,
     count: Vec<usize>,
     values: Vec<String>,
+    /// Characters per string when the variable is a `char` array (its last axis).
+    char_len: Option<usize>,
 }
 
-/// Defines a `tet_ext.text_variables` entry as a netCDF `string` variable (a `char` variable's
-/// string-length axis is not recorded: its strings come back as `string` values). `None` when
-/// the entry is malformed.
+/// Defines a `tet_ext.text_variables` entry as a netCDF `string` variable, or, when the entry
+/// records a `char_dim` (the source was a `char` array), as a `char` variable with that
+/// string-length dimension last. `None` when the entry is malformed.
 fn define_text(
     t: &serde_json::Value,
     groups: &mut Groups,
@@ -328,6 +331,13 @@ fn define_text(
                 .collect()
         })
         .unwrap_or_default();
+    // A `char` array's string-length axis: its name and length, when every value fits it
+    // (otherwise the values, exact either way, come back as `string`).
+    let char_dim = t.get("char_dim").and_then(|c| {
+        let len = usize::try_from(c.get("len")?.as_u64()?).ok()?;
+        let fits = values.iter().all(|v| v.len() <= len);
+        Some((c.get("name")?.as_str()?.to_string(), len)).filter(|_| fits)
+    });
     let (g, short) = split_group(name);
     let gid = groups.ensure(g)?;
     let mut dimids = Vec::new();
@@ -338,6 +348,14 @@ fn define_text(
         };
         dimids.push(dims.get(groups, g, &d, len, false)?);
     }
+    if let Some((d, len)) = &char_dim {
+        dimids.push(dims.get(groups, g, d, *len as u64, false)?);
+    }
+    let xtype = if char_dim.is_some() {
+        nc::NC_CHAR
+    } else {
+        nc::NC_STRING
+    };
     let cn = cname(short)?;
     let mut varid = 0;
     call(
@@ -347,7 +365,7 @@ fn define_text(
             nc::nc_def_var(
                 gid,
                 cn.as_ptr(),
-                nc::NC_STRING,
+                xtype,
                 dimids.len() as c_int,
                 dimids.as_ptr(),
                 &mut varid,
@@ -363,6 +381,7 @@ fn define_text(
         varid,
         count: shape.iter().map(|&d| d as usize).collect(),
         values,
+        char_len: char_dim.map(|(_, len)| len),
     }))
 }
 
@@ -564,6 +583,30 @@ pub(crate) fn write(
         || unsafe { nc::nc_enddef(root) },
     )?;
     for v in &strings {
+        if let Some(len) = v.char_len {
+            // Each string NUL-padded to the string length, in C order (as netCDF-C writes them).
+            let mut text = vec![0u8; v.values.len() * len];
+            for (row, s) in text.chunks_mut(len.max(1)).zip(&v.values) {
+                row[..s.len()].copy_from_slice(s.as_bytes());
+            }
+            let mut count = v.count.clone();
+            count.push(len);
+            let start = vec![0usize; count.len()];
+            call(
+                || format!("write char variable `{}`", v.name),
+                || unsafe {
+                    // SAFETY: `text` holds product(count) bytes.
+                    nc::nc_put_vara_text(
+                        v.gid,
+                        v.varid,
+                        start.as_ptr(),
+                        count.as_ptr(),
+                        text.as_ptr().cast(),
+                    )
+                },
+            )?;
+            continue;
+        }
         let cs: Vec<CString> = v.values.iter().map(|s| cname(s)).collect::<Result<_>>()?;
         let mut ptrs: Vec<*const c_char> = cs.iter().map(|c| c.as_ptr()).collect();
         let start = vec![0usize; v.count.len()];

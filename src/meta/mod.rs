@@ -255,13 +255,17 @@ pub fn text_variables_json(vars: &[TextVariable]) -> Value {
     Value::Array(
         vars.iter()
             .map(|t| {
-                json!({
+                let mut v = json!({
                     "name": t.name,
                     "shape": t.shape,
                     "dims": t.dims,
                     "values": t.values,
                     "attrs": attrs_to_json(&t.attrs),
-                })
+                });
+                if let Some(c) = &t.char_axis {
+                    v["char_dim"] = json!({"name": c.dim, "len": c.len});
+                }
+                v
             })
             .collect(),
     )

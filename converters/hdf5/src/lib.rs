@@ -1219,6 +1219,7 @@ impl Walker<'_> {
                         dims,
                         values,
                         attrs: f.attrs.clone(),
+                        char_axis: None,
                     });
                 }
                 LeafKind::Unsupported(why) => {

@@ -92,9 +92,9 @@ use std::path::Path;
 
 use netcdf_sys as nc;
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, ElementType,
-    Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
-    Variable,
+    check_region, extension_confidence, AttrValue, Attrs, CharAxis, Confidence, DimLabels,
+    ElementType, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
+    TextVariable, Variable,
 };
 
 mod cf;
@@ -1273,12 +1273,20 @@ impl<'o> Builder<'o> {
                 labels,
             });
         }
+        let char_axis = match (is_char, p.shape.last(), p.dim_names.last()) {
+            (true, Some(&len), Some(dim)) => Some(CharAxis {
+                dim: dim.clone(),
+                len,
+            }),
+            _ => None,
+        };
         self.texts.push(TextVariable {
             name: p.full,
             shape,
             dims: Some(dims),
             values,
             attrs: p.attrs,
+            char_axis,
         });
         Ok(())
     }

@@ -198,6 +198,19 @@ pub struct TextVariable {
     /// The values in C order (`product(shape)` of them).
     pub values: Vec<String>,
     pub attrs: Attrs,
+    /// Set when the source stores the strings as a fixed-length character array (NetCDF
+    /// `char name(station, name_strlen)`): its trailing string-length axis, which `shape` and
+    /// `dims` leave out.
+    pub char_axis: Option<CharAxis>,
+}
+
+/// The string-length axis of a character array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CharAxis {
+    /// The dimension's name (`name_strlen`).
+    pub dim: String,
+    /// Characters per string.
+    pub len: u64,
 }
 
 /// Labels for the positions of one dimension that the importer knows directly (e.g. a NetCDF

@@ -880,6 +880,7 @@ impl ZarrSource {
                     dims,
                     values,
                     attrs,
+                    char_axis: None,
                 });
                 return Ok(());
             }
