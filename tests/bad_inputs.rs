@@ -26,18 +26,7 @@ use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 
 use common::only_files;
-
-/// Corpus folders whose importers this build has.
-const FOLDERS: &[&str] = &[
-    "npy",
-    "teafile",
-    "tensogram",
-    "zarr",
-    #[cfg(feature = "netcdf")]
-    "netcdf",
-    #[cfg(feature = "hdf5")]
-    "hdf5",
-];
+use common::sidecar::corpus;
 
 /// The address-space cap of every child.
 const MEMORY_CAP: u64 = 2 << 30;
@@ -46,27 +35,9 @@ const FILE_CAP: u64 = 1 << 30;
 /// A child running longer than this is a hang.
 const TIME_LIMIT: Duration = Duration::from_secs(60);
 
-fn corpus() -> PathBuf {
-    common::shared().join("corpus/public")
-}
-
-/// (input, sidecar) of every corpus input this build has an importer for.
+/// (input, sidecar) of every corpus input this build has an importer for, then the `.tet` inputs.
 fn corpus_inputs() -> Vec<(PathBuf, Value)> {
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(corpus().join("manifest.json")).unwrap()).unwrap();
-    let mut out = Vec::new();
-    for f in manifest["files"].as_array().unwrap() {
-        let rel = f["file"].as_str().unwrap();
-        if !FOLDERS.contains(&rel.split('/').next().unwrap()) {
-            continue;
-        }
-        let input = corpus().join(rel);
-        let sidecar = PathBuf::from(format!("{}.expect.json", input.display()));
-        out.push((
-            input,
-            serde_json::from_slice(&std::fs::read(&sidecar).unwrap()).unwrap(),
-        ));
-    }
+    let mut out = common::sidecar::inputs();
     assert!(out.len() >= 30, "corpus not found: {} inputs", out.len());
     // `.tet` inputs (re-chunk, re-compress): the reference implementation's files and our golden
     // file, with no sidecar (none is an expected refusal; plan.tet's corrupt footer is refused).
@@ -386,7 +357,7 @@ fn truncated_corpus_inputs_are_refused_or_convert_to_valid_files() {
         problems.join("\n")
     );
     // Every format was swept and every format refused something.
-    for f in FOLDERS {
+    for f in common::sidecar::FORMATS {
         assert!(
             tally.get(*f).is_some_and(|t| t.refused > 0),
             "{f}: {tally:?}"

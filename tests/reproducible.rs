@@ -18,22 +18,6 @@ use std::process::Command;
 
 use serde_json::Value;
 
-fn corpus() -> PathBuf {
-    common::shared().join("corpus/public")
-}
-
-/// Corpus folders whose importers this build has.
-const FOLDERS: &[&str] = &[
-    "npy",
-    "teafile",
-    "tensogram",
-    "zarr",
-    #[cfg(feature = "netcdf")]
-    "netcdf",
-    #[cfg(feature = "hdf5")]
-    "hdf5",
-];
-
 /// The importer ids (`tet-convert --json` `format`) this build must cover.
 fn importer_ids() -> BTreeSet<&'static str> {
     let mut ids: BTreeSet<&str> = ["npy", "npz", "tea", "tgm", "zarr", "tet"].into();
@@ -46,17 +30,13 @@ fn importer_ids() -> BTreeSet<&'static str> {
     ids
 }
 
-/// Every corpus input this build converts (no `expect_error`), by manifest order.
+/// Every corpus input this build converts (no `expect_error`), by manifest order, then `.tet`
+/// inputs.
 fn inputs() -> Vec<PathBuf> {
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(corpus().join("manifest.json")).unwrap()).unwrap();
-    let out: Vec<PathBuf> = manifest["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| FOLDERS.contains(&f["file"].as_str().unwrap().split('/').next().unwrap()))
-        .filter(|f| f["expect_error"].is_null())
-        .map(|f| corpus().join(f["file"].as_str().unwrap()))
+    let out: Vec<PathBuf> = common::sidecar::inputs()
+        .into_iter()
+        .filter(|(_, expect)| expect["expect_error"].is_null())
+        .map(|(input, _)| input)
         .collect();
     assert!(out.len() >= 25, "corpus not found: {} inputs", out.len());
     // `.tet` inputs (re-chunk, re-compress): the reference implementation's files with a
@@ -203,7 +183,7 @@ fn output_does_not_depend_on_where_the_input_lies() {
         for place in ["a", "deeper/b"] {
             let cwd = root.path().join(place);
             std::fs::create_dir_all(&cwd).unwrap();
-            copy_input(&corpus().join(rel), &cwd.join(name));
+            copy_input(&common::sidecar::corpus().join(rel), &cwd.join(name));
             // Relative input, relative output, from the copy's own directory.
             let mut c = tet_convert(Path::new(name), Path::new("out.tet"), "2");
             c.current_dir(&cwd);
