@@ -1,30 +1,52 @@
-//! Zarr v3 export: a directory store with one group per `/` level, one array per planned array.
+//! Zarr v3 export: a directory store with one group per `/` level, one array per planned array,
+//! written through the `zarrs` crate (`FilesystemStore`, `GroupBuilder`, `ArrayBuilder`,
+//! `Array::store_metadata_opt` / `store_chunk_opt` / `store_chunk_subset_opt` /
+//! `store_encoded_chunk`): no Zarr JSON or chunk file is written by hand.
 //!
-//! Each array's chunk grid is the `.tet` chunk shape, its chunk keys the default encoding
-//! (`c/i/j/…`, `c` for a 0-d array), its codecs `bytes` (little-endian) then `zstd` (or `bytes`
-//! alone with `--compress none`). When a `.tet` chunk is already a zstd frame of exactly the
-//! bytes Zarr stores (a full, interior chunk whose values need no restoring), the frame is copied
-//! verbatim: Zarr's zstd codec stores one standard frame per chunk, and any level decodes the
-//! same way. A copied frame is not decoded (only its declared content size is checked), so a
-//! damaged frame would be copied as it is: `tet verify --deep` checks every frame. Edge chunks
-//! are padded to the full chunk shape with the fill value (0) and re-encoded, as Zarr chunks
-//! always have the full shape. Attributes are JSON (typed values
-//! become numbers, lists or strings; non-finite floats the strings `NaN`, `Infinity`,
-//! `-Infinity`, as in Zarr fill values), `dimension_names` come from the `.tet` dims, global
-//! attributes go to the root group (a global attribute named `group/name`, as the NetCDF importer
-//! records group attributes, to that group). Metadata JSON has sorted keys, so the same `.tet`
-//! file always gives the same bytes. String variables (`tet_ext.text_variables`) become `string`
-//! arrays (zarr-python 3's type) of one chunk with the `vlen-utf8` codec.
+//! Each array's chunk grid is the `.tet` chunk shape (clamped to the axis length), its chunk
+//! keys the default encoding (`c/i/j/…`, `c` for a 0-d array), its codecs `bytes`
+//! (little-endian) then `zstd` (or `bytes` alone with `--compress none`). When a `.tet` chunk is
+//! already a zstd frame of exactly the bytes Zarr stores (a full, interior chunk whose values
+//! need no restoring), the frame is copied verbatim with `store_encoded_chunk`: Zarr's zstd
+//! codec stores one standard frame per chunk, and any level decodes the same way. A copied frame
+//! is not decoded (only its declared content size is checked), so a damaged frame would be
+//! copied as it is: `tet verify --deep` checks every frame. Other chunks are encoded by zarrs,
+//! one at a time; an edge chunk is stored as a chunk subset, which zarrs pads to the full chunk
+//! shape with the fill value (0), as Zarr chunks always have the full shape. Every chunk is
+//! written, even one equal to the fill value (`store_empty_chunks`), as the `.tet` file has it.
+//!
+//! Attributes are JSON (typed values become numbers, lists or strings; non-finite floats the
+//! strings `NaN`, `Infinity`, `-Infinity`, as in Zarr fill values), `dimension_names` come from
+//! the `.tet` dims, global attributes go to the root group (a global attribute named
+//! `group/name`, as the NetCDF importer records group attributes, to that group). zarrs writes
+//! the metadata in its own field order (empty `attributes` left out) without its `_zarrs`
+//! version attribute; attributes are given with sorted keys, so the same `.tet` file always
+//! gives the same bytes. String variables (`tet_ext.text_variables`) become `string` arrays
+//! (zarr-python 3's type) of one chunk with the `vlen-utf8` codec, encoded by zarrs too.
+//!
+//! Node names must be Zarr v3 node names: a name with an empty, all-dots or `__`-prefixed part
+//! (reserved by the spec, refused by zarrs) or a `\` is refused before anything is written. The
+//! store is built under a temporary directory beside the output and committed (fsync, rename)
+//! by [`super::commit`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 use tet_source::{AttrValue, Attrs};
+use zarrs::array::codec::{BytesCodec, VlenUtf8Codec, ZstdCodec};
+use zarrs::array::{
+    ArrayBuilder, ArrayBytes, ArrayMetadataOptions, ArraySubset, BytesToBytesCodecTraits,
+    CodecOptions, FillValueMetadata,
+};
+use zarrs::filesystem::FilesystemStore;
+use zarrs::group::GroupBuilder;
+use zarrs::storage::Bytes;
 
 use super::{
-    commit, for_each_run, grid_coords, io_err, parent_dir, split_group, ChunkSource, Compression,
-    Elem, ExportError, Plan, Restore, Result,
+    commit, grid_coords, io_err, parent_dir, split_group, ChunkSource, Compression, Elem,
+    ExportError, Plan, Restore, Result,
 };
 use crate::format::footer::canonical;
 use crate::format::{Codec, TetFile};
@@ -109,13 +131,6 @@ fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
         .collect()
 }
 
-fn write_json(path: &Path, v: &Value) -> Result<()> {
-    let mut text = serde_json::to_string_pretty(&canonical(v))
-        .map_err(|e| ExportError::Target(format!("{}: {e}", path.display())))?;
-    text.push('\n');
-    std::fs::write(path, text).map_err(io_err(path))
-}
-
 /// A string variable of the footer (`tet_ext.text_variables`).
 struct TextArray {
     name: String,
@@ -178,72 +193,70 @@ fn text_array(t: &Value) -> Option<TextArray> {
     })
 }
 
-/// Writes a string variable as a Zarr v3 `string` array in one chunk, encoded with the
+/// zarrs' errors as a one-line [`ExportError::Target`] naming the node.
+fn zerr<E: std::fmt::Display>(node: &str) -> impl FnOnce(E) -> ExportError + '_ {
+    move |e| ExportError::Target(format!("zarr `{node}`: {e}"))
+}
+
+/// Attributes as a JSON object with sorted keys (zarrs keeps insertion order), so the same
+/// `.tet` file always gives the same metadata bytes.
+fn sorted(m: Map<String, Value>) -> Map<String, Value> {
+    match canonical(&Value::Object(m)) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// The `zstd` bytes-to-bytes codec at `level`, or none.
+fn zstd_codecs(level: Option<i32>) -> Vec<Arc<dyn BytesToBytesCodecTraits>> {
+    level
+        .map(|l| Arc::new(ZstdCodec::new(l, false)) as Arc<dyn BytesToBytesCodecTraits>)
+        .into_iter()
+        .collect()
+}
+
+/// Metadata as the Zarr spec has it: no `_zarrs` version attribute (it would tie the bytes of
+/// the output to the zarrs release).
+fn metadata_options() -> ArrayMetadataOptions {
+    ArrayMetadataOptions::default().with_include_zarrs_metadata(false)
+}
+
+/// Writes a string variable as a Zarr v3 `string` array in one chunk, encoded by zarrs with the
 /// `vlen-utf8` codec (item count, then each item's byte length and UTF-8 bytes, all lengths u32
 /// little-endian).
 fn write_text(
-    root: &Path,
+    store: &Arc<FilesystemStore>,
     t: &TextArray,
     level: Option<i32>,
-    zctx: &mut zstd::bulk::Compressor,
+    copts: &CodecOptions,
 ) -> Result<()> {
-    let dir = root.join(&t.name);
-    std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let mut codecs = vec![json!({"name": "vlen-utf8", "configuration": {}})];
-    if let Some(l) = level {
-        codecs.push(json!({"name": "zstd", "configuration": {"level": l, "checksum": false}}));
-    }
+    let path = format!("/{}", t.name);
     let chunk: Vec<u64> = t.shape.iter().map(|&d| d.max(1)).collect();
-    let mut meta = json!({
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": t.shape,
-        "data_type": "string",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": "",
-        "codecs": codecs,
-        "attributes": attrs_json(&t.attrs),
-    });
-    if let Some(d) = &t.dims {
-        meta["dimension_names"] = json!(d);
-    }
-    write_json(&dir.join("zarr.json"), &meta)?;
+    let array = ArrayBuilder::new(t.shape.clone(), chunk, "string", "")
+        .array_to_bytes_codec(Arc::new(VlenUtf8Codec::new()))
+        .bytes_to_bytes_codecs(zstd_codecs(level))
+        .dimension_names(t.dims.clone())
+        .attributes(sorted(attrs_json(&t.attrs)))
+        .build(store.clone(), &path)
+        .map_err(zerr(&t.name))?;
+    array
+        .store_metadata_opt(&metadata_options())
+        .map_err(zerr(&t.name))?;
     if t.values.is_empty() {
         return Ok(());
     }
-    let too_long = || ExportError::Invalid(format!("string variable `{}` is too large", t.name));
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(
-        &u32::try_from(t.values.len())
-            .map_err(|_| too_long())?
-            .to_le_bytes(),
-    );
-    for v in &t.values {
-        bytes.extend_from_slice(
-            &u32::try_from(v.len())
-                .map_err(|_| too_long())?
-                .to_le_bytes(),
-        );
-        bytes.extend_from_slice(v.as_bytes());
+    // vlen-utf8 lengths are u32 (zarrs would panic on a longer item): refuse those first.
+    if u32::try_from(t.values.len()).is_err()
+        || t.values.iter().any(|v| u32::try_from(v.len()).is_err())
+    {
+        return Err(ExportError::Invalid(format!(
+            "string variable `{}` is too large",
+            t.name
+        )));
     }
-    let mut key = dir.join("c");
-    if !t.shape.is_empty() {
-        std::fs::create_dir_all(&key).map_err(io_err(&key))?;
-        for _ in &t.shape {
-            key.push("0");
-        }
-        if let Some(p) = key.parent() {
-            std::fs::create_dir_all(p).map_err(io_err(p))?;
-        }
-    }
-    let data = match level {
-        Some(_) => zctx
-            .compress(&bytes)
-            .map_err(|e| ExportError::Target(format!("zstd: {e}")))?,
-        None => bytes,
-    };
-    std::fs::write(&key, data).map_err(io_err(&key))
+    array
+        .store_chunk_opt(&vec![0; t.shape.len()], t.values.as_slice(), copts)
+        .map_err(zerr(&t.name))
 }
 
 /// Writes the plan as a Zarr v3 store at `output`; returns the number of chunks whose zstd
@@ -265,7 +278,8 @@ pub(crate) fn write(
         }
     };
     let texts: Vec<TextArray> = plan.text_variables.iter().filter_map(text_array).collect();
-    // Names come from the file: each must stay a path below the store.
+    // Names come from the file: each must stay a path below the store, and be a Zarr v3 node
+    // name (not only dots, no `__` prefix: reserved by the spec, refused by zarrs).
     let names: Vec<&str> = plan
         .arrays
         .iter()
@@ -273,12 +287,11 @@ pub(crate) fn write(
         .chain(texts.iter().map(|t| t.name.as_str()))
         .collect();
     for name in &names {
-        if name
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == ".." || c.contains('\\'))
-        {
+        if name.split('/').any(|c| {
+            c.is_empty() || c.chars().all(|ch| ch == '.') || c.contains('\\') || c.starts_with("__")
+        }) {
             return Err(ExportError::Invalid(format!(
-                "dataset name `{name}` is not a Zarr node path (empty, `.` or `..` part, or `\\`)"
+                "dataset name `{name}` is not a Zarr node path (empty, `.` or `..` part, `__` prefix, or `\\`)"
             )));
         }
     }
@@ -289,6 +302,9 @@ pub(crate) fn write(
         .map_err(io_err(&parent))?;
     let root = tmp.path().join("out.zarr");
     std::fs::create_dir(&root).map_err(io_err(&root))?;
+    let store = Arc::new(FilesystemStore::new(&root).map_err(zerr("/"))?);
+    // Every chunk is written, even one holding only the fill value (as a `.tet` file has them).
+    let copts = CodecOptions::default().with_store_empty_chunks(true);
 
     // Groups: every prefix of an array name; their attributes from `group/name` globals.
     let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
@@ -319,27 +335,23 @@ pub(crate) fn write(
             m.insert(into.1, attr_json(v));
         }
     }
-    for (g, attrs) in &groups {
+    for (g, attrs) in groups {
         if array_names.contains(g.as_str()) {
             return Err(ExportError::Invalid(format!(
                 "`{g}` is both an array and a group"
             )));
         }
-        let dir = root.join(g);
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        write_json(
-            &dir.join("zarr.json"),
-            &json!({"zarr_format": 3, "node_type": "group", "attributes": attrs}),
-        )?;
+        let path = format!("/{g}");
+        GroupBuilder::new()
+            .attributes(sorted(attrs))
+            .build(store.clone(), &path)
+            .map_err(zerr(&path))?
+            .store_metadata()
+            .map_err(zerr(&path))?;
     }
     let mut src = ChunkSource::new(tet);
     let mut reused = 0;
-    let mut padded = Vec::new();
-    let mut zctx = zstd::bulk::Compressor::new(level.unwrap_or(3))
-        .map_err(|e| ExportError::Target(format!("zstd: {e}")))?;
     for a in &plan.arrays {
-        let dir = root.join(&a.name);
-        std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         let scalar = a.shape.is_empty();
         // The .tet chunk shape, but never longer than an axis (a Zarr chunk is stored whole).
         let grid_chunk: Vec<u64> = a
@@ -353,43 +365,26 @@ pub(crate) fn write(
         } else {
             grid_chunk.clone()
         };
-        let mut codecs = vec![json!({"name": "bytes", "configuration": {"endian": "little"}})];
-        if let Some(l) = level {
-            codecs.push(json!({"name": "zstd", "configuration": {"level": l, "checksum": false}}));
-        }
-        let mut meta = json!({
-            "zarr_format": 3,
-            "node_type": "array",
-            "shape": a.shape,
-            "data_type": data_type(a.elem),
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "fill_value": fill_value(a.elem),
-            "codecs": codecs,
-            "attributes": attrs_json(&a.attrs),
-        });
-        if let Some(d) = &a.dims {
-            meta["dimension_names"] = json!(d);
-        }
-        write_json(&dir.join("zarr.json"), &meta)?;
+        let fill: FillValueMetadata =
+            serde_json::from_value(fill_value(a.elem)).map_err(zerr(&a.name))?;
+        let array = ArrayBuilder::new(a.shape.clone(), chunk_shape, data_type(a.elem), fill)
+            .array_to_bytes_codec(Arc::new(BytesCodec::little()))
+            .bytes_to_bytes_codecs(zstd_codecs(level))
+            .dimension_names(a.dims.clone())
+            .attributes(sorted(attrs_json(&a.attrs)))
+            .build(store.clone(), &format!("/{}", a.name))
+            .map_err(zerr(&a.name))?;
+        array
+            .store_metadata_opt(&metadata_options())
+            .map_err(zerr(&a.name))?;
         let full = grid_chunk
             .iter()
             .try_fold(a.elem.size() as u64, |acc, &c| acc.checked_mul(c))
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| ExportError::Invalid(format!("`{}`: chunk too large", a.name)))?;
         for coords in grid_coords(tet, a.ds) {
-            let key = if scalar {
-                dir.join("c")
-            } else {
-                let mut p = dir.join("c");
-                for c in &coords {
-                    p.push(c.to_string());
-                }
-                p
-            };
-            if let Some(parent) = key.parent() {
-                std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-            }
+            // A 0-d array has one chunk with no indices (key `c`); the .tet one is at [0].
+            let indices: &[u64] = if scalar { &[] } else { &coords };
             // Reuse the stored frame when it holds exactly this chunk's Zarr bytes.
             let (_, count) = tet.datasets[a.ds].grid.chunk_region(&coords);
             let interior = count == grid_chunk;
@@ -401,8 +396,16 @@ pub(crate) fn write(
                         // and what every Zarr reader can decode in one call.
                         if matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == full as u64)
                         {
-                            std::fs::write(&key, frame).map_err(io_err(&key))?;
+                            let frame = Bytes::copy_from_slice(frame);
                             tet.release(e.payload_offset, e.stored_byte_len);
+                            // SAFETY (an encoding contract, not memory safety): the frame is
+                            // one standard zstd frame of exactly this full chunk's C-order
+                            // little-endian bytes (`Restore::Same`: the stored values are the
+                            // output values; its declared size is the full chunk's), which is
+                            // what this array's `bytes`(little) + `zstd` chain stores for it;
+                            // zstd decodes the same whatever level encoded the frame.
+                            unsafe { array.store_encoded_chunk(indices, frame) }
+                                .map_err(zerr(&a.name))?;
                             reused += 1;
                             continue;
                         }
@@ -410,38 +413,21 @@ pub(crate) fn write(
                 }
             }
             let c = src.chunk(a, &coords)?;
-            let bytes: &[u8] = if interior {
-                c.bytes
+            let bytes = ArrayBytes::new_flen(c.bytes);
+            if interior {
+                array.store_chunk_opt(indices, bytes, &copts)
             } else {
-                padded.clear();
-                padded.resize(full, 0);
-                let block = c.bytes;
-                for_each_run(
-                    &grid_chunk,
-                    &vec![0; c.count.len()],
-                    &c.count,
-                    a.elem.size(),
-                    |dst, s, len| {
-                        let (d, s, l) = (dst as usize, s as usize, len as usize);
-                        padded[d..d + l].copy_from_slice(&block[s..s + l]);
-                        Ok(())
-                    },
-                )?;
-                &padded
-            };
-            if level.is_some() {
-                let z = zctx
-                    .compress(bytes)
-                    .map_err(|e| ExportError::Target(format!("zstd: {e}")))?;
-                std::fs::write(&key, z).map_err(io_err(&key))?;
-            } else {
-                std::fs::write(&key, bytes).map_err(io_err(&key))?;
+                // An edge chunk: zarrs pads it to the full chunk shape with the fill value.
+                let region = ArraySubset::new_with_shape(c.count.clone());
+                array.store_chunk_subset_opt(indices, &region, bytes, &copts)
             }
+            .map_err(zerr(&a.name))?;
         }
     }
     for t in &texts {
-        write_text(&root, t, level, &mut zctx)?;
+        write_text(&store, t, level, &copts)?;
     }
+    drop(store);
     commit(&root, output)?;
     Ok(reused)
 }
