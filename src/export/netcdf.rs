@@ -32,7 +32,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 use std::path::{Path, PathBuf};
 
 use netcdf_sys as nc;
-use tet_source::AttrValue;
+use tet_source::{AttrValue, TextVariable};
 
 use super::{
     commit, grid_coords, history_lines, parent_dir, split_group, Array, ChunkSource, Compression,
@@ -286,58 +286,27 @@ fn define_text(
     groups: &mut Groups,
     dims: &mut Dims,
 ) -> Result<Option<TextVar>> {
-    let Some(name) = t.get("name").and_then(|v| v.as_str()) else {
-        return Ok(None);
-    };
-    let Some(shape) = t
-        .get("shape")
-        .and_then(|v| v.as_array())
-        .and_then(|a| a.iter().map(|x| x.as_u64()).collect::<Option<Vec<u64>>>())
+    let Some(TextVariable {
+        name,
+        shape,
+        dims: dim_names,
+        values,
+        attrs,
+        char_axis,
+    }) = crate::meta::text_variable_from_json(t)
     else {
         return Ok(None);
     };
-    let Some(values) = t.get("values").and_then(|v| v.as_array()).and_then(|a| {
-        a.iter()
-            .map(|x| x.as_str().map(str::to_string))
-            .collect::<Option<Vec<String>>>()
-    }) else {
-        return Ok(None);
-    };
-    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-    if n != Some(values.len() as u64) {
-        return Ok(None);
-    }
-    let dim_names: Option<Vec<String>> = t
-        .get("dims")
-        .and_then(|v| v.as_array())
-        .and_then(|a| {
-            a.iter()
-                .map(|x| x.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-        })
-        .filter(|d| d.len() == shape.len());
-    let attrs: Vec<(String, AttrValue)> = t
-        .get("attrs")
-        .and_then(|v| v.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((
-                        p.first()?.as_str()?.to_string(),
-                        crate::format::footer::attr_from_json(p.get(1)?)?,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    // A `char` array's string-length axis: its name and length, when every value fits it
-    // (otherwise the values, exact either way, come back as `string`).
-    let char_dim = t.get("char_dim").and_then(|c| {
-        let len = usize::try_from(c.get("len")?.as_u64()?).ok()?;
-        let fits = values.iter().all(|v| v.len() <= len);
-        Some((c.get("name")?.as_str()?.to_string(), len)).filter(|_| fits)
+    // A `char` array's string-length axis, when every value fits it (otherwise the values,
+    // exact either way, come back as `string`).
+    let char_dim = char_axis.and_then(|c| {
+        let len = usize::try_from(c.len).ok()?;
+        values
+            .iter()
+            .all(|v| v.len() <= len)
+            .then_some((c.dim, len))
     });
+    let name = name.as_str();
     let (g, short) = split_group(name);
     let gid = groups.ensure(g)?;
     let mut dimids = Vec::new();

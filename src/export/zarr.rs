@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tet_source::{AttrValue, Attrs};
+use tet_source::{AttrValue, Attrs, TextVariable};
 use zarrs::array::codec::{BytesCodec, VlenUtf8Codec, ZstdCodec};
 use zarrs::array::{
     ArrayBuilder, ArrayBytes, ArrayMetadataOptions, ArraySubset, BytesToBytesCodecTraits,
@@ -131,68 +131,6 @@ fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
         .collect()
 }
 
-/// A string variable of the footer (`tet_ext.text_variables`).
-struct TextArray {
-    name: String,
-    shape: Vec<u64>,
-    dims: Option<Vec<String>>,
-    values: Vec<String>,
-    attrs: Attrs,
-}
-
-/// The footer entry as a [`TextArray`]; `None` when malformed (it is then left out, as it
-/// would be by any reader of the footer).
-fn text_array(t: &Value) -> Option<TextArray> {
-    let name = t.get("name")?.as_str()?.to_string();
-    let shape: Vec<u64> = t
-        .get("shape")?
-        .as_array()?
-        .iter()
-        .map(Value::as_u64)
-        .collect::<Option<_>>()?;
-    let values: Vec<String> = t
-        .get("values")?
-        .as_array()?
-        .iter()
-        .map(|v| v.as_str().map(str::to_string))
-        .collect::<Option<_>>()?;
-    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
-    if n != values.len() as u64 {
-        return None;
-    }
-    let dims = t
-        .get("dims")
-        .and_then(Value::as_array)
-        .and_then(|a| {
-            a.iter()
-                .map(|d| d.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-        })
-        .filter(|d| d.len() == shape.len() && !d.is_empty());
-    let attrs = t
-        .get("attrs")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((
-                        p.first()?.as_str()?.to_string(),
-                        crate::format::footer::attr_from_json(p.get(1)?)?,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Some(TextArray {
-        name,
-        shape,
-        dims,
-        values,
-        attrs,
-    })
-}
-
 /// zarrs' errors as a one-line [`ExportError::Target`] naming the node.
 fn zerr<E: std::fmt::Display>(node: &str) -> impl FnOnce(E) -> ExportError + '_ {
     move |e| ExportError::Target(format!("zarr `{node}`: {e}"))
@@ -226,7 +164,7 @@ fn metadata_options() -> ArrayMetadataOptions {
 /// little-endian).
 fn write_text(
     store: &Arc<FilesystemStore>,
-    t: &TextArray,
+    t: &TextVariable,
     level: Option<i32>,
     copts: &CodecOptions,
 ) -> Result<()> {
@@ -235,7 +173,7 @@ fn write_text(
     let array = ArrayBuilder::new(t.shape.clone(), chunk, "string", "")
         .array_to_bytes_codec(Arc::new(VlenUtf8Codec::new()))
         .bytes_to_bytes_codecs(zstd_codecs(level))
-        .dimension_names(t.dims.clone())
+        .dimension_names(t.dims.clone().filter(|d| !d.is_empty()))
         .attributes(sorted(attrs_json(&t.attrs)))
         .build(store.clone(), &path)
         .map_err(zerr(&t.name))?;
@@ -277,7 +215,12 @@ pub(crate) fn write(
             ))
         }
     };
-    let texts: Vec<TextArray> = plan.text_variables.iter().filter_map(text_array).collect();
+    // A malformed footer entry is left out, as it would be by any reader of the footer.
+    let texts: Vec<TextVariable> = plan
+        .text_variables
+        .iter()
+        .filter_map(crate::meta::text_variable_from_json)
+        .collect();
     // Names come from the file: each must stay a path below the store, and be a Zarr v3 node
     // name (not only dots, no `__` prefix: reserved by the spec, refused by zarrs).
     let names: Vec<&str> = plan

@@ -271,6 +271,64 @@ pub fn text_variables_json(vars: &[TextVariable]) -> Value {
     )
 }
 
+/// One entry of the footer's `text_variables` read back (the inverse of
+/// [`text_variables_json`]); `None` when it is malformed: a field missing or mistyped, or a
+/// value count other than the product of the shape. Dims of another length than the shape are
+/// dropped, as is a `char_dim` that is not `{name, len}`.
+pub fn text_variable_from_json(t: &Value) -> Option<TextVariable> {
+    let strings = |v: &Value| -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect()
+    };
+    let name = t.get("name")?.as_str()?.to_string();
+    let shape: Vec<u64> = t
+        .get("shape")?
+        .as_array()?
+        .iter()
+        .map(Value::as_u64)
+        .collect::<Option<_>>()?;
+    let values = strings(t.get("values")?)?;
+    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+    if n != values.len() as u64 {
+        return None;
+    }
+    let dims = t
+        .get("dims")
+        .and_then(strings)
+        .filter(|d| d.len() == shape.len());
+    let attrs = t
+        .get("attrs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    let p = p.as_array()?;
+                    Some((
+                        p.first()?.as_str()?.to_string(),
+                        crate::format::footer::attr_from_json(p.get(1)?)?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let char_axis = t.get("char_dim").and_then(|c| {
+        Some(tet_source::CharAxis {
+            dim: c.get("name")?.as_str()?.to_string(),
+            len: c.get("len")?.as_u64()?,
+        })
+    });
+    Some(TextVariable {
+        name,
+        shape,
+        dims,
+        values,
+        attrs,
+        char_axis,
+    })
+}
+
 /// A history row's `at` (decimal Unix seconds) as ISO 8601 UTC (`2026-11-22T18:00:00Z`), when
 /// it parses.
 pub fn unix_iso(at: &str) -> Option<String> {
@@ -411,6 +469,46 @@ pub fn convert_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_variables_read_back_as_written() {
+        let vars = vec![
+            TextVariable {
+                name: "g/station_name".into(),
+                shape: vec![3],
+                dims: Some(vec!["station".into()]),
+                values: vec!["ALPHA".into(), "".into(), "ü".into()],
+                attrs: vec![("long_name".into(), AttrValue::Text("x".into()))],
+                char_axis: Some(tet_source::CharAxis {
+                    dim: "name_strlen".into(),
+                    len: 8,
+                }),
+            },
+            TextVariable {
+                name: "s".into(),
+                shape: vec![2, 0],
+                dims: None,
+                values: vec![],
+                attrs: vec![],
+                char_axis: None,
+            },
+        ];
+        let json = text_variables_json(&vars);
+        let back: Vec<TextVariable> = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| text_variable_from_json(t).unwrap())
+            .collect();
+        assert_eq!(back, vars);
+        // Malformed: a value count other than the shape's product, a missing field.
+        let mut bad = json[0].clone();
+        bad["shape"] = serde_json::json!([4]);
+        assert!(text_variable_from_json(&bad).is_none());
+        bad = json[0].clone();
+        bad.as_object_mut().unwrap().remove("values");
+        assert!(text_variable_from_json(&bad).is_none());
+    }
 
     #[test]
     fn widening() {
