@@ -385,21 +385,24 @@ fn convert_carrying(
 
     let jobs = opts.jobs.max(1);
     let out_err = |e: TetError| refused(format!("writing {}: {e}", output.display()));
+    let checksums = checksums_on();
     let writer = TetWriter::create(
         output,
         planned.iter().map(|p| p.spec.clone()).collect(),
         WriterOptions {
             window: 2 * jobs + 2,
+            checksums,
             ..WriterOptions::default()
         },
     )
     .map_err(out_err)?;
     // Errors of the writer (disk full, file size limit, I/O) name the output.
-    let stored =
-        run_workers(source, &planned, &writer, jobs, opts.progress).map_err(|e| match e {
+    let stored = run_workers(source, &planned, &writer, jobs, opts.progress, checksums).map_err(
+        |e| match e {
             ConvertError::Tet(t) => out_err(t),
             other => other,
-        })?;
+        },
+    )?;
 
     let (digest, bytes_in) = digest
         .join()
@@ -611,14 +614,30 @@ fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>
     Ok(labels)
 }
 
+/// Environment variable that turns checksums off (zstd content checksums, chunk and footer
+/// digests), writing files as tet-convert did before they existed. For measuring their cost
+/// (`benches/integrity.py`) only.
+pub const NO_CHECKSUMS_ENV: &str = "TET_BENCH_NO_CHECKSUMS";
+
+/// Whether this run writes checksums (always, unless [`NO_CHECKSUMS_ENV`] is `1`).
+fn checksums_on() -> bool {
+    std::env::var_os(NO_CHECKSUMS_ENV).is_none_or(|v| v != "1")
+}
+
 /// A zstd context for chunks: level `level`'s parameters with a hash table one step larger
-/// (hashLog + 1). Every chunk is an independent frame, which loses the history a single stream
+/// (hashLog + 1), and zstd's content checksum in every frame (`checksum`: the low 32 bits of
+/// XXH64 of the decoded chunk, checked by every zstd decoder). Every chunk is an independent frame, which loses the history a single stream
 /// would have at each chunk start; the larger table finds more matches inside the chunk and more
 /// than makes up for it (measured in BENCHMARKS.md), at a small cost in speed. Decoding is
 /// unaffected: a reader sees an ordinary zstd frame.
-pub fn chunk_compressor(level: i32) -> Result<zstd::bulk::Compressor<'static>, ConvertError> {
+pub fn chunk_compressor(
+    level: i32,
+    checksum: bool,
+) -> Result<zstd::bulk::Compressor<'static>, ConvertError> {
     let err = |e: std::io::Error| refused(format!("zstd level {level}: {e}"));
     let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
+    c.set_parameter(zstd::stream::raw::CParameter::ChecksumFlag(checksum))
+        .map_err(err)?;
     // SAFETY: a pure function of its arguments (zstd's parameter table lookup).
     let params =
         unsafe { zstd::zstd_safe::zstd_sys::ZSTD_getCParams(level, DEFAULT_CHUNK_HINT, 0) };
@@ -653,6 +672,7 @@ fn run_workers<'s>(
     writer: &TetWriter<'s>,
     jobs: usize,
     progress: bool,
+    checksums: bool,
 ) -> Result<Vec<(u64, u64)>, ConvertError> {
     let bases: Vec<u64> = planned
         .iter()
@@ -712,6 +732,7 @@ fn run_workers<'s>(
                 &mut zctx,
                 &read_lock,
                 serial_reads,
+                checksums,
             )
             .and_then(|payload| {
                 let (raw, stored) = (payload.raw_len, payload.data.len());
@@ -781,6 +802,7 @@ fn encode_chunk<'s>(
     zctx: &mut Option<(i32, zstd::bulk::Compressor<'static>)>,
     read_lock: &Mutex<()>,
     serial_reads: bool,
+    checksums: bool,
 ) -> Result<ChunkPayload<'s>, ConvertError> {
     let var: &Variable = &source.variables()[p.var];
     let (start, count) = p.grid.chunk_region(coords);
@@ -830,7 +852,7 @@ fn encode_chunk<'s>(
     }
     let level = p.level;
     if zctx.as_ref().is_none_or(|(l, _)| *l != level) {
-        *zctx = Some((level, chunk_compressor(level)?));
+        *zctx = Some((level, chunk_compressor(level, checksums)?));
     }
     let (_, comp) = zctx.as_mut().expect("set above");
     let packed = comp.compress(&data)?;

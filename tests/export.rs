@@ -446,6 +446,26 @@ fn selection_groups_and_refusals() {
     assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
 }
 
+/// The bytes of a `.tet` file (footer not spilled) with its checksums taken out of the footer,
+/// as tet-convert wrote files before they existed.
+fn without_checksums(bytes: &[u8]) -> Vec<u8> {
+    let n = bytes.len();
+    let len = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) as usize;
+    let start = n - 16 - len;
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes[start..n - 16]).unwrap();
+    v.as_object_mut().unwrap().remove("tet_footer_digest");
+    v["metadata"]["tet_ext"]
+        .as_object_mut()
+        .unwrap()
+        .remove("chunk_digests");
+    let json = v.to_string();
+    let mut out = bytes[..start].to_vec();
+    out.extend(json.as_bytes());
+    out.extend((json.len() as u64).to_le_bytes());
+    out.extend(&bytes[n - 8..]);
+    out
+}
+
 #[test]
 fn narrowing_refuses_values_outside_the_recorded_type() {
     let dir = tempfile::tempdir().unwrap();
@@ -459,8 +479,15 @@ fn narrowing_refuses_values_outside_the_recorded_type() {
     assert_eq!(e.codec_id, 0, "test needs a raw chunk");
     let at = e.payload_offset as usize;
     bytes[at..at + 2].copy_from_slice(&300i16.to_le_bytes());
-    std::fs::write(&tet, bytes).unwrap();
+    std::fs::write(&tet, &bytes).unwrap();
     let out = dir.path().join("o.npy");
+    // The chunk's digest catches the change first…
+    let err = export(&tet, &out, &ExportOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("digest"), "{err}");
+    // …so the narrowing check is what guards a file without checksums (an older writer's).
+    std::fs::write(&tet, without_checksums(&bytes)).unwrap();
     let err = export(&tet, &out, &ExportOptions::default())
         .unwrap_err()
         .to_string();

@@ -1,23 +1,30 @@
-//! `tet verify FILE`.
+//! `tet verify FILE…`: every rule of the format and the checksums, per file.
+//!
+//! One file: its failures, warnings and notes, one per line, then a summary line. Several files:
+//! exactly one line per file (`FILE: ok (…)` or `FILE: FAILED [code] first failure (+N more)`).
+//! `--json`: one `tet-verify/1` object per file, one per line. Exit 0 when every file passes,
+//! 1 when any fails.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{one_line, EXIT_FAILED, EXIT_OK};
-use crate::format::verify::{verify, Depth, Report};
+use crate::format::verify::{verify, Depth, Finding, Report};
 use crate::format::TetFile;
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
-    /// The .tet file.
-    file: PathBuf,
-    /// Decode every compressed chunk (default: a sample per dataset).
+    /// The .tet files.
+    #[arg(required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
+    /// Decode every compressed chunk and check every chunk against its checksum (default: the
+    /// footer digest and a sample of chunks per dataset).
     #[arg(long)]
     deep: bool,
-    /// Print the report as one JSON object.
+    /// Print one JSON object per file, one per line.
     #[arg(long)]
     json: bool,
     /// Print nothing; only the exit code tells.
@@ -25,47 +32,112 @@ pub struct VerifyArgs {
     quiet: bool,
 }
 
-pub fn run(a: &VerifyArgs) -> ExitCode {
-    let depth = if a.deep { Depth::Deep } else { Depth::Sample };
-    let report = match TetFile::open(&a.file) {
+/// Verifies one file (a file that cannot be opened is one `structure` failure).
+fn check(path: &Path, depth: Depth) -> Report {
+    match TetFile::open(path) {
         Ok(f) => verify(&f, depth),
         Err(e) => {
-            let mut r = Report::default();
-            r.failures.push(crate::format::verify::Finding {
+            let mut r = Report {
+                footer_digest: "absent",
+                ..Report::default()
+            };
+            r.failures.push(Finding {
                 code: "structure",
                 message: e.to_string(),
             });
             r
         }
-    };
-    let file = a.file.display().to_string();
-    if a.json {
-        let v = json!({
-            "schema": "tet-verify/1",
-            "file": file,
-            "ok": report.ok(),
-            "depth": if a.deep { "deep" } else { "sample" },
-            "chunks": report.chunks,
-            "decoded": report.decoded,
-            "failures": report.failures,
-            "warnings": report.warnings,
-        });
-        println!("{v}");
-    } else if !a.quiet {
-        for f in &report.failures {
-            println!("FAIL {file}: [{}] {}", f.code, one_line(&f.message));
-        }
-        for w in &report.warnings {
-            println!("warn {file}: [{}] {}", w.code, one_line(&w.message));
-        }
-        println!(
-            "{file}: {} ({} chunks, {} decoded, {} failures, {} warnings)",
-            if report.ok() { "ok" } else { "FAILED" },
-            report.chunks,
-            report.decoded,
-            report.failures.len(),
-            report.warnings.len()
-        );
     }
-    ExitCode::from(if report.ok() { EXIT_OK } else { EXIT_FAILED })
+}
+
+fn to_json(file: &str, deep: bool, r: &Report) -> Value {
+    json!({
+        "schema": "tet-verify/1",
+        "file": file,
+        "ok": r.ok(),
+        "depth": if deep { "deep" } else { "sample" },
+        "chunks": r.chunks,
+        "decoded": r.decoded,
+        "checksums": {
+            "footer_digest": r.footer_digest,
+            "chunks_with_checksum": r.checksummed,
+            "chunks_checked": r.checked,
+        },
+        "failures": r.failures,
+        "warnings": r.warnings,
+        "notes": r.notes,
+    })
+}
+
+/// `ok (12 chunks, 3 decoded, 12 checked against checksums, 0 failures, 0 warnings)`.
+fn summary(r: &Report) -> String {
+    let checked = if r.checksummed == 0 {
+        "no checksums".to_string()
+    } else {
+        format!(
+            "{} of {} checked against checksums",
+            r.checked, r.checksummed
+        )
+    };
+    format!(
+        "{} ({} chunks, {} decoded, {checked}, {} failures, {} warnings)",
+        if r.ok() { "ok" } else { "FAILED" },
+        r.chunks,
+        r.decoded,
+        r.failures.len(),
+        r.warnings.len()
+    )
+}
+
+/// The text report of one file: one line when `one_line_only`, else every finding then the
+/// summary.
+fn text(file: &str, report: &Report, one_line_only: bool) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    if one_line_only {
+        let _ = match report.failures.first() {
+            None => writeln!(o, "{file}: {}", summary(report)),
+            Some(f) => {
+                let more = match report.failures.len() {
+                    1 => String::new(),
+                    n => format!(" (+{} more)", n - 1),
+                };
+                writeln!(
+                    o,
+                    "{file}: FAILED [{}] {}{more}",
+                    f.code,
+                    one_line(&f.message)
+                )
+            }
+        };
+        return o;
+    }
+    for (tag, list) in [
+        ("FAIL", &report.failures),
+        ("warn", &report.warnings),
+        ("note", &report.notes),
+    ] {
+        for f in list {
+            let _ = writeln!(o, "{tag} {file}: [{}] {}", f.code, one_line(&f.message));
+        }
+    }
+    let _ = writeln!(o, "{file}: {}", summary(report));
+    o
+}
+
+pub fn run(a: &VerifyArgs) -> ExitCode {
+    let depth = if a.deep { Depth::Deep } else { Depth::Sample };
+    let many = a.files.len() > 1;
+    let mut all_ok = true;
+    for path in &a.files {
+        let report = check(path, depth);
+        all_ok &= report.ok();
+        let file = path.display().to_string();
+        if a.json {
+            println!("{}", to_json(&file, a.deep, &report));
+        } else if !a.quiet {
+            print!("{}", text(&file, &report, many));
+        }
+    }
+    ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAILED })
 }

@@ -8,9 +8,10 @@
 //! (little-endian) then `zstd` (or `bytes` alone with `--compress none`). When a `.tet` chunk is
 //! already a zstd frame of exactly the bytes Zarr stores (a full, interior chunk whose values
 //! need no restoring), the frame is copied verbatim with `store_encoded_chunk`: Zarr's zstd
-//! codec stores one standard frame per chunk, and any level decodes the same way. A copied frame
-//! is not decoded (only its declared content size is checked), so a damaged frame would be
-//! copied as it is: `tet verify --deep` checks every frame. Other chunks are encoded by zarrs,
+//! codec stores one standard frame per chunk, and any level decodes the same way. A frame is
+//! checked before it is copied: against its recorded digest, or, when it carries zstd's content
+//! checksum, by decoding it into a scratch buffer (still far cheaper than encoding it again); a
+//! frame that fails is refused, naming the chunk and its bytes. Other chunks are encoded by zarrs,
 //! one at a time; an edge chunk is stored as a chunk subset, which zarrs pads to the full chunk
 //! shape with the fill value (0), as Zarr chunks always have the full shape. Every chunk is
 //! written, even one equal to the fill value (`store_empty_chunks`), as the `.tet` file has it.
@@ -294,6 +295,7 @@ pub(crate) fn write(
     }
     let mut src = ChunkSource::new(tet);
     let mut reused = 0;
+    let mut scratch: Vec<u8> = Vec::new();
     for a in &plan.arrays {
         let scalar = a.shape.is_empty();
         // The .tet chunk shape, but never longer than an axis (a Zarr chunk is stored whole).
@@ -339,6 +341,14 @@ pub(crate) fn write(
                         // and what every Zarr reader can decode in one call.
                         if matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == full as u64)
                         {
+                            // Never pass on a frame that fails its checksum.
+                            scratch.resize(64 << 10, 0);
+                            tet.verify_chunk(e, &mut scratch).map_err(|err| {
+                                ExportError::Data(format!(
+                                    "dataset `{}` chunk {coords:?}: {err}",
+                                    tet.datasets[a.ds].name
+                                ))
+                            })?;
                             let frame = Bytes::copy_from_slice(frame);
                             tet.release(e.payload_offset, e.stored_byte_len);
                             // SAFETY (an encoding contract, not memory safety): the frame is

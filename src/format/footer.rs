@@ -548,7 +548,9 @@ impl Footer {
         }
         for (k, v) in ext {
             match k.as_str() {
-                "version" => {}
+                // Checksums describe this file's bytes: the reader checks them, a conversion
+                // writes its own.
+                "version" | super::integrity::CHUNK_DIGESTS_KEY => {}
                 "file" => {
                     if let Some(o) = v.as_object() {
                         for (fk, fv) in o {

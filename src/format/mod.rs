@@ -6,6 +6,7 @@
 //! `THST` footer at the end of the file. All integers are little-endian.
 
 pub mod footer;
+pub mod integrity;
 pub mod reader;
 pub mod verify;
 pub mod writer;
@@ -14,6 +15,7 @@ use std::fmt;
 
 pub use footer::{DatasetMeta, Footer, HistoryRow};
 pub use reader::{ChunkEntry, DatasetInfo, TetFile};
+pub use verify::{deep_verify, DeepVerified, DeepVerifyError};
 pub use writer::{ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions};
 
 /// `TETR`

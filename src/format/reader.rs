@@ -6,14 +6,21 @@
 //! outside the file, an unknown codec, a wrong decoded size) surface when that chunk is read,
 //! and all of them at once from [`crate::format::verify`]. A broken footer does not stop the
 //! datasets from being read: [`TetFile::footer`] reports it.
+//!
+//! Checksums ([`super::integrity`]): when the footer records chunk digests, every read of a chunk
+//! that has one checks the stored bytes against it first (once per chunk and open file: a
+//! matching chunk is remembered), and zstd frames with a content checksum are checked by the
+//! decoder. A chunk that fails is an error naming its byte range, never data.
 
 use std::fs::File;
 use std::ops::Deref;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-use super::footer::Footer;
+use super::footer::{Footer, EXT_KEY};
+use super::integrity::{self, ChunkCheck, FooterDigest};
 use super::{
     copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
     FOOTER_MAGIC, FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
@@ -113,6 +120,10 @@ pub struct TetFile {
     /// The raw footer JSON value, for `verify`'s schema and limit checks.
     footer_json: Option<Value>,
     spilled_metadata: Option<Value>,
+    /// `metadata.tet_ext.chunk_digests`: `None` when absent, `Err` when unusable.
+    chunk_digests: Option<std::result::Result<Vec<Option<u64>>, String>>,
+    /// Per index row: its stored bytes matched their digest already.
+    verified: Vec<AtomicBool>,
 }
 
 fn u32_at(b: &[u8], off: u64) -> Result<u32> {
@@ -304,9 +315,16 @@ impl TetFile {
             footer: Ok(None),
             footer_json: None,
             spilled_metadata: None,
+            chunk_digests: None,
+            verified: Vec::new(),
         };
         if flags & FLAG_FOOTER != 0 {
             tet.load_footer();
+        }
+        if let Some(Ok(_)) = &tet.chunk_digests {
+            tet.verified = (0..tet.entries.len())
+                .map(|_| AtomicBool::new(false))
+                .collect();
         }
         Ok(tet)
     }
@@ -384,6 +402,11 @@ impl TetFile {
                     Footer::decode(history, md)
                 })();
                 self.footer = decoded.map(Some);
+                let md = spilled.as_ref().or_else(|| v.get("metadata"));
+                self.chunk_digests = md
+                    .and_then(|m| m.get(EXT_KEY))
+                    .and_then(|x| x.get(integrity::CHUNK_DIGESTS_KEY))
+                    .map(|d| integrity::parse_chunk_digests(d, self.entries.len()));
                 self.footer_json = Some(v);
                 self.spilled_metadata = spilled;
             }
@@ -426,6 +449,212 @@ impl TetFile {
         // SAFETY: the map is read-only and backed by the file: MADV_DONTNEED only drops page
         // table entries, and any later access faults the same file bytes back in.
         let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l) };
+    }
+
+    /// Whether the file records checksums (chunk digests or a footer digest).
+    pub fn has_checksums(&self) -> bool {
+        self.chunk_digests.is_some()
+            || self
+                .footer_json
+                .as_ref()
+                .is_some_and(|v| v.get(integrity::FOOTER_DIGEST_KEY).is_some())
+    }
+
+    /// The recorded chunk digests in index order (`None` for a chunk whose zstd frame carries
+    /// its own checksum); `None` when the file records none, `Err` when they are unusable.
+    pub fn chunk_digests(&self) -> Option<std::result::Result<&[Option<u64>], &str>> {
+        self.chunk_digests
+            .as_ref()
+            .map(|r| r.as_deref().map_err(String::as_str))
+    }
+
+    /// What index row `pos` is checked against. A file without (usable) chunk digests has
+    /// [`ChunkCheck::None`] for raw chunks and for zstd frames without the checksum flag.
+    pub fn chunk_check(&self, pos: usize) -> ChunkCheck {
+        let Some(e) = self.entries.get(pos) else {
+            return ChunkCheck::None;
+        };
+        if let Some(Ok(d)) = &self.chunk_digests {
+            if let Some(Some(d)) = d.get(pos) {
+                return ChunkCheck::Digest(*d);
+            }
+        }
+        let zstd_flag = e.codec() == Some(Codec::Zstd)
+            && slice_at(&self.data, e.payload_offset, e.stored_byte_len)
+                .and_then(integrity::zstd_has_checksum)
+                == Some(true);
+        if zstd_flag {
+            ChunkCheck::ZstdChecksum
+        } else {
+            ChunkCheck::None
+        }
+    }
+
+    /// The position of an index row in [`TetFile::entries`].
+    fn position(&self, e: &ChunkEntry) -> Option<usize> {
+        let ds = self.datasets.get(usize::try_from(e.dataset_id).ok()?)?;
+        let rank = ds.grid.rank();
+        let linear = ds.grid.linear(&e.coords[..rank])?;
+        let key = (e.dataset_id, linear);
+        let at = self
+            .lookup
+            .binary_search_by(|&(d, l, _)| (d, l).cmp(&key))
+            .ok()?;
+        let pos = self.lookup[at].2;
+        if self.entries.get(pos) == Some(e) {
+            return Some(pos);
+        }
+        // A duplicate row (a `verify` failure): find this very row.
+        self.entries.iter().position(|x| x == e)
+    }
+
+    /// Checks a chunk's stored bytes against its recorded digest (once per open file), and
+    /// that a chunk recorded as carrying a zstd checksum still has the flag. A zstd checksum
+    /// itself is checked when the frame is decoded. Errors name the byte range; the caller
+    /// names the dataset and chunk.
+    pub fn check_stored(&self, e: &ChunkEntry) -> Result<ChunkCheck> {
+        let Some(Ok(digests)) = &self.chunk_digests else {
+            return Ok(ChunkCheck::None);
+        };
+        let Some(pos) = self.position(e) else {
+            return Ok(ChunkCheck::None);
+        };
+        let range = || {
+            format!(
+                "bytes {}..{}",
+                e.payload_offset,
+                e.payload_offset.saturating_add(e.stored_byte_len)
+            )
+        };
+        match digests.get(pos).copied().flatten() {
+            Some(want) => {
+                if self
+                    .verified
+                    .get(pos)
+                    .is_some_and(|v| v.load(Ordering::Relaxed))
+                {
+                    return Ok(ChunkCheck::Digest(want));
+                }
+                let got = integrity::digest(self.stored_bytes(e)?);
+                if got != want {
+                    return Err(corrupt(format!(
+                        "{}: the stored bytes do not match their recorded {} digest {} (computed {})",
+                        range(),
+                        integrity::ALGORITHM,
+                        integrity::hex(want),
+                        integrity::hex(got)
+                    )));
+                }
+                if let Some(v) = self.verified.get(pos) {
+                    v.store(true, Ordering::Relaxed);
+                }
+                Ok(ChunkCheck::Digest(want))
+            }
+            None => {
+                let frame = self.stored_bytes(e)?;
+                if e.codec() == Some(Codec::Zstd)
+                    && integrity::zstd_has_checksum(frame) == Some(true)
+                {
+                    Ok(ChunkCheck::ZstdChecksum)
+                } else {
+                    Err(corrupt(format!(
+                        "{}: no digest is recorded and the payload is not a zstd frame with a \
+                         content checksum (damaged frame header)",
+                        range()
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Checks a chunk completely: its digest, or (for a zstd frame with a content checksum) by
+    /// decoding it through `scratch`. For callers that pass the stored bytes on without
+    /// decoding them (the Zarr export's verbatim frames).
+    pub fn verify_chunk(&self, e: &ChunkEntry, scratch: &mut [u8]) -> Result<ChunkCheck> {
+        let check = self.check_stored(e)?;
+        let check = match check {
+            ChunkCheck::None => match self.position(e).map(|p| self.chunk_check(p)) {
+                Some(ChunkCheck::ZstdChecksum) => ChunkCheck::ZstdChecksum,
+                _ => ChunkCheck::None,
+            },
+            c => c,
+        };
+        if check == ChunkCheck::ZstdChecksum {
+            integrity::decode_check(self.stored_bytes(e)?, e.raw_byte_len, scratch).map_err(
+                |(_, msg)| {
+                    corrupt(format!(
+                        "bytes {}..{}: {msg}",
+                        e.payload_offset,
+                        e.payload_offset.saturating_add(e.stored_byte_len)
+                    ))
+                },
+            )?;
+        }
+        Ok(check)
+    }
+
+    /// Checks the footer digest (cheap: the superblock, directory, index and footer bytes).
+    pub fn footer_digest(&self) -> FooterDigest {
+        let Some(top) = &self.footer_json else {
+            return FooterDigest::Absent;
+        };
+        let Some(recorded) = top.get(integrity::FOOTER_DIGEST_KEY) else {
+            return FooterDigest::Absent;
+        };
+        let malformed = |m: &str| FooterDigest::Malformed(m.to_string());
+        let Some(layout) = &self.footer_layout else {
+            return malformed("the footer's place in the file is unknown");
+        };
+        let Some(text) = slice_at(&self.data, layout.json_offset, layout.json_len) else {
+            return malformed("the footer JSON lies outside the file");
+        };
+        let tail = integrity::HEX_LEN + integrity::FOOTER_DIGEST_END.len();
+        let Some(prefix_end) = text.len().checked_sub(tail) else {
+            return malformed("the footer JSON is too short to end with its digest");
+        };
+        let hex = std::str::from_utf8(&text[prefix_end..text.len() - 2])
+            .ok()
+            .and_then(integrity::parse_hex);
+        let ends_right = text[..prefix_end].ends_with(integrity::FOOTER_DIGEST_PREFIX.as_bytes())
+            && text.ends_with(integrity::FOOTER_DIGEST_END.as_bytes());
+        let (Some(stored), true) = (hex, ends_right) else {
+            return malformed(
+                "`tet_footer_digest` is not the footer's last key in the form \"xxh3-64:<16 hex>\"",
+            );
+        };
+        if recorded.as_str()
+            != Some(&format!(
+                "{}:{}",
+                integrity::ALGORITHM,
+                integrity::hex(stored)
+            ))
+        {
+            return malformed("`tet_footer_digest` does not match the footer text");
+        }
+        let mut h = integrity::Hasher::default();
+        let head_end = self
+            .chunk_index_offset
+            .saturating_add(self.chunk_index_length);
+        let Some(head) = slice_at(&self.data, 0, head_end) else {
+            return malformed("the chunk index lies outside the file");
+        };
+        h.update(head);
+        if let Some((off, len)) = layout.spill {
+            let Some(spill) = slice_at(&self.data, off, len) else {
+                return malformed("the metadata spill lies outside the file");
+            };
+            h.update(spill);
+        }
+        h.update(&text[..prefix_end]);
+        let computed = h.finish();
+        if computed == stored {
+            FooterDigest::Ok(stored)
+        } else {
+            FooterDigest::Mismatch {
+                recorded: stored,
+                computed,
+            }
+        }
     }
 
     /// Dataset id by name.
@@ -472,6 +701,7 @@ impl TetFile {
                         e.stored_byte_len, e.raw_byte_len
                     )));
                 }
+                self.check_stored(e)?;
                 self.stored_bytes(e).map(Some)
             }
             Some(Codec::Zstd) => Ok(None),
@@ -492,7 +722,20 @@ impl TetFile {
             out.copy_from_slice(raw);
             return Ok(());
         }
-        decode_zstd(self.stored_bytes(e)?, out)
+        self.decode_chunk(e, out)
+    }
+
+    /// Checks and decodes a zstd chunk into `out` (exactly `raw_byte_len` long); a frame that
+    /// does not decode (its content checksum included) is an error naming its byte range.
+    fn decode_chunk(&self, e: &ChunkEntry, out: &mut [u8]) -> Result<()> {
+        self.check_stored(e)?;
+        decode_zstd(self.stored_bytes(e)?, out).map_err(|err| {
+            corrupt(format!(
+                "bytes {}..{}: {err}",
+                e.payload_offset,
+                e.payload_offset.saturating_add(e.stored_byte_len)
+            ))
+        })
     }
 
     fn checked_entry(&self, dataset: usize, coords: &[u64]) -> Result<&ChunkEntry> {
@@ -635,11 +878,14 @@ impl TetFile {
             let e = self.checked_entry(dataset, &c)?;
             let (cstart, ccount) = g.chunk_region(&c);
             // Decoded chunk bytes: borrowed when raw, decoded into scratch otherwise.
-            let bytes: &[u8] = match self.raw_payload(e)? {
+            let bytes: &[u8] = match self
+                .raw_payload(e)
+                .map_err(|err| self.chunk_error(dataset, &c, err))?
+            {
                 Some(raw) => raw,
                 None => {
                     scratch.resize(e.raw_byte_len as usize, 0);
-                    decode_zstd(self.stored_bytes(e)?, &mut scratch)
+                    self.decode_chunk(e, &mut scratch)
                         .map_err(|err| self.chunk_error(dataset, &c, err))?;
                     &scratch
                 }

@@ -1,5 +1,7 @@
 //! `tet verify`: every structural rule of the format, the footer schema and the reference
-//! reader's limits, and the decoded size of compressed chunks.
+//! reader's limits, the decoded size of compressed chunks, and the checksums
+//! ([`super::integrity`]): the footer digest always (it is cheap), the chunk checksums of the
+//! sampled chunks, or of every chunk with [`Depth::Deep`].
 //!
 //! Findings are *failures* (the file breaks a rule, or a reader would get wrong data) or
 //! *warnings* (legal but unusual: payload gaps or out-of-order payloads, non-zero reserved
@@ -7,14 +9,15 @@
 //! file: zstd frames are decoded in a streaming fashion into a fixed scratch buffer.
 
 use std::collections::HashSet;
-use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::footer::{fits, limits, EXT_KEY};
+use super::integrity::{self, ChunkCheck, FooterDigest};
 use super::reader::{slice_at, TetFile};
-use super::{align8, Codec, FLAG_FOOTER, SUPERBLOCK_LEN};
+use super::{align8, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -33,6 +36,14 @@ pub struct Report {
     pub chunks: u64,
     /// Compressed chunks that were fully decoded.
     pub decoded: u64,
+    /// Chunks that have a checksum (a recorded digest or a zstd content checksum).
+    pub checksummed: u64,
+    /// Chunks whose stored bytes were checked against their checksum in this run.
+    pub checked: u64,
+    /// `ok`, `absent`, `mismatch` or `malformed`.
+    pub footer_digest: &'static str,
+    /// What the run could not do, without being a fault of the file (`no-checksums`).
+    pub notes: Vec<Finding>,
 }
 
 impl Report {
@@ -47,6 +58,12 @@ impl Report {
     }
     fn warn(&mut self, code: &'static str, message: impl Into<String>) {
         self.warnings.push(Finding {
+            code,
+            message: message.into(),
+        });
+    }
+    fn note(&mut self, code: &'static str, message: impl Into<String>) {
+        self.notes.push(Finding {
             code,
             message: message.into(),
         });
@@ -84,8 +101,11 @@ pub fn verify_bytes(bytes: Vec<u8>, depth: Depth) -> Report {
 pub fn verify(f: &TetFile, depth: Depth) -> Report {
     let mut r = Report {
         chunks: f.entries.len() as u64,
+        footer_digest: "absent",
         ..Report::default()
     };
+    check_integrity_records(f, &mut r);
+    let with_digests = matches!(f.chunk_digests(), Some(Ok(_)));
     let file_len = f.file_len();
 
     // Superblock and layout.
@@ -251,6 +271,53 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                 continue;
             }
         }
+        let n = ds.grid.total.max(1);
+        let pick = depth == Depth::Deep
+            || linear == 0
+            || linear + 1 == n
+            || (sample_budget[did] < SAMPLE_PER_DATASET
+                && linear % (n / SAMPLE_PER_DATASET).max(1) == 0);
+        if pick {
+            sample_budget[did] += 1;
+        }
+        let range = format!(
+            "bytes {}..{}",
+            e.payload_offset,
+            e.payload_offset.saturating_add(e.stored_byte_len)
+        );
+        let check = f.chunk_check(i);
+        if check != ChunkCheck::None {
+            r.checksummed += 1;
+        } else if with_digests {
+            r.fail(
+                "chunk-checksum",
+                format!(
+                    "{at}: {range}: no digest is recorded and the payload is not a zstd frame \
+                     with a content checksum"
+                ),
+            );
+        }
+        // The stored bytes against their digest (before decoding: a digest names damage
+        // exactly, where a decoder may only say the frame is malformed).
+        if let (true, ChunkCheck::Digest(want)) = (pick, check) {
+            if let Some(src) = slice_at(f.bytes(), e.payload_offset, e.stored_byte_len) {
+                r.checked += 1;
+                let got = integrity::digest(src);
+                if got != want {
+                    r.fail(
+                        "chunk-checksum",
+                        format!(
+                            "{at}: {range}: the stored bytes do not match their recorded {} \
+                             digest {} (computed {})",
+                            integrity::ALGORITHM,
+                            integrity::hex(want),
+                            integrity::hex(got)
+                        ),
+                    );
+                    continue;
+                }
+            }
+        }
         match e.codec() {
             None => r.fail("chunk-codec", format!("{at}: unknown codec {}", e.codec_id)),
             Some(Codec::Raw) => {
@@ -269,20 +336,23 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                     continue;
                 };
                 if let Err(msg) = check_zstd_header(src, e.raw_byte_len) {
-                    r.fail("chunk-zstd", format!("{at}: {msg}"));
+                    r.fail("chunk-zstd", format!("{at}: {range}: {msg}"));
                     continue;
                 }
-                let n = ds.grid.total.max(1);
-                let pick = depth == Depth::Deep
-                    || linear == 0
-                    || linear + 1 == n
-                    || (sample_budget[did] < SAMPLE_PER_DATASET
-                        && linear % (n / SAMPLE_PER_DATASET).max(1) == 0);
                 if pick {
-                    sample_budget[did] += 1;
                     r.decoded += 1;
-                    if let Err(msg) = decode_streaming(src, e.raw_byte_len, &mut scratch) {
-                        r.fail("chunk-zstd", format!("{at}: {msg}"));
+                    if check == ChunkCheck::ZstdChecksum {
+                        r.checked += 1;
+                    }
+                    if let Err((checksum, msg)) =
+                        integrity::decode_check(src, e.raw_byte_len, &mut scratch)
+                    {
+                        let code = if checksum {
+                            "chunk-checksum"
+                        } else {
+                            "chunk-zstd"
+                        };
+                        r.fail(code, format!("{at}: {range}: {msg}"));
                     }
                 }
             }
@@ -344,13 +414,130 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             ),
         );
     }
+    if !f.has_checksums() && r.checksummed < r.chunks {
+        r.note(
+            "no-checksums",
+            format!(
+                "the file records no checksums (written by the reference tools or by an older \
+                 tet-convert): {} of {} chunk payloads could not be checked against digests",
+                r.chunks - r.checksummed,
+                r.chunks
+            ),
+        );
+    }
     r
+}
+
+/// The footer digest and the chunk digest list: present together, well-formed, and the footer
+/// digest equal to the bytes.
+fn check_integrity_records(f: &TetFile, r: &mut Report) {
+    let digests = f.chunk_digests();
+    match f.footer_digest() {
+        FooterDigest::Absent => {
+            if digests.is_some() {
+                r.fail(
+                    "footer-digest",
+                    "chunk digests are recorded but the footer digest is missing",
+                );
+            }
+        }
+        FooterDigest::Ok(_) => r.footer_digest = "ok",
+        FooterDigest::Mismatch { recorded, computed } => {
+            r.footer_digest = "mismatch";
+            r.fail(
+                "footer-digest",
+                format!(
+                    "the superblock, directory, chunk index and footer hash to {} but the footer \
+                     records {} (bytes 0..{} or the footer changed)",
+                    integrity::hex(computed),
+                    integrity::hex(recorded),
+                    f.chunk_index_offset.saturating_add(f.chunk_index_length)
+                ),
+            );
+        }
+        FooterDigest::Malformed(m) => {
+            r.footer_digest = "malformed";
+            r.fail("footer-digest", m);
+        }
+    }
+    match digests {
+        Some(Err(m)) => r.fail("chunk-digests", m),
+        None if r.footer_digest != "absent" => r.fail(
+            "chunk-digests",
+            format!(
+                "the footer digest is recorded but `tet_ext.{}` is missing",
+                integrity::CHUNK_DIGESTS_KEY
+            ),
+        ),
+        _ => {}
+    }
+}
+
+/// What a successful [`deep_verify`] checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeepVerified {
+    /// Index rows.
+    pub chunks: u64,
+    /// Chunks checked against a digest or a zstd content checksum (all of them when
+    /// `has_checksums`).
+    pub checked: u64,
+    /// Whether the file records checksums. `false`: a file of the reference tools or of an
+    /// older tet-convert, whose structure and decoding were checked but whose payloads could
+    /// not be checked against digests.
+    pub has_checksums: bool,
+}
+
+/// Why [`deep_verify`] failed. Displays as one line naming the file and the first failure.
+#[derive(Debug, thiserror::Error)]
+pub enum DeepVerifyError {
+    /// The file cannot be opened or its structure cannot be followed.
+    #[error("{}: {source}", path.display())]
+    Open { path: PathBuf, source: TetError },
+    /// The file opened but breaks a rule or fails a checksum (`failures` is never empty).
+    #[error("{}: {}", path.display(), first_failure(failures))]
+    Failed {
+        path: PathBuf,
+        failures: Vec<Finding>,
+    },
+}
+
+fn first_failure(failures: &[Finding]) -> String {
+    let Some(first) = failures.first() else {
+        return "verify failed".into();
+    };
+    let more = match failures.len() {
+        1 => String::new(),
+        n => format!(" (and {} more failures)", n - 1),
+    };
+    format!("[{}] {}{more}", first.code, first.message)
+}
+
+/// `tet verify --deep` as a library call: every structural rule, every chunk decoded and
+/// checked against its checksum. `Ok` says how much was covered by checksums; the batch
+/// runner's `--verify-existing` treats anything but `Ok` as a damaged output.
+pub fn deep_verify(path: &Path) -> Result<DeepVerified, DeepVerifyError> {
+    let f = TetFile::open(path).map_err(|source| DeepVerifyError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let r = verify(&f, Depth::Deep);
+    if !r.ok() {
+        return Err(DeepVerifyError::Failed {
+            path: path.to_path_buf(),
+            failures: r.failures,
+        });
+    }
+    Ok(DeepVerified {
+        chunks: r.chunks,
+        checked: r.checked,
+        has_checksums: f.has_checksums(),
+    })
 }
 
 /// Checks the zstd frame header: a frame that declares its content size must declare
 /// `raw_len`; and no frame can expand more than [`ZSTD_MAX_RATIO`].
 fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
-    if src.len() < 4 || src[..4] != [0x28, 0xB5, 0x2F, 0xFD] {
+    if src.len() < 4 || src[..4] != integrity::ZSTD_MAGIC {
         return Err("payload is not a zstd frame (bad magic)".into());
     }
     if raw_len > (src.len() as u64).saturating_mul(ZSTD_MAX_RATIO) + (1 << 17) {
@@ -366,42 +553,6 @@ fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
         Ok(_) => Ok(()),
         Err(_) => Err("zstd frame header is invalid".into()),
     }
-}
-
-/// Decodes one zstd frame through a fixed buffer, checking that it yields exactly `raw_len`
-/// bytes and that nothing follows it.
-fn decode_streaming(src: &[u8], raw_len: u64, scratch: &mut [u8]) -> Result<(), String> {
-    let mut dec = zstd::stream::read::Decoder::with_buffer(src)
-        .map_err(|e| format!("zstd decoder: {e}"))?
-        .single_frame();
-    let mut total = 0u64;
-    loop {
-        let n = dec
-            .read(scratch)
-            .map_err(|e| format!("zstd payload does not decode: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
-        if total > raw_len {
-            return Err(format!(
-                "zstd payload decodes to more than raw_byte_len {raw_len}"
-            ));
-        }
-    }
-    if total != raw_len {
-        return Err(format!(
-            "zstd payload decodes to {total} bytes, raw_byte_len is {raw_len}"
-        ));
-    }
-    let rest = dec.finish();
-    if !rest.is_empty() {
-        return Err(format!(
-            "{} bytes follow the zstd frame inside the payload",
-            rest.len()
-        ));
-    }
-    Ok(())
 }
 
 fn check_footer(f: &TetFile, r: &mut Report) {

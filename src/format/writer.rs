@@ -8,6 +8,12 @@
 //! chunks wait in memory. [`TetWriter::finish`] writes the footer, fills in the index rows,
 //! fsyncs, and renames the temporary file over the target: a crash never leaves a partial file
 //! at the target path.
+//!
+//! Checksums ([`super::integrity`]): a chunk submitted without a checksum of its own (raw, or a
+//! zstd frame without the content checksum flag) is hashed (xxh3-64) by the submitting thread,
+//! so the work is spread over the workers; `finish` records the digests in index order and ends
+//! the footer with the footer digest. Both are functions of the bytes alone, so the output stays
+//! the same whatever the thread count.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,7 +24,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use tempfile::NamedTempFile;
 
-use super::footer::{limits, Footer};
+use super::footer::{limits, Footer, EXT_KEY, EXT_VERSION};
+use super::integrity;
 use super::{
     align8, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
     FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN, INDEX_VERSION, LAYOUT_VERSION,
@@ -108,6 +115,9 @@ pub struct WriterOptions {
     pub memory_budget_percent_bps: u16,
     /// Index header `memory_budget_bytes` (0 = use the percentage).
     pub memory_budget_bytes: u32,
+    /// Record chunk digests and the footer digest (see [`super::integrity`]). Off only to
+    /// measure their cost or to write files as tet-convert did before they existed.
+    pub checksums: bool,
 }
 
 impl Default for WriterOptions {
@@ -116,6 +126,7 @@ impl Default for WriterOptions {
             window: 16,
             memory_budget_percent_bps: 0,
             memory_budget_bytes: 0,
+            checksums: true,
         }
     }
 }
@@ -127,12 +138,16 @@ struct Row {
     raw_len: u64,
     stored_len: u64,
     codec: u32,
+    /// xxh3-64 of the stored bytes; `None` when the chunk carries its own checksum (or
+    /// checksums are off).
+    digest: Option<u64>,
 }
 
 struct Reorder<'a> {
     /// Sequence number of the next chunk to write.
     next: u64,
-    pending: BTreeMap<u64, ChunkPayload<'a>>,
+    /// Chunks waiting for their turn, with their digest.
+    pending: BTreeMap<u64, (ChunkPayload<'a>, Option<u64>)>,
     /// A thread is writing chunks (others only queue theirs).
     writing: bool,
     /// A thread runs [`TetWriter::write_all`]: submitters only queue.
@@ -162,6 +177,9 @@ pub struct TetWriter<'a> {
     total: u64,
     index_offset: u64,
     index_len: u64,
+    /// The bytes before the index rows (superblock, directory, index header): the start of what
+    /// the footer digest covers.
+    head: Vec<u8>,
     options: WriterOptions,
     state: Mutex<Reorder<'a>>,
     ready: Condvar,
@@ -291,6 +309,7 @@ impl<'a> TetWriter<'a> {
             total,
             index_offset,
             index_len,
+            head,
             options: WriterOptions {
                 window: options.window.max(1),
                 ..options
@@ -357,6 +376,17 @@ impl<'a> TetWriter<'a> {
             )));
         }
         let seq = self.bases[dataset] + linear;
+        // Hashed here, on the submitting (worker) thread, not in the ordered write stage.
+        let digest = if self.options.checksums {
+            chunk_digest(&payload).map_err(|e| {
+                invalid(format!(
+                    "dataset `{}` chunk {coords:?}: cannot read the payload to hash it: {e}",
+                    spec.name
+                ))
+            })?
+        } else {
+            None
+        };
 
         let mut st = lock(&self.state);
         loop {
@@ -374,7 +404,7 @@ impl<'a> TetWriter<'a> {
             }
             st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        st.pending.insert(seq, payload);
+        st.pending.insert(seq, (payload, digest));
         if st.dedicated || st.writing {
             // A write stage is running: it takes this chunk when its turn comes.
             self.ready.notify_all();
@@ -453,12 +483,12 @@ impl<'a> TetWriter<'a> {
         self.ready.notify_all();
     }
 
-    fn write_run(&self, run: &[ChunkPayload<'a>]) -> Result<()> {
+    fn write_run(&self, run: &[(ChunkPayload<'a>, Option<u64>)]) -> Result<()> {
         let mut guard = lock(&self.out);
         let out = guard
             .as_mut()
             .ok_or_else(|| invalid("writer already finished"))?;
-        for p in run {
+        for (p, digest) in run {
             match &p.data {
                 PayloadBytes::Memory(b) => out.file.write_all(b)?,
                 PayloadBytes::File { file, offset, len } => {
@@ -471,6 +501,7 @@ impl<'a> TetWriter<'a> {
                 raw_len: p.raw_len,
                 stored_len: p.data.len(),
                 codec: p.codec.id(),
+                digest: *digest,
             });
             out.pos += p.data.len();
         }
@@ -507,24 +538,11 @@ impl<'a> TetWriter<'a> {
             .take()
             .ok_or_else(|| invalid("writer already finished"))?;
 
-        // Footer: metadata spill (when needed), history JSON, trailer.
-        let enc = footer.encode().map_err(TetError::Invalid)?;
-        let inline = enc.inline_json();
-        let json = if inline.len() > limits::INLINE_JSON {
-            let spill = enc.metadata_json();
-            let offset = out.pos;
-            out.file.write_all(spill.as_bytes())?;
-            out.pos += spill.len() as u64;
-            enc.spilled_json(offset, spill.len() as u64)
-        } else {
-            inline
-        };
-        out.file.write_all(json.as_bytes())?;
-        out.file.write_all(&(json.len() as u64).to_le_bytes())?;
-        out.file.write_all(&FOOTER_VERSION.to_le_bytes())?;
-        out.file.write_all(&FOOTER_MAGIC)?;
+        let checksums = self.options.checksums;
+        let mut hasher = integrity::Hasher::default();
+        hasher.update(&self.head);
 
-        // Index rows.
+        // Index rows (hashed for the footer digest), then back to the end of the payloads.
         if self.index_len > 0 {
             out.file
                 .seek(SeekFrom::Start(self.index_offset + INDEX_HEADER_LEN))?;
@@ -541,12 +559,61 @@ impl<'a> TetWriter<'a> {
                 rows.extend_from_slice(&r.codec.to_le_bytes());
                 rows.extend_from_slice(&0u32.to_le_bytes());
                 if rows.len() >= (1 << 16) * 104 {
+                    hasher.update(&rows);
                     out.file.write_all(&rows)?;
                     rows.clear();
                 }
             }
+            hasher.update(&rows);
             out.file.write_all(&rows)?;
+            out.file.seek(SeekFrom::Start(out.pos))?;
         }
+
+        // Footer: metadata spill (when needed), history JSON, trailer.
+        let mut enc = footer.encode().map_err(TetError::Invalid)?;
+        if checksums {
+            let digests = integrity::chunk_digests_json(out.rows.iter().map(|r| r.digest));
+            if let serde_json::Value::Object(md) = &mut enc.metadata {
+                let ext = md
+                    .entry(EXT_KEY)
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let serde_json::Value::Object(ext) = ext {
+                    ext.insert(integrity::CHUNK_DIGESTS_KEY.into(), digests);
+                    ext.insert("version".into(), EXT_VERSION.into());
+                }
+            }
+        }
+        let inline = enc.inline_json();
+        let json = if inline.len() > limits::INLINE_JSON {
+            let spill = enc.metadata_json();
+            let offset = out.pos;
+            out.file.write_all(spill.as_bytes())?;
+            hasher.update(spill.as_bytes());
+            out.pos += spill.len() as u64;
+            enc.spilled_json(offset, spill.len() as u64)
+        } else {
+            inline
+        };
+        let json = if checksums {
+            // The canonical object ends with `}`: the digest key goes last, after everything
+            // it covers.
+            let mut text = json
+                .strip_suffix('}')
+                .ok_or_else(|| invalid("footer JSON is not an object"))?
+                .to_string();
+            text.push_str(integrity::FOOTER_DIGEST_PREFIX);
+            hasher.update(text.as_bytes());
+            text.push_str(&integrity::hex(hasher.finish()));
+            text.push_str(integrity::FOOTER_DIGEST_END);
+            text
+        } else {
+            json
+        };
+        out.file.write_all(json.as_bytes())?;
+        out.file.write_all(&(json.len() as u64).to_le_bytes())?;
+        out.file.write_all(&FOOTER_VERSION.to_le_bytes())?;
+        out.file.write_all(&FOOTER_MAGIC)?;
+
         let tmp = out
             .file
             .into_inner()
@@ -566,6 +633,44 @@ impl<'a> TetWriter<'a> {
         (ds, self.grids[ds].coords(seq - self.bases[ds]))
     }
 }
+
+/// The digest a chunk needs: none for a zstd frame that carries its content checksum, the
+/// xxh3-64 of the stored bytes otherwise (read from the other file for a file range).
+fn chunk_digest(p: &ChunkPayload<'_>) -> std::io::Result<Option<u64>> {
+    match &p.data {
+        PayloadBytes::Memory(b) => {
+            if p.codec == Codec::Zstd && integrity::zstd_has_checksum(b) == Some(true) {
+                return Ok(None);
+            }
+            Ok(Some(integrity::digest(b)))
+        }
+        PayloadBytes::File { file, offset, len } => {
+            use std::os::unix::fs::FileExt;
+            thread_local! {
+                static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+            }
+            BUF.with_borrow_mut(|buf| {
+                // A piece that stays in the CPU cache between the read and the hash.
+                buf.resize(HASH_PIECE, 0);
+                let mut h = integrity::Hasher::default();
+                let mut done = 0u64;
+                while done < *len {
+                    let n = (*len - done).min(HASH_PIECE as u64) as usize;
+                    let at = offset
+                        .checked_add(done)
+                        .ok_or_else(|| std::io::Error::other("payload offset overflows"))?;
+                    file.read_exact_at(&mut buf[..n], at)?;
+                    h.update(&buf[..n]);
+                    done += n as u64;
+                }
+                Ok(Some(h.finish()))
+            })
+        }
+    }
+}
+
+/// Bytes read at a time to hash a file range.
+const HASH_PIECE: usize = 256 << 10;
 
 /// Appends `len` bytes of `src` from `offset` at the current position of `dst`: in the kernel
 /// (`copy_file_range`) where it can, else through a buffer.
