@@ -338,6 +338,8 @@ fn convert_carrying(
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
     let output = &check_paths(input, output, opts.write_through_symlink)?;
+    // The input's size and mtime as the conversion starts (what `tet audit` compares later).
+    let input_stat = meta::inputs::stat_input(input).ok();
     // Hash the input on its own thread while the conversion runs.
     let digest_path = input.to_path_buf();
     let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
@@ -412,7 +414,16 @@ fn convert_carrying(
     params.insert("tool".into(), "tet-convert".into());
     params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
     params.insert("input".into(), input.display().to_string());
-    params.insert("input_bytes".into(), bytes_in.to_string());
+    params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
+    // Where a relative input lies, for `tet audit` (recorded, never byte-affecting).
+    if input.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
+        }
+    }
+    if let Some((_, mtime)) = input_stat {
+        params.insert(meta::inputs::MTIME_KEY.into(), mtime);
+    }
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));

@@ -5,10 +5,12 @@
 //!
 //! What the output may depend on: the input's bytes, the byte-affecting options (codec, chunking,
 //! `--unpack`, `--skip-unsupported`, `--follow-external`), `SOURCE_DATE_EPOCH` (the history and
-//! `created_at` timestamp), the tool version and the input argument as typed (history row
-//! `params.input`). What it must not depend on: `--jobs`, the run, the working directory, the
-//! machine (thread count, scheduling, host name, user). `--jobs` only changes which thread
-//! compresses a chunk; chunks are placed in index order.
+//! `created_at` timestamp), the tool version, the input argument as typed (history row
+//! `params.input`) and, recorded beside it for `tet audit`, the input's modification time
+//! (`params.input_mtime`) and, for a relative input argument only, the working directory
+//! (`params.cwd`). What it must not depend on: `--jobs`, the run, the machine (thread count,
+//! scheduling, host name, user). `--jobs` only changes which thread compresses a chunk; chunks
+//! are placed in index order.
 
 mod common;
 
@@ -158,9 +160,20 @@ fn copy_input(from: &Path, to: &Path) {
     }
 }
 
+/// Sets the modification time of a file, or of a directory store and everything below it.
+fn set_mtime(p: &Path, t: std::time::SystemTime) {
+    if p.is_dir() {
+        for e in std::fs::read_dir(p).unwrap() {
+            set_mtime(&e.unwrap().path(), t);
+        }
+    }
+    std::fs::File::open(p).unwrap().set_modified(t).unwrap();
+}
+
 /// The input argument is recorded as given: the same relative argument run from two different
-/// working directories (each holding its own copy of the input) gives the same bytes; two
-/// different absolute paths differ only in the recorded `params.input`.
+/// working directories (each holding its own copy of the input, with the same modification
+/// time) differs only in the recorded `params.cwd`; two different absolute paths differ only in
+/// the recorded `params.input` (and record no `cwd`).
 #[test]
 fn output_does_not_depend_on_where_the_input_lies() {
     let mut rels = vec![
@@ -184,21 +197,20 @@ fn output_does_not_depend_on_where_the_input_lies() {
             let cwd = root.path().join(place);
             std::fs::create_dir_all(&cwd).unwrap();
             copy_input(&common::sidecar::corpus().join(rel), &cwd.join(name));
+            // The copies' modification time is recorded (`params.input_mtime`): make it one.
+            set_mtime(
+                &cwd.join(name),
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000),
+            );
             // Relative input, relative output, from the copy's own directory.
             let mut c = tet_convert(Path::new(name), Path::new("out.tet"), "2");
             c.current_dir(&cwd);
             run_ok(&mut c, rel);
-            outs.push(std::fs::read(cwd.join("out.tet")).unwrap());
+            outs.push(cwd.join("out.tet"));
             // Absolute input.
             let abs = cwd.join("abs.tet");
             run_ok(&mut tet_convert(&cwd.join(name), &abs, "2"), rel);
         }
-        assert!(
-            outs[0] == outs[1],
-            "{rel}: depends on the working directory"
-        );
-
-        // Absolute arguments: the bytes differ (the history names the input), the rest does not.
         let info = |p: &Path| -> Value {
             let o = Command::new(env!("CARGO_BIN_EXE_tet"))
                 .args(["info", "--json"])
@@ -208,12 +220,28 @@ fn output_does_not_depend_on_where_the_input_lies() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             serde_json::from_slice(&o.stdout).unwrap()
         };
+        // Relative arguments: the bytes differ only in the recorded working directory.
+        let (mut ra, mut rb) = (info(&outs[0]), info(&outs[1]));
+        for (i, place) in [(&mut ra, "a"), (&mut rb, "deeper/b")] {
+            let cwd = i["history"][0]["params"]["cwd"].take();
+            assert_eq!(
+                cwd,
+                root.path().join(place).display().to_string(),
+                "{rel}: the recorded working directory"
+            );
+            let o = i.as_object_mut().unwrap();
+            assert!(o.remove("file").is_some() && o.remove("file_bytes").is_some());
+        }
+        assert_eq!(ra, rb, "{rel}: more than the working directory differs");
+
+        // Absolute arguments: the bytes differ (the history names the input), the rest does not.
         let a = root.path().join("a/abs.tet");
         let b = root.path().join("deeper/b/abs.tet");
         assert_ne!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
         let (mut ia, mut ib) = (info(&a), info(&b));
         let input_a = ia["history"][0]["params"]["input"].take();
         let input_b = ib["history"][0]["params"]["input"].take();
+        assert!(ia["history"][0]["params"].get("cwd").is_none());
         assert_eq!(
             input_a,
             root.path().join("a").join(name).display().to_string()

@@ -1,11 +1,18 @@
-//! `tet audit FILE`: the provenance trail of a .tet file — every history row (operation, source
-//! format, time, tool and version, byte-affecting options, parent digests) — and, with
-//! `--source PATH…`, whether given inputs are unchanged: each is re-hashed and looked up among the
-//! recorded parent digests. Exit 0 when every source matches, 1 on a mismatch or an unreadable
-//! file, 2 on usage errors.
+//! `tet audit FILE…`: the provenance trail of a .tet file — every history row (operation, source
+//! format, time, tool and version, byte-affecting options, parent digests) — and whether its
+//! inputs are unchanged: with `--source PATH…` each given path is re-hashed and looked up among
+//! the recorded parent digests; without, every `convert` row's recorded input that still exists
+//! is re-hashed ([`crate::meta::inputs`]) and reported unchanged, changed since conversion (old
+//! and new size and mtime) or missing.
+//!
+//! One file: the history table, then one line per source or input. Several files: one line per
+//! file. `--json`: one `tet-audit/1` object per file, one per line. Exit 0 when every source
+//! matches and no recorded input changed or became unreadable (a missing input is reported, not
+//! a failure: the lineage may have been cleaned up), 1 otherwise or on an unreadable file, 2 on
+//! usage errors.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
@@ -14,16 +21,18 @@ use serde_json::{json, Value};
 use super::{fail, one_line, EXIT_FAILED, EXIT_OK};
 use crate::format::footer::HistoryRow;
 use crate::format::TetFile;
+use crate::meta::inputs::{recheck, InputCheck, InputStatus};
 use crate::meta::{digest_input, unix_iso as iso};
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
-    /// The .tet file.
-    file: PathBuf,
+    /// The .tet files.
+    #[arg(required = true, num_args = 1..)]
+    files: Vec<PathBuf>,
     /// Inputs to check against the recorded parent digests (files or directory stores).
     #[arg(long, num_args = 1..)]
     source: Vec<PathBuf>,
-    /// Print one JSON object (`tet-audit/1`).
+    /// Print one JSON object (`tet-audit/1`) per file, one per line.
     #[arg(long)]
     json: bool,
 }
@@ -36,14 +45,29 @@ struct Checked {
 }
 
 pub fn run(a: &AuditArgs) -> ExitCode {
-    let f = match TetFile::open(&a.file) {
-        Ok(f) => f,
-        Err(e) => return fail(&a.file, e.to_string()),
-    };
-    let history: Vec<HistoryRow> = match f.footer() {
-        Ok(Some(m)) => m.history.clone(),
-        Ok(None) => Vec::new(),
-        Err(e) => return fail(&a.file, format!("footer unreadable, no history: {e}")),
+    let many = a.files.len() > 1;
+    let mut all_ok = true;
+    for file in &a.files {
+        all_ok &= audit_one(a, file, many);
+    }
+    ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// Audits one file and prints its report; returns whether it passed.
+fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
+    let history: Vec<HistoryRow> = match TetFile::open(file) {
+        Err(e) => {
+            fail(file, e.to_string());
+            return false;
+        }
+        Ok(f) => match f.footer() {
+            Ok(Some(m)) => m.history.clone(),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                fail(file, format!("footer unreadable, no history: {e}"));
+                return false;
+            }
+        },
     };
     let checked: Vec<Checked> = a
         .source
@@ -65,7 +89,14 @@ pub fn run(a: &AuditArgs) -> ExitCode {
             }
         })
         .collect();
-    let ok = checked.iter().all(|c| !c.rows.is_empty());
+    // Without --source: the recorded inputs.
+    let inputs: Vec<InputCheck> = if a.source.is_empty() {
+        recheck(&history)
+    } else {
+        Vec::new()
+    };
+    let ok =
+        checked.iter().all(|c| !c.rows.is_empty()) && inputs.iter().all(|c| !c.status.is_problem());
 
     if a.json {
         let rows: Vec<Value> = history
@@ -95,21 +126,141 @@ pub fn run(a: &AuditArgs) -> ExitCode {
                 })
             })
             .collect();
+        let inputs: Vec<Value> = inputs.iter().map(input_json).collect();
         let v = json!({
             "schema": "tet-audit/1",
-            "file": a.file.display().to_string(),
+            "file": file.display().to_string(),
             "history": rows,
             "sources": sources,
+            "inputs": inputs,
             "ok": ok,
         });
         println!("{v}");
+    } else if many {
+        println!(
+            "{}",
+            one_line_summary(file, &history, &checked, &inputs, ok)
+        );
     } else {
-        print!("{}", table(&a.file, &history, &checked));
+        print!("{}", table(file, &history, &checked));
+        print!("{}", input_lines(&inputs));
     }
-    ExitCode::from(if ok { EXIT_OK } else { EXIT_FAILED })
+    ok
 }
 
-fn table(file: &std::path::Path, history: &[HistoryRow], checked: &[Checked]) -> String {
+fn input_json(c: &InputCheck) -> Value {
+    json!({
+        "row": c.row,
+        "input": c.input,
+        "path": c.path.as_ref().map(|p| p.display().to_string()),
+        "resolved_against": c.resolved_against,
+        "status": c.status.name(),
+        "recorded_digest": c.recorded_digest,
+        "recorded_bytes": c.recorded_bytes,
+        "recorded_mtime": c.recorded_mtime,
+        "digest": c.digest,
+        "bytes": c.bytes,
+        "mtime": c.mtime,
+        "error": c.error,
+    })
+}
+
+/// A recorded mtime (`secs.nanos`) as UTC ISO 8601, or as recorded when it is not that form.
+fn mtime_iso(m: &str) -> String {
+    let (secs, frac) = m.split_once('.').unwrap_or((m, ""));
+    match iso(secs) {
+        Some(t) if !frac.is_empty() => format!("{}.{frac}Z", t.trim_end_matches('Z')),
+        Some(t) => t,
+        None => m.to_string(),
+    }
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref().map_or("?".into(), T::to_string)
+}
+
+fn input_lines(inputs: &[InputCheck]) -> String {
+    let mut o = String::new();
+    for c in inputs {
+        let path = c
+            .path
+            .as_ref()
+            .map_or("-".into(), |p| p.display().to_string());
+        let row = c.row;
+        let _ = match c.status {
+            InputStatus::Unchanged => writeln!(
+                o,
+                "ok row {row} input {path}: unchanged since conversion ({})",
+                opt(&c.digest)
+            ),
+            InputStatus::Changed => writeln!(
+                o,
+                "CHANGED row {row} input {path}: changed since conversion (size {} -> {} bytes, \
+                 mtime {} -> {})",
+                opt(&c.recorded_bytes),
+                opt(&c.bytes),
+                c.recorded_mtime.as_deref().map_or("?".into(), mtime_iso),
+                c.mtime.as_deref().map_or("?".into(), mtime_iso),
+            ),
+            InputStatus::Missing => writeln!(
+                o,
+                "missing row {row} input {path}: not found (moved away or deleted; recorded size \
+                 {} bytes)",
+                opt(&c.recorded_bytes)
+            ),
+            InputStatus::Unreadable => writeln!(
+                o,
+                "UNREADABLE row {row} input {path}: {}",
+                one_line(c.error.as_deref().unwrap_or("cannot read"))
+            ),
+            InputStatus::NotRecorded => writeln!(
+                o,
+                "- row {row}: no input path or digest recorded (nothing to check)"
+            ),
+        };
+    }
+    o
+}
+
+fn one_line_summary(
+    file: &Path,
+    history: &[HistoryRow],
+    checked: &[Checked],
+    inputs: &[InputCheck],
+    ok: bool,
+) -> String {
+    let what = if checked.is_empty() {
+        let count = |s: InputStatus| inputs.iter().filter(|c| c.status == s).count();
+        let mut parts = vec![
+            format!("{} unchanged", count(InputStatus::Unchanged)),
+            format!("{} changed", count(InputStatus::Changed)),
+            format!("{} missing", count(InputStatus::Missing)),
+        ];
+        for (s, name) in [
+            (InputStatus::Unreadable, "unreadable"),
+            (InputStatus::NotRecorded, "not recorded"),
+        ] {
+            if count(s) > 0 {
+                parts.push(format!("{} {name}", count(s)));
+            }
+        }
+        format!("inputs: {}", parts.join(", "))
+    } else {
+        format!(
+            "sources: {} of {} match a recorded parent",
+            checked.iter().filter(|c| !c.rows.is_empty()).count(),
+            checked.len()
+        )
+    };
+    format!(
+        "{}: {} ({} history rows; {what})",
+        file.display(),
+        if ok { "ok" } else { "FAILED" },
+        history.len()
+    )
+}
+
+fn table(file: &Path, history: &[HistoryRow], checked: &[Checked]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "{}: {} history rows", file.display(), history.len());
     if !history.is_empty() {

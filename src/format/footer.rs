@@ -471,15 +471,32 @@ impl Footer {
     // -----------------------------------------------------------------------------------------
     // Decoding (lenient: `verify` reports rule breaks, the reader keeps what it can)
 
-    /// Parses the history array. Rows must be objects with string `op`, `source`, `at`.
+    /// Parses the history array. Rows are objects with string `op`, `source`, `at` (optional
+    /// `parents` and `params`), or the compact legacy form `["op", "source", "at"]`, which the
+    /// format allows and which reads as the object form without parents or params (and is
+    /// written back in the object form).
     pub fn decode_history(v: &Value) -> Result<Vec<HistoryRow>, String> {
         let rows = v.as_array().ok_or("`history` is not an array")?;
         rows.iter()
             .enumerate()
             .map(|(i, r)| {
-                let o = r
-                    .as_object()
-                    .ok_or_else(|| format!("history row {i} is not an object"))?;
+                if let Some(a) = r.as_array() {
+                    let s = |k: usize| a.get(k).and_then(Value::as_str).map(str::to_string);
+                    return match (a.len(), s(0), s(1), s(2)) {
+                        (3, Some(op), Some(source), Some(at)) => Ok(HistoryRow {
+                            op,
+                            source,
+                            at,
+                            ..HistoryRow::default()
+                        }),
+                        _ => Err(format!(
+                            "history row {i}: a legacy row must be [\"op\", \"source\", \"at\"]"
+                        )),
+                    };
+                }
+                let o = r.as_object().ok_or_else(|| {
+                    format!("history row {i} is neither an object nor a legacy row")
+                })?;
                 let s = |k: &str| -> Result<String, String> {
                     o.get(k)
                         .and_then(Value::as_str)

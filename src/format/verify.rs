@@ -599,6 +599,18 @@ fn check_footer(f: &TetFile, r: &mut Report) {
             );
         }
         for (i, row) in rows.iter().enumerate() {
+            if let Some(a) = row.as_array() {
+                // The compact legacy form `["op", "source", "at"]`.
+                if a.len() != 3 || a.iter().any(|x| !x.as_str().is_some_and(fits)) {
+                    r.fail(
+                        "footer-limit",
+                        format!(
+                            "history row {i}: a legacy row must be 3 strings of 1..=1024 bytes"
+                        ),
+                    );
+                }
+                continue;
+            }
             let Some(o) = row.as_object() else { continue };
             for k in o.keys() {
                 if !matches!(k.as_str(), "op" | "source" | "at" | "parents" | "params") {

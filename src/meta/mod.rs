@@ -3,6 +3,7 @@
 //! ISO 8601, importer-supplied labels), attributes, and the history row with the input digest.
 
 pub mod cftime;
+pub mod inputs;
 
 use std::collections::BTreeMap;
 use std::io::Read;
