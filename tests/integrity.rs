@@ -118,12 +118,16 @@ fn one_flipped_byte_in_any_chunk_fails_deep_verify() {
         for (i, e) in f.entries.iter().enumerate() {
             assert_eq!(e.codec(), Some(codec), "chunk {i}");
             let stored = f.stored_bytes(e).unwrap();
-            // Ours: raw chunks have a digest, zstd frames their own checksum.
+            // Ours: every chunk has a digest of its stored bytes, zstd frames their own
+            // checksum as well.
+            assert_eq!(
+                f.chunk_check(i),
+                ChunkCheck::Digest(integrity::digest(stored))
+            );
             match codec {
-                Codec::Raw => assert!(matches!(f.chunk_check(i), ChunkCheck::Digest(_))),
+                Codec::Raw => {}
                 Codec::Zstd => {
                     assert_eq!(integrity::zstd_has_checksum(stored), Some(true));
-                    assert_eq!(f.chunk_check(i), ChunkCheck::ZstdChecksum);
                     // A standard frame: any zstd decoder reads it.
                     let plain = zstd::decode_all(stored).unwrap();
                     assert_eq!(plain.len() as u64, e.raw_byte_len);
@@ -163,6 +167,15 @@ fn one_flipped_byte_in_any_chunk_fails_deep_verify() {
                         assert!(failures.iter().any(|x| x.message.contains(&range)))
                     }
                     other => panic!("byte {at}: {other:?}"),
+                }
+                // Without the digest, zstd's own checksum (which every decoder checks, the
+                // reference reader's included) refuses the damaged frame as well.
+                if codec == Codec::Zstd {
+                    let frame = &b[e.payload_offset as usize..][..e.stored_byte_len as usize];
+                    assert!(
+                        zstd::bulk::decompress(frame, e.raw_byte_len as usize).is_err(),
+                        "byte {at} ^ {flip:#x} decodes"
+                    );
                 }
                 // Reading the chunk is refused too.
                 let t = TetFile::open(&bad).unwrap();
@@ -227,6 +240,23 @@ fn damage_outside_the_payloads_fails_the_footer_digest() {
         let o = run(bin("tet").arg("verify").arg(&bad));
         assert_eq!(o.status.code(), Some(1), "byte {at}");
         assert!(stdout(&o).contains("[footer-digest]"), "{}", stdout(&o));
+    }
+    // A footer rewritten by another tool (digest not in its place, or removed while the chunk
+    // digests stay) cannot pass either.
+    let edits: [fn(&mut Value); 2] = [
+        |v| v["tet_footer_digest"] = "crc32:0".into(),
+        |v| {
+            v.as_object_mut().unwrap().remove("tet_footer_digest");
+        },
+    ];
+    for edit in edits {
+        let bad = dir.path().join("bad.tet");
+        std::fs::write(&bad, with_footer(&bytes, edit)).unwrap();
+        let r = verify(&TetFile::open(&bad).unwrap(), Depth::Sample);
+        assert!(
+            r.failures.iter().any(|x| x.code == "footer-digest"),
+            "{r:?}"
+        );
     }
 }
 
@@ -463,6 +493,36 @@ fn with_footer(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
     out.extend((json.len() as u64).to_le_bytes());
     out.extend(&bytes[n - 8..]);
     out
+}
+
+/// Other writers may leave a zstd frame with its own checksum without a digest (`null`); that is
+/// accepted for such a frame only. The footer digest is left out: these are edited files.
+#[test]
+fn a_null_digest_is_accepted_only_for_a_frame_with_a_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, raw, zst) = outputs(dir.path());
+    for (path, accepted) in [(&zst, true), (&raw, false)] {
+        let b = with_footer(&std::fs::read(path).unwrap(), |v| {
+            v["metadata"]["tet_ext"]["chunk_digests"]["digests"][1] = Value::Null;
+            v.as_object_mut().unwrap().remove("tet_footer_digest");
+        });
+        let f = TetFile::from_bytes(b).unwrap();
+        assert_eq!(
+            f.chunk_check(1) == ChunkCheck::ZstdChecksum,
+            accepted,
+            "{}",
+            path.display()
+        );
+        let r = verify(&f, Depth::Deep);
+        let codes: Vec<&str> = r.failures.iter().map(|x| x.code).collect();
+        if accepted {
+            assert_eq!(codes, ["footer-digest"], "{r:?}");
+            assert!(f.read_dataset(0).is_ok());
+        } else {
+            assert_eq!(codes, ["footer-digest", "chunk-checksum"], "{r:?}");
+            assert!(f.read_dataset(0).is_err());
+        }
+    }
 }
 
 #[test]

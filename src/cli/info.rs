@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::{fail, human_bytes, EXIT_OK};
 use crate::format::footer::{attr_to_json, attr_to_text, Footer};
+use crate::format::integrity::{ChunkCheck, FooterDigest};
 use crate::format::{Codec, TetFile};
 
 #[derive(Args, Debug)]
@@ -62,6 +63,36 @@ fn stats(f: &TetFile) -> Vec<Stats> {
     out
 }
 
+/// What the file's checksums cover (nothing is hashed but the footer digest's bytes).
+struct Checksums {
+    footer: &'static str,
+    digests: u64,
+    zstd: u64,
+    none: u64,
+}
+
+fn checksums(f: &TetFile) -> Checksums {
+    let mut c = Checksums {
+        footer: match f.footer_digest() {
+            FooterDigest::Absent => "absent",
+            FooterDigest::Ok(_) => "ok",
+            FooterDigest::Mismatch { .. } => "mismatch",
+            FooterDigest::Malformed(_) => "malformed",
+        },
+        digests: 0,
+        zstd: 0,
+        none: 0,
+    };
+    for i in 0..f.entries.len() {
+        match f.chunk_check(i) {
+            ChunkCheck::Digest(_) => c.digests += 1,
+            ChunkCheck::ZstdChecksum => c.zstd += 1,
+            ChunkCheck::None => c.none += 1,
+        }
+    }
+    c
+}
+
 /// The stable JSON view.
 fn to_json(f: &TetFile, a: &InfoArgs) -> Value {
     let st = stats(f);
@@ -107,6 +138,7 @@ fn to_json(f: &TetFile, a: &InfoArgs) -> Value {
         .iter()
         .map(|h| json!({"op": h.op, "source": h.source, "at": h.at, "parents": h.parents, "params": h.params}))
         .collect();
+    let sums = checksums(f);
     let mut v = json!({
         "schema": "tet-info/1",
         "file": f_display(a),
@@ -120,6 +152,12 @@ fn to_json(f: &TetFile, a: &InfoArgs) -> Value {
         "extra": Value::Object(meta.extra.clone()),
         "history": history,
         "footer_error": footer.as_ref().err().map(|e| e.to_string()),
+        "checksums": {
+            "footer_digest": sums.footer,
+            "chunk_digests": sums.digests,
+            "zstd_checksums": sums.zstd,
+            "without_checksum": sums.none,
+        },
     });
     if a.chunks {
         let rows: Vec<Value> = f
@@ -180,6 +218,20 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
         human_bytes(stored_total),
         human_bytes(raw_total)
     );
+    let c = checksums(f);
+    let _ = if c.footer == "absent" && c.digests == 0 && c.zstd == 0 {
+        writeln!(
+            o,
+            "checksums: none (payloads cannot be checked against digests)"
+        )
+    } else {
+        writeln!(
+            o,
+            "checksums: footer digest {}, {} chunks with an xxh3-64 digest, {} with a zstd \
+             checksum, {} without (tet verify --deep checks them)",
+            c.footer, c.digests, c.zstd, c.none
+        )
+    };
     // Dataset table.
     let header = [
         "name", "dtype", "shape", "chunk", "chunks", "stored", "raw", "codecs",

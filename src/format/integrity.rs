@@ -6,10 +6,12 @@
 //! - **zstd chunks we encode** carry zstd's own content checksum (the frame header's
 //!   `Content_Checksum_flag`: the low 32 bits of XXH64 of the decoded bytes at the end of the
 //!   frame). Every zstd decoder, the reference reader's included, checks it while decoding.
-//! - **every other chunk** (raw chunks, zstd frames without the flag) has an xxh3-64 digest of its
-//!   *stored* bytes in `metadata.tet_ext.chunk_digests.digests`, one entry per index row in index
-//!   order: a 16-digit lowercase hex string, or `null` for a chunk whose zstd frame carries its own
-//!   checksum.
+//! - **every chunk** — raw chunks and zstd frames without the flag above all, but ours with the
+//!   flag too — has an xxh3-64 digest of its *stored* bytes in
+//!   `metadata.tet_ext.chunk_digests.digests`, one entry per index row in index order: a 16-digit
+//!   lowercase hex string, or `null`, which a reader accepts only for a zstd frame that carries its
+//!   own checksum (our writer never writes `null`: hashing the compressed bytes costs little and
+//!   lets the Zarr export check a frame it copies without decoding it).
 //! - **the footer** ends with the top-level key `tet_footer_digest` = `"xxh3-64:<16 hex>"`, the
 //!   xxh3-64 of the file's first bytes up to the end of the chunk index (superblock, directory,
 //!   chunk index), then the metadata spill (when there is one), then the footer JSON text up to and

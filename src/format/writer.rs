@@ -138,7 +138,7 @@ struct Row {
     raw_len: u64,
     stored_len: u64,
     codec: u32,
-    /// xxh3-64 of the stored bytes; `None` when the chunk carries its own checksum (or
+    /// xxh3-64 of the stored bytes; `None` only when checksums are off (or
     /// checksums are off).
     digest: Option<u64>,
 }
@@ -634,16 +634,13 @@ impl<'a> TetWriter<'a> {
     }
 }
 
-/// The digest a chunk needs: none for a zstd frame that carries its content checksum, the
-/// xxh3-64 of the stored bytes otherwise (read from the other file for a file range).
+/// The xxh3-64 of a chunk's stored bytes (read from the other file for a file range). Every
+/// chunk gets one, zstd frames with their own content checksum included: hashing the stored
+/// bytes costs a fraction of compressing them, catches a change to any stored bit (even one
+/// that decodes the same), and lets a reader check a frame it passes on without decoding it.
 fn chunk_digest(p: &ChunkPayload<'_>) -> std::io::Result<Option<u64>> {
     match &p.data {
-        PayloadBytes::Memory(b) => {
-            if p.codec == Codec::Zstd && integrity::zstd_has_checksum(b) == Some(true) {
-                return Ok(None);
-            }
-            Ok(Some(integrity::digest(b)))
-        }
+        PayloadBytes::Memory(b) => Ok(Some(integrity::digest(b))),
         PayloadBytes::File { file, offset, len } => {
             use std::os::unix::fs::FileExt;
             thread_local! {
