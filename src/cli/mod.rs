@@ -36,11 +36,11 @@ struct TetCli {
 enum Command {
     /// Show the datasets, metadata and history of a .tet file.
     Info(info::InfoArgs),
-    /// Check a .tet file against every rule of the format (exit 0 ok, 1 failed, 2 usage).
+    /// Check .tet files against every rule of the format and their checksums (exit 0 ok, 1 failed, 2 usage).
     Verify(verify::VerifyArgs),
     /// Convert a NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram or Zarr input to .tet.
     Convert(convert::ConvertArgs),
-    /// Show the provenance trail; with --source, check inputs against the recorded digests.
+    /// Show the provenance trail and whether the recorded inputs (or --source paths) are unchanged.
     Audit(audit::AuditArgs),
     /// Export a .tet file to NetCDF-4, Zarr v3, NPY or NPZ (values, types, dims, attributes).
     Export(export::ExportArgs),
