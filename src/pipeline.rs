@@ -186,6 +186,9 @@ pub enum ConvertError {
     /// Refused before any work (bad options, output = input, unmappable data…).
     #[error("{0}")]
     Refused(String),
+    /// Stopped between two chunks by a signal (SIGTERM, SIGINT); nothing was left behind.
+    #[error("stopped by signal {0}")]
+    Interrupted(i32),
 }
 
 fn refused(msg: impl Into<String>) -> ConvertError {
@@ -698,6 +701,13 @@ fn run_workers<'s>(
             }
             let seq = next.fetch_add(1, Ordering::Relaxed);
             if seq >= total {
+                return;
+            }
+            if let Some(sig) = crate::batch::signals::pending() {
+                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(ConvertError::Interrupted(sig));
+                failed.store(true, Ordering::Relaxed);
+                writer.abort("stopped by a signal");
                 return;
             }
             let d = bases.partition_point(|&b| b <= seq) - 1;

@@ -441,12 +441,28 @@ fn audit_checks_sources_against_recorded_parents() {
     );
 }
 
+/// The input rows of the last run in a report ledger (which every run appends to), checking
+/// that the run has its start and end rows.
 fn report_rows(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    let rows: Vec<Value> = std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    let end = rows.last().expect("an empty report");
+    assert_eq!(end["kind"], "end", "the last run has no end row");
+    let run = end["run"].clone();
+    let start = rows
+        .iter()
+        .position(|r| r["kind"] == "start" && r["run"] == run)
+        .expect("the last run has no start row");
+    let inputs: Vec<Value> = rows[start..]
+        .iter()
+        .filter(|r| r["kind"] == "input")
+        .cloned()
+        .collect();
+    assert!(inputs.iter().all(|r| r["run"] == run));
+    inputs
 }
 
 /// Batch runs: `--out-dir` names outputs deterministically, re-runs skip what is up to date
@@ -557,18 +573,26 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
         let rows = report_rows(&report);
         assert_eq!(rows.len(), n, "keep-going {keep}");
         assert_eq!(rows[0]["status"], "failed");
-        assert!(rows[0]["error"].is_string());
+        assert!(rows[0]["reason"].is_string());
         assert!(!out.join("aaa_bad.tet").exists());
     }
-    // Usage errors: two inputs that would share an output name.
+    // Two inputs that would share an output name: the first converts, the other is a failed row
+    // (one odd input never costs the batch).
     let twin = dir.path().join("dtype_bool.npy");
     std::fs::copy(&inputs[2], &twin).unwrap();
     let mut c = tet_convert();
-    c.args(["-q", "--out-dir"])
+    c.args(["-q", "--force", "--keep-going", "--out-dir"])
         .arg(&out)
         .arg(&inputs[2])
-        .arg(&twin);
-    assert_eq!(run(&mut c).status.code(), Some(2));
+        .arg(&twin)
+        .arg("--report")
+        .arg(&report);
+    assert_eq!(run(&mut c).status.code(), Some(1));
+    let rows = report_rows(&report);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.iter().filter(|r| r["status"] == "ok").count(), 1);
+    let refused = rows.iter().find(|r| r["status"] == "failed").unwrap();
+    assert!(refused["reason"].as_str().unwrap().contains("would also be written by"));
 }
 
 /// The output never replaces an input (same path, a symbolic link to it, another hard link of
@@ -724,7 +748,7 @@ chunk = "dtype_f32:1,4"
     let rows = report_rows(&report);
     let outputs: Vec<&str> = rows.iter().map(|r| r["output"].as_str().unwrap()).collect();
     assert!(outputs[0].ends_with("out/r.tet") && outputs[2].ends_with("out/f32.tet"));
-    // Re-run: all up to date; a shard takes every N-th job of the manifest's order.
+    // Re-run: all up to date; a shard takes the jobs whose input path hashes to it.
     assert!(run_manifest(&[]).status.success());
     assert!(report_rows(&report)
         .iter()
@@ -732,9 +756,18 @@ chunk = "dtype_f32:1,4"
     assert!(run_manifest(&["--force", "--shard", "1/2"])
         .status
         .success());
-    let rows = report_rows(&report);
-    assert_eq!(rows.len(), 1);
-    assert!(rows[0]["output"].as_str().unwrap().ends_with("out/i8.tet"));
+    let mut sharded = report_rows(&report);
+    assert!(run_manifest(&["--force", "--shard", "0/2"])
+        .status
+        .success());
+    sharded.extend(report_rows(&report));
+    let mut outputs: Vec<&str> = sharded
+        .iter()
+        .map(|r| r["output"].as_str().unwrap())
+        .collect();
+    outputs.sort();
+    assert_eq!(outputs.len(), 3);
+    assert!(outputs[0].ends_with("out/f32.tet") && outputs[2].ends_with("out/r.tet"));
 
     // Mistakes: exit 2, one line naming the manifest and the job, nothing converted.
     for (text, what) in [
