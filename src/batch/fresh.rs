@@ -2,13 +2,15 @@
 //! digest under the same byte-affecting options is not rebuilt.
 //!
 //! Re-runs must not re-read every input, so after a conversion (or a hash) we stamp the output
-//! with the input's size, mtime and ctime (ns), inode and device, beside the digest, in an
+//! with the input's size, mtime (ns), inode and device, beside the digest, in an
 //! extended attribute of the output (`user.tet-convert.source`) — outside the file's bytes, so
 //! output stays byte-identical for identical input. When the stamp matches the input's current
 //! `stat`, its digest stands for the input's; any difference (or no stamp: a copied output, a
 //! file system without user xattrs) means hashing the input again, as does `--rehash`. A
-//! directory store's stamp covers every file in it (path, size, times, inode), read by `stat`
-//! alone.
+//! directory store's stamp covers every file in it (path, size, mtime, inode), read by `stat`
+//! alone. ctime is left out on purpose: reading a file's atime back (`touch -a`, backup tools)
+//! changes it without changing a byte. A change that keeps size, mtime and inode (a rewrite in
+//! place followed by `touch -r`) is only caught by `--rehash`, as with make and rsync.
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -29,7 +31,7 @@ pub const XATTR: &str = "user.tet-convert.source";
 /// What `stat` says of an input, as one comparable string.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stamp {
-    /// `file:SIZE:MTIME_NS:CTIME_NS:INO:DEV` or `dir:FILES:SIZE:SHA256-OF-STATS`.
+    /// `file:SIZE:MTIME_NS:INO:DEV` or `dir:FILES:SIZE:SHA256-OF-STATS`.
     pub stat: String,
     /// Bytes of the input.
     pub bytes: u64,
@@ -46,10 +48,9 @@ impl Stamp {
         if !m.is_dir() {
             return Ok(Stamp {
                 stat: format!(
-                    "file:{}:{}:{}:{}:{}",
+                    "file:{}:{}:{}:{}",
                     m.len(),
                     ns(m.mtime(), m.mtime_nsec()),
-                    ns(m.ctime(), m.ctime_nsec()),
                     m.ino(),
                     m.dev()
                 ),
@@ -68,10 +69,9 @@ impl Stamp {
             h.update(rel.as_os_str().as_bytes());
             h.update(
                 format!(
-                    "\0{}:{}:{}:{}\0",
+                    "\0{}:{}:{}\0",
                     m.len(),
                     ns(m.mtime(), m.mtime_nsec()),
-                    ns(m.ctime(), m.ctime_nsec()),
                     m.ino()
                 )
                 .as_bytes(),
