@@ -592,7 +592,10 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
     assert_eq!(rows.len(), 2);
     assert_eq!(rows.iter().filter(|r| r["status"] == "ok").count(), 1);
     let refused = rows.iter().find(|r| r["status"] == "failed").unwrap();
-    assert!(refused["reason"].as_str().unwrap().contains("would also be written by"));
+    assert!(refused["reason"]
+        .as_str()
+        .unwrap()
+        .contains("would also be written by"));
 }
 
 /// The output never replaces an input (same path, a symbolic link to it, another hard link of
