@@ -463,9 +463,25 @@ fn walked_trees_keep_same_named_files_apart() {
     // Hidden files and other extensions are not taken.
     std::fs::write(input.join("2024-01-01/.partial.npy"), b"x").unwrap();
     std::fs::write(input.join("2024-01-01/notes.txt"), b"x").unwrap();
-    let o = run(tet_convert().arg(&input).arg("--out-dir").arg(&out));
+    // A temporary file left by a writer that died (no process holds its lock): removed.
+    std::fs::create_dir_all(out.join("2024-01-01")).unwrap();
+    std::fs::write(
+        out.join("2024-01-01/.ocean.tet.Ab12Cd.tet-convert.tmp"),
+        b"x",
+    )
+    .unwrap();
+    let o = run(tet_convert()
+        .arg(&input)
+        .arg("--out-dir")
+        .arg(&out)
+        .arg("-v"));
     assert!(o.status.success(), "{o:?}");
     assert_eq!(tree(&out), ["2024-01-01/ocean.tet", "2024-01-02/ocean.tet"]);
+    // -v lists every input, even off a terminal.
+    let err = String::from_utf8_lossy(&o.stderr);
+    for day in ["2024-01-01", "2024-01-02"] {
+        assert!(err.contains(&format!("{day}/ocean.npy -> ")), "{err}");
+    }
     let shape = |p: &str| {
         TetFile::open(&out.join(p)).unwrap().datasets[0]
             .shape
