@@ -18,7 +18,7 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, sh  # noqa: E402
+from run import REL, measure, print_runs, sh  # noqa: E402
 
 NPY_FILES = 2000
 NC_FILES = 500
@@ -87,11 +87,7 @@ def main():
         ]
     sh(f"rm -rf {out}")
     by = {r["name"]: r["wall"] for r in rows}
-    print("| run | wall s (median of %d) | peak RSS MiB |" % a.runs)
-    print("|---|---:|---:|")
-    for r in rows:
-        print(f"| {r['name']} | {r['wall']:.2f} | {r['rss_mib']:.0f} |")
-    print()
+    print_runs(rows, a.runs)
     print("| comparison | ratio | target |")
     print("|---|---:|---|")
     for name in ["2,000 NPY of 4 KiB", "500 netCDF-4 of ~10 KiB"]:

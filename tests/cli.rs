@@ -26,7 +26,7 @@ fn run(c: &mut Command) -> Output {
     c.output().unwrap()
 }
 
-use common::only_files;
+use common::{npy_bytes, only_files};
 
 #[test]
 fn output_is_identical_for_any_jobs_and_run() {
@@ -159,17 +159,12 @@ fn skip_unsupported_reports_instead_of_failing() {
     let npy = dir.path().join("strs.npy");
     let header =
         "{'descr': [('id', '<i4'), ('name', '<U3')], 'fortran_order': False, 'shape': (2,), }";
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
+    let mut data = Vec::new();
     for id in [7i32, 8] {
-        b.extend(id.to_le_bytes());
-        b.extend([0u8; 12]);
+        data.extend(id.to_le_bytes());
+        data.extend([0u8; 12]);
     }
-    std::fs::write(&npy, &b).unwrap();
+    std::fs::write(&npy, npy_bytes(header, &data)).unwrap();
     let o = run(tet_convert().arg(&npy).arg(&out));
     assert_eq!(
         o.status.code(),
@@ -198,17 +193,8 @@ fn write_npy(path: &Path, shape: &[u64]) {
         "{{'descr': '|u1', 'fortran_order': False, 'shape': ({}), }}",
         dims.concat()
     );
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
-    b.extend(std::iter::repeat_n(
-        0u8,
-        shape.iter().product::<u64>() as usize,
-    ));
-    std::fs::write(path, b).unwrap();
+    let data = vec![0u8; shape.iter().product::<u64>() as usize];
+    std::fs::write(path, npy_bytes(&header, &data)).unwrap();
 }
 
 #[test]

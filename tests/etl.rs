@@ -74,6 +74,12 @@ fn inputs_of(rows: &[Value]) -> Vec<&Value> {
     rows.iter().filter(|r| r["kind"] == "input").collect()
 }
 
+/// The file name of a row's input.
+fn file_name(row: &Value) -> String {
+    let input = row["input"].as_str().unwrap();
+    input.rsplit('/').next().unwrap().to_string()
+}
+
 /// Each run of a ledger has a start row, then its input rows, then an end row whose counts
 /// match its input rows.
 fn check_runs(rows: &[Value]) {
@@ -104,6 +110,14 @@ fn check_runs(rows: &[Value]) {
         }
     }
     assert!(runs.values().all(|&(s, _, e)| s == 1 && e == 1), "{runs:?}");
+}
+
+/// A temporary folder with `in` (not created) and `out` (created) inside.
+fn folders() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let (input, out) = (d.path().join("in"), d.path().join("out"));
+    std::fs::create_dir_all(&out).unwrap();
+    (d, input, out)
 }
 
 /// Small distinct `.npy` files `name` in `dir`.
@@ -145,9 +159,7 @@ fn unsupervised_death(input: &Path, wait: Duration) -> Option<i32> {
 /// temporary file, and a wall time bounded by --timeout.
 #[test]
 fn crashing_aborting_and_hanging_inputs_cost_one_row_each() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     let bad = [(10, "segv"), (15, "abort"), (20, "hang")];
     let mut names = Vec::new();
     for i in 0..30 {
@@ -266,9 +278,7 @@ fn shard_run(input: &Path, out: &Path, report: &Path, k: u64, n: u64) -> Output 
 /// the whole night is converted exactly once, and the late ones are taken by the next night.
 #[test]
 fn live_folder_sharding_loses_no_file() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     let early: Vec<String> = (0..24).map(|i| format!("day/e{i:02}.npy")).collect();
     let late: Vec<String> = (0..11).map(|i| format!("day/l{i:02}.npy")).collect();
     npys(&input, &early);
@@ -286,13 +296,7 @@ fn live_folder_sharding_loses_no_file() {
         .iter()
         .map(|r| {
             assert_eq!(r["status"], "ok");
-            r["input"]
-                .as_str()
-                .unwrap()
-                .rsplit('/')
-                .next()
-                .unwrap()
-                .to_string()
+            file_name(r)
         })
         .collect();
     converted.sort();
@@ -323,9 +327,7 @@ fn live_folder_sharding_loses_no_file() {
 /// every line is a whole row, every run has its start and end, every input has its rows.
 #[test]
 fn overlapping_and_xargs_split_runs_share_one_ledger() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     let names: Vec<String> = (0..40).map(|i| format!("x{i:02}.npy")).collect();
     npys(&input, &names);
     let report = d.path().join("r.jsonl");
@@ -371,17 +373,7 @@ fn overlapping_and_xargs_split_runs_share_one_ledger() {
     let mut per_input: BTreeMap<String, usize> = BTreeMap::new();
     for r in inputs_of(&rows) {
         assert_eq!(r["status"], "ok", "{r}");
-        *per_input
-            .entry(
-                r["input"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit('/')
-                    .next()
-                    .unwrap()
-                    .into(),
-            )
-            .or_default() += 1;
+        *per_input.entry(file_name(r)).or_default() += 1;
     }
     assert_eq!(per_input.len(), 40);
     assert!(per_input.values().all(|&n| n == 3), "{per_input:?}");
@@ -452,9 +444,7 @@ fn files_from_takes_lists_beyond_arg_max() {
 /// An empty selection is a normal night.
 #[test]
 fn walked_trees_keep_same_named_files_apart() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     for (day, rows) in [("2024-01-01", 1), ("2024-01-02", 2)] {
         let p = input.join(day).join("ocean.npy");
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -551,9 +541,7 @@ fn wait_for_rows(report: &Path, at_least: usize, secs: u64) {
 /// its chunks: exit 143, no temporary file, and the ledger's last row closes the run.
 #[test]
 fn sigterm_mid_batch_leaves_no_temp_file_and_a_closing_row() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     npys(&input, &["a0.npy".into(), "a1.npy".into()]);
     std::fs::copy(crash_fixture("hang.nc"), input.join("b_hang.nc")).unwrap();
     npys(&input, &["c0.npy".into()]);
@@ -652,9 +640,7 @@ fn a_file_size_limit_is_a_clean_error() {
 /// to date, which it could not if it had read them; `--rehash` reads them and rebuilds all 40.
 #[test]
 fn reruns_of_unchanged_inputs_read_none_of_them() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, out) = (d.path().join("in"), d.path().join("out"));
-    std::fs::create_dir_all(&out).unwrap();
+    let (d, input, out) = folders();
     let names: Vec<String> = (0..40).map(|i| format!("s{i:02}.npy")).collect();
     npys(&input, &names);
     let report = d.path().join("r.jsonl");
