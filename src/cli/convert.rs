@@ -84,7 +84,7 @@ pub struct ConvertArgs {
     /// Give up on an input after SECONDS of wall time (its worker is killed; 0: no limit).
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]
     timeout: u64,
-    /// auto (mirror the source), raw, zstd or zstd:LEVEL.
+    /// auto (mirror the source; chunks of one repeated value → zstd), raw, zstd or zstd:LEVEL.
     #[arg(long, default_value = "auto", value_parser = parse_codec)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).
