@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, sh  # noqa: E402
+from run import REL, measure, print_runs, sh  # noqa: E402
 
 
 def main():
@@ -59,11 +59,7 @@ def main():
     ]
     sh(f"rm -rf {out}.*")
     by = {r["name"]: r for r in rows}
-    print("| run | wall s (median of %d) | peak RSS MiB |" % a.runs)
-    print("|---|---:|---:|")
-    for r in rows:
-        print(f"| {r['name']} | {r['wall']:.2f} | {r['rss_mib']:.0f} |")
-    print()
+    print_runs(rows, a.runs)
     worst = max(r["rss_mib"] for r in rows if r["name"].startswith("tet export"))
     cp = by["cp .tet + sync"]["wall"]
     print("| comparison | measured | target |")

@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, sh  # noqa: E402
+from run import REL, measure, print_runs, sh  # noqa: E402
 
 
 def main():
@@ -52,11 +52,7 @@ def main():
     ]
     sh(f"rm -f {d}/out.*")
     by = {r["name"]: r["wall"] for r in rows}
-    print("| run | wall s (median of %d) | peak RSS MiB |" % a.runs)
-    print("|---|---:|---:|")
-    for r in rows:
-        print(f"| {r['name']} | {r['wall']:.2f} | {r['rss_mib']:.0f} |")
-    print()
+    print_runs(rows, a.runs)
     contig_ratio = by["tet-convert --codec raw (contiguous)"] / by["nccopy -k classic (contiguous) + sync"]
     sp = by["tet-convert --jobs 1 (chunked zlib-1, codec auto)"] / by["tet-convert --jobs 2 (chunked zlib-1, codec auto)"]
     spr = by["tet-convert --codec raw --jobs 1 (chunked zlib-1)"] / by["tet-convert --codec raw --jobs 2 (chunked zlib-1)"]

@@ -42,6 +42,15 @@ def measure(name, cmd, prepare, runs):
     return {"name": name, "cmd": cmd, "wall": statistics.median(walls), "rss_mib": max(rss) / 1024}
 
 
+def print_runs(rows, runs):
+    """The table of runs: name, median wall seconds, peak RSS."""
+    print("| run | wall s (median of %d) | peak RSS MiB |" % runs)
+    print("|---|---:|---:|")
+    for r in rows:
+        print(f"| {r['name']} | {r['wall']:.2f} | {r['rss_mib']:.0f} |")
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", default="/work/bench")
@@ -80,11 +89,7 @@ def main():
         sh(f"rm -f {d}/out.*")
 
     by = {r["name"]: r for r in rows}
-    print("| run | wall s (median of %d) | peak RSS MiB |" % a.runs)
-    print("|---|---:|---:|")
-    for r in rows:
-        print(f"| {r['name']} | {r['wall']:.2f} | {r['rss_mib']:.0f} |")
-    print()
+    print_runs(rows, a.runs)
     raw = by["tet-convert --codec raw"]["wall"] / by["cp + sync"]["wall"]
     z = by["tet-convert --codec zstd:3 --jobs 2"]["wall"] / by["zstd -T2 -3 + sync"]["wall"]
     sp = by["tet-convert --codec zstd:3 --jobs 1"]["wall"] / by["tet-convert --codec zstd:3 --jobs 2"]["wall"]

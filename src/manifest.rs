@@ -22,7 +22,8 @@
 //! `write_through_symlink`, with the meaning of the command-line flags of the same name. A job's
 //! own keys win over `[defaults]`, which win over the command line. An unknown key, a wrong type
 //! or two jobs writing one output is an error naming the job: a typo never silently changes what
-//! gets written. Jobs run in the manifest's order (sharding takes every N-th of that order).
+//! gets written. Jobs run in the manifest's order; a shard takes the jobs whose input path
+//! hashes to it (see [`crate::batch::shard`]).
 
 use std::path::{Path, PathBuf};
 

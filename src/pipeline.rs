@@ -186,6 +186,9 @@ pub enum ConvertError {
     /// Refused before any work (bad options, output = input, unmappable data…).
     #[error("{0}")]
     Refused(String),
+    /// Stopped between two chunks by a signal (SIGTERM, SIGINT); nothing was left behind.
+    #[error("stopped by signal {0}")]
+    Interrupted(i32),
 }
 
 fn refused(msg: impl Into<String>) -> ConvertError {
@@ -200,6 +203,9 @@ struct Planned {
     widen: Widen,
     codec: Codec,
     level: i32,
+    /// `--codec auto` stored this dataset raw: a chunk of one repeated value (an unallocated
+    /// chunk read back as fill values, a never-written variable) is stored as zstd instead.
+    constant_as_zstd: bool,
 }
 
 /// The absolute form of a path that may not exist yet (its parent must).
@@ -589,6 +595,7 @@ fn plan_all(
             widen,
             codec,
             level,
+            constant_as_zstd: opts.codec == CodecChoice::Auto && codec == Codec::Raw,
         });
     }
     Ok((planned, skipped))
@@ -731,6 +738,13 @@ fn run_workers<'s>(
             if seq >= total {
                 return;
             }
+            if let Some(sig) = crate::batch::signals::pending() {
+                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(ConvertError::Interrupted(sig));
+                failed.store(true, Ordering::Relaxed);
+                writer.abort("stopped by a signal");
+                return;
+            }
             let d = bases.partition_point(|&b| b <= seq) - 1;
             let p = &planned[d];
             let coords = p.grid.coords(seq - bases[d]);
@@ -802,6 +816,17 @@ fn run_workers<'s>(
         .collect())
 }
 
+/// Whether `data` is one value of `elem` bytes repeated (an empty chunk is not). Stops at the
+/// first element that differs, so real data costs a few comparisons.
+fn is_constant(data: &[u8], elem: usize) -> bool {
+    if elem == 0 || data.len() < elem || !data.len().is_multiple_of(elem) {
+        return false;
+    }
+    // Every element equals the first exactly when the buffer equals itself shifted by one
+    // element: one memcmp, which stops at the first difference.
+    data[elem..] == data[..data.len() - elem]
+}
+
 /// Reads, widens and encodes one chunk.
 #[allow(clippy::too_many_arguments)]
 fn encode_chunk<'s>(
@@ -858,10 +883,16 @@ fn encode_chunk<'s>(
         src
     };
     let raw_len = data.len() as u64;
-    if p.codec == Codec::Raw {
+    let constant =
+        p.codec == Codec::Raw && p.constant_as_zstd && is_constant(&data, p.spec.dtype.size());
+    if p.codec == Codec::Raw && !constant {
         return Ok(ChunkPayload::raw(data));
     }
-    let level = p.level;
+    let level = if constant {
+        DEFAULT_ZSTD_LEVEL
+    } else {
+        p.level
+    };
     if zctx.as_ref().is_none_or(|(l, _)| *l != level) {
         *zctx = Some((level, chunk_compressor(level, checksums)?));
     }
@@ -886,6 +917,19 @@ fn encode_chunk<'s>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constant_chunks_are_recognised() {
+        let f = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        assert!(is_constant(&f(&[1.5; 100]), 4));
+        assert!(is_constant(&f(&[7.0]), 4));
+        assert!(!is_constant(&f(&[1.5, 1.5, 2.0]), 4));
+        assert!(!is_constant(&f(&[]), 4));
+        // Two-byte pattern repeated, but not as four-byte elements of one value.
+        assert!(!is_constant(&[1, 2, 1, 2, 1, 3, 1, 2], 4));
+        assert!(is_constant(&[1, 2, 1, 2, 1, 2, 1, 2], 2));
+        assert!(!is_constant(&[0, 0, 0], 2));
+    }
 
     #[test]
     fn codec_choice_parses() {

@@ -25,8 +25,8 @@ use serde_json::Value;
 use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 
-use common::only_files;
 use common::sidecar::corpus;
+use common::{npy_bytes, only_files};
 
 /// The address-space cap of every child.
 const MEMORY_CAP: u64 = 2 << 30;
@@ -483,18 +483,6 @@ fn byte_flipped_corpus_inputs_are_refused_or_convert_to_valid_files() {
     );
 }
 
-/// A version 1.0 `.npy` with this header dictionary, followed by `data`.
-fn npy(dict: &str, data: &[u8]) -> Vec<u8> {
-    let pad = 64 - (10 + dict.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((dict.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(dict.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
-    b.extend(data);
-    b
-}
-
 fn crc32(data: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &byte in data {
@@ -631,7 +619,7 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
         (
             "npy shape product past u64",
             "a.npy",
-            npy(
+            npy_bytes(
                 "{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296, 65536), }",
                 &[0; 64],
             ),
@@ -640,7 +628,7 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
         (
             "npy byte count past u64",
             "a.npy",
-            npy(
+            npy_bytes(
                 "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }",
                 &[0; 64],
             ),
@@ -649,7 +637,7 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
         (
             "npy claiming a petabyte",
             "a.npy",
-            npy(
+            npy_bytes(
                 "{'descr': '<f8', 'fortran_order': False, 'shape': (140737488355328,), }",
                 &[0; 64],
             ),
@@ -667,7 +655,7 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
             "a.npz",
             npz_claiming(
                 "x.npy",
-                &npy(
+                &npy_bytes(
                     "{'descr': '<f8', 'fortran_order': False, 'shape': (140737488355328,), }",
                     &[],
                 ),
@@ -680,7 +668,7 @@ fn absurd_headers_are_refused_by_checks_not_by_allocation_failure() {
             "a.npz",
             npz_claiming(
                 "x.npy",
-                &npy(
+                &npy_bytes(
                     "{'descr': '<f8', 'fortran_order': False, 'shape': (536870895,), }",
                     &[],
                 ),

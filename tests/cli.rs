@@ -26,7 +26,7 @@ fn run(c: &mut Command) -> Output {
     c.output().unwrap()
 }
 
-use common::only_files;
+use common::{npy_bytes, only_files};
 
 #[test]
 fn output_is_identical_for_any_jobs_and_run() {
@@ -159,17 +159,12 @@ fn skip_unsupported_reports_instead_of_failing() {
     let npy = dir.path().join("strs.npy");
     let header =
         "{'descr': [('id', '<i4'), ('name', '<U3')], 'fortran_order': False, 'shape': (2,), }";
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
+    let mut data = Vec::new();
     for id in [7i32, 8] {
-        b.extend(id.to_le_bytes());
-        b.extend([0u8; 12]);
+        data.extend(id.to_le_bytes());
+        data.extend([0u8; 12]);
     }
-    std::fs::write(&npy, &b).unwrap();
+    std::fs::write(&npy, npy_bytes(header, &data)).unwrap();
     let o = run(tet_convert().arg(&npy).arg(&out));
     assert_eq!(
         o.status.code(),
@@ -198,17 +193,8 @@ fn write_npy(path: &Path, shape: &[u64]) {
         "{{'descr': '|u1', 'fortran_order': False, 'shape': ({}), }}",
         dims.concat()
     );
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
-    b.extend(std::iter::repeat_n(
-        0u8,
-        shape.iter().product::<u64>() as usize,
-    ));
-    std::fs::write(path, b).unwrap();
+    let data = vec![0u8; shape.iter().product::<u64>() as usize];
+    std::fs::write(path, npy_bytes(&header, &data)).unwrap();
 }
 
 #[test]
@@ -441,12 +427,28 @@ fn audit_checks_sources_against_recorded_parents() {
     );
 }
 
+/// The input rows of the last run in a report ledger (which every run appends to), checking
+/// that the run has its start and end rows.
 fn report_rows(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
+    let rows: Vec<Value> = std::fs::read_to_string(path)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    let end = rows.last().expect("an empty report");
+    assert_eq!(end["kind"], "end", "the last run has no end row");
+    let run = end["run"].clone();
+    let start = rows
+        .iter()
+        .position(|r| r["kind"] == "start" && r["run"] == run)
+        .expect("the last run has no start row");
+    let inputs: Vec<Value> = rows[start..]
+        .iter()
+        .filter(|r| r["kind"] == "input")
+        .cloned()
+        .collect();
+    assert!(inputs.iter().all(|r| r["run"] == run));
+    inputs
 }
 
 /// Batch runs: `--out-dir` names outputs deterministically, re-runs skip what is up to date
@@ -557,18 +559,29 @@ fn batch_runs_are_idempotent_sharded_and_reported() {
         let rows = report_rows(&report);
         assert_eq!(rows.len(), n, "keep-going {keep}");
         assert_eq!(rows[0]["status"], "failed");
-        assert!(rows[0]["error"].is_string());
+        assert!(rows[0]["reason"].is_string());
         assert!(!out.join("aaa_bad.tet").exists());
     }
-    // Usage errors: two inputs that would share an output name.
+    // Two inputs that would share an output name: the first converts, the other is a failed row
+    // (one odd input never costs the batch).
     let twin = dir.path().join("dtype_bool.npy");
     std::fs::copy(&inputs[2], &twin).unwrap();
     let mut c = tet_convert();
-    c.args(["-q", "--out-dir"])
+    c.args(["-q", "--force", "--keep-going", "--out-dir"])
         .arg(&out)
         .arg(&inputs[2])
-        .arg(&twin);
-    assert_eq!(run(&mut c).status.code(), Some(2));
+        .arg(&twin)
+        .arg("--report")
+        .arg(&report);
+    assert_eq!(run(&mut c).status.code(), Some(1));
+    let rows = report_rows(&report);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.iter().filter(|r| r["status"] == "ok").count(), 1);
+    let refused = rows.iter().find(|r| r["status"] == "failed").unwrap();
+    assert!(refused["reason"]
+        .as_str()
+        .unwrap()
+        .contains("would also be written by"));
 }
 
 /// The output never replaces an input (same path, a symbolic link to it, another hard link of
@@ -724,7 +737,7 @@ chunk = "dtype_f32:1,4"
     let rows = report_rows(&report);
     let outputs: Vec<&str> = rows.iter().map(|r| r["output"].as_str().unwrap()).collect();
     assert!(outputs[0].ends_with("out/r.tet") && outputs[2].ends_with("out/f32.tet"));
-    // Re-run: all up to date; a shard takes every N-th job of the manifest's order.
+    // Re-run: all up to date; a shard takes the jobs whose input path hashes to it.
     assert!(run_manifest(&[]).status.success());
     assert!(report_rows(&report)
         .iter()
@@ -732,9 +745,18 @@ chunk = "dtype_f32:1,4"
     assert!(run_manifest(&["--force", "--shard", "1/2"])
         .status
         .success());
-    let rows = report_rows(&report);
-    assert_eq!(rows.len(), 1);
-    assert!(rows[0]["output"].as_str().unwrap().ends_with("out/i8.tet"));
+    let mut sharded = report_rows(&report);
+    assert!(run_manifest(&["--force", "--shard", "0/2"])
+        .status
+        .success());
+    sharded.extend(report_rows(&report));
+    let mut outputs: Vec<&str> = sharded
+        .iter()
+        .map(|r| r["output"].as_str().unwrap())
+        .collect();
+    outputs.sort();
+    assert_eq!(outputs.len(), 3);
+    assert!(outputs[0].ends_with("out/f32.tet") && outputs[2].ends_with("out/r.tet"));
 
     // Mistakes: exit 2, one line naming the manifest and the job, nothing converted.
     for (text, what) in [

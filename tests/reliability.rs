@@ -11,26 +11,7 @@ use std::time::Instant;
 use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 
-use common::only_files;
-
-/// An f32 `.npy` of `rows × 4096` values with some structure (so zstd has work to do).
-fn write_npy(path: &Path, rows: usize) {
-    let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, 4096), }}");
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
-    let mut x: u32 = 0x9E37_79B9;
-    for i in 0..rows * 4096 {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        b.extend(((i % 4096) as f32 * 0.5 + (x % 16) as f32).to_le_bytes());
-    }
-    std::fs::write(path, b).unwrap();
-}
+use common::{only_files, write_npy};
 
 fn convert(input: &Path, output: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tet-convert"));

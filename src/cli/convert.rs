@@ -1,49 +1,90 @@
-//! `tet-convert IN OUT`, `tet-convert IN… --out-dir DIR` (batch: up-to-date skipping, sharding,
-//! `--keep-going`, `--report`), and the same as `tet convert`.
+//! `tet-convert IN OUT`, `tet-convert IN… --out-dir DIR` (batch: walked folders, `--files-from`
+//! lists, stable sharding, supervised workers, the `--report` ledger), `--manifest`, and the same
+//! as `tet convert`. Parsing and printing only: the run itself is [`crate::batch::run`].
 
-use std::path::PathBuf;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
-use serde_json::json;
-
-use super::{fail, human_bytes, init_logging, one_line, EXIT_OK, EXIT_USAGE};
-use crate::batch;
+use super::{init_logging, EXIT_OK, EXIT_USAGE};
+use crate::batch::inputs::{self, Input, Selection};
+use crate::batch::job::{Outcome, Recheck, WireJob, WireOptions, WirePath};
+use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
+use crate::batch::run::{self, Isolation, RunOptions};
+use crate::batch::{self, signals, stale};
 use crate::manifest::{self, Job};
-use crate::meta;
-use crate::pipeline::{convert, CodecChoice, ConvertOptions};
+use crate::pipeline::{CodecChoice, ConvertOptions};
 use crate::planner::PlanOptions;
 use crate::registry;
 
+/// Where conversions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IsolationArg {
+    /// Supervised worker processes: a crash or hang of a C library costs one input.
+    Process,
+    /// In this process (no protection; for measurements and debugging).
+    None,
+}
+
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// `IN OUT`, or with --out-dir any number of inputs (files or directory stores).
-    #[arg(required_unless_present_any = ["formats", "manifest"], value_name = "PATH")]
+    /// `IN OUT`, or with --out-dir any number of inputs: files, stores, or folders to walk.
+    #[arg(required_unless_present_any = ["formats", "manifest", "files_from"], value_name = "PATH")]
     paths: Vec<PathBuf>,
     /// Run the conversions listed in a TOML manifest (input, output and options per job).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["paths", "out_dir"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["paths", "out_dir", "files_from"])]
     manifest: Option<PathBuf>,
-    /// Convert every input into this directory as `<name without extension>.tet`.
+    /// Convert every input into this directory: `<path relative to its root, extension → .tet>`.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    /// Read more inputs from FILE (`-`: standard input), one path a line (with --out-dir).
+    #[arg(long, value_name = "FILE", requires = "out_dir")]
+    files_from: Option<PathBuf>,
+    /// --files-from entries are separated by NUL bytes (`find -print0`), not newlines.
+    #[arg(short = '0', long = "null", requires = "files_from")]
+    null: bool,
+    /// Mirror listed files' paths relative to DIR under --out-dir (and shard by that path).
+    #[arg(long, value_name = "DIR", requires = "out_dir")]
+    base: Option<PathBuf>,
+    /// Walked folders: take files matching GLOB (repeatable; default: the compiled formats'
+    /// extensions). Matched against the path relative to the folder.
+    #[arg(long, value_name = "GLOB")]
+    include: Vec<String>,
     /// Rebuild outputs that are already up to date (same input digest and options).
     #[arg(long)]
     force: bool,
+    /// Hash inputs even when size, times and inode match the output's stamp.
+    #[arg(long)]
+    rehash: bool,
+    /// Deep-verify an up-to-date output before trusting it (damaged → rebuilt).
+    #[arg(long)]
+    verify_existing: bool,
     /// Go on with the next input after a failure (default: stop at the first).
     #[arg(long)]
     keep_going: bool,
-    /// Write one JSON line per input (status, digest, sizes, errors) to this file.
+    /// Append JSON lines to this ledger: a start row, one row per input, an end row.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
-    /// Convert only shard K of N of the sorted inputs (0-based K; with --out-dir). Default: from
-    /// SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX when set.
+    /// Convert only shard K of N (0-based K; by a stable hash of each input's path, see README).
+    /// Default: from SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX.
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
     /// The number of shards when it does not come from the scheduler (Kubernetes indexed Jobs).
     #[arg(long, value_name = "N")]
     shard_count: Option<u64>,
-    /// auto (mirror the source), raw, zstd or zstd:LEVEL.
+    /// Where conversions run.
+    #[arg(long, value_enum, default_value = "process")]
+    isolation: IsolationArg,
+    /// Worker processes converting at once (each with --jobs threads).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    workers: usize,
+    /// Give up on an input after SECONDS of wall time (its worker is killed; 0: no limit).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    timeout: u64,
+    /// auto (mirror the source; chunks of one repeated value → zstd), raw, zstd or zstd:LEVEL.
     #[arg(long, default_value = "auto", value_parser = parse_codec)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).
@@ -67,13 +108,13 @@ pub struct ConvertArgs {
     /// When OUT is a symbolic link, write the file it points to (default: refuse such an OUT).
     #[arg(long)]
     write_through_symlink: bool,
-    /// No progress bar.
+    /// No progress bar, no per-input lines, no summary (failures are still printed).
     #[arg(short, long)]
     quiet: bool,
-    /// Log more to stderr (-v: each step, -vv: plans and decisions); RUST_LOG overrides.
+    /// Log more to stderr (-v: every input and step, -vv: plans and decisions); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
-    /// Print a one-object JSON report on stdout.
+    /// Print JSON on stdout: the report (IN OUT), or one row per input (batch).
     #[arg(long)]
     json: bool,
     /// List the input formats of this build and exit.
@@ -105,27 +146,19 @@ fn print_formats() {
     }
 }
 
-/// Exit code when some inputs of a batch failed (the others converted or were up to date).
-pub const EXIT_SOME_FAILED: u8 = 1;
+fn usage(msg: String) -> ExitCode {
+    eprintln!("{}: {msg}", super::program());
+    ExitCode::from(EXIT_USAGE)
+}
 
-pub fn run(a: &ConvertArgs) -> ExitCode {
-    init_logging(a.verbose);
-    if a.formats {
-        print_formats();
-        return ExitCode::from(EXIT_OK);
-    }
-    let usage = |msg: String| {
-        eprintln!("tet-convert: {msg}");
-        ExitCode::from(EXIT_USAGE)
-    };
+/// The conversion options of the command line.
+fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
     let mut plan = PlanOptions::default();
     if let Some(b) = a.chunk_bytes {
         plan.target_bytes = Some(b);
     }
     for spec in &a.chunk {
-        if let Err(e) = plan.add_spec(spec) {
-            return usage(e.to_string());
-        }
+        plan.add_spec(spec).map_err(|e| e.to_string())?;
     }
     let mut opts = ConvertOptions {
         codec: a.codec,
@@ -135,7 +168,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     };
     if let Some(j) = a.jobs {
         if j == 0 {
-            return usage("--jobs must be at least 1".into());
+            return Err("--jobs must be at least 1".into());
         }
         opts.jobs = j;
     }
@@ -143,197 +176,350 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     opts.open.unpack = a.unpack;
     opts.open.follow_external = a.follow_external;
     opts.write_through_symlink = a.write_through_symlink;
-
-    let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
-    let job = |input: PathBuf, output: PathBuf| Job {
-        input,
-        output,
-        opts: opts.clone(),
-    };
-    let mut work: Vec<Job> = match (&a.manifest, &a.out_dir) {
-        (Some(m), _) => match manifest::load(m, &opts) {
-            Ok(jobs) => jobs,
-            Err(e) => {
-                return usage(format!("{}: {e}", m.display()));
-            }
-        },
-        (None, None) => match a.paths.as_slice() {
-            [input, output] => vec![job(input.clone(), output.clone())],
-            _ => return usage("give IN OUT, or inputs with --out-dir DIR".into()),
-        },
-        (None, Some(dir)) => {
-            if !dir.is_dir() {
-                return usage(format!("--out-dir {}: not a directory", dir.display()));
-            }
-            let mut inputs = a.paths.clone();
-            inputs.sort();
-            inputs.dedup();
-            let mut work: Vec<Job> = Vec::with_capacity(inputs.len());
-            for input in inputs {
-                let Some(out) = batch::output_in(dir, &input) else {
-                    return usage(format!(
-                        "{}: no file name to name the output",
-                        input.display()
-                    ));
-                };
-                if let Some(other) = work.iter().find(|j| j.output == out) {
-                    return usage(format!(
-                        "{} and {} would both be written to {}",
-                        other.input.display(),
-                        input.display(),
-                        out.display()
-                    ));
-                }
-                work.push(job(input, out));
-            }
-            work
-        }
-    };
-    let shard = match &a.shard {
-        Some(s) => Some(batch::Shard::parse(s)),
-        None if batch_mode => {
-            batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count).transpose()
-        }
-        None => None,
-    };
-    match shard {
-        Some(Ok(s)) => {
-            let total = work.len();
-            work = s.select(work);
-            log::info!(
-                "shard {}/{}: {} of {total} inputs",
-                s.index,
-                s.count,
-                work.len()
-            );
-        }
-        Some(Err(e)) => return usage(e),
-        None => {}
-    }
-    let mut report = match &a.report {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Some((p, std::io::BufWriter::new(f))),
-            Err(e) => return fail(p, format!("cannot write the report: {e}")),
-        },
-        None => None,
-    };
-
-    let mut failed = 0usize;
-    for j in &work {
-        let row = convert_one(&j.input, &j.output, &j.opts, a);
-        let status = row["status"].as_str().unwrap_or_default().to_string();
-        if let Some((path, w)) = report.as_mut() {
-            use std::io::Write as _;
-            if let Err(e) = writeln!(w, "{row}").and_then(|_| w.flush()) {
-                return fail(path, format!("cannot write the report: {e}"));
-            }
-        }
-        if a.json && (batch_mode || status != "ok") {
-            println!("{row}");
-        }
-        if status == "failed" {
-            failed += 1;
-            if !a.keep_going {
-                break;
-            }
-        }
-    }
-    ExitCode::from(if failed == 0 {
-        EXIT_OK
-    } else {
-        EXIT_SOME_FAILED
-    })
+    Ok(opts)
 }
 
-/// Converts one input (or finds its output up to date); prints the human lines and returns the
-/// report row.
-fn convert_one(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
+/// A planned input: its shard key and job, or why it cannot run.
+struct Planned {
+    key: PathBuf,
+    input: PathBuf,
+    output: PathBuf,
+    opts: ConvertOptions,
+    refused: Option<String>,
+}
+
+/// The inputs of a `--out-dir` run, with their outputs; two inputs mapping to one output both
+/// stay listed, the later one refused.
+fn plan_out_dir(
     a: &ConvertArgs,
-) -> serde_json::Value {
-    let started = std::time::Instant::now();
-    let mut row = json!({
-        "input": input.display().to_string(),
-        "output": output.display().to_string(),
-    });
-    if output.exists() && !a.force {
-        match meta::digest_input(input) {
-            Ok((digest, bytes_in))
-                if batch::up_to_date(output, &digest, &opts.byte_affecting_params()) =>
-            {
-                log::info!(
-                    "{}: {} already records {digest} with the same options",
-                    input.display(),
-                    output.display()
-                );
-                if !a.quiet && !a.json {
-                    eprintln!(
-                        "{} -> {}: skipped: up to date",
-                        input.display(),
-                        output.display()
-                    );
-                }
-                row["status"] = "skipped".into();
-                row["reason"] = "up to date".into();
-                row["input_digest"] = digest.into();
-                row["bytes_in"] = bytes_in.into();
-                row["elapsed_s"] = started.elapsed().as_secs_f64().into();
-                return row;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                fail(input, format!("cannot read: {e}"));
-                row["status"] = "failed".into();
-                row["error"] = format!("cannot read: {e}").into();
-                return row;
+    dir: &Path,
+    opts: &ConvertOptions,
+) -> Result<Vec<Planned>, String> {
+    if !dir.is_dir() {
+        return Err(format!("--out-dir {}: not a directory", dir.display()));
+    }
+    let sel = Selection::new(&a.include)?;
+    let mut found: Vec<Input> = Vec::new();
+    let mut listed = a.paths.clone();
+    if let Some(list) = &a.files_from {
+        listed.extend(
+            inputs::read_list_arg(list, a.null)
+                .map_err(|e| format!("--files-from {}: {e}", list.display()))?,
+        );
+    }
+    let mut refused_early = Vec::new();
+    for p in &listed {
+        if let Err(e) = inputs::expand(p, a.base.as_deref(), &sel, &mut found) {
+            if std::fs::symlink_metadata(p).is_err() || e.contains("not under --base") {
+                // A listed input that is gone or outside --base is that input's failure.
+                refused_early.push((p.clone(), e));
+            } else {
+                return Err(e);
             }
         }
     }
-    log::info!("{} -> {}: converting", input.display(), output.display());
-    log::debug!(
-        "{}: options {:?}",
-        input.display(),
-        opts.byte_affecting_params()
+    found.sort();
+    found.dedup_by(|x, y| x.path == y.path);
+    let mut seen: std::collections::HashMap<PathBuf, PathBuf> = std::collections::HashMap::new();
+    let mut planned = Vec::with_capacity(found.len() + refused_early.len());
+    for i in found {
+        let Some(out) = i.output_in(dir) else {
+            refused_early.push((i.path.clone(), "no file name to name the output".into()));
+            continue;
+        };
+        let refused = match seen.get(&out) {
+            Some(first) => Some(format!(
+                "{} would also be written by {} (inputs with the same name but another \
+                 extension in one folder)",
+                out.display(),
+                first.display()
+            )),
+            None => {
+                seen.insert(out.clone(), i.path.clone());
+                None
+            }
+        };
+        planned.push(Planned {
+            key: i.key,
+            input: i.path,
+            output: out,
+            opts: opts.clone(),
+            refused,
+        });
+    }
+    for (p, e) in refused_early {
+        planned.push(Planned {
+            key: p.clone(),
+            input: p,
+            output: PathBuf::new(),
+            opts: opts.clone(),
+            refused: Some(e),
+        });
+    }
+    Ok(planned)
+}
+
+pub fn run(a: &ConvertArgs) -> ExitCode {
+    init_logging(a.verbose);
+    signals::install();
+    if a.formats {
+        print_formats();
+        return ExitCode::from(EXIT_OK);
+    }
+    let opts = match options(a) {
+        Ok(o) => o,
+        Err(e) => return usage(e),
+    };
+    let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
+    let planned: Vec<Planned> = match (&a.manifest, &a.out_dir) {
+        (Some(m), _) => match manifest::load(m, &opts) {
+            Ok(jobs) => jobs
+                .into_iter()
+                .map(
+                    |Job {
+                         input,
+                         output,
+                         opts,
+                     }| Planned {
+                        key: input.clone(),
+                        input,
+                        output,
+                        opts,
+                        refused: None,
+                    },
+                )
+                .collect(),
+            Err(e) => return usage(format!("{}: {e}", m.display())),
+        },
+        (None, None) => match a.paths.as_slice() {
+            [input, output] => vec![Planned {
+                key: input.clone(),
+                input: input.clone(),
+                output: output.clone(),
+                opts: opts.clone(),
+                refused: None,
+            }],
+            _ => return usage("give IN OUT, or inputs with --out-dir DIR".into()),
+        },
+        (None, Some(dir)) => match plan_out_dir(a, dir, &opts) {
+            Ok(p) => p,
+            Err(e) => return usage(e),
+        },
+    };
+    let listed = planned.len();
+    let shard = match &a.shard {
+        Some(s) => match batch::Shard::parse(s) {
+            Ok(s) => Some(s),
+            Err(e) => return usage(e),
+        },
+        None if batch_mode => {
+            match batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count) {
+                Ok(s) => s,
+                Err(e) => return usage(e),
+            }
+        }
+        None => None,
+    };
+    let planned: Vec<Planned> = match shard {
+        Some(s) => planned.into_iter().filter(|p| s.takes(&p.key)).collect(),
+        None => planned,
+    };
+    if let Some(s) = shard {
+        log::info!("shard {s}: {} of {listed} inputs", planned.len());
+    }
+
+    let mut ledger = match &a.report {
+        Some(p) => match Ledger::open(p) {
+            Ok(l) => Some(l),
+            Err(e) => return super::fail(p, format!("cannot write the report: {e}")),
+        },
+        None => None,
+    };
+    // Temporary files of earlier runs whose writer is gone, in the folders this run writes to.
+    let mut dirs: Vec<&Path> = planned
+        .iter()
+        .filter_map(|p| p.output.parent())
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        stale::clean(d, None);
+    }
+
+    let run_id = ledger::run_id();
+    let recheck = Recheck {
+        force: a.force,
+        rehash: a.rehash,
+        verify_existing: a.verify_existing,
+        guard_source: batch_mode && a.manifest.is_none(),
+    };
+    let jobs: Vec<Result<WireJob, Box<Outcome>>> = planned
+        .iter()
+        .map(|p| match &p.refused {
+            Some(reason) => {
+                let mut row = InputRow::new(&run_id, &p.input, &p.output);
+                row.status = Some(Status::Failed);
+                row.reason = Some(reason.clone());
+                Err(Box::new(Outcome {
+                    row,
+                    ..Outcome::default()
+                }))
+            }
+            None => Ok(WireJob {
+                run: run_id.clone(),
+                input: WirePath::of(&p.input),
+                output: WirePath::of(&p.output),
+                opts: WireOptions::from(&p.opts),
+                recheck,
+                make_dirs: batch_mode,
+                want_report: a.json && !batch_mode,
+            }),
+        })
+        .collect();
+    let start = StartRow {
+        run: run_id.clone(),
+        at: ledger::now(),
+        host: ledger::host_name(),
+        pid: std::process::id(),
+        tool: "tet-convert".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        shard: shard.map(|s| s.to_string()),
+        inputs: jobs.len(),
+        listed,
+        options: run_options_text(a, &opts),
+    };
+    let ropts = RunOptions {
+        isolation: match a.isolation {
+            IsolationArg::Process => Isolation::Process,
+            IsolationArg::None => Isolation::None,
+        },
+        workers: a.workers.max(1),
+        timeout: (a.timeout > 0).then(|| Duration::from_secs(a.timeout)),
+        keep_going: a.keep_going,
+        worker_args: vec![a.verbose.to_string()],
+    };
+    let chatty = !a.quiet && (a.verbose > 0 || !batch_mode || std::io::stderr().is_terminal());
+    let mut on_done = |o: &Outcome| print_outcome(o, a, batch_mode, chatty);
+    let mut on_ledger_error = |e: std::io::Error| {
+        if let Some(l) = &a.report {
+            eprintln!(
+                "{}: {}: cannot write the report: {e}",
+                super::program(),
+                l.display()
+            );
+        }
+    };
+    let summary = run::run(
+        jobs,
+        &ropts,
+        ledger.as_mut(),
+        start,
+        &mut on_done,
+        &mut on_ledger_error,
     );
-    match convert(input, output, opts) {
-        Err(e) => {
-            fail(input, e.to_string());
-            row["status"] = "failed".into();
-            row["error"] = one_line(&e.to_string()).into();
-            row["elapsed_s"] = started.elapsed().as_secs_f64().into();
+    if batch_mode && !a.quiet {
+        let c = summary.counts;
+        let mut line = format!(
+            "{}: {} inputs: {} converted, {} up to date, {} failed",
+            super::program(),
+            c.ok + c.skipped + c.failed + c.interrupted + c.not_started,
+            c.ok,
+            c.skipped,
+            c.failed
+        );
+        if c.interrupted > 0 {
+            line += &format!(", {} interrupted", c.interrupted);
         }
-        Ok(r) => {
-            if a.json && a.out_dir.is_none() {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else if !a.quiet && !a.json {
-                eprintln!(
-                    "{} -> {}: {} datasets, {} in, {} out ({:.2}x), {:.2}s",
-                    r.input,
-                    r.output,
-                    r.datasets.len(),
-                    human_bytes(r.bytes_in),
-                    human_bytes(r.bytes_out),
-                    r.ratio,
-                    r.elapsed_s
-                );
-                for w in &r.warnings {
-                    eprintln!("  note: {w}");
-                }
-                for s in &r.skipped {
-                    eprintln!("  skipped {}: {}", s.name, s.reason);
-                }
+        if c.not_started > 0 {
+            line += &format!(", {} not started", c.not_started);
+        }
+        if let Some(sig) = summary.signal {
+            line += &format!("; stopped by {}", signals::name(sig));
+        }
+        line += &format!(" ({:.1} s)", summary.elapsed.as_secs_f64());
+        eprintln!("{line}");
+    }
+    ExitCode::from(summary.exit_code)
+}
+
+/// Every option of the run, as the ledger's start row records them.
+fn run_options_text(
+    a: &ConvertArgs,
+    opts: &ConvertOptions,
+) -> std::collections::BTreeMap<String, String> {
+    let mut m = opts.byte_affecting_params();
+    m.insert("jobs".into(), opts.jobs.to_string());
+    m.insert("workers".into(), a.workers.to_string());
+    m.insert("timeout_s".into(), a.timeout.to_string());
+    m.insert(
+        "isolation".into(),
+        format!("{:?}", a.isolation).to_lowercase(),
+    );
+    for (k, v) in [
+        ("force", a.force),
+        ("rehash", a.rehash),
+        ("verify_existing", a.verify_existing),
+        ("keep_going", a.keep_going),
+    ] {
+        m.insert(k.into(), v.to_string());
+    }
+    if let Some(d) = &a.out_dir {
+        m.insert("out_dir".into(), d.display().to_string());
+    }
+    if let Some(d) = &a.manifest {
+        m.insert("manifest".into(), d.display().to_string());
+    }
+    if let Some(b) = &a.base {
+        m.insert("base".into(), b.display().to_string());
+    }
+    if !a.include.is_empty() {
+        m.insert("include".into(), a.include.join(" "));
+    }
+    m
+}
+
+/// What the terminal (and stdout, with --json) shows of one outcome.
+fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
+    let r = &o.row;
+    let input = &r.input;
+    match r.status() {
+        Status::Failed | Status::Interrupted => {
+            eprintln!(
+                "{}: {input}: {}",
+                super::program(),
+                r.reason.as_deref().unwrap_or("failed")
+            );
+        }
+        Status::Skipped if chatty && !a.json => {
+            eprintln!("{input} -> {}: skipped: up to date", r.output);
+        }
+        Status::Ok if (chatty || !batch_mode) && !a.quiet && !a.json => {
+            let mut notes = o.notes.iter();
+            eprintln!(
+                "{input} -> {}: {}",
+                r.output,
+                notes.next().map_or("converted", String::as_str)
+            );
+            for n in notes {
+                eprintln!("  {n}");
             }
-            row["status"] = "ok".into();
-            row["input_digest"] = r.input_digest.clone().into();
-            row["bytes_in"] = r.bytes_in.into();
-            row["bytes_out"] = r.bytes_out.into();
-            row["datasets"] = r.datasets.len().into();
-            row["skipped_items"] = r.skipped.len().into();
-            row["warnings"] = r.warnings.clone().into();
-            row["elapsed_s"] = r.elapsed_s.into();
+        }
+        _ => {}
+    }
+    if a.json {
+        if batch_mode {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        } else if let Some(rep) = &o.report {
+            println!("{rep}");
+        } else {
+            println!("{}", serde_json::to_string(&r).unwrap_or_default());
         }
     }
-    row
 }

@@ -32,6 +32,8 @@ struct TetCli {
     command: Command,
 }
 
+// Parsed once per process: the size difference of the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Show the datasets, metadata and history of a .tet file.
@@ -48,6 +50,9 @@ enum Command {
 
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
+    if let Some(code) = worker_entry() {
+        return code;
+    }
     let cli = TetCli::parse();
     if !matches!(cli.command, Command::Convert(_)) {
         init_logging(0);
@@ -59,6 +64,21 @@ pub fn main_tet() -> ExitCode {
         Command::Audit(a) => audit::run(&a),
         Command::Export(a) => export::run(&a),
     }
+}
+
+/// `PROGRAM --tet-worker [VERBOSITY]`: a supervised conversion worker (see
+/// [`crate::batch::supervise`]); `None` for every other command line.
+fn worker_entry() -> Option<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != crate::batch::supervise::WORKER_FLAG {
+        return None;
+    }
+    let verbose = args
+        .next()
+        .and_then(|v| v.to_str().and_then(|v| v.parse().ok()))
+        .unwrap_or(0);
+    init_logging(verbose);
+    Some(crate::batch::supervise::worker_main())
 }
 
 /// Logs to stderr as `PROGRAM: level: message` (stdout carries only requested output): warnings
@@ -89,6 +109,9 @@ pub(crate) fn init_logging(verbose: u8) {
 
 /// Entry point of the `tet-convert` binary.
 pub fn main_convert() -> ExitCode {
+    if let Some(code) = worker_entry() {
+        return code;
+    }
     #[derive(Parser, Debug)]
     #[command(
         name = "tet-convert",

@@ -16,7 +16,7 @@ use std::fmt;
 pub use footer::{DatasetMeta, Footer, HistoryRow};
 pub use reader::{ChunkEntry, DatasetInfo, TetFile};
 pub use verify::{deep_verify, DeepVerified, DeepVerifyError};
-pub use writer::{ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions};
+pub use writer::{ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions, TEMP_SUFFIX};
 
 /// `TETR`
 pub const MAGIC: [u8; 4] = *b"TETR";

@@ -209,6 +209,35 @@ fn directory_blob(specs: &[DatasetSpec]) -> Vec<u8> {
     blob
 }
 
+/// The suffix of our temporary files, `.<target name>.XXXXXX.tet-convert.tmp` beside the target:
+/// hidden, and distinctive enough that a later run may remove those no live process owns.
+pub const TEMP_SUFFIX: &str = ".tet-convert.tmp";
+
+/// Creates the temporary file for `target_name` in `dir`, holding an exclusive advisory lock
+/// (`flock`) on it for as long as the file is open: a cleaner ([`crate::batch`]) removes only temp
+/// files whose lock it can take, so a file being written is never removed, and one whose writer
+/// died (the lock goes with the process) always can be.
+pub(crate) fn create_temp(dir: &Path, target_name: &str) -> std::io::Result<NamedTempFile> {
+    for _ in 0..4 {
+        // Created 0666 less the umask, like any output file (tempfile's default is 0600, which
+        // would hide the result from the group that runs the next step of a pipeline).
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{target_name}."))
+            .suffix(TEMP_SUFFIX)
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .tempfile_in(dir)?;
+        tmp.as_file().lock()?;
+        // A cleaner that took the lock in the instant between creation and our lock removed the
+        // file (it unlinks only while holding the lock): make another.
+        if std::os::unix::fs::MetadataExt::nlink(&tmp.as_file().metadata()?) > 0 {
+            return Ok(tmp);
+        }
+    }
+    Err(std::io::Error::other(
+        "the temporary output file was removed while it was being created",
+    ))
+}
+
 impl<'a> TetWriter<'a> {
     /// Creates the temporary output beside `target` and writes the header, directory and a
     /// placeholder index.
@@ -262,13 +291,7 @@ impl<'a> TetWriter<'a> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "out.tet".into());
-        // Created 0666 less the umask, like any output file (tempfile's default is 0600, which
-        // would hide the result from the group that runs the next step of a pipeline).
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!(".{base}."))
-            .suffix(".tmp")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
-            .tempfile_in(&dir)?;
+        let tmp = create_temp(&dir, &base)?;
         let mut file = BufWriter::with_capacity(1 << 20, tmp);
 
         // Superblock.

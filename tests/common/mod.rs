@@ -20,6 +20,32 @@ pub fn only_files(dir: &Path) -> Vec<String> {
     v
 }
 
+/// An f32 `.npy` of `rows × 4096` values with some structure (so zstd has work to do).
+pub fn write_npy(path: &Path, rows: usize) {
+    let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, 4096), }}");
+    let mut data = Vec::with_capacity(rows * 4096 * 4);
+    let mut x: u32 = 0x9E37_79B9;
+    for i in 0..rows * 4096 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        data.extend(((i % 4096) as f32 * 0.5 + (x % 16) as f32).to_le_bytes());
+    }
+    std::fs::write(path, npy_bytes(&header, &data)).unwrap();
+}
+
+/// A version 1.0 `.npy` with this header dictionary, followed by `data`.
+pub fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
+    let pad = 64 - (10 + dict.len() + 1) % 64;
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend(((dict.len() + pad + 1) as u16).to_le_bytes());
+    b.extend(dict.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', pad));
+    b.push(b'\n');
+    b.extend(data);
+    b
+}
+
 /// The shared corpus and interop files beside the repository.
 pub fn shared() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")

@@ -28,6 +28,10 @@
 //!   opaque data, references, variable-length sequences, HDF5 time, non-IEEE floats, integers
 //!   with padding bits, virtual datasets, datasets with external raw-data files, filters this
 //!   libhdf5 cannot decode (named in the message).
+//!   Also objects libhdf5 cannot open — a dataset, group or group member list written by a
+//!   newer libhdf5 (e.g. h5py with `libver='latest'`: "bad version number for layout message")
+//!   or damaged —: their data would be lost, so the message names the object and the library
+//!   version (`dataset 'x' cannot be opened by libhdf5 1.10.8: …`).
 //! * **Always listed in [`Source::skipped`]** (never an error): null-dataspace datasets ("null
 //!   dataspace"), dangling soft links, soft links to groups, named datatypes, external links
 //!   that are not followed, netCDF's data-less dimension datasets, unreadable attributes.
@@ -45,7 +49,9 @@
 //! * **Attributes**: numbers typed (arrays of any rank flattened in C order; f16 as f32),
 //!   strings as `Text` (scalar) or `TextList`, bool/enum as their integers, compound values as
 //!   JSON `Text` with a note. Root-group attributes are the global attributes; attributes of
-//!   other groups are global attributes named `<group path>/<name>`.
+//!   other groups are global attributes named `<group path>/<name>`. `CLASS` and `NAME` are
+//!   ordinary attributes (PyTables' node classes on every group and leaf, in file order)
+//!   except on a dimension scale.
 //! * **Layout**: `chunk_shape` = the HDF5 chunk shape (plus any array axes), `filters` = labels
 //!   such as `shuffle`, `deflate(4)`, `lzf`, `compressed` when any filter compresses.
 //!
@@ -430,9 +436,10 @@ struct ObjAttrs {
     /// `attr_shape:<name>` facts of the multi-dimensional attributes (values flattened).
     shapes: Attrs,
     notes: Vec<String>,
+    /// The text of a `CLASS` / `NAME` attribute (also kept in `attrs`, in file order: only a
+    /// dimension scale's are bookkeeping, removed by [`Walker::add_dataset`]).
     class: Option<String>,
-    name: Option<(String, AttrValue)>,
-    class_value: Option<AttrValue>,
+    name: Option<String>,
     dim_list: Option<Vec<Option<ObjKey>>>,
     labels: Option<Vec<String>>,
 }
@@ -489,6 +496,23 @@ impl Walker<'_> {
         } else {
             Err(SourceError::Unsupported(format!(
                 "dataset '{name}': {reason}"
+            )))
+        }
+    }
+
+    /// An object libhdf5 cannot open (written by a newer libhdf5 — e.g. `libver='latest'`
+    /// layout messages —, or damaged): its data would be lost, so it is refused like any
+    /// unsupported item, or skipped (and reported) with `skip_unsupported`.
+    fn unreadable(&mut self, what: &str, name: &str, e: impl std::fmt::Display) -> Result<()> {
+        let (major, minor, patch) = hdf5::library_version();
+        let reason = format!("cannot be opened by libhdf5 {major}.{minor}.{patch}: {e}");
+        let shown = if name.is_empty() { "/" } else { name };
+        if self.opts.skip_unsupported {
+            self.skip(shown, format!("{what} {reason}"));
+            Ok(())
+        } else {
+            Err(SourceError::Unsupported(format!(
+                "{what} '{shown}' {reason}"
             )))
         }
     }
@@ -550,11 +574,7 @@ impl Walker<'_> {
         }
         let links = match group.links(IndexType::Name, IterationOrder::Increasing) {
             Ok(l) => l,
-            Err(e) => {
-                let name = if prefix.is_empty() { "/" } else { prefix };
-                self.skip(name, format!("group members unreadable: {e}"));
-                return Ok(());
-            }
+            Err(e) => return self.unreadable("group (its members)", prefix, e),
         };
         for (lname, info) in links {
             let path = join(prefix, &lname);
@@ -604,10 +624,7 @@ impl Walker<'_> {
     ) -> Result<()> {
         let li = match group.loc_info_by_name(lname) {
             Ok(li) => li,
-            Err(e) => {
-                self.skip(path, format!("object unreadable: {e}"));
-                return Ok(());
-            }
+            Err(e) => return self.unreadable("object", path, e),
         };
         let key = (file, format!("{:?}", li.token));
         if let Some(t) = self.by_key.get(&key) {
@@ -636,7 +653,7 @@ impl Walker<'_> {
                         self.add_group_attrs(path, a);
                         self.walk_group(file, &g, path, depth + 1, root_dir)?;
                     }
-                    Err(e) => self.skip(path, format!("group unreadable: {e}")),
+                    Err(e) => self.unreadable("group", path, e)?,
                 }
             }
             LocationType::Dataset => match group.dataset(lname) {
@@ -644,7 +661,7 @@ impl Walker<'_> {
                     self.by_key.insert(key, Target::Dataset(self.found.len()));
                     self.add_dataset(file, ds, path, Vec::new());
                 }
-                Err(e) => self.skip(path, format!("dataset unreadable: {e}")),
+                Err(e) => self.unreadable("dataset", path, e)?,
             },
             _ => {
                 self.by_key.insert(key, Target::Other(path.to_string()));
@@ -712,7 +729,7 @@ impl Walker<'_> {
                     self.by_key.insert(key, Target::Dataset(self.found.len()));
                     self.add_dataset(fi, ds, path, vec![note]);
                 }
-                Err(e) => self.skip(path, format!("{what}: {e}")),
+                Err(e) => self.unreadable("dataset", path, format!("({what}) {e}"))?,
             },
             LocationType::Group => match root.group(eobj) {
                 Ok(g) => {
@@ -721,7 +738,7 @@ impl Walker<'_> {
                     self.add_group_attrs(path, a);
                     self.walk_group(fi, &g, path, depth + 1, root_dir)?;
                 }
-                Err(e) => self.skip(path, format!("{what}: {e}")),
+                Err(e) => self.unreadable("group", path, format!("({what}) {e}"))?,
             },
             _ => self.skip(path, format!("{what}: target is a named datatype")),
         }
@@ -732,15 +749,16 @@ impl Walker<'_> {
         let a = self.read_attrs(file, &ds, path);
         notes.extend(a.notes);
         let mut attrs = a.attrs;
+        let mut shapes = a.shapes;
         let is_scale = a.class.as_deref() == Some("DIMENSION_SCALE");
         let mut scale_name = None;
         let mut netcdf_dim_only = false;
         if is_scale {
-            let nm = a
-                .name
-                .as_ref()
-                .and_then(|(_, v)| text_of(v))
-                .filter(|s| !s.is_empty());
+            // A scale's CLASS and NAME are bookkeeping (its role and dimension name).
+            let bookkeeping = |k: &str| k == "CLASS" || k == "NAME";
+            attrs.retain(|(k, _)| !bookkeeping(k));
+            shapes.retain(|(k, _)| !bookkeeping(k.strip_prefix("attr_shape:").unwrap_or(k)));
+            let nm = a.name.clone().filter(|s| !s.is_empty());
             match nm {
                 Some(s) if s.starts_with(NETCDF_DIM_ONLY) => netcdf_dim_only = true,
                 Some(s) => scale_name = Some(s),
@@ -749,15 +767,8 @@ impl Walker<'_> {
             if scale_name.is_none() {
                 scale_name = Some(short_name(path).to_string());
             }
-        } else {
-            // CLASS / NAME of other conventions are ordinary attributes.
-            if let Some(v) = a.class_value {
-                attrs.push(("CLASS".into(), v));
-            }
-            if let Some(nv) = a.name {
-                attrs.push(nv);
-            }
         }
+        // CLASS / NAME of other conventions (PyTables, …) are ordinary attributes, in place.
         self.found.push(Found {
             name: path.to_string(),
             file,
@@ -769,7 +780,7 @@ impl Walker<'_> {
             dim_refs: a.dim_list.unwrap_or_default(),
             dim_label_attr: a.labels.unwrap_or_default(),
             aliases: Vec::new(),
-            attr_shapes: a.shapes,
+            attr_shapes: shapes,
         });
     }
 
@@ -829,12 +840,13 @@ impl Walker<'_> {
                     });
                 }
                 ("DIMENSION_LABELS", AttrOutcome::Skip(_)) => {}
-                ("CLASS", AttrOutcome::Value(v, _)) => {
-                    out.class = text_of(&v);
-                    out.class_value = Some(v);
-                }
-                ("NAME", AttrOutcome::Value(v, _)) => out.name = Some((name.clone(), v)),
                 (_, AttrOutcome::Value(v, note)) => {
+                    // Kept as attributes, and noted for dimension scales (see add_dataset).
+                    match name.as_str() {
+                        "CLASS" => out.class = text_of(&v),
+                        "NAME" => out.name = text_of(&v),
+                        _ => {}
+                    }
                     if let Some(n) = note {
                         out.notes.push(format!("attribute '{name}': {n}"));
                     }

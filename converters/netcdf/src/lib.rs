@@ -28,7 +28,8 @@
 //!   candidates for one dimension, one with a `cf_role` attribute or named in some variable's
 //!   `coordinates` attribute wins, else the first.
 //! * **Attributes** keep their netCDF type: `byte` → `I8`, …, `double` → `F64`, `char` → `Text`
-//!   (trailing NULs removed), `string` → `Text` for one value and `TextList` otherwise, enum →
+//!   (trailing NULs removed, except in a variable's `_FillValue`, `missing_value` and `valid_*`,
+//!   whose bytes are data values and kept whole: `_FillValue = '\0'` is `"\0"`), `string` → `Text` for one value and `TextList` otherwise, enum →
 //!   the underlying integers. Root attributes are the global attributes; a group's attributes
 //!   are global attributes named `group/path/name`. The library's hidden attributes
 //!   (`_NCProperties`, `_IsNetcdf4`, `_SuperblockVersion`, `_Format`, `_Netcdf4Dimid`,
@@ -661,6 +662,15 @@ fn decode_text(b: &[u8]) -> String {
     }
 }
 
+/// Attributes whose values are values of their variable (CF, NUG): a `char` one is a
+/// character of the data, NUL included, not text.
+fn is_value_attr(name: &str) -> bool {
+    matches!(
+        name,
+        "_FillValue" | "missing_value" | "valid_min" | "valid_max" | "valid_range"
+    )
+}
+
 fn trim_nuls(b: &[u8]) -> &[u8] {
     let end = b.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
     &b[..end]
@@ -882,7 +892,15 @@ impl<'o> Builder<'o> {
         if xtype == nc::NC_CHAR {
             let mut buf = vec![0u8; len];
             ffi::get_att_raw(ncid, varid, cname, &mut buf)?;
-            return Ok(Ok(AttrValue::Text(decode_text(trim_nuls(&buf)))));
+            // Text attributes often carry a C string's terminating NUL(s), which are dropped.
+            // A variable's value attributes (`_FillValue = '\0'` of a char variable) are data:
+            // every byte is kept.
+            let bytes = if varid != nc::NC_GLOBAL && is_value_attr(name) {
+                &buf[..]
+            } else {
+                trim_nuls(&buf)
+            };
+            return Ok(Ok(AttrValue::Text(decode_text(bytes))));
         }
         if xtype == nc::NC_STRING {
             let mut v: Vec<String> = ffi::get_att_strings(ncid, varid, cname, len)?

@@ -6,7 +6,8 @@
 //! order, never from consolidated metadata, which may be stale), the metadata is parsed with the
 //! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs — zstd, gzip,
 //! blosc with every compressor and shuffle mode, crc32c, transpose, sharding —, chunk keys,
-//! fill values, byte order).
+//! fill values, byte order). numcodecs' `fixedscaleoffset` filter is decoded by
+//! [`scaleoffset`] (not by zarrs, which computes in `f32`), bit for bit as numcodecs does.
 //!
 //! # Mapping
 //!
@@ -88,6 +89,7 @@ use zarrs::plugin::{ExtensionName, PluginCreateError};
 
 pub mod attrs;
 pub mod guard;
+pub mod scaleoffset;
 
 pub use attrs::json_to_attr;
 use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
@@ -146,6 +148,7 @@ impl Importer for ZarrImporter {
 /// Opens a Zarr directory store.
 pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
     guard::register_plugins();
+    scaleoffset::register();
     if !path.is_dir() {
         return Err(SourceError::unsupported(
             "not a directory: only Zarr directory stores are supported (no zip or remote stores)",

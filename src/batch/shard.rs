@@ -1,38 +1,28 @@
-//! Many inputs in one run, as schedulers use it: deterministic output names, deterministic
-//! sharding of the input list (`--shard K/N`, Slurm array and Kubernetes indexed-Job variables),
-//! and the up-to-date check that makes re-runs idempotent. Pure decisions and one footer read;
-//! the conversions themselves are the pipeline's.
+//! Stable sharding of a batch: which of N tasks converts an input depends on that input alone.
+//!
+//! The shard of an input is the first 8 bytes of SHA-256 of its *key* — its path relative to the
+//! root it was found under (the walked directory, or `--base`), with `/` separators, as raw
+//! bytes — read as a big-endian integer, modulo N. An input listed on its own (no root) is keyed
+//! by its path as given. Because nothing else enters the hash, a file that arrives between two
+//! array tasks' listings cannot shift any other file into another shard: every task agrees on
+//! every file it sees. In shell: `printf %s "$key" | sha256sum | cut -c1-16` is the number in hex.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
-use crate::format::TetFile;
+use sha2::{Digest, Sha256};
 
-/// The history `params` keys whose values change output bytes (see
-/// [`crate::pipeline::ConvertOptions::byte_affecting_params`]); the others (`input`,
-/// `input_bytes`, `tool`, `version`) describe the run.
-pub const BYTE_AFFECTING_KEYS: &[&str] = &[
-    "codec",
-    "chunk",
-    "skip_unsupported",
-    "unpack",
-    "follow_external",
-];
-
-/// The output of `input` in `dir`: its file name without the last extension, plus `.tet`
-/// (`ocean.nc` → `ocean.tet`, `climate.zarr/` → `climate.tet`).
-pub fn output_in(dir: &Path, input: &Path) -> Option<PathBuf> {
-    let stem = input.file_stem().filter(|s| !s.is_empty())?;
-    let mut name = stem.to_os_string();
-    name.push(".tet");
-    Some(dir.join(name))
-}
-
-/// One shard of a list: items `i` with `i % count == index` (0-based index).
+/// One shard of N (0-based index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
     pub index: u64,
     pub count: u64,
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
 }
 
 impl Shard {
@@ -100,38 +90,18 @@ impl Shard {
         Ok(None)
     }
 
-    /// The items of this shard, in their order.
-    pub fn select<T>(&self, items: Vec<T>) -> Vec<T> {
-        items
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| *i as u64 % self.count == self.index)
-            .map(|(_, t)| t)
-            .collect()
+    /// Whether the input keyed `key` belongs to this shard.
+    pub fn takes(&self, key: &Path) -> bool {
+        shard_of(key, self.count) == self.index
     }
 }
 
-/// Whether `output` already holds the conversion of an input with `digest` under `params`: a
-/// its last `convert` history row names the digest as its parent and agrees on every byte-affecting
-/// option. Any doubt (no file, unreadable footer, other options) means "not up to date".
-pub fn up_to_date(output: &Path, digest: &str, params: &BTreeMap<String, String>) -> bool {
-    let Ok(f) = TetFile::open(output) else {
-        return false;
-    };
-    let Ok(Some(footer)) = f.footer() else {
-        return false;
-    };
-    let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
-        p.iter()
-            .filter(|(k, _)| BYTE_AFFECTING_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    };
-    let want = pick(params);
-    // The last row made the file; earlier ones are the lineage a `.tet` input carried over.
-    footer.history.last().is_some_and(|row| {
-        row.op == "convert" && row.parents.iter().any(|p| p == digest) && pick(&row.params) == want
-    })
+/// The shard (of `count`) of the input keyed `key`; see the module docs.
+pub fn shard_of(key: &Path, count: u64) -> u64 {
+    let d = Sha256::digest(key.as_os_str().as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&d[..8]);
+    u64::from_be_bytes(first) % count.max(1)
 }
 
 #[cfg(test)]
@@ -139,40 +109,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn output_names() {
-        let d = Path::new("/out");
-        assert_eq!(
-            output_in(d, Path::new("a/ocean.nc")),
-            Some("/out/ocean.tet".into())
-        );
-        assert_eq!(
-            output_in(d, Path::new("s/climate.zarr/")),
-            Some("/out/climate.tet".into())
-        );
-        assert_eq!(
-            output_in(d, Path::new("x.tar.npy")),
-            Some("/out/x.tar.tet".into())
-        );
-        assert_eq!(output_in(d, Path::new("/")), None);
-    }
-
-    #[test]
-    fn shards_partition_the_list() {
-        let items: Vec<u32> = (0..10).collect();
+    fn shards_partition_any_list_and_ignore_the_rest_of_it() {
+        let keys: Vec<String> = (0..200).map(|i| format!("day{}/f{i}.nc", i % 7)).collect();
         let mut seen = Vec::new();
         for k in 0..3 {
-            seen.extend(
-                Shard::parse(&format!("{k}/3"))
-                    .unwrap()
-                    .select(items.clone()),
-            );
+            let s = Shard::parse(&format!("{k}/3")).unwrap();
+            seen.extend(keys.iter().filter(|p| s.takes(Path::new(p))).cloned());
         }
         seen.sort();
-        assert_eq!(seen, items);
-        assert_eq!(Shard::parse("1/3").unwrap().select(items), vec![1, 4, 7]);
+        let mut all = keys.clone();
+        all.sort();
+        assert_eq!(seen, all);
+        // Every shard gets a fair share of 200 keys.
+        for k in 0..3 {
+            let n = keys
+                .iter()
+                .filter(|p| shard_of(Path::new(p), 3) == k)
+                .count();
+            assert!((40..=95).contains(&n), "shard {k}: {n}");
+        }
         for bad in ["3/3", "1", "a/2", "0/0", "-1/2"] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_hash_is_the_documented_one() {
+        // printf %s 2024-01-01/ocean.nc | sha256sum → 5c0bb9b1…; first 8 bytes big-endian.
+        let d = Sha256::digest(b"2024-01-01/ocean.nc");
+        let want = u64::from_be_bytes(d[..8].try_into().unwrap());
+        assert_eq!(
+            shard_of(Path::new("2024-01-01/ocean.nc"), 1000),
+            want % 1000
+        );
+        assert_eq!(shard_of(Path::new("x"), 1), 0);
     }
 
     #[test]

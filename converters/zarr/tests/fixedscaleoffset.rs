@@ -1,0 +1,166 @@
+//! numcodecs' `fixedscaleoffset` filter, in stores written by zarr-python + numcodecs
+//! (`tests/fixtures/fixedscaleoffset/make.py`): every value read here has exactly the bits
+//! zarr-python reads (stored by the generator as little-endian bytes), whole arrays and
+//! sub-regions, Zarr v2 (filters) and v3 (`numcodecs.fixedscaleoffset`).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tet_source::{ElementType, OpenOptions, Source};
+use tet_zarr::open_store;
+
+use common::{read_all, sub_block};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fixedscaleoffset")
+}
+
+fn expect() -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
+}
+
+/// The first element whose bits differ, for a readable failure.
+fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} bytes, expected {}", got.len(), want.len()));
+    }
+    got.chunks_exact(elem)
+        .zip(want.chunks_exact(elem))
+        .position(|(g, w)| g != w)
+        .map(|i| {
+            let s = |b: &[u8]| match elem {
+                8 => format!("{:e}", f64::from_le_bytes(b.try_into().unwrap())),
+                4 => format!("{:e}", f32::from_le_bytes(b.try_into().unwrap())),
+                _ => format!("{b:?}"),
+            };
+            let (g, w) = (&got[i * elem..][..elem], &want[i * elem..][..elem]);
+            format!(
+                "element {i}: got {} ({g:?}), zarr-python reads {} ({w:?})",
+                s(g),
+                s(w)
+            )
+        })
+}
+
+#[test]
+fn values_are_bit_for_bit_what_numcodecs_decodes() {
+    let expect = expect();
+    let stores = expect["stores"].as_object().unwrap();
+    assert_eq!(stores.len(), 2);
+    let mut checked = 0;
+    for (store, arrays) in stores {
+        let src = open_store(&fixtures().join(store), &OpenOptions::default()).unwrap();
+        assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
+        for a in arrays.as_array().unwrap() {
+            let name = a["name"].as_str().unwrap();
+            let want = std::fs::read(
+                fixtures()
+                    .join("expect")
+                    .join(format!("{store}__{name}.le")),
+            )
+            .unwrap();
+            let idx = src
+                .variables()
+                .iter()
+                .position(|v| v.name == name)
+                .unwrap_or_else(|| panic!("{store}: no variable {name}"));
+            let v = &src.variables()[idx];
+            let shape: Vec<u64> = a["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            assert_eq!(v.shape, shape, "{store}/{name}");
+            let (ty, elem) = match a["dtype"].as_str().unwrap() {
+                "float64" => (ElementType::F64, 8),
+                "float32" => (ElementType::F32, 4),
+                "int32" => (ElementType::I32, 4),
+                other => panic!("{other}"),
+            };
+            assert_eq!(v.dtype, ty, "{store}/{name}");
+            assert!(
+                v.layout
+                    .filters
+                    .iter()
+                    .any(|f| f.contains("fixedscaleoffset")),
+                "{store}/{name}: the filter is recorded: {:?}",
+                v.layout.filters
+            );
+
+            let got = read_all(&src, idx);
+            if let Some(d) = first_difference(&got, &want, elem) {
+                panic!("{store}/{name}: {d}");
+            }
+
+            // A sub-region that cuts chunks (partial decodes).
+            let start: Vec<u64> = shape.iter().map(|&n| n / 3).collect();
+            let count: Vec<u64> = shape.iter().map(|&n| n - n / 3 - n / 4).collect();
+            let n: u64 = count.iter().product();
+            let mut part = vec![0u8; n as usize * elem];
+            src.read_region(idx, &start, &count, &mut part).unwrap();
+            let want_part = sub_block(&want, &shape, elem, &start, &count);
+            if let Some(d) = first_difference(&part, &want_part, elem) {
+                panic!("{store}/{name} region {start:?}+{count:?}: {d}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 20);
+}
+
+/// zarrs' own codec computes in f32; the fixtures are chosen so that it would be caught: for
+/// float64 data decoded from integers, the f32 result differs from the f64 one.
+#[test]
+fn fixtures_tell_f32_from_f64_arithmetic() {
+    let want = std::fs::read(fixtures().join("expect/fso_v2.zarr__f8_i2.le")).unwrap();
+    let differs = want.chunks_exact(8).take(50).any(|c| {
+        let v = f64::from_le_bytes(c.try_into().unwrap());
+        let enc = ((v + 12.5) * 333.3).round();
+        f64::from((enc as f32) / 333.3f32 + (-12.5f32)) != v
+    });
+    assert!(differs);
+}
+
+#[test]
+fn unsupported_configurations_are_unsupported_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("s.zarr");
+    std::fs::create_dir_all(root.join("half")).unwrap();
+    std::fs::create_dir_all(root.join("ok")).unwrap();
+    std::fs::write(root.join(".zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+    let zarray = |dtype: &str| {
+        format!(
+            r#"{{"zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "{dtype}",
+            "compressor": null, "fill_value": 0, "order": "C",
+            "filters": [{{"id": "fixedscaleoffset", "scale": 10, "offset": 0,
+                         "dtype": "{dtype}", "astype": "|u1"}}]}}"#
+        )
+    };
+    std::fs::write(root.join("half/.zarray"), zarray("<f2")).unwrap();
+    std::fs::write(root.join("ok/.zarray"), zarray("<f8")).unwrap();
+    std::fs::write(root.join("ok/0"), [0u8, 1, 2, 255]).unwrap();
+
+    let err = open_store(&root, &OpenOptions::default()).unwrap_err();
+    assert!(
+        matches!(err, tet_source::SourceError::Unsupported(_)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("fixedscaleoffset"), "{err}");
+
+    let opts = OpenOptions {
+        skip_unsupported: true,
+        ..OpenOptions::default()
+    };
+    let src = open_store(&root, &opts).unwrap();
+    assert_eq!(src.skipped().len(), 1, "{:?}", src.skipped());
+    assert_eq!(src.variables().len(), 1);
+    let got = read_all(&src, 0);
+    let want: Vec<u8> = [0.0f64, 0.1, 0.2, 25.5]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(got, want);
+}

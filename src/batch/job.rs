@@ -1,0 +1,264 @@
+//! One job of a run — an input, its output and the options — as it travels to a worker process
+//! (serde, paths as exact bytes), and [`execute`]: the up-to-date check, then the conversion,
+//! giving the ledger row. The same function runs in a worker and in-process (`--isolation none`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::fresh::{self, Freshness};
+use super::ledger::{from_hex, to_hex, InputRow, Status};
+use crate::pipeline::{convert, ConvertError, ConvertOptions};
+use crate::planner::PlanOptions;
+use crate::registry;
+use tet_source::OpenOptions;
+
+/// A path as exact bytes, in hex (the worker protocol never loses a non-UTF-8 path).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct WirePath(String);
+
+impl WirePath {
+    pub fn of(p: &Path) -> WirePath {
+        use std::os::unix::ffi::OsStrExt;
+        WirePath(to_hex(p.as_os_str().as_bytes()))
+    }
+
+    pub fn path(&self) -> Result<PathBuf, String> {
+        use std::os::unix::ffi::OsStringExt;
+        from_hex(&self.0)
+            .map(|b| PathBuf::from(std::ffi::OsString::from_vec(b)))
+            .ok_or_else(|| "a path in the job is not hex".into())
+    }
+}
+
+/// The conversion options of a job, in serde form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireOptions {
+    pub codec: String,
+    pub target_bytes: Option<u64>,
+    pub by_dim: BTreeMap<String, u64>,
+    pub by_dataset: BTreeMap<String, Vec<u64>>,
+    pub jobs: usize,
+    pub skip_unsupported: bool,
+    pub unpack: bool,
+    pub follow_external: bool,
+    pub progress: bool,
+    pub write_through_symlink: bool,
+}
+
+impl From<&ConvertOptions> for WireOptions {
+    fn from(o: &ConvertOptions) -> WireOptions {
+        WireOptions {
+            codec: o.codec.to_string(),
+            target_bytes: o.plan.target_bytes,
+            by_dim: o.plan.by_dim.clone(),
+            by_dataset: o.plan.by_dataset.clone(),
+            jobs: o.jobs,
+            skip_unsupported: o.open.skip_unsupported,
+            unpack: o.open.unpack,
+            follow_external: o.open.follow_external,
+            progress: o.progress,
+            write_through_symlink: o.write_through_symlink,
+        }
+    }
+}
+
+impl TryFrom<&WireOptions> for ConvertOptions {
+    type Error = String;
+    fn try_from(w: &WireOptions) -> Result<ConvertOptions, String> {
+        Ok(ConvertOptions {
+            codec: w.codec.parse()?,
+            plan: PlanOptions {
+                target_bytes: w.target_bytes,
+                by_dim: w.by_dim.clone(),
+                by_dataset: w.by_dataset.clone(),
+            },
+            jobs: w.jobs.max(1),
+            open: OpenOptions {
+                skip_unsupported: w.skip_unsupported,
+                unpack: w.unpack,
+                follow_external: w.follow_external,
+            },
+            progress: w.progress,
+            write_through_symlink: w.write_through_symlink,
+        })
+    }
+}
+
+/// How a job treats an existing output.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recheck {
+    /// Rebuild even when up to date.
+    pub force: bool,
+    /// Hash the input even when its size, times and inode match the stamp.
+    pub rehash: bool,
+    /// Deep-verify an up-to-date output before trusting it.
+    pub verify_existing: bool,
+    /// Refuse to replace an output made from another input path (batch runs).
+    pub guard_source: bool,
+}
+
+/// One job, as sent to a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireJob {
+    pub run: String,
+    pub input: WirePath,
+    pub output: WirePath,
+    pub opts: WireOptions,
+    pub recheck: Recheck,
+    /// Create the output's folder when missing (batch outputs mirroring a tree).
+    pub make_dirs: bool,
+    /// Send the full conversion report back (single-file `--json`).
+    pub want_report: bool,
+}
+
+/// What a job gives back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Outcome {
+    pub row: InputRow,
+    /// The conversion report (when asked for and converted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<serde_json::Value>,
+    /// Human lines for the terminal (notes, skipped items).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The run was stopped by this signal while the job ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<i32>,
+}
+
+/// Called with the importer's name once the input is identified (the worker tells its
+/// supervisor, so a crash can be blamed on the right library).
+pub type StageHook<'a> = &'a mut dyn FnMut(&str);
+
+/// Runs one job: the up-to-date check, then the conversion. Never panics on bad input; every
+/// failure is a `failed` row with a one-line reason.
+pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
+    let started = Instant::now();
+    let (input, output) = match (job.input.path(), job.output.path()) {
+        (Ok(i), Ok(o)) => (i, o),
+        (Err(e), _) | (_, Err(e)) => {
+            let mut row = InputRow::new(&job.run, Path::new("?"), Path::new("?"));
+            row.status = Some(Status::Failed);
+            row.reason = Some(e);
+            return Outcome {
+                row,
+                ..Outcome::default()
+            };
+        }
+    };
+    let mut out = Outcome {
+        row: InputRow::new(&job.run, &input, &output),
+        ..Outcome::default()
+    };
+    let finish = |mut out: Outcome| {
+        out.row.elapsed_s = started.elapsed().as_secs_f64();
+        out
+    };
+    let opts = match ConvertOptions::try_from(&job.opts) {
+        Ok(o) => o,
+        Err(e) => return finish(failed(out, e)),
+    };
+    if let Ok(imp) = registry::identify(&input) {
+        out.row.format = Some(imp.id().to_owned());
+        stage(imp.name());
+    }
+    let params = opts.byte_affecting_params();
+    let mut rebuild_reason = None;
+    if !job.recheck.force {
+        match fresh::check(&input, &output, &params, job.recheck) {
+            Freshness::UpToDate { digest, bytes } => {
+                out.row.status = Some(Status::Skipped);
+                out.row.reason = Some("up to date".into());
+                out.row.input_digest = Some(digest);
+                out.row.bytes_in = Some(bytes);
+                return finish(out);
+            }
+            Freshness::Rebuild(why) => rebuild_reason = why,
+            Freshness::Unreadable(e) => return finish(failed(out, format!("cannot read: {e}"))),
+            Freshness::Conflict(e) => return finish(failed(out, e)),
+        }
+    }
+    if job.make_dirs {
+        if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                return finish(failed(out, format!("cannot create {}: {e}", dir.display())));
+            }
+        }
+    }
+    let stamp = fresh::Stamp::of(&input).ok();
+    log::info!("{} -> {}: converting", input.display(), output.display());
+    log::debug!("{}: options {params:?}", input.display());
+    match convert(&input, &output, &opts) {
+        Err(ConvertError::Interrupted(sig)) => {
+            out.row.status = Some(Status::Interrupted);
+            out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));
+            out.interrupted_by = Some(sig);
+        }
+        Err(e) => {
+            out = failed(out, e.to_string());
+            fill_known(&mut out.row, &input);
+        }
+        Ok(r) => {
+            if let Some(s) = stamp {
+                fresh::record(&output, &r.input_digest, &s);
+            }
+            if let Some(why) = rebuild_reason {
+                out.notes.push(format!("rebuilt: {why}"));
+                out.row.reason = Some(format!("rebuilt: {why}"));
+            }
+            out.notes
+                .extend(r.warnings.iter().map(|w| format!("note: {w}")));
+            out.notes.extend(
+                r.skipped
+                    .iter()
+                    .map(|s| format!("skipped {}: {}", s.name, s.reason)),
+            );
+            out.notes.insert(
+                0,
+                format!(
+                    "{} datasets, {} in, {} out ({:.2}x), {:.2}s",
+                    r.datasets.len(),
+                    crate::cli::human_bytes(r.bytes_in),
+                    crate::cli::human_bytes(r.bytes_out),
+                    r.ratio,
+                    r.elapsed_s
+                ),
+            );
+            let row = &mut out.row;
+            row.status = Some(Status::Ok);
+            row.format = Some(r.format.clone());
+            row.input_digest = Some(r.input_digest.clone());
+            row.bytes_in = Some(r.bytes_in);
+            row.bytes_out = Some(r.bytes_out);
+            row.datasets = Some(r.datasets.len());
+            row.skipped_items = Some(r.skipped.len());
+            row.warnings = r.warnings.clone();
+            if job.want_report {
+                out.report = serde_json::to_value(&r).ok();
+            }
+        }
+    }
+    finish(out)
+}
+
+fn failed(mut out: Outcome, reason: String) -> Outcome {
+    out.row.status = Some(Status::Failed);
+    out.row.reason = Some(crate::cli::one_line(&reason));
+    out
+}
+
+/// Fills what can be known of a failed input: its size and digest (when it can be read).
+pub fn fill_known(row: &mut InputRow, input: &Path) {
+    if row.input_digest.is_none() {
+        if let Ok((digest, bytes)) = crate::meta::digest_input(input) {
+            row.input_digest = Some(digest);
+            row.bytes_in = Some(bytes);
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! Many inputs in one run, as schedulers use it (cron, Slurm arrays, Kubernetes indexed Jobs):
+//! what a run takes (`inputs`), which task takes it (`shard`), whether its output is already up
+//! to date (`fresh`), the job that converts one input (`job`), the supervised worker processes
+//! that run jobs so that a crashing or hanging C library costs one input and not the night
+//! (`supervise`), the ledger every run appends to (`ledger`), signals (`signals`) and the
+//! temporary files of dead writers (`stale`). `run` ties them together.
+
+pub mod fresh;
+pub mod inputs;
+pub mod job;
+pub mod ledger;
+pub mod run;
+pub mod shard;
+pub mod signals;
+pub mod stale;
+pub mod supervise;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::format::TetFile;
+
+pub use shard::Shard;
+
+/// The history `params` keys whose values change output bytes (see
+/// [`crate::pipeline::ConvertOptions::byte_affecting_params`]); the others (`input`,
+/// `input_bytes`, `tool`, `version`) describe the run.
+pub const BYTE_AFFECTING_KEYS: &[&str] = &[
+    "codec",
+    "chunk",
+    "skip_unsupported",
+    "unpack",
+    "follow_external",
+];
+
+/// What an existing output's last history row says of the conversion that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The input digests (parents).
+    pub parents: Vec<String>,
+    /// The input path as it was given then.
+    pub input: Option<String>,
+}
+
+/// The last history row of `output` when it is a conversion under the same byte-affecting
+/// `params`; otherwise why the output does not count (no file, unreadable footer, other options).
+pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, String> {
+    let f = TetFile::open(output).map_err(|e| format!("existing output unreadable: {e}"))?;
+    let footer = match f.footer() {
+        Ok(Some(footer)) => footer,
+        Ok(None) => return Err("existing output has no footer".into()),
+        Err(e) => return Err(format!("existing output's footer unreadable: {e}")),
+    };
+    let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        p.iter()
+            .filter(|(k, _)| BYTE_AFFECTING_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    // The last row made the file; earlier ones are the lineage a `.tet` input carried over.
+    match footer.history.last() {
+        Some(row) if row.op == "convert" && pick(&row.params) == pick(params) => Ok(Recorded {
+            parents: row.parents.clone(),
+            input: row.params.get("input").cloned(),
+        }),
+        Some(row) if row.op == "convert" => Err("the options changed".into()),
+        _ => Err("existing output is not a conversion".into()),
+    }
+}
+
+/// Whether `output` already holds the conversion of an input with `digest` under `params`.
+pub fn up_to_date(output: &Path, digest: &str, params: &BTreeMap<String, String>) -> bool {
+    recorded(output, params).is_ok_and(|r| r.parents.iter().any(|d| d == digest))
+}

@@ -1,0 +1,204 @@
+//! One run over a list of jobs: feeds the jobs to supervised workers (or runs them in this
+//! process with `Isolation::None`), appends a ledger row per input between the run's `start`
+//! and `end` rows, stops taking inputs at the first failure unless `keep_going`, and on SIGTERM /
+//! SIGINT stops the workers, removes their temporary files and closes the ledger.
+
+use std::time::{Duration, Instant};
+
+use super::job::{execute, Outcome, WireJob};
+use super::ledger::{self, Counts, EndRow, Ledger, Row, StartRow, Status};
+use super::signals;
+use super::supervise::Pool;
+
+/// Where jobs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// In supervised worker processes: a crash or hang costs one input.
+    Process,
+    /// In this process (what batches did before workers; for measurements and debugging).
+    None,
+}
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub isolation: Isolation,
+    /// Worker processes (with `Isolation::Process`).
+    pub workers: usize,
+    /// Wall-time limit per input (with `Isolation::Process`).
+    pub timeout: Option<Duration>,
+    pub keep_going: bool,
+    /// Arguments workers are started with after the worker flag (logging).
+    pub worker_args: Vec<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub counts: Counts,
+    pub exit_code: u8,
+    pub signal: Option<i32>,
+    pub elapsed: Duration,
+}
+
+/// Exit code when some inputs failed.
+pub const EXIT_SOME_FAILED: u8 = 1;
+
+/// Runs `jobs` (an `Err` is an input refused before it started, e.g. two inputs that map to one
+/// output: it is recorded as it is); `on_done` sees each outcome as it comes (in completion order). The ledger gets
+/// `start` first and `end` last; a ledger write error is reported through `on_ledger_error`
+/// once and the run goes on (the conversions are worth more than the report).
+pub fn run(
+    jobs: Vec<Result<WireJob, Box<Outcome>>>,
+    opts: &RunOptions,
+    mut ledger: Option<&mut Ledger>,
+    start: StartRow,
+    on_done: &mut dyn FnMut(&Outcome),
+    on_ledger_error: &mut dyn FnMut(std::io::Error),
+) -> Summary {
+    let started = Instant::now();
+    let run_id = start.run.clone();
+    let mut ledger_ok = true;
+    let mut append = |ledger: &mut Option<&mut Ledger>, row: &Row| {
+        if let Some(l) = ledger.as_deref_mut() {
+            if let Err(e) = l.append(row) {
+                if ledger_ok {
+                    on_ledger_error(e);
+                }
+                ledger_ok = false;
+            }
+        }
+    };
+    append(&mut ledger, &Row::Start(start));
+
+    let total = jobs.len();
+    let mut counts = Counts::default();
+    let mut signal = None;
+    let mut record = |o: &Outcome, counts: &mut Counts, ledger: &mut Option<&mut Ledger>| {
+        counts.add(o.row.status());
+        append(ledger, &Row::Input(o.row.clone()));
+        on_done(o);
+    };
+
+    let mut stop_taking = false;
+    match opts.isolation {
+        Isolation::None => {
+            for job in jobs {
+                if let Some(sig) = signals::pending() {
+                    signal = Some(sig);
+                    break;
+                }
+                let o = match job {
+                    Ok(job) => execute(&job, &mut |_| {}),
+                    Err(o) => *o,
+                };
+                if let Some(sig) = o.interrupted_by {
+                    signal = Some(sig);
+                }
+                let failed = o.row.status() == Status::Failed;
+                record(&o, &mut counts, &mut ledger);
+                if signal.is_some() || (failed && !opts.keep_going) {
+                    break;
+                }
+            }
+        }
+        Isolation::Process => {
+            let exe = std::env::current_exe().unwrap_or_else(|_| "tet-convert".into());
+            let workers = opts.workers.clamp(1, total.max(1));
+            match Pool::new(workers, exe, opts.worker_args.clone(), opts.timeout) {
+                Err(e) => {
+                    for job in jobs {
+                        let o = job.map_or_else(
+                            |o| *o,
+                            |job| {
+                                let mut row = ledger::InputRow::new(
+                                    &job.run,
+                                    &job.input.path().unwrap_or_default(),
+                                    &job.output.path().unwrap_or_default(),
+                                );
+                                row.status = Some(Status::Failed);
+                                row.reason = Some(format!("cannot start a worker process: {e}"));
+                                Outcome {
+                                    row,
+                                    ..Outcome::default()
+                                }
+                            },
+                        );
+                        record(&o, &mut counts, &mut ledger);
+                        if !opts.keep_going {
+                            break;
+                        }
+                    }
+                }
+                Ok(mut pool) => {
+                    let mut queue = jobs.into_iter().enumerate();
+                    loop {
+                        if let Some(sig) = signals::pending() {
+                            signal = Some(sig);
+                            for (_, o) in pool.stop(sig, Duration::from_secs(3)) {
+                                record(&o, &mut counts, &mut ledger);
+                            }
+                            break;
+                        }
+                        while !stop_taking && pool.has_idle() {
+                            let Some((i, job)) = queue.next() else {
+                                stop_taking = true;
+                                break;
+                            };
+                            let refused = match job {
+                                Ok(job) => pool.submit(i, job),
+                                Err(o) => Some(*o),
+                            };
+                            if let Some(o) = refused {
+                                let failed = o.row.status() == Status::Failed;
+                                record(&o, &mut counts, &mut ledger);
+                                if failed && !opts.keep_going {
+                                    stop_taking = true;
+                                }
+                            }
+                        }
+                        if pool.busy() == 0 {
+                            break;
+                        }
+                        for (_, o) in pool.poll(Duration::from_millis(200)) {
+                            if let Some(sig) = o.interrupted_by {
+                                signal.get_or_insert(sig);
+                            }
+                            let failed = o.row.status() == Status::Failed;
+                            record(&o, &mut counts, &mut ledger);
+                            if failed && !opts.keep_going {
+                                stop_taking = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let signal = signal.or_else(signals::pending);
+    let finished = counts.ok + counts.skipped + counts.failed + counts.interrupted;
+    counts.not_started = total.saturating_sub(finished);
+    let exit_code = match signal {
+        Some(sig) => signals::exit_code(sig),
+        None if counts.failed > 0 || counts.interrupted > 0 => EXIT_SOME_FAILED,
+        None => 0,
+    };
+    let elapsed = started.elapsed();
+    append(
+        &mut ledger,
+        &Row::End(EndRow {
+            run: run_id,
+            at: ledger::now(),
+            elapsed_s: elapsed.as_secs_f64(),
+            counts,
+            exit_code,
+            signal: signal.map(signals::name),
+        }),
+    );
+    Summary {
+        counts,
+        exit_code,
+        signal,
+        elapsed,
+    }
+}
