@@ -725,3 +725,73 @@ fn non_utf8_paths_are_recorded_exactly() {
         .join(std::ffi::OsStr::from_bytes(b"caf\xe9.tet"))
         .is_file());
 }
+
+/// `--verify-existing`: an up-to-date output is deep-verified before it counts. One flipped byte
+/// in a chunk of one output goes unnoticed by the plain up-to-date check (it trusts the history
+/// row), and is rebuilt — with the reason in its row — when verification is asked for; an output
+/// written without checksums is rebuilt too, since nothing can vouch for its bytes.
+#[test]
+fn verify_existing_rebuilds_damaged_and_unverifiable_outputs() {
+    let (d, input, out) = folders();
+    let names: Vec<String> = (0..3).map(|i| format!("v{i}.npy")).collect();
+    npys(&input, &names);
+    let report = d.path().join("r.jsonl");
+    let batch = |extra: &[&str], env: Option<(&str, &str)>| {
+        let mut c = tet_convert();
+        c.arg(&input)
+            .arg("--out-dir")
+            .arg(&out)
+            .args(["--chunk-bytes", "4KiB", "--report"])
+            .arg(&report)
+            .args(extra);
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        let o = run(&mut c);
+        assert!(o.status.success(), "{o:?}");
+        let rows = ledger(&report);
+        let end = rows.iter().rposition(|r| r["kind"] == "start").unwrap();
+        let mut by_name: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for r in inputs_of(&rows[end..]) {
+            let reason = r["reason"].as_str().unwrap_or_default().to_string();
+            by_name.insert(file_name(r), (r["status"].as_str().unwrap().into(), reason));
+        }
+        by_name
+    };
+    assert!(batch(&[], None).values().all(|(s, _)| s == "ok"));
+
+    // Damage the middle of the second chunk of v1.tet.
+    let victim = out.join("v1.tet");
+    let f = TetFile::open(&victim).unwrap();
+    let e = f.entries[1].clone();
+    drop(f);
+    let at = e.payload_offset + e.stored_byte_len / 2;
+    let mut bytes = std::fs::read(&victim).unwrap();
+    bytes[at as usize] ^= 0x5a;
+    std::fs::write(&victim, &bytes).unwrap();
+
+    // Trusted as it is without verification…
+    assert!(batch(&[], None).values().all(|(s, _)| s == "skipped"));
+    // …rebuilt with it, the others left alone.
+    let rows = batch(&["--verify-existing"], None);
+    assert_eq!(rows["v0.npy"].0, "skipped");
+    assert_eq!(rows["v2.npy"].0, "skipped");
+    let (status, reason) = &rows["v1.npy"];
+    assert_eq!(status, "ok");
+    assert!(reason.contains("failed verification"), "{reason}");
+    assert!(reason.contains("chunk"), "{reason}");
+    let f = TetFile::open(&victim).unwrap();
+    assert!(verify(&f, Depth::Deep).ok());
+
+    // An output without checksums (as tet-convert wrote them before) is rebuilt with them.
+    batch(&["--force"], Some(("TET_BENCH_NO_CHECKSUMS", "1")));
+    let rows = batch(&["--verify-existing"], None);
+    assert!(
+        rows.values()
+            .all(|(s, r)| s == "ok" && r.contains("no checksums")),
+        "{rows:?}"
+    );
+    assert!(batch(&["--verify-existing"], None)
+        .values()
+        .all(|(s, _)| s == "skipped"));
+}
