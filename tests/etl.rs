@@ -763,7 +763,7 @@ fn verify_existing_rebuilds_damaged_and_unverifiable_outputs() {
     // Damage the middle of the second chunk of v1.tet.
     let victim = out.join("v1.tet");
     let f = TetFile::open(&victim).unwrap();
-    let e = f.entries[1].clone();
+    let e = f.entries[1];
     drop(f);
     let at = e.payload_offset + e.stored_byte_len / 2;
     let mut bytes = std::fs::read(&victim).unwrap();
