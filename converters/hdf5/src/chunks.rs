@@ -26,9 +26,14 @@
 //!
 //! Decodable filters: deflate (1, a zlib stream, decoded with `flate2`'s pure-Rust backend),
 //! shuffle (2), fletcher32 (3, verified then stripped) and LZF (32000, h5py's filter, decoded by
-//! [`lzf_decompress`]; libhdf5 itself cannot read it). A dataset with any other filter (szip,
-//! scale-offset, n-bit, blosc, …), a non-chunked layout, or a datatype with variable-length parts
-//! is reported as [`ChunkAccess::Library`] with the reason: read it with `H5Dread`.
+//! [`lzf_decompress`]; libhdf5 itself cannot read it), and the common plugin filters, which
+//! libhdf5 reads only with a plugin: Blosc (32001, PyTables' default; one Blosc 1.x buffer,
+//! decoded by c-blosc from `blosc-src`, the build Zarr uses), Zstandard (32015, hdf5plugin's;
+//! plain frames, `zstd`), bzip2 (307, one stream, `bzip2`) and LZ4 (32004, the HDF Group
+//! filter's block framing, see [`lz4_decompress`]; blocks decoded by `lz4_flex`). A dataset with
+//! any other filter (szip, scale-offset, n-bit, Blosc2, …), a non-chunked layout, or a datatype
+//! with variable-length parts is reported as [`ChunkAccess::Library`] with the reason: read it
+//! with `H5Dread` (libhdf5 loads filter plugins from `HDF5_PLUGIN_PATH`).
 //!
 //! # Use from another importer (NetCDF-4 files are HDF5 files)
 //!
@@ -93,8 +98,18 @@ pub const FILTER_SZIP: i32 = 4;
 pub const FILTER_NBIT: i32 = 5;
 /// HDF5 filter id of scale-offset.
 pub const FILTER_SCALEOFFSET: i32 = 6;
+/// Registered id of the bzip2 filter (PyTables, hdf5plugin).
+pub const FILTER_BZIP2: i32 = 307;
 /// Registered id of h5py's LZF filter.
 pub const FILTER_LZF: i32 = 32000;
+/// Registered id of the Blosc filter (PyTables' default, hdf5plugin).
+pub const FILTER_BLOSC: i32 = 32001;
+/// Registered id of the LZ4 filter (HDF Group's, as hdf5plugin ships it).
+pub const FILTER_LZ4: i32 = 32004;
+/// Registered id of the Zstandard filter (hdf5plugin's).
+pub const FILTER_ZSTD: i32 = 32015;
+/// Registered id of the Blosc2 filter (PyTables, hdf5plugin): not decoded here.
+pub const FILTER_BLOSC2: i32 = 32026;
 
 /// Datasets with up to this many allocated chunks get a chunk table at open. Listing the chunks
 /// costs O(n²) in HDF5 1.10 (every `H5Dget_chunk_info` call walks the index from the start;
@@ -129,15 +144,15 @@ impl FilterSpec {
             FILTER_SZIP => "szip".into(),
             FILTER_NBIT => "nbit".into(),
             FILTER_SCALEOFFSET => "scaleoffset".into(),
-            307 => "bzip2".into(),
+            FILTER_BZIP2 => "bzip2".into(),
             FILTER_LZF => "lzf".into(),
-            32001 => "blosc".into(),
-            32004 => "lz4".into(),
+            FILTER_BLOSC => "blosc".into(),
+            FILTER_LZ4 => "lz4".into(),
             32008 => "bitshuffle".into(),
             32013 => "zfp".into(),
-            32015 => "zstd".into(),
+            FILTER_ZSTD => "zstd".into(),
             32017 => "sz".into(),
-            32026 => "blosc2".into(),
+            FILTER_BLOSC2 => "blosc2".into(),
             id => {
                 let name = self.name.trim();
                 if name.is_empty() {
@@ -146,6 +161,23 @@ impl FilterSpec {
                     format!("filter {id} ({name})")
                 }
             }
+        }
+    }
+
+    /// The filter for messages, said once: `blosc2 (id 32026)`, `lzo (id 305)` (the name
+    /// stored with an unregistered id), `id 305` (no name).
+    pub fn named(&self) -> String {
+        let label = self.label();
+        match label.strip_prefix("filter ") {
+            Some(rest) => match rest.split_once(" (") {
+                Some((_, n)) => format!("{} (id {})", n.strip_suffix(')').unwrap_or(n), self.id),
+                None => format!("id {}", self.id),
+            },
+            None => match label.split_once('(') {
+                // `deflate(4)`: the level is not part of the name.
+                Some((n, _)) => format!("{n} (id {})", self.id),
+                None => format!("{label} (id {})", self.id),
+            },
         }
     }
 
@@ -170,6 +202,10 @@ impl FilterSpec {
             }
             FILTER_FLETCHER32 => Some(Filter::Fletcher32),
             FILTER_LZF => Some(Filter::Lzf),
+            FILTER_BLOSC => Some(Filter::Blosc),
+            FILTER_ZSTD => Some(Filter::Zstd),
+            FILTER_BZIP2 => Some(Filter::Bzip2),
+            FILTER_LZ4 => Some(Filter::Lz4),
             _ => None,
         }
     }
@@ -186,6 +222,14 @@ pub enum Filter {
     Fletcher32,
     /// LZF (liblzf format, no header).
     Lzf,
+    /// One Blosc (1.x) buffer: 16-byte header, then the blocks (decoded by c-blosc).
+    Blosc,
+    /// Zstandard frames (hdf5plugin's filter stores the chunk as plain frames).
+    Zstd,
+    /// One bzip2 stream.
+    Bzip2,
+    /// The HDF5 LZ4 filter's framing of LZ4 blocks (see [`lz4_decompress`]).
+    Lz4,
 }
 
 /// A chunk that could not be decoded.
@@ -232,6 +276,10 @@ pub fn decode_filters(
         data = match *f {
             Filter::Deflate => inflate(&data, bound)?,
             Filter::Lzf => lzf_decompress(&data, bound)?,
+            Filter::Blosc => blosc_decompress(&data, bound)?,
+            Filter::Zstd => zstd_decompress(&data, bound)?,
+            Filter::Bzip2 => bzip2_decompress(&data, bound)?,
+            Filter::Lz4 => lz4_decompress(&data, bound)?,
             Filter::Shuffle { elem_size } => {
                 let mut out = vec![0u8; data.len()];
                 unshuffle(&data, elem_size, &mut out);
@@ -282,6 +330,172 @@ pub fn inflate(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeE
     }
     if out.len() > max {
         return derr(format!("deflate: chunk inflates past {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// Reads a decoder to its end into at most `max` bytes (growing with the data, so a stream
+/// that claims a large size costs nothing until it delivers it).
+fn read_bounded(
+    what: &str,
+    mut r: impl std::io::Read,
+    max: usize,
+) -> std::result::Result<Vec<u8>, DecodeError> {
+    use std::io::Read;
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    let mut out = Vec::new();
+    r.by_ref()
+        .take(limit)
+        .read_to_end(&mut out)
+        .map_err(|e| DecodeError(format!("{what}: {e}")))?;
+    if out.len() > max {
+        return derr(format!("{what}: chunk decompresses past {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// Decompresses Zstandard frames (hdf5plugin's zstd filter, id 32015, stores the chunk as a
+/// plain frame) into at most `max` bytes.
+pub fn zstd_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    let d = zstd::stream::read::Decoder::with_buffer(input)
+        .map_err(|e| DecodeError(format!("zstd: {e}")))?;
+    read_bounded("zstd", d, max)
+}
+
+/// Decompresses one bzip2 stream (the bzip2 filter, id 307) into at most `max` bytes.
+pub fn bzip2_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    if input.get(..3) != Some(b"BZh") {
+        return derr("bzip2: not a bzip2 stream");
+    }
+    read_bounded("bzip2", bzip2::read::BzDecoder::new(input), max)
+}
+
+/// The largest output one LZ4 block of `n` compressed bytes can have (a sequence's length
+/// grows by at most 255 per byte of its encoding), with a little slack.
+fn lz4_block_bound(n: usize) -> usize {
+    n.saturating_mul(255).saturating_add(64)
+}
+
+/// Decodes the HDF5 LZ4 filter's format (id 32004; HDF Group's `H5Zlz4.c`, as hdf5plugin and
+/// PyTables write it): an 8-byte big-endian decoded size, a 4-byte big-endian block size, then
+/// per block (the last one may be shorter) a 4-byte big-endian stored size and the block, which
+/// is an LZ4 block, or the raw bytes when the stored size equals the block's decoded size.
+pub fn lz4_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    let be32 = |at: usize| -> Option<usize> {
+        let b = input.get(at..at.checked_add(4)?)?;
+        usize::try_from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok()
+    };
+    let Some(head) = input.get(..8) else {
+        return derr("lz4: chunk shorter than its 12-byte header");
+    };
+    let total = u64::from_be_bytes([
+        head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7],
+    ]);
+    let total = match usize::try_from(total) {
+        Ok(t) if t <= max => t,
+        _ => return derr(format!("lz4: header claims {total} bytes, more than {max}")),
+    };
+    let Some(block) = be32(8) else {
+        return derr("lz4: chunk shorter than its 12-byte header");
+    };
+    if block == 0 && total > 0 {
+        return derr("lz4: block size 0");
+    }
+    let block = block.min(total);
+    let mut out: Vec<u8> = Vec::with_capacity(total.min(input.len().saturating_mul(4)));
+    let mut pos = 12usize;
+    while out.len() < total {
+        let n = block.min(total - out.len());
+        let Some(stored) = be32(pos) else {
+            return derr("lz4: truncated before a block's size");
+        };
+        pos += 4;
+        let Some(data) = pos.checked_add(stored).and_then(|end| input.get(pos..end)) else {
+            return derr(format!("lz4: block of {stored} bytes runs past the chunk"));
+        };
+        pos += stored;
+        let at = out.len();
+        if stored == n {
+            out.extend_from_slice(data);
+            continue;
+        }
+        if n > lz4_block_bound(stored) {
+            return derr(format!(
+                "lz4: a {stored}-byte block cannot decode to {n} bytes"
+            ));
+        }
+        out.resize(at + n, 0);
+        match lz4_flex::block::decompress_into(data, &mut out[at..]) {
+            Ok(got) if got == n => {}
+            Ok(got) => return derr(format!("lz4: block decodes to {got} bytes, expected {n}")),
+            Err(e) => return derr(format!("lz4: {e}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes one Blosc 1.x buffer (the Blosc filter, id 32001: PyTables' `hdf5-blosc` stores the
+/// chunk as one `blosc_compress` result) into at most `max` bytes, with the c-blosc that is
+/// already built for Zarr (`blosc-src`, every codec: blosclz, lz4, lz4hc, snappy, zlib, zstd;
+/// byte and bit shuffle).
+pub fn blosc_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    use std::ffi::c_void;
+    let le32 = |at: usize| -> usize {
+        let b = [input[at], input[at + 1], input[at + 2], input[at + 3]];
+        u32::from_le_bytes(b) as usize
+    };
+    if input.len() < 16 {
+        return derr("blosc: chunk shorter than the 16-byte Blosc header");
+    }
+    let (version, nbytes, cbytes) = (input[0], le32(4), le32(12));
+    if version != blosc_src::BLOSC_VERSION_FORMAT as u8 {
+        return derr(format!(
+            "blosc: format version {version} (this c-blosc reads 2)"
+        ));
+    }
+    if cbytes > input.len() {
+        return derr(format!(
+            "blosc: header claims {cbytes} bytes, the chunk holds {}",
+            input.len()
+        ));
+    }
+    let frame = &input[..cbytes];
+    if nbytes > max {
+        return derr(format!(
+            "blosc: header claims {nbytes} bytes, more than {max}"
+        ));
+    }
+    let mut checked = 0usize;
+    // SAFETY: `frame` is a live slice of `frame.len()` bytes; c-blosc reads its 16-byte header
+    // (the length was checked above, and again by the function) and writes one usize.
+    let rc = unsafe {
+        blosc_src::blosc_cbuffer_validate(
+            frame.as_ptr().cast::<c_void>(),
+            frame.len(),
+            &mut checked,
+        )
+    };
+    if rc < 0 || checked != nbytes {
+        return derr("blosc: invalid Blosc header");
+    }
+    let mut out = vec![0u8; nbytes];
+    if nbytes == 0 {
+        return Ok(out);
+    }
+    // SAFETY: the source is the validated buffer (its header's compressed size equals the
+    // slice length, and c-blosc bounds every block offset and size by that compressed size);
+    // the destination is `out`, `nbytes` writable bytes, and c-blosc writes at most `destsize`
+    // bytes. One internal thread: no shared state, so concurrent calls are safe.
+    let got = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            frame.as_ptr().cast::<c_void>(),
+            out.as_mut_ptr().cast::<c_void>(),
+            out.len(),
+            1,
+        )
+    };
+    if usize::try_from(got).ok() != Some(nbytes) {
+        return derr(format!("blosc: corrupt data (c-blosc returned {got})"));
     }
     Ok(out)
 }
@@ -704,7 +918,7 @@ impl ChunkedVar {
                     None => {
                         return Ok(ChunkAccess::Library(format!(
                             "filter {} is decoded by the library",
-                            s.label()
+                            s.named()
                         )))
                     }
                 }
@@ -993,6 +1207,7 @@ fn swap_width(dtype: hid_t, elem_size: usize) -> usize {
                 | H5T_class_t::H5T_FLOAT
                 | H5T_class_t::H5T_ENUM
                 | H5T_class_t::H5T_BITFIELD
+                | H5T_class_t::H5T_TIME
         );
         if numeric && elem_size > 1 && H5Tget_order(dtype) == H5T_order_t::H5T_ORDER_BE {
             elem_size
@@ -1252,5 +1467,23 @@ mod tests {
             |s, d, n| runs.push((s, d, n)),
         );
         assert_eq!(runs, vec![(7, 0, 2), (12, 2, 2)]);
+    }
+
+    #[test]
+    fn filters_are_named_once() {
+        let spec = |id: i32, name: &str, cd: Vec<u32>| FilterSpec {
+            id,
+            flags: 0,
+            cd_values: cd,
+            name: name.into(),
+        };
+        assert_eq!(spec(305, "lzo", vec![]).named(), "lzo (id 305)");
+        assert_eq!(spec(305, "", vec![]).named(), "id 305");
+        assert_eq!(
+            spec(FILTER_BLOSC2, "blosc2", vec![]).named(),
+            "blosc2 (id 32026)"
+        );
+        assert_eq!(spec(FILTER_DEFLATE, "", vec![4]).named(), "deflate (id 1)");
+        assert_eq!(spec(FILTER_SZIP, "", vec![]).named(), "szip (id 4)");
     }
 }

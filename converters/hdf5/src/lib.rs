@@ -25,9 +25,16 @@
 //!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
 //!   string dimension scale also gives [`DimLabels`].
 //! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
-//!   opaque data, references, variable-length sequences, HDF5 time, non-IEEE floats, integers
-//!   with padding bits, virtual datasets, datasets with external raw-data files, filters this
-//!   libhdf5 cannot decode (named in the message).
+//!   opaque data, references, variable-length sequences, non-IEEE floats, virtual datasets,
+//!   datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
+//!   plugins it finds in `HDF5_PLUGIN_PATH`) can decode (named in the message, with the plugin
+//!   directories searched), compound datasets whose field names collide once `/` becomes `_`
+//!   (`a/b` and `a_b`).
+//! * **N-bit integers** (padding bits: e.g. 12 bits at bit offset 2 of a 16-bit container) are
+//!   read through libhdf5's conversion to the full-width container type (sign-extended), with
+//!   the fact `hdf5_nbit` (`precision=12 offset=2`) and a note. **HDF5 time** (`H5T_TIME`,
+//!   `H5T_UNIX_D32*`/`D64*`) is delivered as its stored signed integer, with the fact
+//!   `hdf5_time` (`H5T_UNIX_D32`) and a note.
 //!   Also objects libhdf5 cannot open — a dataset, group or group member list written by a
 //!   newer libhdf5 (e.g. h5py with `libver='latest'`: "bad version number for layout message")
 //!   or damaged —: their data would be lost, so the message names the object and the library
@@ -57,7 +64,8 @@
 //!
 //! # Reading
 //!
-//! * Chunked datasets whose filters are all deflate, shuffle, fletcher32 or LZF are read by
+//! * Chunked datasets whose filters are all deflate, shuffle, fletcher32, LZF, Blosc, zstd,
+//!   bzip2 or LZ4 are read by
 //!   [`chunks::ChunkedVar`]: for up to 4096 stored chunks the chunk table (addresses, sizes,
 //!   filter masks) is built at open under the HDF5 lock, then every read is a positioned read of
 //!   the file plus decoding in Rust — no HDF5 call, no lock. Datasets with more chunks fetch each
@@ -66,9 +74,10 @@
 //!   ([`Source::parallel_reads`] is `true`).
 //! * Contiguous datasets are read with positioned reads at the dataset's file offset (and are
 //!   offered to the engine as a [`FileExtent`] when no byte swap is needed).
-//! * Everything else (compact layout, other filters such as szip, unallocated storage, types with
-//!   variable-length parts) is read with `H5Dread` hyperslabs in the file's own type, under the
-//!   library lock.
+//! * Everything else (compact layout, other filters such as szip or those of plugins found in
+//!   `HDF5_PLUGIN_PATH`, unallocated storage, types with variable-length parts, N-bit integers)
+//!   is read with `H5Dread` hyperslabs in the file's own type (N-bit integers: their container
+//!   type), under the library lock.
 //!
 //! # Robustness
 //!
@@ -990,6 +999,41 @@ impl Walker<'_> {
         };
         let info = types::analyze(dtype.id());
         let leaves = types::flatten(&info);
+        // Two leaves with one name (fields `a/b` and `a_b`: `/` becomes `_`; an unnamed field
+        // and one named `field_<i>`) cannot both be variables: this dataset is an unsupported
+        // item, the rest of the file converts.
+        let mut seen = HashSet::new();
+        if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix.as_str())) {
+            return self.unsupported(
+                &name,
+                format!(
+                    "compound fields collide as '{name}{}' once '/' in field names becomes '_'",
+                    dup.suffix
+                ),
+            );
+        }
+        // N-bit integers are read through libhdf5's conversion to their container type.
+        let dtype = if types::has_nbit(&info) {
+            // SAFETY: `memory_type` returns a fresh datatype id this code owns; the handle
+            // takes over its one reference.
+            let mem = types::memory_type(dtype.id())
+                .map(|id| unsafe { hdf5::from_id::<hdf5::Datatype>(id) });
+            match mem {
+                Some(Ok(t)) => t,
+                _ => {
+                    return self.unsupported(
+                        &name,
+                        format!(
+                            "integers with padding bits ({}) that libhdf5 cannot convert",
+                            types::describe(&info)
+                        ),
+                    )
+                }
+            }
+        } else {
+            dtype
+        };
+        let nbit = types::has_nbit(&info);
         let n_records = outer
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
@@ -1012,24 +1056,33 @@ impl Walker<'_> {
         } else {
             Vec::new()
         };
+        // Filters only this crate decodes (no libhdf5 plugin loaded for them): the dataset must
+        // then be read by direct chunk access, never by `H5Dread`.
+        let mut ours_only: Vec<String> = Vec::new();
         for s in &specs {
             let ours = s.decoder(record).is_some();
+            // H5Zfilter_avail also loads a plugin for the id from HDF5_PLUGIN_PATH.
             let avail = hdf5::sync::sync(|| unsafe { hdf5_sys::h5z::H5Zfilter_avail(s.id) }) > 0;
             if !ours && !avail {
-                return self.unsupported(
-                    &name,
-                    format!(
-                        "filter {} (id {}) is not available in this libhdf5",
-                        s.label(),
-                        s.id
-                    ),
-                );
+                return self.unsupported(&name, filter_unavailable(s));
+            }
+            if !avail {
+                ours_only.push(s.label());
             }
         }
         let indirect = chunks::type_has_indirection(dtype.id());
         let (chunk_base, file_len) = (src.files[f.file].chunk_base, src.files[f.file].len);
         let mut chunk_shape = None;
-        let access = if indirect {
+        let access = if indirect || nbit {
+            if !ours_only.is_empty() {
+                return self.unsupported(
+                    &name,
+                    format!(
+                        "{} chunks of a type with variable-length parts or N-bit integers: libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH) and direct decoding needs records as stored",
+                        ours_only.join(", ")
+                    ),
+                );
+            }
             Access::Library
         } else {
             match layout {
@@ -1040,10 +1093,13 @@ impl Walker<'_> {
                             Access::Direct(cv)
                         }
                         ChunkAccess::Library(why) => {
-                            if specs.iter().any(|s| s.id == chunks::FILTER_LZF) {
+                            if !ours_only.is_empty() {
                                 return self.unsupported(
                                     &name,
-                                    format!("LZF-compressed, but its chunks cannot be read directly: {why}"),
+                                    format!(
+                                        "{}-compressed, but its chunks cannot be read directly ({why}) and libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH)",
+                                        ours_only.join(", ")
+                                    ),
                                 );
                             }
                             Access::Library
@@ -1138,6 +1194,31 @@ impl Walker<'_> {
                     }
                     if let Kind::Int { bitfield: true, .. } = leaf.ty.kind {
                         notes.push("HDF5 bitfield delivered as an unsigned integer".into());
+                    }
+                    if let Kind::Int {
+                        nbit: Some((prec, off)),
+                        ..
+                    } = leaf.ty.kind
+                    {
+                        let bytes = leaf.ty.size;
+                        notes.push(format!(
+                            "N-bit integer: {prec} bits at bit offset {off} of a {bytes}-byte container, delivered as the container type ({}; libhdf5's conversion, sign-extended when signed)",
+                            et.name()
+                        ));
+                        facts.push((
+                            "hdf5_nbit".into(),
+                            AttrValue::Text(format!("precision={prec} offset={off}")),
+                        ));
+                    }
+                    if let Kind::Int { time: true, .. } = leaf.ty.kind {
+                        notes.push(format!(
+                            "HDF5 time type (H5T_TIME, {}-bit): delivered as its stored integer (seconds since the Unix epoch by HDF5's definition)",
+                            leaf.ty.size * 8
+                        ));
+                        facts.push((
+                            "hdf5_time".into(),
+                            AttrValue::Text(format!("H5T_UNIX_D{}", leaf.ty.size * 8)),
+                        ));
                     }
                     if let Some(m) = enum_mapping {
                         notes.push(
@@ -1246,6 +1327,48 @@ impl Walker<'_> {
     }
 }
 
+/// Why a filter can be decoded neither here nor by libhdf5: names the filter once (`filter
+/// blosc2 (id 32026)`, `filter lzo (id 305)`) and where libhdf5 looked for a plugin.
+fn filter_unavailable(s: &FilterSpec) -> String {
+    let named = s.named();
+    let (major, minor, patch) = hdf5::library_version();
+    let paths = plugin_paths();
+    let searched = if paths.is_empty() {
+        "no plugin directories".to_string()
+    } else {
+        paths.join(":")
+    };
+    format!(
+        "filter {named} has no decoder here and libhdf5 {major}.{minor}.{patch} found no plugin for it (searched {searched}; set HDF5_PLUGIN_PATH to the directory of the filter's plugin, e.g. hdf5plugin's)"
+    )
+}
+
+/// The directories libhdf5 searches for filter plugins (`HDF5_PLUGIN_PATH`, or its default).
+fn plugin_paths() -> Vec<String> {
+    use hdf5_sys::h5pl::{H5PLget, H5PLsize};
+    hdf5::sync::sync(|| {
+        let mut n: std::os::raw::c_uint = 0;
+        // SAFETY: H5PLsize writes one unsigned int.
+        if unsafe { H5PLsize(&mut n) } < 0 {
+            return Vec::new();
+        }
+        (0..n.min(64))
+            .filter_map(|i| {
+                let mut buf = vec![0u8; 4096];
+                // SAFETY: `buf` has `buf.len()` writable bytes; libhdf5 writes at most that many,
+                // NUL included, and returns the path's length.
+                let len = unsafe { H5PLget(i, buf.as_mut_ptr().cast(), buf.len()) };
+                let len = usize::try_from(len).ok()?.min(buf.len());
+                buf.truncate(len);
+                if let Some(p) = buf.iter().position(|&b| b == 0) {
+                    buf.truncate(p);
+                }
+                Some(String::from_utf8_lossy(&buf).into_owned())
+            })
+            .collect()
+    })
+}
+
 /// The raw value of a soft or external link.
 fn link_value(group: &hdf5::Group, name: &str) -> Option<Vec<u8>> {
     use hdf5_sys::h5l::{H5L_info1_t, H5Lget_info1, H5Lget_val};
@@ -1335,6 +1458,16 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
     if let Kind::Other(what) = &info.kind {
         return AttrOutcome::Skip(format!("{what} attribute"));
     }
+    // N-bit integers: read converted to their container type (as datasets are).
+    let dtype = if types::has_nbit(&info) {
+        // SAFETY: a fresh datatype id owned by the handle.
+        match types::memory_type(dtype.id()).map(|id| unsafe { hdf5::from_id(id) }) {
+            Some(Ok(t)) => t,
+            _ => return AttrOutcome::Skip("N-bit integer attribute libhdf5 cannot convert".into()),
+        }
+    } else {
+        dtype
+    };
     let indirect = chunks::type_has_indirection(dtype.id());
     let mut buf = vec![0u8; (bytes as usize).max(1)];
     hdf5::sync::sync(|| unsafe {

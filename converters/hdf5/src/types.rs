@@ -39,6 +39,13 @@ pub(crate) enum Kind {
         signed: bool,
         be: bool,
         bitfield: bool,
+        /// Padding bits: (precision, bit offset) of the value in its container. Such values
+        /// are read through libhdf5's conversion to the full-width little-endian type (see
+        /// [`memory_type`]), so `be` is then `false`.
+        nbit: Option<(usize, usize)>,
+        /// An HDF5 time (`H5T_TIME`, seconds since the epoch as libhdf5 defines it) delivered
+        /// as its stored integer.
+        time: bool,
     },
     Float {
         dtype: ElementType,
@@ -124,8 +131,11 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
                 return other(size, format!("{size}-byte {what}"));
             }
             let prec = unsafe { H5Tget_precision(tid) };
-            let off = unsafe { H5Tget_offset(tid) };
-            if prec != size * 8 || off != 0 {
+            let Ok(off) = usize::try_from(unsafe { H5Tget_offset(tid) }) else {
+                return other(size, format!("{what} with an unreadable bit offset"));
+            };
+            let nbit = (prec != size * 8 || off != 0).then_some((prec, off));
+            if prec == 0 || off.checked_add(prec).is_none_or(|end| end > size * 8) {
                 return other(
                     size,
                     format!("{what} with {prec}-bit precision at bit offset {off}"),
@@ -139,8 +149,31 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
                 size,
                 kind: Kind::Int {
                     signed,
-                    be,
+                    // N-bit values are converted by libhdf5 to little-endian on read.
+                    be: be && nbit.is_none(),
                     bitfield,
+                    nbit,
+                    time: false,
+                },
+            }
+        }
+        H5T_class_t::H5T_TIME => {
+            // libhdf5 defines H5T_UNIX_D32/D64 (LE and BE): a time_t-like signed count of
+            // seconds, with no conversion path; the stored integer is the value.
+            if !matches!(size, 4 | 8) {
+                return other(size, format!("{}-bit HDF5 time type", size * 8));
+            }
+            let Some(be) = int_order(tid, size) else {
+                return other(size, "HDF5 time type with an unusual byte order");
+            };
+            TypeInfo {
+                size,
+                kind: Kind::Int {
+                    signed: true,
+                    be,
+                    bitfield: false,
+                    nbit: None,
+                    time: true,
                 },
             }
         }
@@ -153,7 +186,13 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
             let base = analyze_at(sup, depth + 1);
             unsafe { H5Tclose(sup) };
             let (signed, be) = match base.kind {
-                Kind::Int { signed, be, .. } if base.size == size => (signed, be),
+                Kind::Int {
+                    signed,
+                    be,
+                    nbit: None,
+                    time: false,
+                    ..
+                } if base.size == size => (signed, be),
                 _ => return other(size, "enum over a non-integer base type"),
             };
             let n = unsafe { H5Tget_nmembers(tid) };
@@ -259,7 +298,6 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
         H5T_class_t::H5T_VLEN => other(size, "variable-length sequence"),
         H5T_class_t::H5T_REFERENCE => other(size, "object/region reference"),
         H5T_class_t::H5T_OPAQUE => other(size, "opaque bytes"),
-        H5T_class_t::H5T_TIME => other(size, "HDF5 time type"),
         c => other(size, format!("datatype class {c:?}")),
     }
 }
@@ -302,6 +340,110 @@ fn float_info(tid: hid_t, size: usize) -> TypeInfo {
         size,
         kind: Kind::Float { dtype, be },
     }
+}
+
+/// Whether a type has integers with padding bits anywhere (compound fields, array bases).
+pub(crate) fn has_nbit(t: &TypeInfo) -> bool {
+    match &t.kind {
+        Kind::Int { nbit, .. } => nbit.is_some(),
+        Kind::Compound { fields } => fields.iter().any(|f| has_nbit(&f.ty)),
+        Kind::Array { base, .. } => has_nbit(base),
+        _ => false,
+    }
+}
+
+/// The memory type to read a type with N-bit integers in: the same layout (sizes and compound
+/// offsets unchanged) with every N-bit integer replaced by the full-width little-endian integer
+/// of its container, so that libhdf5's conversion shifts the value down and sign-extends it.
+/// `None` when the type has no N-bit integer or the library refuses a step. The caller owns
+/// (closes) the returned id. Takes the library lock.
+pub(crate) fn memory_type(tid: hid_t) -> Option<hid_t> {
+    use hdf5_sys::h5t::{
+        H5Tarray_create2, H5Tcopy, H5Tcreate, H5Tinsert, H5Tset_offset, H5Tset_order,
+        H5Tset_precision,
+    };
+    /// A type id owned while building (closed on drop unless taken).
+    struct Owned(hid_t);
+    impl Drop for Owned {
+        fn drop(&mut self) {
+            if self.0 >= 0 {
+                // SAFETY: the id was created by this function and is closed once.
+                unsafe { H5Tclose(self.0) };
+            }
+        }
+    }
+    impl Owned {
+        fn take(mut self) -> hid_t {
+            std::mem::replace(&mut self.0, -1)
+        }
+    }
+    fn build(tid: hid_t, depth: u32) -> Option<Owned> {
+        if depth > 16 {
+            return None;
+        }
+        // SAFETY (all calls below): `tid` is a valid datatype id for the duration of the call;
+        // every id created here is owned by an `Owned` and closed unless returned.
+        let class = unsafe { H5Tget_class(tid) };
+        match class {
+            H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => {
+                let t = Owned(unsafe { H5Tcopy(tid) });
+                if t.0 < 0 {
+                    return None;
+                }
+                let bits = unsafe { H5Tget_size(tid) }.checked_mul(8)?;
+                let ok = unsafe {
+                    H5Tset_offset(t.0, 0) >= 0
+                        && H5Tset_precision(t.0, bits) >= 0
+                        && H5Tset_order(t.0, H5T_order_t::H5T_ORDER_LE) >= 0
+                };
+                ok.then_some(t)
+            }
+            H5T_class_t::H5T_COMPOUND => {
+                let size = unsafe { H5Tget_size(tid) };
+                let n = u32::try_from(unsafe { H5Tget_nmembers(tid) }).ok()?;
+                let t = Owned(unsafe { H5Tcreate(H5T_class_t::H5T_COMPOUND, size) });
+                if t.0 < 0 {
+                    return None;
+                }
+                for i in 0..n {
+                    let m = Owned(unsafe { H5Tget_member_type(tid, i) });
+                    if m.0 < 0 {
+                        return None;
+                    }
+                    let offset = unsafe { H5Tget_member_offset(tid, i) };
+                    let name = unsafe { H5Tget_member_name(tid, i) };
+                    if name.is_null() {
+                        return None;
+                    }
+                    let converted = build(m.0, depth + 1);
+                    let mt = converted.as_ref().map_or(m.0, |c| c.0);
+                    let rc = unsafe { H5Tinsert(t.0, name, offset, mt) };
+                    unsafe { hdf5_sys::h5::H5free_memory(name.cast()) };
+                    if rc < 0 {
+                        return None;
+                    }
+                }
+                Some(t)
+            }
+            H5T_class_t::H5T_ARRAY => {
+                let nd = unsafe { H5Tget_array_ndims(tid) };
+                let ndu = usize::try_from(nd).ok().filter(|n| (1..=32).contains(n))?;
+                let mut dims = vec![0u64; ndu];
+                if unsafe { H5Tget_array_dims2(tid, dims.as_mut_ptr()) } < 0 {
+                    return None;
+                }
+                let sup = Owned(unsafe { H5Tget_super(tid) });
+                if sup.0 < 0 {
+                    return None;
+                }
+                let base = build(sup.0, depth + 1)?;
+                let t = Owned(unsafe { H5Tarray_create2(base.0, nd as u32, dims.as_ptr()) });
+                (t.0 >= 0).then_some(t)
+            }
+            _ => unsafe { Some(Owned(H5Tcopy(tid))) }.filter(|t| t.0 >= 0),
+        }
+    }
+    hdf5::sync::sync(|| build(tid, 0).map(Owned::take))
 }
 
 /// An integer of 1..8 bytes as i128.
@@ -863,6 +1005,19 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
 pub(crate) fn describe(t: &TypeInfo) -> String {
     match &t.kind {
         Kind::Int { bitfield: true, .. } => format!("bitfield{}", t.size * 8),
+        Kind::Int { time: true, .. } => format!("time{}", t.size * 8),
+        Kind::Int {
+            nbit: Some((prec, off)),
+            ..
+        } => format!(
+            "{}{prec}@{off} in {}",
+            if numeric_type(t).is_some_and(|(d, _)| d.name().starts_with('i')) {
+                "i"
+            } else {
+                "u"
+            },
+            numeric_type(t).map(|(d, _)| d.name()).unwrap_or("?")
+        ),
         Kind::Enum { is_bool: true, .. } => "bool".into(),
         Kind::Enum { .. } => format!(
             "enum({})",

@@ -1,0 +1,428 @@
+//! Files written by h5py + hdf5plugin and PyTables (`tests/fixtures/make_filters.py`), compared
+//! value for value with what h5py, with hdf5plugin's filter plugins, reads from them
+//! (`tests/fixtures/expect_filters.json`):
+//!
+//! * Blosc (every compressor, each shuffle mode), Zstandard, bzip2 and LZ4 chunks are decoded
+//!   by this crate (direct chunk access), with no plugin in libhdf5; Blosc2 is refused naming
+//!   the filter and `HDF5_PLUGIN_PATH`, or skipped with `skip_unsupported`.
+//! * N-bit integers come out as their container type, sign-extended; HDF5 time values as their
+//!   stored integers, recorded; compound datasets whose field names collide after `/` → `_`
+//!   are an unsupported item, not a failure of the whole file.
+//! * Every decoder refuses damaged chunks with an error (truncated, bit-flipped, made-up headers).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tet_hdf5::chunks::{
+    blosc_decompress, bzip2_decompress, lz4_decompress, zstd_decompress, ChunkAccess, ChunkedVar,
+};
+use tet_hdf5::open_path;
+use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn expect(file: &str) -> serde_json::Map<String, Value> {
+    let all: Value =
+        serde_json::from_slice(&std::fs::read(fixture("expect_filters.json")).unwrap()).unwrap();
+    all["files"][file].as_object().unwrap().clone()
+}
+
+fn skip_opts() -> OpenOptions {
+    OpenOptions {
+        skip_unsupported: true,
+        ..OpenOptions::default()
+    }
+}
+
+/// Whether a plugin directory was given to libhdf5 (then Blosc2 may be readable).
+fn plugin_path_set() -> bool {
+    std::env::var_os("HDF5_PLUGIN_PATH").is_some()
+}
+
+/// The element type and little-endian bytes h5py's reading stands for.
+fn expected_bytes(e: &Value) -> (ElementType, Vec<u8>) {
+    let dt = e["dtype"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches(['<', '>', '=']);
+    let (ty, size) = match dt {
+        "float64" | "f8" => (ElementType::F64, 8),
+        "float32" | "f4" => (ElementType::F32, 4),
+        "int8" | "i1" => (ElementType::I8, 1),
+        "uint8" | "u1" => (ElementType::U8, 1),
+        "int16" | "i2" => (ElementType::I16, 2),
+        "uint16" | "u2" => (ElementType::U16, 2),
+        "int32" | "i4" | "time32" => (ElementType::I32, 4),
+        "uint32" | "u4" => (ElementType::U32, 4),
+        "int64" | "i8" | "time64" => (ElementType::I64, 8),
+        "uint64" | "u8" => (ElementType::U64, 8),
+        other => panic!("dtype {other}"),
+    };
+    let mut out = Vec::new();
+    if let Some(bits) = e.get("bits") {
+        for b in bits.as_array().unwrap() {
+            out.extend_from_slice(&b.as_u64().unwrap().to_le_bytes()[..size]);
+        }
+    } else {
+        for v in e["values"].as_array().unwrap() {
+            let x = v
+                .as_i64()
+                .map(i128::from)
+                .unwrap_or_else(|| v.as_u64().unwrap() as i128);
+            out.extend_from_slice(&x.to_le_bytes()[..size]);
+        }
+    }
+    (ty, out)
+}
+
+fn read_all(src: &dyn Source, name: &str) -> (ElementType, Vec<u8>) {
+    let i = src
+        .variables()
+        .iter()
+        .position(|v| v.name == name)
+        .unwrap_or_else(|| panic!("variable '{name}' missing"));
+    let v = &src.variables()[i];
+    let n: u64 = v.shape.iter().product();
+    let mut out = vec![0u8; n as usize * v.dtype.size()];
+    src.read_region(i, &vec![0; v.shape.len()], &v.shape, &mut out)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    (v.dtype, out)
+}
+
+/// Every dataset of `file` but `except` has h5py's values and shape.
+fn check_values(file: &str, src: &dyn Source, except: &[&str]) -> usize {
+    let mut n = 0;
+    for (name, e) in expect(file) {
+        if except.contains(&name.as_str()) {
+            continue;
+        }
+        let (want_ty, want) = expected_bytes(&e);
+        let (ty, got) = read_all(src, &name);
+        assert_eq!(ty, want_ty, "{file}: {name}");
+        assert_eq!(got.len(), want.len(), "{file}: {name}");
+        let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+        assert_eq!(
+            first_diff, None,
+            "{file}: {name} differs at byte {first_diff:?}"
+        );
+        let v = src.variables().iter().find(|v| v.name == name).unwrap();
+        let shape: Vec<u64> = e["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(v.shape, shape, "{file}: {name}");
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn plugin_filters_are_decoded_here_value_for_value() {
+    let src = open_path(&fixture("filters.h5"), &skip_opts()).unwrap();
+    let n = check_values("filters.h5", &src, &["blosc2/lz4"]);
+    assert_eq!(n, 32);
+    // Read by direct chunk access: no libhdf5 plugin involved.
+    let direct = src.direct_chunk_variables();
+    for prefix in ["blosc/", "zstd/", "bzip2/", "lz4/"] {
+        let names: Vec<&str> = src
+            .variables()
+            .iter()
+            .map(|v| v.name.as_str())
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        assert!(!names.is_empty(), "{prefix}");
+        for name in names {
+            assert!(direct.contains(&name), "{name} is not read directly");
+        }
+    }
+    // The filters were applied (HDF5 stores a chunk unfiltered when an optional filter cannot
+    // shrink it): every dataset but the incompressible one has filtered chunks.
+    for v in src.variables() {
+        if v.name == "plain" || v.name == "blosc/noise_u1" || v.name.starts_with("blosc2") {
+            continue;
+        }
+        let masks = filter_masks(&v.name);
+        assert!(masks.contains(&0), "{}: {masks:?}", v.name);
+    }
+    assert!(!filter_masks("blosc/noise_u1").contains(&0));
+    // The layout names the filters.
+    let v = src
+        .variables()
+        .iter()
+        .find(|v| v.name == "lz4/shuffle_fletcher")
+        .unwrap();
+    assert_eq!(v.layout.filters, ["shuffle", "lz4", "fletcher32"]);
+    assert!(v.layout.compressed);
+}
+
+#[test]
+fn pytables_blosc_arrays_convert() {
+    let src = open_path(&fixture("pytables_blosc.h5"), &OpenOptions::default()).unwrap();
+    assert_eq!(check_values("pytables_blosc.h5", &src, &[]), 4);
+    assert_eq!(src.library_read_variables(), Vec::<&str>::new());
+    let v = src
+        .variables()
+        .iter()
+        .find(|v| v.name == "blosc_zstd")
+        .unwrap();
+    assert!(
+        v.layout.filters.contains(&"blosc".to_string()),
+        "{:?}",
+        v.layout
+    );
+}
+
+#[test]
+fn blosc2_is_refused_naming_the_filter_and_the_plugin_path() {
+    if plugin_path_set() {
+        // libhdf5 may load hdf5plugin's Blosc2 from there: see tests/plugin_path.rs.
+        eprintln!("HDF5_PLUGIN_PATH is set: the refusal is not checked");
+        return;
+    }
+    let err = open_path(&fixture("filters.h5"), &OpenOptions::default()).unwrap_err();
+    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.contains("dataset 'blosc2/lz4'"), "{msg}");
+    assert!(msg.contains("filter blosc2 (id 32026)"), "{msg}");
+    assert!(msg.contains("HDF5_PLUGIN_PATH"), "{msg}");
+    assert!(!msg.contains("filter filter"), "{msg}");
+    let src = open_path(&fixture("filters.h5"), &skip_opts()).unwrap();
+    let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(skipped, ["blosc2/lz4"]);
+}
+
+#[test]
+fn nbit_integers_come_out_as_their_container_type() {
+    let src = open_path(&fixture("types.h5"), &skip_opts()).unwrap();
+    let exp = expect("types.h5");
+    let nbit: Vec<&str> = exp
+        .keys()
+        .map(String::as_str)
+        .filter(|k| k.starts_with("nbit/"))
+        .collect();
+    assert_eq!(nbit.len(), 6);
+    for name in nbit {
+        let (want_ty, want) = expected_bytes(&exp[name]);
+        let (ty, got) = read_all(&src, name);
+        assert_eq!((ty, got), (want_ty, want), "{name}");
+        let v = src.variables().iter().find(|v| v.name == name).unwrap();
+        assert!(
+            v.facts.iter().any(|(k, _)| k == "hdf5_nbit"),
+            "{name}: {:?}",
+            v.facts
+        );
+    }
+    // Sign extension of a 12-bit field: -2048 and -1 (0x800 and 0xfff stored).
+    let (_, got) = read_all(&src, "nbit/i12_off2");
+    assert_eq!(i16::from_le_bytes([got[0], got[1]]), -2048);
+    assert_eq!(i16::from_le_bytes([got[2], got[3]]), -1);
+    let v = src
+        .variables()
+        .iter()
+        .find(|v| v.name == "nbit/i12_off2")
+        .unwrap();
+    assert_eq!(
+        v.facts.iter().find(|(k, _)| k == "hdf5_nbit").unwrap().1,
+        AttrValue::Text("precision=12 offset=2".into())
+    );
+}
+
+#[test]
+fn hdf5_time_is_its_integer_recorded() {
+    let src = open_path(&fixture("types.h5"), &skip_opts()).unwrap();
+    let exp = expect("types.h5");
+    for (name, bits) in [("time/d32le", 32), ("time/d64be", 64)] {
+        let (want_ty, want) = expected_bytes(&exp[name]);
+        assert_eq!(read_all(&src, name), (want_ty, want), "{name}");
+        let v = src.variables().iter().find(|v| v.name == name).unwrap();
+        assert_eq!(
+            v.facts.iter().find(|(k, _)| k == "hdf5_time").map(|f| &f.1),
+            Some(&AttrValue::Text(format!("H5T_UNIX_D{bits}"))),
+            "{name}"
+        );
+        assert!(
+            v.notes.iter().any(|n| n.contains("H5T_TIME")),
+            "{name}: {:?}",
+            v.notes
+        );
+    }
+}
+
+#[test]
+fn colliding_compound_fields_skip_only_that_dataset() {
+    let err = open_path(&fixture("types.h5"), &OpenOptions::default()).unwrap_err();
+    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
+    assert!(err.to_string().contains("compound/clash"), "{err}");
+    let src = open_path(&fixture("types.h5"), &skip_opts()).unwrap();
+    let mut skipped: Vec<(&str, &str)> = src
+        .skipped()
+        .iter()
+        .map(|s| (s.name.as_str(), s.reason.as_str()))
+        .collect();
+    skipped.sort();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!(skipped[0].0, "compound/clash");
+    assert!(skipped[0].1.contains("'compound/clash/a_b'"), "{skipped:?}");
+    assert_eq!(skipped[1].0, "compound/clash_nested");
+    // The well-formed compound next to them converts, its renamed field included.
+    let exp = expect("types.h5");
+    let (ty, got) = read_all(&src, "compound/ok/a_b");
+    assert_eq!(ty, ElementType::I32);
+    let want: Vec<u8> = exp["compound/ok"]["fields"]["a/b"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| (x.as_i64().unwrap() as i32).to_le_bytes())
+        .collect();
+    assert_eq!(got, want);
+    assert!(src.variables().iter().any(|v| v.name == "compound/ok/c"));
+    assert!(!src
+        .variables()
+        .iter()
+        .any(|v| v.name.starts_with("compound/clash")));
+}
+
+/// The chunk grid positions of a dataset of `filters.h5`.
+fn grid(cv: &ChunkedVar) -> Vec<Vec<u64>> {
+    let dims: Vec<u64> = cv
+        .shape()
+        .iter()
+        .zip(cv.chunk_shape())
+        .map(|(&d, &c)| d.div_ceil(c))
+        .collect();
+    let mut out = vec![vec![]];
+    for d in dims {
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                (0..d).map(move |i| {
+                    let mut q = p.clone();
+                    q.push(i);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+fn direct(dataset: &str) -> ChunkedVar {
+    match ChunkedVar::open(&fixture("filters.h5"), dataset).unwrap() {
+        ChunkAccess::Direct(cv) => cv,
+        ChunkAccess::Library(why) => panic!("{dataset} is not read directly: {why}"),
+    }
+}
+
+/// The filter mask of every stored chunk of a dataset of `filters.h5`.
+fn filter_masks(dataset: &str) -> Vec<u32> {
+    let cv = direct(dataset);
+    grid(&cv)
+        .iter()
+        .filter_map(|g| cv.chunk_location(g))
+        .map(|l| l.filter_mask)
+        .collect()
+}
+
+/// The stored bytes of the first chunk of a dataset of `filters.h5` that went through its
+/// (single) filter.
+fn stored_chunk(dataset: &str) -> Vec<u8> {
+    let path = fixture("filters.h5");
+    let cv = direct(dataset);
+    let loc = grid(&cv)
+        .iter()
+        .filter_map(|g| cv.chunk_location(g))
+        .find(|l| l.filter_mask == 0)
+        .unwrap_or_else(|| panic!("{dataset}: no filtered chunk"));
+    let mut buf = vec![0u8; loc.size as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&File::open(&path).unwrap(), &mut buf, loc.offset)
+        .unwrap();
+    buf
+}
+
+type Decoder = fn(&[u8], usize) -> Result<Vec<u8>, tet_hdf5::chunks::DecodeError>;
+
+/// A decoder accepts the real chunk, and refuses (never panics on) its damaged forms: every
+/// truncation, single-byte corruption of the header, made-up sizes, garbage.
+fn refuses_damage(name: &str, dataset: &str, chunk_bytes: usize, decode: Decoder) {
+    let good = stored_chunk(dataset);
+    let out = decode(&good, chunk_bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(out.len(), chunk_bytes, "{name}");
+    // Too small a bound.
+    assert!(decode(&good, chunk_bytes - 1).is_err(), "{name}: bound");
+    for cut in [0, 1, 4, 11, 15, good.len() / 2, good.len() - 1] {
+        if cut < good.len() {
+            let r = decode(&good[..cut], chunk_bytes);
+            assert!(
+                r.as_ref().map_or(true, |o| o.len() != chunk_bytes),
+                "{name}: truncated at {cut} decoded fully"
+            );
+        }
+    }
+    // Flipped bytes anywhere: an error or some output, never a panic or an overrun.
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0xa5;
+        if let Ok(o) = decode(&bad, chunk_bytes) {
+            assert!(o.len() <= chunk_bytes, "{name}: flip at {i}");
+        }
+    }
+    assert!(decode(&[0xff; 64], chunk_bytes).is_err(), "{name}: garbage");
+    assert!(
+        decode(&[], chunk_bytes).is_err() || chunk_bytes == 0,
+        "{name}: empty"
+    );
+}
+
+#[test]
+fn blosc_refuses_damaged_chunks() {
+    for d in [
+        "zstd_shuffle",
+        "blosclz_noshuffle",
+        "lz4_bitshuffle",
+        "zlib_shuffle",
+    ] {
+        refuses_damage("blosc", &format!("blosc/{d}"), 8 * 5 * 8, blosc_decompress);
+    }
+    // A header claiming more than the chunk holds, or more output than allowed.
+    let mut h = stored_chunk("blosc/lz4_shuffle");
+    h[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(blosc_decompress(&h, 320).is_err());
+    let mut h = stored_chunk("blosc/lz4_shuffle");
+    h[4..8].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    assert!(blosc_decompress(&h, 320).is_err());
+}
+
+#[test]
+fn zstd_refuses_damaged_chunks() {
+    refuses_damage("zstd", "zstd/level22", 8 * 5 * 8, zstd_decompress);
+}
+
+#[test]
+fn bzip2_refuses_damaged_chunks() {
+    refuses_damage("bzip2", "bzip2/block9", 8 * 5 * 8, bzip2_decompress);
+}
+
+#[test]
+fn lz4_refuses_damaged_chunks() {
+    refuses_damage("lz4", "lz4/blocks", 8 * 8 * 8, lz4_decompress);
+    refuses_damage("lz4", "lz4/raw_blocks", 8 * 8 * 8, lz4_decompress);
+    // Made-up headers: a huge total, a zero block size, a block claiming 2 GiB from 1 byte.
+    let mut h = vec![0u8; 12];
+    h[..8].copy_from_slice(&u64::MAX.to_be_bytes());
+    assert!(lz4_decompress(&h, 1 << 20).is_err());
+    let mut h = vec![0u8; 16];
+    h[..8].copy_from_slice(&64u64.to_be_bytes());
+    assert!(lz4_decompress(&h, 64).is_err());
+    let mut h = vec![0u8; 17];
+    h[..8].copy_from_slice(&(1u64 << 31).to_be_bytes());
+    h[8..12].copy_from_slice(&(1u32 << 31).to_be_bytes());
+    h[12..16].copy_from_slice(&1u32.to_be_bytes());
+    assert!(lz4_decompress(&h, 1 << 31).is_err());
+}
