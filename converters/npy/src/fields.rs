@@ -1,10 +1,18 @@
 //! From a numpy dtype to the variables it becomes: a plain numeric dtype is one variable; a
 //! record dtype is one variable per (nested) field; a complex dtype is two (real, imaginary);
 //! sub-array fields add trailing axes. Each leaf knows where its elements sit inside one array
-//! element (byte offset, and a byte stride per trailing axis).
+//! element (byte offset, and a byte stride per trailing axis). Fixed-length strings (`S`, `U`)
+//! are text leaves.
+//!
+//! A record field with an empty name that is not padding (numpy only leaves unnamed `|V`
+//! padding fields nameless, but other writers leave any field nameless) is named as numpy names
+//! fields it creates without a name: `f<position>` (position among the record's fields, from 0),
+//! with `_` appended while that collides with another field of the same record.
 
-use npyz::{DType, Endianness, TimeUnits, TypeChar, TypeStr};
+use npyz::{Endianness, TimeUnits, TypeChar, TypeStr};
 use tet_source::{AttrValue, Attrs, ElementType};
+
+use crate::header::{Dtype, Plain};
 
 /// One variable derived from (part of) a dtype.
 #[derive(Debug, Clone)]
@@ -30,7 +38,16 @@ pub(crate) enum LeafKind {
         attrs: Attrs,
         notes: Vec<String>,
     },
-    /// Something with no numeric form (strings, raw bytes, float128, …), with the reason.
+    /// Fixed-length strings: `S<chars>` bytes, or `U<chars>` UCS-4 code points.
+    Text {
+        /// `U` (4 bytes per character) rather than `S`.
+        utf32: bool,
+        /// Characters per string (the type string's size).
+        chars: u64,
+        /// `U` code points are big-endian.
+        swap: bool,
+    },
+    /// Something with no numeric form (raw bytes, float128, …), with the reason.
     Unsupported(String),
 }
 
@@ -52,18 +69,34 @@ pub(crate) fn type_tag(ts: &TypeStr) -> String {
 }
 
 /// What to call one element of `dtype` in a message: `f64`, `c64`, `records of 21 bytes`, ….
-pub(crate) fn describe(dtype: &DType) -> String {
+pub(crate) fn describe(dtype: &Dtype) -> String {
     match dtype {
-        DType::Plain(ts) => type_tag(ts),
-        DType::Record(_) => match dtype.num_bytes() {
+        Dtype::Plain(p) => plain_tag(p),
+        Dtype::Record(_) => match dtype.num_bytes() {
             Some(n) => format!("records of {n} bytes"),
             None => "records".into(),
         },
-        DType::Array(..) => match dtype.num_bytes() {
+        Dtype::Array(..) => match dtype.num_bytes() {
             Some(n) => format!("sub-arrays of {n} bytes"),
             None => "sub-arrays".into(),
         },
     }
+}
+
+/// [`type_tag`] with the time-unit multiplier put back (`m8[10ms]`).
+fn plain_tag(p: &Plain) -> String {
+    let tag = type_tag(&p.ts);
+    if p.time_mult > 1 {
+        if let Some(u) = p.ts.time_units() {
+            return format!(
+                "{}8[{}{}]",
+                p.ts.type_char().to_str(),
+                p.time_mult,
+                u.to_str()
+            );
+        }
+    }
+    tag
 }
 
 fn numeric(ts: &TypeStr) -> Option<ElementType> {
@@ -105,7 +138,7 @@ fn time_unit_word(u: TimeUnits) -> &'static str {
 
 /// The leaves of `dtype`. `Err` carries the reason when the dtype has no fixed layout at all
 /// (pickled objects), so no field offsets can be computed.
-pub(crate) fn leaves(dtype: &DType) -> Result<Vec<Leaf>, String> {
+pub(crate) fn leaves(dtype: &Dtype) -> Result<Vec<Leaf>, String> {
     if dtype.uses_pickled_array() {
         return Err("object dtype ('O'): the data is pickled Python objects".into());
     }
@@ -115,15 +148,15 @@ pub(crate) fn leaves(dtype: &DType) -> Result<Vec<Leaf>, String> {
 }
 
 fn walk(
-    dtype: &DType,
+    dtype: &Dtype,
     path: &mut Vec<String>,
     offset: u64,
     sub_axes: &mut Vec<(u64, u64)>,
     out: &mut Vec<Leaf>,
 ) -> Result<(), String> {
     match dtype {
-        DType::Plain(ts) => plain(ts, path, offset, sub_axes, out),
-        DType::Array(n, inner) => {
+        Dtype::Plain(p) => plain(p, path, offset, sub_axes, out),
+        Dtype::Array(n, inner) => {
             let stride = inner
                 .num_bytes()
                 .ok_or_else(|| "sub-array size overflows".to_string())?
@@ -133,21 +166,41 @@ fn walk(
             sub_axes.pop();
             r
         }
-        DType::Record(fields) => {
+        Dtype::Record(fields) => {
             let mut off = offset;
-            for f in fields {
+            for (i, f) in fields.iter().enumerate() {
                 let size = f
                     .dtype
                     .num_bytes()
                     .ok_or_else(|| "record size overflows".to_string())?
                     as u64;
                 let padding = f.name.is_empty()
-                    && matches!(&f.dtype, DType::Plain(ts) if ts.type_char() == TypeChar::RawData);
+                    && matches!(&f.dtype, Dtype::Plain(p) if p.ts.type_char() == TypeChar::RawData);
                 if !padding {
-                    path.push(f.name.clone());
+                    let name = if f.name.is_empty() {
+                        let mut n = format!("f{i}");
+                        while fields.iter().any(|g| g.name == n) {
+                            n.push('_');
+                        }
+                        n
+                    } else {
+                        f.name.clone()
+                    };
+                    let first = out.len();
+                    path.push(name.clone());
                     let r = walk(&f.dtype, path, off, sub_axes, out);
                     path.pop();
                     r?;
+                    if f.name.is_empty() {
+                        let note = format!(
+                            "record field {i} has an empty name; named '{name}' as numpy names unnamed fields"
+                        );
+                        for leaf in &mut out[first..] {
+                            if let LeafKind::Numeric { notes, .. } = &mut leaf.kind {
+                                notes.push(note.clone());
+                            }
+                        }
+                    }
                 }
                 off = off
                     .checked_add(size)
@@ -159,12 +212,13 @@ fn walk(
 }
 
 fn plain(
-    ts: &TypeStr,
+    p: &Plain,
     path: &[String],
     offset: u64,
     sub_axes: &[(u64, u64)],
     out: &mut Vec<Leaf>,
 ) -> Result<(), String> {
+    let ts = &p.ts;
     let big = ts.endianness() == Endianness::Big;
     let leaf = |path: Vec<String>, offset: u64, kind: LeafKind| Leaf {
         path,
@@ -185,8 +239,19 @@ fn plain(
         ));
         return Ok(());
     }
-    let tag = type_tag(ts);
+    let tag = plain_tag(p);
     match ts.type_char() {
+        TypeChar::ByteStr | TypeChar::UnicodeStr => {
+            out.push(leaf(
+                path.to_vec(),
+                offset,
+                LeafKind::Text {
+                    utf32: ts.type_char() == TypeChar::UnicodeStr,
+                    chars: ts.size_field(),
+                    swap: big,
+                },
+            ));
+        }
         TypeChar::Complex if matches!(ts.size_field(), 8 | 16) => {
             let (elem, half) = if ts.size_field() == 8 {
                 (ElementType::F32, 4)
@@ -223,7 +288,17 @@ fn plain(
                 ));
                 return Ok(());
             };
-            let word = time_unit_word(u);
+            // A multiplied unit (`[10ms]`) counts steps of 10 ms: `10 milliseconds` (UDUNITS).
+            let word = if p.time_mult > 1 {
+                format!("{} {}", p.time_mult, time_unit_word(u))
+            } else {
+                time_unit_word(u).to_string()
+            };
+            let unit_text = if p.time_mult > 1 {
+                format!("{}{}", p.time_mult, u.to_str())
+            } else {
+                u.to_str().to_string()
+            };
             let (kind, units, mut attrs) = if ts.type_char() == TypeChar::DateTime {
                 (
                     "datetime64",
@@ -234,7 +309,7 @@ fn plain(
                     )],
                 )
             } else {
-                ("timedelta64", word.to_string(), Vec::new())
+                ("timedelta64", word.clone(), Vec::new())
             };
             attrs.insert(0, ("units".into(), AttrValue::Text(units)));
             out.push(leaf(
@@ -245,8 +320,7 @@ fn plain(
                     swap: big,
                     attrs,
                     notes: vec![format!(
-                        "numpy {kind}[{}] stored as int64 counts (NaT = {})",
-                        u.to_str(),
+                        "numpy {kind}[{unit_text}] stored as int64 counts (NaT = {})",
                         i64::MIN
                     )],
                 },
@@ -254,8 +328,6 @@ fn plain(
         }
         other => {
             let what = match other {
-                TypeChar::ByteStr => "byte-string",
-                TypeChar::UnicodeStr => "unicode-string",
                 TypeChar::RawData => "raw void",
                 TypeChar::Float => "extended-precision float",
                 TypeChar::Complex => "extended-precision complex",

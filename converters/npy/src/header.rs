@@ -7,9 +7,11 @@
 //! depth limit. This parser is bounded: the header must lie inside the bytes at hand, at most
 //! [`MAX_HEADER_LEN`] long, nested at most [`MAX_DEPTH`] deep, and every integer must fit a `u64`.
 //! The dtype itself is still described with npyz's [`DType`] / [`TypeStr`] (type strings are
-//! parsed and validated by npyz).
+//! parsed and validated by npyz) inside this crate's [`Dtype`], which adds what npyz's model
+//! lacks: the `=` (native) and `|` byte-order spellings numpy accepts for any type, and
+//! datetime64/timedelta64 units with a multiplier (`[10ms]`, `[15m]`).
 
-use npyz::{DType, Field, TypeStr};
+use npyz::{TypeChar, TypeStr};
 use tet_source::{Result, SourceError};
 
 /// The magic string every `.npy` file starts with.
@@ -30,14 +32,136 @@ pub(crate) const PREAMBLE_LEN: usize = 12;
 pub(crate) struct Header {
     /// Offset of the first data byte from the start of the file.
     pub data_offset: usize,
-    /// The element type, as npyz models it.
-    pub dtype: DType,
+    /// The element type.
+    pub dtype: Dtype,
     /// The `descr` as it appeared (for messages).
     pub descr_text: String,
     /// Whether the data is in Fortran (column-major) order.
     pub fortran_order: bool,
     /// The shape; empty for a 0-d array.
     pub shape: Vec<u64>,
+}
+
+/// A numpy dtype as an `.npy` header describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Dtype {
+    Plain(Plain),
+    /// A sub-array: `n` elements of the inner type.
+    Array(u64, Box<Dtype>),
+    Record(Vec<Field>),
+}
+
+/// One field of a record dtype.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Field {
+    /// The name as the header gives it (may be empty: see `fields.rs`).
+    pub name: String,
+    pub dtype: Dtype,
+}
+
+/// A scalar type string.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plain {
+    /// The type, with `=` and a multi-byte `|` resolved to this machine's byte order and the
+    /// time-unit multiplier removed.
+    pub ts: TypeStr,
+    /// The multiplier of a datetime64/timedelta64 unit (`10` for `[10ms]`); 1 otherwise.
+    pub time_mult: u64,
+}
+
+impl Dtype {
+    /// Bytes of one element, `None` on overflow or for a pickled object.
+    pub fn num_bytes(&self) -> Option<usize> {
+        match self {
+            Dtype::Plain(p) => p.ts.num_bytes(),
+            Dtype::Array(n, inner) => inner.num_bytes()?.checked_mul(usize::try_from(*n).ok()?),
+            Dtype::Record(fields) => fields
+                .iter()
+                .try_fold(0usize, |a, f| a.checked_add(f.dtype.num_bytes()?)),
+        }
+    }
+
+    /// Whether the dtype holds a pickled Python object (`O`) anywhere.
+    pub fn uses_pickled_array(&self) -> bool {
+        match self {
+            Dtype::Plain(p) => p.ts.uses_pickled_array(),
+            Dtype::Array(_, inner) => inner.uses_pickled_array(),
+            Dtype::Record(fields) => fields.iter().any(|f| f.dtype.uses_pickled_array()),
+        }
+    }
+}
+
+/// This machine's byte order, which numpy's `=` (and a multi-byte `|`) stands for.
+const NATIVE: char = if cfg!(target_endian = "big") {
+    '>'
+} else {
+    '<'
+};
+
+/// Parses a numpy type string (`<f8`, `=i4`, `|S5`, `<U3`, `>M8[10ms]`, `f8`).
+pub(crate) fn parse_type_str(s: &str) -> Result<Plain> {
+    let bad =
+        |why: &str| SourceError::unsupported(format!("dtype '{s}' is not understood ({why})"));
+    let mut chars = s.chars().peekable();
+    let order = match chars.peek() {
+        Some(&c @ ('<' | '>' | '=' | '|')) => {
+            chars.next();
+            c
+        }
+        // numpy also accepts a type string without a byte-order character: native.
+        _ => '=',
+    };
+    let type_char = chars.next().ok_or_else(|| bad("no type character"))?;
+    let tc = TypeChar::from_char(type_char).ok_or_else(|| bad("unknown type character"))?;
+    let rest: String = chars.collect();
+    let digits_end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let (size, unit) = rest.split_at(digits_end);
+    let mut time_mult = 1u64;
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        let inner = unit
+            .strip_prefix('[')
+            .and_then(|u| u.strip_suffix(']'))
+            .ok_or_else(|| bad("text after the size is not a [unit]"))?;
+        let n_end = inner
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(inner.len());
+        let (n, base) = inner.split_at(n_end);
+        if !n.is_empty() {
+            time_mult = n
+                .parse::<u64>()
+                .ok()
+                .filter(|&m| m >= 1 && m <= i32::MAX as u64)
+                .ok_or_else(|| bad("time-unit multiplier out of range"))?;
+        }
+        format!("[{base}]")
+    };
+    // Byte order: `=` is native; `|` ("not applicable") on a multi-byte number or a unicode
+    // string also means native to numpy.
+    let multi_byte = match tc {
+        TypeChar::ByteStr | TypeChar::RawData | TypeChar::Object => false,
+        TypeChar::UnicodeStr => true,
+        _ => size != "1",
+    };
+    let order = match order {
+        '=' => {
+            if multi_byte {
+                NATIVE
+            } else {
+                '|'
+            }
+        }
+        '|' if multi_byte => NATIVE,
+        c => c,
+    };
+    let canonical = format!("{order}{type_char}{size}{unit}");
+    let ts: TypeStr = canonical
+        .parse()
+        .map_err(|e| SourceError::unsupported(format!("dtype '{s}' is not understood ({e})")))?;
+    Ok(Plain { ts, time_mult })
 }
 
 /// From the first bytes of a `.npy` payload (at least [`PREAMBLE_LEN`] of them, or all there
@@ -147,15 +271,10 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     })
 }
 
-/// Converts a `descr` literal into npyz's [`DType`].
-fn descr_to_dtype(descr: &Lit) -> Result<DType> {
+/// Converts a `descr` literal into a [`Dtype`].
+fn descr_to_dtype(descr: &Lit) -> Result<Dtype> {
     match descr {
-        Lit::Str(s) => {
-            let ts: TypeStr = s.parse().map_err(|e| {
-                SourceError::unsupported(format!("dtype '{s}' is not understood ({e})"))
-            })?;
-            Ok(DType::Plain(ts))
-        }
+        Lit::Str(s) => Ok(Dtype::Plain(parse_type_str(s)?)),
         Lit::Seq(items) => {
             let mut fields = Vec::with_capacity(items.len());
             for item in items {
@@ -206,12 +325,12 @@ fn descr_to_dtype(descr: &Lit) -> Result<DType> {
                         }
                     };
                     for &d in dims.iter().rev() {
-                        dtype = DType::Array(d, Box::new(dtype));
+                        dtype = Dtype::Array(d, Box::new(dtype));
                     }
                 }
                 fields.push(Field { name, dtype });
             }
-            Ok(DType::Record(fields))
+            Ok(Dtype::Record(fields))
         }
         _ => Err(SourceError::malformed(
             ".npy header: 'descr' is neither a type string nor a list of fields",
@@ -503,7 +622,7 @@ mod tests {
         .unwrap();
         assert_eq!(h.shape, vec![3, 4]);
         assert!(!h.fortran_order);
-        assert_eq!(h.dtype, DType::Plain("<f8".parse().unwrap()));
+        assert_eq!(h.dtype, Dtype::Plain(parse_type_str("<f8").unwrap()));
     }
 
     #[test]
@@ -514,12 +633,42 @@ mod tests {
         .unwrap();
         assert_eq!(h.shape, vec![5]);
         assert!(h.fortran_order);
-        let DType::Record(fields) = &h.dtype else {
+        let Dtype::Record(fields) = &h.dtype else {
             panic!()
         };
         assert_eq!(fields.len(), 3);
         assert_eq!(fields[2].name, "d");
         assert_eq!(h.dtype.num_bytes(), Some(4 + 24 + 1));
+    }
+
+    #[test]
+    fn byte_order_spellings_and_time_multipliers() {
+        let p = |s: &str| parse_type_str(s).unwrap();
+        assert_eq!(p("=f8"), p("<f8"));
+        assert_eq!(p("|i4"), p("<i4"));
+        assert_eq!(p("f4"), p("<f4"));
+        assert_eq!(p("=u1").ts.to_string(), "|u1");
+        assert_eq!(p("=b1").ts.to_string(), "|b1");
+        assert_eq!(p("|U3"), p("<U3"));
+        assert_eq!(p("=S5").ts.to_string(), "|S5");
+        assert_eq!(p(">f8").ts.to_string(), ">f8");
+        let t = p("<m8[10ms]");
+        assert_eq!((t.ts.to_string().as_str(), t.time_mult), ("<m8[ms]", 10));
+        let t = p(">M8[15m]");
+        assert_eq!((t.ts.to_string().as_str(), t.time_mult), (">M8[m]", 15));
+        assert_eq!(p("<M8[s]").time_mult, 1);
+        for bad in [
+            "<M8[0s]",
+            "<M8[10]",
+            "<M8[ms/2]",
+            "<f8[s]",
+            "<f",
+            "<",
+            "<x8",
+            "<M8[99999999999s]",
+        ] {
+            assert!(parse_type_str(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -20,8 +20,22 @@
 //! - Record (structured) dtypes → one variable per field, `<name>/<field>`, nested records
 //!   joined with `/`; sub-array fields (`('x', '<f4', (3,))`) add trailing axes; unnamed
 //!   `|V` padding fields are ignored.
-//! - Strings (`S`, `U`), raw `V` fields, `f16`/`c32` (extended precision) and object arrays have
-//!   no numeric form: [`SourceError::Unsupported`], or listed in [`Source::skipped`] when
+//!   Multiplied units (`[10ms]`, `[15m]`) keep the stored counts, with the multiplier in the
+//!   units (`"10 milliseconds since 1970-01-01"`, the UDUNITS spelling of a scaled unit).
+//! - Byte order: `<`, `>`, and also `=` (native) and `|` on a multi-byte type, which numpy reads
+//!   as this machine's order, as numpy does; a type string with no byte-order character is
+//!   native too.
+//! - Fixed-length strings, unicode `U<n>` and bytes `S<n>` (whole arrays, or record fields),
+//!   become [`TextVariable`]s (values in C order, trailing NULs removed as numpy removes them;
+//!   bytes decoded as UTF-8 where valid, else one Latin-1 character per byte; an `S<n>` keeps
+//!   its length as the text variable's character axis `<field>_strlen`). Their values are held
+//!   in the footer: over [`MAX_TEXT_BYTES`] stored bytes or [`MAX_TEXT_VALUES`] values, or with
+//!   a `U` value holding a code point that is not a Unicode scalar value (a surrogate), the
+//!   array is unsupported.
+//! - A record field with an empty name (not padding) is named `f<position>`, as numpy names
+//!   unnamed fields (with a note).
+//! - Raw `V` fields, `f16`/`c32` (extended precision) and object arrays have no numeric form:
+//!   [`SourceError::Unsupported`], or listed in [`Source::skipped`] when
 //!   [`OpenOptions::skip_unsupported`] is set.
 //! - A 0-d array becomes shape `[1]`; a Fortran-order array is delivered in C order (same shape,
 //!   same values). Both are recorded in [`Variable::notes`]. Empty arrays are fine.
@@ -54,10 +68,9 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use npyz::DType;
 use tet_source::{
-    check_region, extension_confidence, Confidence, ElementType, FileExtent, Importer, OpenOptions,
-    Result, Skipped, Source, SourceError, SourceLayout, Variable,
+    check_region, extension_confidence, CharAxis, Confidence, ElementType, FileExtent, Importer,
+    OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 
 mod fields;
@@ -66,7 +79,12 @@ mod header;
 
 use fields::{Leaf, LeafKind};
 use gather::{Fix, Layout};
-use header::Header;
+use header::{Dtype, Header};
+
+/// Largest string array (stored bytes) kept as a text variable: its values live in the footer.
+pub const MAX_TEXT_BYTES: u64 = 64 << 20;
+/// Most values of a string array kept as a text variable (they are held in memory).
+pub const MAX_TEXT_VALUES: u64 = 1 << 24;
 
 /// Importer for a single NumPy `.npy` array.
 #[derive(Debug, Clone, Copy, Default)]
@@ -166,6 +184,7 @@ pub struct NpySource {
     vars: Vec<Variable>,
     maps: Vec<VarMap>,
     skipped: Vec<Skipped>,
+    texts: Vec<TextVariable>,
 }
 
 impl std::fmt::Debug for NpySource {
@@ -173,6 +192,7 @@ impl std::fmt::Debug for NpySource {
         f.debug_struct("NpySource")
             .field("variables", &self.vars)
             .field("skipped", &self.skipped)
+            .field("texts", &self.texts)
             .finish_non_exhaustive()
     }
 }
@@ -363,6 +383,10 @@ impl Source for NpySource {
         &self.skipped
     }
 
+    fn text_variables(&self) -> &[TextVariable] {
+        &self.texts
+    }
+
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
         let map = self.map(var)?;
         let v = &self.vars[var];
@@ -426,6 +450,20 @@ struct Builder<'o> {
     vars: Vec<Variable>,
     maps: Vec<VarMap>,
     skipped: Vec<Skipped>,
+    texts: Vec<PendingText>,
+}
+
+/// A string array (or field) whose values are read once the payloads are in place.
+struct PendingText {
+    name: String,
+    payload: usize,
+    /// `esize` is the bytes of one string; no fix-up.
+    layout: Layout,
+    /// The shape the text variable has (empty for a 0-d array).
+    shape: Vec<u64>,
+    utf32: bool,
+    chars: u64,
+    swap: bool,
 }
 
 /// Facts about the payload an array comes from.
@@ -446,17 +484,35 @@ impl<'o> Builder<'o> {
             vars: Vec::new(),
             maps: Vec::new(),
             skipped: Vec::new(),
+            texts: Vec::new(),
         }
     }
 
-    fn finish(self, container: Bytes) -> NpySource {
-        NpySource {
+    /// The source, with the values of its string arrays read.
+    fn finish(self, container: Bytes) -> Result<NpySource> {
+        let skip = self.options.skip_unsupported;
+        let mut src = NpySource {
             container,
             payloads: self.payloads,
             vars: self.vars,
             maps: self.maps,
             skipped: self.skipped,
+            texts: Vec::new(),
+        };
+        for t in self.texts {
+            match read_text(&src, &t) {
+                Ok(v) => src.texts.push(v),
+                Err(SourceError::Unsupported(reason)) if skip => src.skipped.push(Skipped {
+                    name: t.name,
+                    reason,
+                }),
+                Err(SourceError::Unsupported(reason)) => {
+                    return Err(SourceError::Unsupported(format!("'{}': {reason}", t.name)))
+                }
+                Err(e) => return Err(e),
+            }
         }
+        Ok(src)
     }
 
     /// Skips `name` (with `skip_unsupported`) or fails.
@@ -470,7 +526,9 @@ impl<'o> Builder<'o> {
     }
 
     fn name_taken(&self, name: &str) -> bool {
-        self.vars.iter().any(|v| v.name == name) || self.skipped.iter().any(|s| s.name == name)
+        self.vars.iter().any(|v| v.name == name)
+            || self.skipped.iter().any(|s| s.name == name)
+            || self.texts.iter().any(|t| t.name == name)
     }
 
     /// Checks the header against the payload size; the bytes needed (header + data).
@@ -529,7 +587,7 @@ impl<'o> Builder<'o> {
                 acc = acc.saturating_mul(d);
             }
         }
-        let is_record = matches!(h.dtype, DType::Record(_));
+        let is_record = matches!(h.dtype, Dtype::Record(_));
         for leaf in leaves {
             let Leaf {
                 path,
@@ -545,6 +603,59 @@ impl<'o> Builder<'o> {
             let (elem, swap, attrs, leaf_notes) = match kind {
                 LeafKind::Unsupported(reason) => {
                     self.unsupported(full, reason)?;
+                    continue;
+                }
+                LeafKind::Text { utf32, chars, swap } => {
+                    if self.name_taken(&full) {
+                        self.unsupported(
+                            full.clone(),
+                            format!("another dataset is already named '{full}'"),
+                        )?;
+                        continue;
+                    }
+                    let mut tshape = h.shape.clone();
+                    let mut tstrides = if scalar { Vec::new() } else { strides.clone() };
+                    for &(n, st) in &sub_axes {
+                        tshape.push(n);
+                        tstrides.push(st);
+                    }
+                    let esize = chars.checked_mul(if utf32 { 4 } else { 1 });
+                    let total = tshape
+                        .iter()
+                        .try_fold(esize.unwrap_or(u64::MAX), |a, &d| a.checked_mul(d));
+                    let values = tshape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+                    let fits = total.is_some_and(|t| t <= MAX_TEXT_BYTES)
+                        && values.is_some_and(|n| n <= MAX_TEXT_VALUES);
+                    if !fits {
+                        let strings = values.map_or("too many".to_string(), |n| n.to_string());
+                        self.unsupported(
+                            full,
+                            format!(
+                                "string array of {strings} values of {chars} characters is over \
+                                 what the .tet footer keeps as text ({} MiB, {MAX_TEXT_VALUES} \
+                                 values)",
+                                MAX_TEXT_BYTES >> 20
+                            ),
+                        )?;
+                        continue;
+                    }
+                    let base = (h.data_offset as u64)
+                        .checked_add(offset)
+                        .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+                    self.texts.push(PendingText {
+                        name: full,
+                        payload: from.payload,
+                        layout: Layout {
+                            base,
+                            strides: tstrides,
+                            esize: usize::try_from(esize.unwrap_or(0)).unwrap_or(0),
+                            fix: Fix::None,
+                        },
+                        shape: tshape,
+                        utf32,
+                        chars,
+                        swap,
+                    });
                     continue;
                 }
                 LeafKind::Numeric {
@@ -660,6 +771,97 @@ impl<'o> Builder<'o> {
     }
 }
 
+/// Reads and decodes the values of a string array.
+fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
+    // Checked against MAX_TEXT_BYTES when the array was added.
+    let count: u64 = t.shape.iter().product();
+    let n = usize::try_from(count).map_err(|_| SourceError::malformed("string array too large"))?;
+    let esize = t.layout.esize;
+    let mut values = Vec::with_capacity(n);
+    if esize == 0 {
+        values.resize(n, String::new());
+    } else if n > 0 {
+        let data = src.payload_bytes(t.payload)?;
+        let len = n
+            .checked_mul(esize)
+            .ok_or_else(|| SourceError::malformed("string array too large"))?;
+        let mut buf = vec![0u8; len];
+        // A 0-d array is read as one element.
+        let (start, count): (Vec<u64>, Vec<u64>) = if t.layout.strides.is_empty() {
+            (vec![0], vec![1])
+        } else {
+            (vec![0; t.shape.len()], t.shape.clone())
+        };
+        let layout = if t.layout.strides.is_empty() {
+            Layout {
+                strides: vec![0],
+                ..t.layout.clone()
+            }
+        } else {
+            t.layout.clone()
+        };
+        gather::gather(data, &layout, &start, &count, &mut buf)?;
+        for s in buf.chunks_exact(esize) {
+            values.push(if t.utf32 {
+                decode_ucs4(s, t.swap)?
+            } else {
+                decode_bytes(s)
+            });
+        }
+    }
+    let char_axis = (!t.utf32).then(|| CharAxis {
+        dim: format!("{}_strlen", t.name.rsplit('/').next().unwrap_or(&t.name)),
+        len: t.chars,
+    });
+    Ok(TextVariable {
+        name: t.name.clone(),
+        shape: t.shape.clone(),
+        dims: None,
+        values,
+        attrs: Vec::new(),
+        char_axis,
+    })
+}
+
+/// A numpy `S` value: trailing NULs removed, UTF-8 when valid, else Latin-1 (one character per
+/// byte, nothing lost).
+fn decode_bytes(b: &[u8]) -> String {
+    let end = b.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+    let b = &b[..end];
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_string(),
+        Err(_) => b.iter().map(|&c| char::from(c)).collect(),
+    }
+}
+
+/// A numpy `U` value (UCS-4 code points): trailing NULs removed. A code point that is not a
+/// Unicode scalar value (numpy allows surrogates) has no exact UTF-8 form: unsupported.
+fn decode_ucs4(b: &[u8], big: bool) -> Result<String> {
+    let cps: Vec<u32> = b
+        .chunks_exact(4)
+        .map(|c| {
+            let a = [c[0], c[1], c[2], c[3]];
+            if big {
+                u32::from_be_bytes(a)
+            } else {
+                u32::from_le_bytes(a)
+            }
+        })
+        .collect();
+    let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+    cps[..end]
+        .iter()
+        .map(|&c| {
+            char::from_u32(c).ok_or_else(|| {
+                SourceError::unsupported(format!(
+                    "unicode string holds code point {c:#x}, which is not a Unicode scalar value \
+                     (no exact UTF-8 form)"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Whether `strides` are the C-order strides of `shape` (axes of length 1 do not matter).
 fn is_c_contiguous(shape: &[u64], strides: &[u64], esize: u64) -> bool {
     let mut want = esize;
@@ -701,7 +903,7 @@ fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource
     };
     let r = header::parse_header(&bytes).and_then(|h| b.add_array(name, &h, &from));
     skip_or_fail(&mut b, name, r)?;
-    Ok(b.finish(bytes))
+    b.finish(bytes)
 }
 
 /// Deflate's largest expansion: at best a 1-bit length code (258 bytes) and a 1-bit distance
@@ -823,7 +1025,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
             skip_or_fail(&mut b, &name, r)?;
         }
     }
-    Ok(b.finish(bytes))
+    b.finish(bytes)
 }
 
 /// Prefixes a header error with the member it is about.

@@ -122,18 +122,57 @@ fn nested_records_sub_arrays_complex_and_datetime() {
 
 #[test]
 fn unsupported_fields_fail_or_are_skipped() {
-    let descr = "[('a', '<f4'), ('name', '<U3'), ('b', '|S2')]";
-    let data = vec![0u8; 2 * (4 + 12 + 2)];
+    let descr = "[('a', '<f4'), ('raw', '|V3'), ('q', '<f16')]";
+    let data = vec![0u8; 2 * (4 + 3 + 16)];
     let file = npy_bytes(1, descr, false, &[2], &data);
     match open_npy_bytes("r", file.clone(), &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => assert!(m.contains("r/name"), "{m}"),
+        Err(SourceError::Unsupported(m)) => assert!(m.contains("r/raw"), "{m}"),
         other => panic!("expected Unsupported, got {other:?}"),
     }
     let s = open_npy_bytes("r", file, &skip()).unwrap();
     assert_eq!(names(&s), ["r/a"]);
     let skipped: Vec<&str> = s.skipped().iter().map(|k| k.name.as_str()).collect();
-    assert_eq!(skipped, ["r/name", "r/b"]);
-    assert!(s.skipped()[0].reason.contains("unicode"));
+    assert_eq!(skipped, ["r/raw", "r/q"]);
+    assert!(s.skipped()[0].reason.contains("raw void"));
+    assert!(s.skipped()[1].reason.contains("extended-precision"));
+
+    // A unicode value holding a surrogate code point has no exact UTF-8 form.
+    let mut data = vec![0u8; 2 * 8];
+    data[..4].copy_from_slice(&0x41u32.to_le_bytes());
+    data[8..12].copy_from_slice(&0xd800u32.to_le_bytes());
+    let file = npy_bytes(1, "'<U2'", false, &[2], &data);
+    match open_npy_bytes("u", file.clone(), &OpenOptions::default()) {
+        Err(SourceError::Unsupported(m)) => {
+            assert!(m.contains("'u'") && m.contains("0xd800"), "{m}")
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let s = open_npy_bytes("u", file, &skip()).unwrap();
+    assert!(s.text_variables().is_empty());
+    assert_eq!(s.skipped()[0].name, "u");
+
+    // String arrays over the footer's text budget (bytes, or values) are refused, naming them.
+    let data = vec![b'x'; (tet_npy::MAX_TEXT_BYTES + (1 << 20)) as usize];
+    let file = npy_bytes(1, "'|S1048576'", false, &[65], &data);
+    match open_npy_bytes("big", file, &OpenOptions::default()) {
+        Err(SourceError::Unsupported(m)) => {
+            assert!(m.contains("'big'") && m.contains("64 MiB"), "{m}")
+        }
+        other => panic!("expected Unsupported, got {other:?}"),
+    }
+    let n = tet_npy::MAX_TEXT_VALUES + 1;
+    let file = npy_bytes(1, "'|S1'", false, &[n], &data[..n as usize]);
+    match open_npy_bytes("many", file, &skip()) {
+        Ok(s) => {
+            assert_eq!(s.skipped()[0].name, "many");
+            assert!(
+                s.skipped()[0].reason.contains("16777217 values"),
+                "{:?}",
+                s.skipped()
+            );
+        }
+        other => panic!("expected a skipped item, got {other:?}"),
+    }
 
     // A whole object array.
     let file = npy_bytes(1, "'|O'", false, &[2], b"\x80\x02pickle");

@@ -20,7 +20,9 @@
 //! every decode, partial or not, goes through the verifying whole-value decoder.
 //!
 //! The wrappers are registered once, process-wide, as zarrs runtime codec plugins (which take
-//! precedence over the built-in ones) for `zstd` and `crc32c`, Zarr v3 and v2 alike.
+//! precedence over the built-in ones) for `zstd` and `crc32c`, Zarr v3 and v2 alike, and the
+//! `numcodecs.zstd` / `numcodecs.crc32c` names zarr-python 3 writes (made by
+//! `filters::numcodecs_v3`).
 
 use std::any::Any;
 use std::borrow::Cow;
@@ -49,8 +51,15 @@ pub fn register_plugins() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         register_codec_v3(CodecRuntimePluginV3::new(
-            |name| name == "zstd",
-            |metadata| GuardedCodec::wrap(<ZstdCodec as CodecTraitsV3>::create(metadata)?, true),
+            |name| name == "zstd" || name == "numcodecs.zstd",
+            |metadata| {
+                let codec = if metadata.name() == "numcodecs.zstd" {
+                    crate::filters::numcodecs_v3(metadata)?
+                } else {
+                    <ZstdCodec as CodecTraitsV3>::create(metadata)?
+                };
+                GuardedCodec::wrap(codec, true)
+            },
         ));
         register_codec_v2(CodecRuntimePluginV2::new(
             |name| name == "zstd",
@@ -58,7 +67,14 @@ pub fn register_plugins() {
         ));
         register_codec_v3(CodecRuntimePluginV3::new(
             |name| name == "crc32c" || name == "numcodecs.crc32c",
-            |metadata| GuardedCodec::wrap(<Crc32cCodec as CodecTraitsV3>::create(metadata)?, false),
+            |metadata| {
+                let codec = if metadata.name() == "numcodecs.crc32c" {
+                    crate::filters::numcodecs_v3(metadata)?
+                } else {
+                    <Crc32cCodec as CodecTraitsV3>::create(metadata)?
+                };
+                GuardedCodec::wrap(codec, false)
+            },
         ));
         register_codec_v2(CodecRuntimePluginV2::new(
             |name| name == "crc32c",

@@ -5,9 +5,14 @@
 //! for an array, its chunks as files. The hierarchy is walked here (file system only, in sorted
 //! order, never from consolidated metadata, which may be stale), the metadata is parsed with the
 //! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs — zstd, gzip,
-//! blosc with every compressor and shuffle mode, crc32c, transpose, sharding —, chunk keys,
-//! fill values, byte order). numcodecs' `fixedscaleoffset` filter is decoded by
-//! [`scaleoffset`] (not by zarrs, which computes in `f32`), bit for bit as numcodecs does.
+//! zlib, bz2, blosc with every compressor and shuffle mode, crc32c, adler32, fletcher32,
+//! transpose, sharding —, chunk keys, fill values, byte order), under their v3 names and the
+//! `numcodecs.*` names zarr-python 3 writes (`numcodecs.zstd`, `numcodecs.gzip`,
+//! `numcodecs.blosc`, `numcodecs.crc32c`, …). numcodecs' `fixedscaleoffset` filter is decoded
+//! by [`scaleoffset`] (not by zarrs, which computes in `f32`), bit for bit as numcodecs does;
+//! the filters `delta`, `astype`, `bitround`, `quantize`, `packbits` and `categorize` by
+//! [`filters`], as numcodecs decodes them. Zarr v2 `datetime64`/`timedelta64` types are read
+//! as the v3 ones ([`datetime`]).
 //!
 //! # Mapping
 //!
@@ -53,13 +58,15 @@
 //!
 //! # What is refused
 //!
-//! * [`SourceError::Malformed`]: no metadata at the root, invalid JSON or metadata (with the
-//!   file named), a shape whose element count overflows, chunk data that does not decode (bad
+//! * [`SourceError::Malformed`]: no metadata at the root, invalid JSON, array metadata that
+//!   lacks a field the specification requires or has it of the wrong JSON kind (with the file
+//!   named), a shape whose element count overflows, chunk data that does not decode (bad
 //!   zstd/gzip stream, crc32c mismatch, wrong decoded size, a shard index pointing outside its
 //!   file), a group that is a symlink to one of its ancestors, a hierarchy deeper than 64 levels.
 //! * [`SourceError::Unsupported`] (or, with `skip_unsupported`, an entry in
 //!   [`Source::skipped`]): codecs this build lacks (e.g. `codec zfpy is not supported`),
-//!   unmappable data types, unknown `must_understand` metadata fields, chunks that would decode
+//!   unmappable data types, unknown `must_understand` metadata fields, array metadata that is
+//!   well-formed but that zarrs cannot parse (e.g. a v2 structured dtype), chunks that would decode
 //!   to more than 2 GiB at once, shards of more than 2^24 inner chunks, directories whose name
 //!   is not UTF-8.
 //!
@@ -88,6 +95,8 @@ use zarrs::metadata::v3::{ArrayMetadataV3, GroupMetadataV3};
 use zarrs::plugin::{ExtensionName, PluginCreateError};
 
 pub mod attrs;
+pub mod datetime;
+pub mod filters;
 pub mod guard;
 pub mod scaleoffset;
 
@@ -149,6 +158,8 @@ impl Importer for ZarrImporter {
 pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
     guard::register_plugins();
     scaleoffset::register();
+    filters::register();
+    datetime::register();
     if !path.is_dir() {
         return Err(SourceError::unsupported(
             "not a directory: only Zarr directory stores are supported (no zip or remote stores)",
@@ -203,13 +214,20 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
                     src.global_attrs.push((key, v));
                 }
             }
-            NodeMeta::Array(meta) => {
+            meta @ (NodeMeta::Array(_) | NodeMeta::Unreadable(_)) => {
                 let name = if node.path.is_empty() {
                     stem.clone()
                 } else {
                     node.path.clone()
                 };
-                match src.add_array(&fs, &node.path, &name, *meta) {
+                let added = match meta {
+                    NodeMeta::Array(meta) => src.add_array(&fs, &node.path, &name, *meta),
+                    _ => Err(Problem::Unsupported(match meta {
+                        NodeMeta::Unreadable(reason) => reason,
+                        _ => String::new(),
+                    })),
+                };
+                match added {
                     Ok(()) => {}
                     Err(Problem::Unsupported(reason)) if options.skip_unsupported => {
                         src.skipped.push(Skipped { name, reason });
@@ -237,6 +255,9 @@ enum NodeMeta {
     /// A group and its attributes.
     Group(Map<String, Value>),
     Array(Box<ArrayMetadata>),
+    /// An array whose metadata is valid JSON naming an array, but that zarrs cannot parse
+    /// (e.g. a data type it has no model for): an unsupported item, not a broken store.
+    Unreadable(String),
 }
 
 fn key_of(rel: &str, file: &str) -> String {
@@ -295,11 +316,15 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
             None => return Err(bad("no zarr_format".into())),
         }
         return match obj.get("node_type").and_then(Value::as_str) {
-            Some("array") => {
-                let m: ArrayMetadataV3 = serde_json::from_slice(&bytes)
-                    .map_err(|e| bad(format!("invalid array metadata: {e}")))?;
-                Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)))))
-            }
+            Some("array") => match serde_json::from_slice::<ArrayMetadataV3>(&bytes) {
+                Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m))))),
+                // Well-formed by the specification, but not something zarrs models (e.g. a
+                // data type given as an object it does not know): that array is unsupported.
+                Err(e) if v3_array_shape_ok(obj) => Ok(Some(NodeMeta::Unreadable(format!(
+                    "{key}: array metadata zarrs cannot read: {e}"
+                )))),
+                Err(e) => Err(bad(format!("invalid array metadata: {e}"))),
+            },
             Some("group") => {
                 let m: GroupMetadataV3 = serde_json::from_slice(&bytes)
                     .map_err(|e| bad(format!("invalid group metadata: {e}")))?;
@@ -311,10 +336,34 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
             None => Err(bad("no node_type".into())),
         };
     }
-    if let Some((bytes, _)) = read_json(dir, rel, ".zarray")? {
+    if let Some((_, mut value)) = read_json(dir, rel, ".zarray")? {
         let key = key_of(rel, ".zarray");
-        let mut m: ArrayMetadataV2 = serde_json::from_slice(&bytes)
-            .map_err(|e| SourceError::malformed(format!("{key}: invalid array metadata: {e}")))?;
+        if !value.is_object() {
+            return Err(SourceError::malformed(format!(
+                "{key}: metadata must be a JSON object"
+            )));
+        }
+        numcodecs_v2_defaults(&mut value);
+        let shape_ok = value.as_object().is_some_and(v2_array_shape_ok);
+        let structured = value.get("dtype").is_some_and(Value::is_array);
+        let mut m: ArrayMetadataV2 = match serde_json::from_value(value) {
+            Ok(m) => m,
+            Err(_) if shape_ok && structured => {
+                return Ok(Some(NodeMeta::Unreadable(format!(
+                    "{key}: structured (record) dtype: zarrs cannot read it"
+                ))))
+            }
+            Err(e) if shape_ok => {
+                return Ok(Some(NodeMeta::Unreadable(format!(
+                    "{key}: array metadata zarrs cannot read: {e}"
+                ))))
+            }
+            Err(e) => {
+                return Err(SourceError::malformed(format!(
+                    "{key}: invalid array metadata: {e}"
+                )))
+            }
+        };
         m.attributes = read_zattrs(dir, rel)?;
         return Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V2(m)))));
     }
@@ -325,6 +374,88 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         return Ok(Some(NodeMeta::Group(read_zattrs(dir, rel)?)));
     }
     Ok(None)
+}
+
+/// A list of non-negative integers.
+fn is_extents(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_array)
+        .is_some_and(|a| a.iter().all(|d| d.as_u64().is_some()))
+}
+
+/// A v3 extension point: a name, or an object with a string `name`.
+fn is_extension(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::String(_)) => true,
+        Some(Value::Object(o)) => o.get("name").is_some_and(Value::is_string),
+        _ => false,
+    }
+}
+
+/// Whether v3 array metadata has every field the specification requires, of the right JSON
+/// kind: then a failure to parse it is zarrs not knowing something (unsupported), not a
+/// broken store (malformed).
+fn v3_array_shape_ok(obj: &Map<String, Value>) -> bool {
+    is_extents(obj.get("shape"))
+        && is_extension(obj.get("data_type"))
+        && is_extension(obj.get("chunk_grid"))
+        && is_extension(obj.get("chunk_key_encoding"))
+        && obj.contains_key("fill_value")
+        && obj
+            .get("codecs")
+            .and_then(Value::as_array)
+            .is_some_and(|c| !c.is_empty() && c.iter().all(|x| is_extension(Some(x))))
+}
+
+/// As [`v3_array_shape_ok`], for v2 `.zarray` metadata (`dtype` a type string or a list of
+/// fields).
+fn v2_array_shape_ok(obj: &Map<String, Value>) -> bool {
+    let codec = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(o)) => o.get("id").is_some_and(Value::is_string),
+        _ => false,
+    };
+    is_extents(obj.get("shape"))
+        && is_extents(obj.get("chunks"))
+        && matches!(obj.get("dtype"), Some(Value::String(_) | Value::Array(_)))
+        && obj.contains_key("fill_value")
+        && matches!(obj.get("order").and_then(Value::as_str), Some("C" | "F"))
+        && codec(obj.get("compressor"))
+        && match obj.get("filters") {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(f)) => f.iter().all(|x| codec(Some(x))),
+            _ => false,
+        }
+}
+
+/// Fills in, in v2 `.zarray` metadata, the defaults numcodecs and zarr-python leave out and
+/// zarrs requires: `crc32c`'s checksum `location` (numcodecs' `CRC32C.location` is `end`), and
+/// a `null` fill value of a datetime64/timedelta64 array, which zarr-python reads as NaT
+/// (`i64::MIN`).
+fn numcodecs_v2_defaults(value: &mut Value) {
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    let time = obj
+        .get("dtype")
+        .and_then(Value::as_str)
+        .is_some_and(|d| matches!(d.get(1..3), Some("M8" | "m8")));
+    if time && obj.get("fill_value").is_some_and(Value::is_null) {
+        obj.insert("fill_value".into(), Value::from(i64::MIN));
+    }
+    let fix = |c: &mut Value| {
+        if let Some(c) = c.as_object_mut() {
+            if c.get("id").and_then(Value::as_str) == Some("crc32c") {
+                c.entry("location")
+                    .or_insert_with(|| Value::String("end".into()));
+            }
+        }
+    };
+    if let Some(c) = obj.get_mut("compressor") {
+        fix(c);
+    }
+    if let Some(Value::Array(filters)) = obj.get_mut("filters") {
+        filters.iter_mut().for_each(fix);
+    }
 }
 
 /// Whether a directory holds Zarr metadata.
@@ -667,6 +798,7 @@ impl ZarrSource {
             ArrayMetadata::V3(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
             ArrayMetadata::V2(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
         };
+        let meta_is_v2 = matches!(meta, ArrayMetadata::V2(_));
         let dt_json = match &meta {
             ArrayMetadata::V3(m) => serde_json::to_string(&m.data_type).unwrap_or_default(),
             ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype).unwrap_or_default(),
@@ -698,6 +830,17 @@ impl ZarrSource {
             .name_v3()
             .map(|c| c.into_owned())
             .unwrap_or_else(|| array.data_type().to_string());
+        // A v2 datetime64/timedelta64 (see `datetime`) is recorded as the v3 data type is.
+        let dt_json = match (&meta_is_v2, type_name.as_str()) {
+            (true, "numpy.datetime64" | "numpy.timedelta64") => serde_json::json!({
+                "name": type_name,
+                "configuration": Value::Object(
+                    array.data_type().configuration(zarrs::plugin::ZarrVersion::V3).into()
+                ),
+            })
+            .to_string(),
+            _ => dt_json,
+        };
         let mapped = map_data_type(&type_name).ok_or_else(|| {
             Problem::Unsupported(format!("data type {type_name} has no .tet form"))
         })?;

@@ -72,9 +72,9 @@ pub fn register() {
     });
 }
 
-/// A NumPy numeric type the codec handles.
+/// A NumPy numeric type the codec handles (also used by the `filters` module).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Num {
+pub(crate) enum Num {
     I8,
     I16,
     I32,
@@ -89,7 +89,7 @@ enum Num {
 
 impl Num {
     /// Parses a NumPy dtype string (`<f8`, `|u1`, `f4`, `float64`, …).
-    fn parse(s: &str) -> Result<Num, String> {
+    pub(crate) fn parse(s: &str) -> Result<Num, String> {
         let named = match s {
             "int8" => Some(Num::I8),
             "int16" => Some(Num::I16),
@@ -133,7 +133,7 @@ impl Num {
         Ok(num)
     }
 
-    fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             Num::I8 | Num::U8 => 1,
             Num::I16 | Num::U16 => 2,
@@ -142,7 +142,7 @@ impl Num {
         }
     }
 
-    fn data_type(self) -> DataType {
+    pub(crate) fn data_type(self) -> DataType {
         match self {
             Num::I8 => data_type::int8(),
             Num::I16 => data_type::int16(),

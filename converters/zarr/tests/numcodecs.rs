@@ -1,0 +1,189 @@
+//! numcodecs compressors, checksums and filters in stores written by zarr-python + numcodecs
+//! (`tests/fixtures/numcodecs/make.py`): every value read here is exactly what zarr-python
+//! reads (stored by the generator as little-endian bytes, or as strings), whole arrays and
+//! sub-regions that cut chunks, a never-written chunk included; Zarr v2 (`compressor`,
+//! `filters`) and v3 (zarr-python's `numcodecs.*` names).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tet_source::{OpenOptions, Source};
+use tet_zarr::open_store;
+
+use common::{read_all, sub_block};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/numcodecs")
+}
+
+fn expect() -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
+}
+
+fn elem_size(dtype: &str) -> usize {
+    match dtype {
+        "bool" | "int8" | "uint8" => 1,
+        "int16" | "uint16" => 2,
+        "int32" | "uint32" | "float32" => 4,
+        "int64" | "uint64" | "float64" => 8,
+        other => panic!("{other}"),
+    }
+}
+
+/// The first element whose bytes differ, for a readable failure.
+fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} bytes, expected {}", got.len(), want.len()));
+    }
+    got.chunks_exact(elem)
+        .zip(want.chunks_exact(elem))
+        .position(|(g, w)| g != w)
+        .map(|i| {
+            format!(
+                "element {i}: got {:?}, zarr-python reads {:?}",
+                &got[i * elem..][..elem],
+                &want[i * elem..][..elem]
+            )
+        })
+}
+
+fn check_store(store: &str, arrays: &[Value]) -> usize {
+    let src = open_store(&fixtures().join(store), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{store}: {e}"));
+    assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
+    let mut checked = 0;
+    for a in arrays {
+        let name = a["name"].as_str().unwrap();
+        let shape: Vec<u64> = a["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        if let Some(values) = a.get("values") {
+            let t = src
+                .text_variables()
+                .iter()
+                .find(|t| t.name == name)
+                .unwrap_or_else(|| panic!("{store}: no text variable {name}"));
+            assert_eq!(t.shape, shape, "{store}/{name}");
+            let want: Vec<&str> = values
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            assert_eq!(t.values, want, "{store}/{name}");
+            checked += 1;
+            continue;
+        }
+        let want = std::fs::read(
+            fixtures()
+                .join("expect")
+                .join(format!("{store}__{name}.le")),
+        )
+        .unwrap();
+        let idx = src
+            .variables()
+            .iter()
+            .position(|v| v.name == name)
+            .unwrap_or_else(|| panic!("{store}: no variable {name}"));
+        let v = &src.variables()[idx];
+        assert_eq!(v.shape, shape, "{store}/{name}");
+        let elem = elem_size(a["dtype"].as_str().unwrap());
+        assert_eq!(v.dtype.size(), elem, "{store}/{name}");
+        let got = read_all(&src, idx);
+        if let Some(d) = first_difference(&got, &want, elem) {
+            panic!("{store}/{name}: {d}");
+        }
+        // A sub-region that cuts chunks (partial decodes), the unwritten chunk included.
+        let start: Vec<u64> = shape.iter().map(|&n| n / 3).collect();
+        let count: Vec<u64> = shape.iter().map(|&n| n - n / 3 - 1.min(n / 4)).collect();
+        let n: u64 = count.iter().product();
+        let mut part = vec![0u8; n as usize * elem];
+        src.read_region(idx, &start, &count, &mut part).unwrap();
+        let want_part = sub_block(&want, &shape, elem, &start, &count);
+        if let Some(d) = first_difference(&part, &want_part, elem) {
+            panic!("{store}/{name} region {start:?}+{count:?}: {d}");
+        }
+        checked += 1;
+    }
+    checked
+}
+
+#[test]
+fn compressors_and_checksums_decode_as_zarr_python_reads_them() {
+    let expect = expect();
+    let stores = expect["stores"].as_object().unwrap();
+    let mut checked = 0;
+    for store in ["codecs_v2.zarr", "codecs_v3.zarr"] {
+        checked += check_store(store, stores[store].as_array().unwrap());
+    }
+    assert_eq!(checked, 10 + 11);
+}
+
+#[test]
+fn v3_stores_use_zarr_python_numcodecs_names() {
+    let meta = std::fs::read_to_string(fixtures().join("codecs_v3.zarr/zstd/zarr.json")).unwrap();
+    assert!(meta.contains("\"numcodecs.zstd\""), "{meta}");
+    for (array, name) in [
+        ("gzip", "numcodecs.gzip"),
+        ("blosc_lz4", "numcodecs.blosc"),
+        ("crc32c", "numcodecs.crc32c"),
+        ("filters_v3.zarr/delta_i8", "numcodecs.delta"),
+    ] {
+        let path = if array.contains('/') {
+            fixtures().join(array).join("zarr.json")
+        } else {
+            fixtures()
+                .join("codecs_v3.zarr")
+                .join(array)
+                .join("zarr.json")
+        };
+        let meta = std::fs::read_to_string(path).unwrap();
+        assert!(meta.contains(&format!("\"{name}\"")), "{array}: {meta}");
+    }
+}
+
+#[test]
+fn filters_decode_as_numcodecs_decodes_them() {
+    let expect = expect();
+    let stores = expect["stores"].as_object().unwrap();
+    let mut checked = 0;
+    for store in ["filters_v2.zarr", "filters_v3.zarr"] {
+        checked += check_store(store, stores[store].as_array().unwrap());
+    }
+    assert_eq!(checked, 14 + 12);
+}
+
+/// The delta fixture's values leave int8's range inside a chunk while its steps fit int8:
+/// decoding that accumulated in the encoded type (int8) instead of the array's (int16) would
+/// be caught.
+#[test]
+fn delta_fixture_needs_the_wider_accumulator() {
+    let want = std::fs::read(fixtures().join("expect/filters_v2.zarr__delta_i2_i1.le")).unwrap();
+    let v: Vec<i16> = want
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    assert!(v.iter().any(|&x| x > 127), "{v:?}");
+}
+
+/// Every filter's Zarr v2 id and v3 name is recorded in the variable's filters.
+#[test]
+fn filters_are_recorded() {
+    for store in ["filters_v2.zarr", "filters_v3.zarr"] {
+        let src = open_store(&fixtures().join(store), &OpenOptions::default()).unwrap();
+        for v in src.variables() {
+            let id = v.name.split('_').next().unwrap();
+            assert!(
+                v.layout.filters.iter().any(|f| f.contains(id)),
+                "{store}/{}: {:?}",
+                v.name,
+                v.layout.filters
+            );
+        }
+    }
+}

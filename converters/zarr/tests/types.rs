@@ -1,0 +1,85 @@
+//! Zarr data types in stores written by zarr-python (`tests/fixtures/types/make.py`): v2
+//! datetime64/timedelta64 arrays read as the int64 counts zarr-python reads (NaT, big-endian,
+//! multiplied units, a never-written chunk), with the data type recorded as for v3; and a
+//! structured array, which is an unsupported item (named, skippable), not a broken store.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
+use tet_zarr::open_store;
+
+use common::{read_all, sub_block};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/types")
+}
+
+fn expect() -> Value {
+    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn v2_datetimes_read_as_zarr_python_reads_them() {
+    let expect = expect();
+    let arrays = expect["stores"]["time_v2.zarr"].as_array().unwrap();
+    let src = open_store(&fixtures().join("time_v2.zarr"), &OpenOptions::default()).unwrap();
+    assert!(src.skipped().is_empty(), "{:?}", src.skipped());
+    assert_eq!(arrays.len(), 4);
+    for a in arrays {
+        let name = a["name"].as_str().unwrap();
+        let want =
+            std::fs::read(fixtures().join(format!("expect/time_v2.zarr__{name}.le"))).unwrap();
+        let idx = src.variables().iter().position(|v| v.name == name).unwrap();
+        let v = &src.variables()[idx];
+        assert_eq!(v.dtype, ElementType::I64, "{name}");
+        let got = read_all(&src, idx);
+        assert_eq!(got, want, "{name}");
+        let n = v.shape[0];
+        let (start, count) = ([1u64], [n - 2]);
+        let mut part = vec![0u8; (n - 2) as usize * 8];
+        src.read_region(idx, &start, &count, &mut part).unwrap();
+        assert_eq!(
+            part,
+            sub_block(&want, &v.shape, 8, &start, &count),
+            "{name}"
+        );
+        // The data type is recorded as the v3 one: unit and scale factor.
+        let dt = v
+            .facts
+            .iter()
+            .find(|(k, _)| k == "zarr_data_type")
+            .map(|(_, f)| f.clone());
+        let Some(AttrValue::Text(dt)) = dt else {
+            panic!("{name}: no zarr_data_type fact: {:?}", v.facts)
+        };
+        let dt: Value = serde_json::from_str(&dt).unwrap();
+        let conf = &dt["configuration"];
+        assert_eq!(conf["unit"], a["unit"], "{name}: {dt}");
+        assert_eq!(conf["scale_factor"], a["scale_factor"], "{name}: {dt}");
+    }
+}
+
+#[test]
+fn structured_arrays_are_unsupported_items_not_broken_stores() {
+    for store in ["structured_v2.zarr", "structured_v3.zarr"] {
+        let path = fixtures().join(store);
+        match open_store(&path, &OpenOptions::default()) {
+            Err(SourceError::Unsupported(m)) => assert!(m.contains("'rec'"), "{store}: {m}"),
+            Err(e) => panic!("{store}: expected an unsupported item, got {e}"),
+            Ok(_) => panic!("{store}: a structured array must not be dropped silently"),
+        }
+        let opts = OpenOptions {
+            skip_unsupported: true,
+            ..OpenOptions::default()
+        };
+        let src = open_store(&path, &opts).unwrap();
+        let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(skipped, ["rec"], "{store}");
+        let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["plain"], "{store}");
+        assert_eq!(read_all(&src, 0), [4u8, 0, 5, 0, 6, 0], "{store}");
+    }
+}
