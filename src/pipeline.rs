@@ -206,6 +206,9 @@ struct Planned {
     /// `--codec auto` stored this dataset raw: a chunk of one repeated value (an unallocated
     /// chunk read back as fill values, a never-written variable) is stored as zstd instead.
     constant_as_zstd: bool,
+    /// `--codec auto` of a source whose stored chunks are zstd frames of exactly the chunk's
+    /// bytes ([`Source::zstd_frames`]): a chunk that is one source chunk keeps its frame.
+    carry_frames: bool,
 }
 
 /// The absolute form of a path that may not exist yet (its parent must).
@@ -405,7 +408,10 @@ fn convert_carrying(
     )
     .map_err(out_err)?;
     // Errors of the writer (disk full, file size limit, I/O) name the output.
-    let stored = run_workers(source, &planned, &writer, jobs, opts.progress, checksums).map_err(
+    let Stored {
+        sizes: stored,
+        carried,
+    } = run_workers(source, &planned, &writer, jobs, opts.progress, checksums).map_err(
         |e| match e {
             ConvertError::Tet(t) => out_err(t),
             other => other,
@@ -429,6 +435,10 @@ fn convert_carrying(
     }
     if let Some((_, mtime)) = input_stat {
         params.insert(meta::inputs::MTIME_KEY.into(), mtime);
+    }
+    // Chunks whose zstd frame was kept from the source (what a reader decodes is the same).
+    if carried > 0 {
+        params.insert(ZSTD_FRAMES_KEPT_KEY.into(), carried.to_string());
     }
     footer
         .history
@@ -535,6 +545,12 @@ fn plan_all(
                 var.name
             )));
         }
+        // Stored zstd frames of whole source chunks are kept as they are (under `auto`, which
+        // mirrors the source), so the source's own grid is preferred where no option applies.
+        let carry = opts.codec == CodecChoice::Auto
+            && var.layout.compressed
+            && !widen.converts()
+            && source.zstd_frames(i);
         let chunk_shape = planner::plan(
             &PlanInput {
                 name: &var.name,
@@ -543,7 +559,11 @@ fn plan_all(
                 dims: var.dims.as_deref(),
                 // A `.tet` input's chunks are kept on a plain re-compress, never a constraint.
                 source_chunks: var.layout.chunk_shape.as_deref().filter(|_| !tet_input),
-                preferred_chunks: var.layout.chunk_shape.as_deref().filter(|_| tet_input),
+                preferred_chunks: var
+                    .layout
+                    .chunk_shape
+                    .as_deref()
+                    .filter(|_| tet_input || carry),
             },
             &opts.plan,
         )
@@ -596,6 +616,7 @@ fn plan_all(
             codec,
             level,
             constant_as_zstd: opts.codec == CodecChoice::Auto && codec == Codec::Raw,
+            carry_frames: carry,
         });
     }
     Ok((planned, skipped))
@@ -683,7 +704,7 @@ fn contiguous_offset(shape: &[u64], start: &[u64], count: &[u64], elem: u64) -> 
     Some((off.checked_mul(elem)?, len))
 }
 
-/// Runs the workers; returns (raw, stored) bytes per dataset.
+/// Runs the workers; returns what they stored.
 fn run_workers<'s>(
     source: &'s dyn Source,
     planned: &[Planned],
@@ -691,7 +712,7 @@ fn run_workers<'s>(
     jobs: usize,
     progress: bool,
     checksums: bool,
-) -> Result<Vec<(u64, u64)>, ConvertError> {
+) -> Result<Stored, ConvertError> {
     let bases: Vec<u64> = planned
         .iter()
         .scan(0u64, |acc, p| {
@@ -722,6 +743,7 @@ fn run_workers<'s>(
         .iter()
         .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
         .collect();
+    let carried = AtomicU64::new(0);
     // Sources whose library serialises every call anyway are read by one thread at a time.
     let read_lock = Mutex::new(());
     let serial_reads = !source.parallel_reads();
@@ -759,9 +781,12 @@ fn run_workers<'s>(
                 serial_reads,
                 checksums,
             )
-            .and_then(|payload| {
+            .and_then(|(payload, kept)| {
                 let (raw, stored) = (payload.raw_len, payload.data.len());
                 writer.submit(d, &coords, payload)?;
+                if kept {
+                    carried.fetch_add(1, Ordering::Relaxed);
+                }
                 sizes[d].0.fetch_add(raw, Ordering::Relaxed);
                 sizes[d].1.fetch_add(stored, Ordering::Relaxed);
                 if let Some(b) = &bar {
@@ -810,10 +835,30 @@ fn run_workers<'s>(
         return Err(e);
     }
     written.map_err(|_| refused("the write stage panicked"))??;
-    Ok(sizes
-        .iter()
-        .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
-        .collect())
+    Ok(Stored {
+        sizes: sizes
+            .iter()
+            .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
+            .collect(),
+        carried: carried.load(Ordering::Relaxed),
+    })
+}
+
+/// History param: how many chunks kept the source's zstd frame (recorded, never byte-affecting).
+pub const ZSTD_FRAMES_KEPT_KEY: &str = "zstd_frames_kept";
+
+/// What the workers stored: (raw, stored) bytes per dataset, and how many chunks kept the
+/// source's zstd frame.
+struct Stored {
+    sizes: Vec<(u64, u64)>,
+    carried: u64,
+}
+
+/// Whether `frame` is exactly one zstd frame whose header declares `raw_len` decoded bytes (read
+/// from the frame and block headers only; the frame is not decoded).
+fn is_frame_of(frame: &[u8], raw_len: u64) -> bool {
+    matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == raw_len)
+        && zstd::zstd_safe::find_frame_compressed_size(frame).is_ok_and(|n| n == frame.len())
 }
 
 /// Whether `data` is one value of `elem` bytes repeated (an empty chunk is not). Stops at the
@@ -827,7 +872,7 @@ fn is_constant(data: &[u8], elem: usize) -> bool {
     data[elem..] == data[..data.len() - elem]
 }
 
-/// Reads, widens and encodes one chunk.
+/// Reads, widens and encodes one chunk; `true` with a source's zstd frame kept as it is.
 #[allow(clippy::too_many_arguments)]
 fn encode_chunk<'s>(
     source: &'s dyn Source,
@@ -839,25 +884,47 @@ fn encode_chunk<'s>(
     read_lock: &Mutex<()>,
     serial_reads: bool,
     checksums: bool,
-) -> Result<ChunkPayload<'s>, ConvertError> {
+) -> Result<(ChunkPayload<'s>, bool), ConvertError> {
     let var: &Variable = &source.variables()[p.var];
     let (start, count) = p.grid.chunk_region(coords);
     let elem = var.dtype.size() as u64;
     let n: u64 = count.iter().product::<u64>() * elem;
     let len = usize::try_from(n).map_err(|_| refused("chunk larger than the address space"))?;
 
+    // A stored zstd frame of exactly this chunk is kept verbatim when its header says it holds
+    // exactly the chunk's bytes in one frame (anything else is decoded and encoded below).
+    if p.carry_frames {
+        let frame = if serial_reads {
+            let _g = read_lock.lock().unwrap_or_else(|p| p.into_inner());
+            source.zstd_frame(p.var, &start, &count)?
+        } else {
+            source.zstd_frame(p.var, &start, &count)?
+        };
+        if let Some(frame) = frame.filter(|f| is_frame_of(f, n)) {
+            let payload = ChunkPayload {
+                codec: Codec::Zstd,
+                raw_len: n,
+                data: frame.into(),
+            };
+            return Ok((payload, true));
+        }
+    }
+
     // Uncompressed chunks of a variable stored as one run in a file are copied file to file.
     if p.codec == Codec::Raw && !p.widen.converts() {
         if let Some(ext) = source.file_extent(p.var) {
             if let Some((off, l)) = contiguous_offset(&var.shape, &start, &count, elem) {
-                return Ok(ChunkPayload::raw(PayloadBytes::File {
-                    file: ext.file,
-                    offset: ext
-                        .offset
-                        .checked_add(off)
-                        .ok_or_else(|| refused("offset overflow"))?,
-                    len: l,
-                }));
+                return Ok((
+                    ChunkPayload::raw(PayloadBytes::File {
+                        file: ext.file,
+                        offset: ext
+                            .offset
+                            .checked_add(off)
+                            .ok_or_else(|| refused("offset overflow"))?,
+                        len: l,
+                    }),
+                    false,
+                ));
             }
         }
     }
@@ -886,7 +953,7 @@ fn encode_chunk<'s>(
     let constant =
         p.codec == Codec::Raw && p.constant_as_zstd && is_constant(&data, p.spec.dtype.size());
     if p.codec == Codec::Raw && !constant {
-        return Ok(ChunkPayload::raw(data));
+        return Ok((ChunkPayload::raw(data), false));
     }
     let level = if constant {
         DEFAULT_ZSTD_LEVEL
@@ -899,7 +966,7 @@ fn encode_chunk<'s>(
     let (_, comp) = zctx.as_mut().expect("set above");
     let packed = comp.compress(&data)?;
     if packed.len() > data.len() - data.len() / ZSTD_MIN_SAVING_DIVISOR {
-        return Ok(ChunkPayload::raw(data));
+        return Ok((ChunkPayload::raw(data), false));
     }
     if let Cow::Owned(v) = data {
         // Reuse the allocation for the next read.
@@ -907,11 +974,12 @@ fn encode_chunk<'s>(
             *buf = v;
         }
     }
-    Ok(ChunkPayload {
+    let payload = ChunkPayload {
         codec: Codec::Zstd,
         raw_len,
         data: packed.into(),
-    })
+    };
+    Ok((payload, false))
 }
 
 #[cfg(test)]

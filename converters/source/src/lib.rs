@@ -303,6 +303,22 @@ pub trait Source: Send + Sync {
         None
     }
 
+    /// Whether every stored chunk of `var` is one zstd frame of exactly that chunk's
+    /// little-endian, C-order bytes, with no other codec or filter in the chain: the output may
+    /// then keep such frames verbatim ([`Source::zstd_frame`]) instead of decoding and
+    /// re-encoding them.
+    fn zstd_frames(&self, _var: usize) -> bool {
+        false
+    }
+
+    /// The stored zstd frame of the source chunk that is exactly the region `start`/`count` of
+    /// `var` (see [`Source::zstd_frames`]); `None` when the region is not exactly one stored
+    /// chunk (an edge chunk padded in storage, a chunk never written). The caller checks the
+    /// frame's declared content size before it trusts the frame.
+    fn zstd_frame(&self, _var: usize, _start: &[u64], _count: &[u64]) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
     /// The whole variable as one borrowed little-endian C-order byte slice, when the source can
     /// lend it without any per-element work (e.g. a memory-mapped C-order `.npy`).
     fn contiguous_bytes(&self, _var: usize) -> Option<&[u8]> {

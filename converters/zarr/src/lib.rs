@@ -200,6 +200,7 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
         global_attrs: Vec::new(),
         skipped,
         text_variables: Vec::new(),
+        frames: Vec::new(),
         codec_options,
     };
     for node in nodes {
@@ -719,6 +720,62 @@ fn codec_summary(meta: &ArrayMetadata) -> (Vec<String>, bool) {
     (out, compressed)
 }
 
+/// Whether the array's stored chunks are each one zstd frame of the chunk's little-endian,
+/// C-order bytes and nothing else: v3 codecs exactly `bytes` (little-endian) then `zstd` (or
+/// `numcodecs.zstd`), no storage transformer; v2 a `zstd` compressor, no filters, C order and a
+/// little-endian (or one-byte) dtype.
+fn zstd_frames_only(meta: &ArrayMetadata) -> bool {
+    let name_conf = |v: &Value| -> Option<(String, Map<String, Value>)> {
+        match v {
+            Value::String(n) => Some((n.clone(), Map::new())),
+            Value::Object(o) => {
+                let n = o.get("name").and_then(Value::as_str)?.to_string();
+                let c = o
+                    .get("configuration")
+                    .and_then(Value::as_object)
+                    .cloned()
+                    .unwrap_or_default();
+                Some((n, c))
+            }
+            _ => None,
+        }
+    };
+    let is_zstd = |n: &str| n == "zstd" || n == "numcodecs.zstd";
+    match meta {
+        ArrayMetadata::V3(m) => {
+            let codecs: Vec<Value> = m
+                .codecs
+                .iter()
+                .filter_map(|c| serde_json::to_value(c).ok())
+                .collect();
+            let [bytes, zstd] = codecs.as_slice() else {
+                return false;
+            };
+            let (Some((b, bconf)), Some((z, _))) = (name_conf(bytes), name_conf(zstd)) else {
+                return false;
+            };
+            let little = bconf
+                .get("endian")
+                .is_none_or(|e| e.as_str() == Some("little"));
+            m.storage_transformers.is_empty() && b == "bytes" && little && is_zstd(&z)
+        }
+        ArrayMetadata::V2(m) => {
+            let no_filters = m.filters.as_ref().is_none_or(|f| f.is_empty());
+            let zstd = m
+                .compressor
+                .as_ref()
+                .and_then(|c| serde_json::to_value(c).ok())
+                .is_some_and(|c| c.get("id").and_then(Value::as_str).is_some_and(is_zstd));
+            let c_order = serde_json::to_value(m.order).is_ok_and(|o| o == "C");
+            let dtype_le = serde_json::to_value(&m.dtype).is_ok_and(|d| {
+                d.as_str()
+                    .is_some_and(|d| d.starts_with('<') || d.starts_with('|'))
+            });
+            no_filters && zstd && c_order && dtype_le
+        }
+    }
+}
+
 /// The regular chunk shape from the metadata (`None` for other chunk grids).
 fn regular_chunk_shape(meta: &ArrayMetadata) -> Option<Vec<u64>> {
     match meta {
@@ -762,6 +819,9 @@ pub struct ZarrSource {
     skipped: Vec<Skipped>,
     text_variables: Vec<TextVariable>,
     codec_options: CodecOptions,
+    /// Per variable: the chunk shape when every stored chunk is one zstd frame of exactly the
+    /// chunk's little-endian C-order bytes ([`zstd_frames_only`]).
+    frames: Vec<Option<Vec<u64>>>,
 }
 
 impl std::fmt::Debug for ZarrSource {
@@ -804,6 +864,7 @@ impl ZarrSource {
             ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype).unwrap_or_default(),
         };
         let grid_chunks = regular_chunk_shape(&meta);
+        let frames = grid_chunks.clone().filter(|_| zstd_frames_only(&meta));
         let sharding_config = match &meta {
             ArrayMetadata::V3(m) => m
                 .codecs
@@ -1039,6 +1100,8 @@ impl ZarrSource {
         }
         self.arrays.push(array);
         for (v, r) in new_vars {
+            let whole_frames = matches!(r.kind, ReadKind::Direct) && !r.scalar;
+            self.frames.push(frames.clone().filter(|_| whole_frames));
             self.variables.push(v);
             self.readers.push(r);
         }
@@ -1144,6 +1207,34 @@ fn read_text(
 impl Source for ZarrSource {
     fn variables(&self) -> &[Variable] {
         &self.variables
+    }
+
+    fn zstd_frames(&self, var: usize) -> bool {
+        self.frames.get(var).is_some_and(Option::is_some)
+    }
+
+    fn zstd_frame(&self, var: usize, start: &[u64], count: &[u64]) -> Result<Option<Vec<u8>>> {
+        let Some(Some(chunk)) = self.frames.get(var) else {
+            return Ok(None);
+        };
+        // Exactly one whole stored chunk (edge chunks are padded in storage: not this).
+        if start.len() != chunk.len() || count != chunk.as_slice() {
+            return Ok(None);
+        }
+        let mut indices = Vec::with_capacity(chunk.len());
+        for (&s, &c) in start.iter().zip(chunk) {
+            if c == 0 || s % c != 0 {
+                return Ok(None);
+            }
+            indices.push(s / c);
+        }
+        let array = &self.arrays[self.readers[var].array];
+        array.retrieve_encoded_chunk(&indices).map_err(|e| {
+            SourceError::Library(format!(
+                "array '{}': chunk {indices:?}: {e}",
+                self.variables[var].name
+            ))
+        })
     }
 
     fn global_attrs(&self) -> &[(String, AttrValue)] {
