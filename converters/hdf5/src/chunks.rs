@@ -24,7 +24,7 @@
 //! O(log n) lookup (`H5Dget_chunk_storage_size`) and `H5Dread_chunk` fetch the still-filtered
 //! bytes under the lock, and the decoding — the expensive part — runs outside it as before.
 //!
-//! Decodable filters: deflate (1, a zlib stream, decoded with `flate2`'s pure-Rust backend),
+//! Decodable filters: deflate (1, a zlib stream, decoded with libdeflate: see [`inflate`]),
 //! shuffle (2), fletcher32 (3, verified then stripped) and LZF (32000, h5py's filter, decoded by
 //! [`lzf_decompress`]; libhdf5 itself cannot read it), and the common plugin filters, which
 //! libhdf5 reads only with a plugin: Blosc (32001, PyTables' default; one Blosc 1.x buffer,
@@ -274,7 +274,17 @@ pub fn decode_filters(
             .checked_add(4 * fletchers)
             .ok_or_else(|| DecodeError("chunk size overflows".into()))?;
         data = match *f {
-            Filter::Deflate => inflate(&data, bound)?,
+            Filter::Deflate => {
+                // The stage must decode to exactly `bound` bytes: refuse a chunk size its
+                // stream cannot reach before allocating for it.
+                if bound > inflate_bound(data.len()) {
+                    return derr(format!(
+                        "deflate: {} stored bytes cannot inflate to {bound} bytes",
+                        data.len()
+                    ));
+                }
+                inflate(&data, bound)?
+            }
             Filter::Lzf => lzf_decompress(&data, bound)?,
             Filter::Blosc => blosc_decompress(&data, bound)?,
             Filter::Zstd => zstd_decompress(&data, bound)?,
@@ -300,38 +310,47 @@ pub fn decode_filters(
     Ok(data)
 }
 
-/// Inflates a zlib stream (the deflate filter's format) into at most `max` bytes.
+/// The most bytes a zlib stream of `n` bytes can inflate to: deflate expands at most 1032:1
+/// (a 258-byte match coded in two bits), plus slack for the headers of tiny streams.
+pub fn inflate_bound(n: usize) -> usize {
+    n.saturating_mul(1032).saturating_add(1024)
+}
+
+/// Inflates a zlib stream (the deflate filter's format) into at most `max` bytes, with
+/// libdeflate (one decompressor per thread, reused).
+///
+/// libdeflate writes into a buffer sized up front. `max` comes from the file, so the buffer is
+/// never larger than what the stream can produce ([`inflate_bound`] of its length): a corrupt
+/// chunk size costs no more memory than its stored bytes justify. A stream that needs more than
+/// `max` bytes is an error; one that ends before `max` returns the shorter output (the caller
+/// decides, as [`decode_filters`] does by requiring the exact chunk size). Bytes after the end
+/// of the stream (after its Adler-32) are ignored, as zlib's `inflate` does.
 pub fn inflate(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
-    use flate2::{Decompress, FlushDecompress, Status};
-    let mut d = Decompress::new(true);
-    // Grow with the data rather than trusting `max` (which comes from the file) up front; one
-    // byte beyond `max` tells a stream that is too long.
-    let limit = max.saturating_add(1);
-    let mut out: Vec<u8> = Vec::with_capacity(limit.min(64 << 20));
-    loop {
-        if out.len() == out.capacity() {
-            if out.len() >= limit {
-                return derr(format!("deflate: chunk inflates past {max} bytes"));
-            }
-            let grow = out.capacity().max(1 << 16).min(limit - out.len());
-            out.reserve_exact(grow);
+    use libdeflater::{DecompressionError, Decompressor};
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<Decompressor>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let cap = max.min(inflate_bound(input.len()));
+    let mut out = vec![0u8; cap];
+    let result = DECOMPRESSOR.with_borrow_mut(|d| {
+        d.get_or_insert_with(Decompressor::new)
+            .zlib_decompress(input, &mut out)
+    });
+    match result {
+        Ok(n) => {
+            out.truncate(n);
+            Ok(out)
         }
-        let (in0, out0) = (d.total_in(), out.len());
-        let consumed = usize::try_from(in0).unwrap_or(usize::MAX).min(input.len());
-        let status = d
-            .decompress_vec(&input[consumed..], &mut out, FlushDecompress::Finish)
-            .map_err(|e| DecodeError(format!("deflate: {e}")))?;
-        if status == Status::StreamEnd {
-            break;
+        // `cap < max` only when `max` is more than the stream can produce, so running out of
+        // room always means the stream is longer than `max`.
+        Err(DecompressionError::InsufficientSpace) => {
+            derr(format!("deflate: chunk inflates past {max} bytes"))
         }
-        if d.total_in() == in0 && out.len() == out0 && out.len() < out.capacity() {
-            return derr("deflate: truncated stream");
+        Err(DecompressionError::BadData) => {
+            derr("deflate: invalid or truncated zlib stream (or wrong checksum)")
         }
     }
-    if out.len() > max {
-        return derr(format!("deflate: chunk inflates past {max} bytes"));
-    }
-    Ok(out)
 }
 
 /// Reads a decoder to its end into at most `max` bytes (growing with the data, so a stream

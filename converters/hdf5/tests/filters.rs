@@ -5,7 +5,8 @@ use std::io::Write;
 
 use proptest::prelude::*;
 use tet_hdf5::chunks::{
-    decode_filters, fletcher32, fletcher32_strip, inflate, lzf_decompress, unshuffle, Filter,
+    decode_filters, fletcher32, fletcher32_strip, inflate, inflate_bound, lzf_decompress,
+    unshuffle, Filter,
 };
 
 /// A small greedy LZF compressor (liblzf's format): literal runs of up to 32 bytes,
@@ -195,6 +196,102 @@ fn deflate_bounds() {
     assert!(inflate(b"not zlib", 100).is_err());
 }
 
+/// A shuffled noisy f32 field (like the benchmark data), deflated at zlib levels 1 and 4:
+/// truncated streams, flipped bytes and chunk sizes the stream cannot produce are errors (or,
+/// for a flip in bits the decoder never reads, the right data), never a panic or wrong data.
+#[test]
+fn deflate_bad_bytes() {
+    let mut x = 0x2545_f491u32;
+    let data: Vec<u8> = (0..16_384u32)
+        .flat_map(|i| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let v = 280.0 + ((i / 128) as f32 / 9.0).sin() * 20.0 + (x % 64) as f32 * 0.01;
+            ((v * 100.0).round() / 100.0).to_le_bytes()
+        })
+        .collect();
+    let pipe = [Filter::Shuffle { elem_size: 4 }, Filter::Deflate];
+    for level in [1, 4] {
+        let z = zlib(&shuffle(&data, 4), level);
+        assert_eq!(
+            decode_filters(&pipe, 0, z.clone(), data.len()).unwrap(),
+            data
+        );
+        // Truncations: every length near both ends, and a stride through the middle.
+        let lens = (0..64)
+            .chain((64..z.len()).step_by(97))
+            .chain(z.len() - 64..z.len());
+        for n in lens {
+            let cut = z[..n].to_vec();
+            assert!(
+                inflate(&cut, data.len()).is_err(),
+                "level {level}: stream cut at {n} of {} bytes inflated",
+                z.len()
+            );
+            assert!(decode_filters(&pipe, 0, cut, data.len()).is_err());
+        }
+        // Flipped bytes: header, a stride through the blocks, the Adler-32 trailer.
+        let at = (0..8)
+            .chain((8..z.len()).step_by(61))
+            .chain(z.len() - 8..z.len());
+        for i in at {
+            for flip in [0x01u8, 0x80, 0xff] {
+                let mut bad = z.clone();
+                bad[i] ^= flip;
+                if let Ok(v) = decode_filters(&pipe, 0, bad, data.len()) {
+                    assert_eq!(
+                        v, data,
+                        "level {level}: flip {flip:#x} at {i} gave wrong data"
+                    );
+                }
+            }
+        }
+        // Longer than the chunk: an error, not a longer chunk.
+        assert!(inflate(&z, data.len() - 1).is_err());
+        assert!(decode_filters(&pipe, 0, z.clone(), data.len() - 4).is_err());
+        // Trailing bytes after the stream are ignored (zlib's inflate stops at the end too).
+        let mut tail = z.clone();
+        tail.extend_from_slice(b"trailing");
+        assert_eq!(decode_filters(&pipe, 0, tail, data.len()).unwrap(), data);
+    }
+    // A chunk size the stream cannot reach (deflate expands at most 1032:1): refused before
+    // anything of that size is allocated.
+    let small = zlib(&[7u8; 1000], 9);
+    for claim in [1usize << 40, usize::MAX, inflate_bound(small.len()) + 1] {
+        let e = decode_filters(&[Filter::Deflate], 0, small.clone(), claim).unwrap_err();
+        assert!(e.0.contains("cannot inflate"), "{e}");
+        // `inflate` alone keeps its "at most `max`" contract within the stream's bound.
+        assert_eq!(inflate(&small, claim).unwrap(), vec![7u8; 1000]);
+    }
+    assert!(inflate(b"", 100).is_err());
+    assert!(inflate(&[0x78], 100).is_err());
+    assert!(decode_filters(&[Filter::Deflate], 0, vec![], 0).is_err());
+}
+
+/// The most compressible chunks (long zero runs, near deflate's 1032:1) still fit the bound
+/// that caps the output buffer.
+#[test]
+fn deflate_bound_holds_for_zeros() {
+    for (n, level) in [
+        (4usize << 20, 9),
+        (4 << 20, 1),
+        (1 << 20, 6),
+        (1, 9),
+        (0, 9),
+    ] {
+        let data = vec![0u8; n];
+        let z = zlib(&data, level);
+        assert!(
+            inflate_bound(z.len()) >= n,
+            "{n} zeros in {} bytes",
+            z.len()
+        );
+        assert_eq!(inflate(&z, n).unwrap(), data);
+        assert_eq!(decode_filters(&[Filter::Deflate], 0, z, n).unwrap(), data);
+    }
+}
+
 #[test]
 fn pipeline_with_mask() {
     let data: Vec<u8> = (0..4000u32)
@@ -256,6 +353,29 @@ proptest! {
         let mut out = vec![0u8; data.len()];
         unshuffle(&shuffle(&data, s), s, &mut out);
         prop_assert_eq!(out, data);
+    }
+
+    #[test]
+    fn inflate_never_panics(data in proptest::collection::vec(any::<u8>(), 0..400), max in 0usize..1 << 20) {
+        if let Ok(v) = inflate(&data, max) {
+            prop_assert!(v.len() <= max);
+        }
+    }
+
+    #[test]
+    fn inflate_mutated_stream(flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4), cut in any::<prop::sample::Index>()) {
+        let data: Vec<u8> = (0..20_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 27) as u8 ^ (i / 300) as u8).collect();
+        let mut z = zlib(&data, 1);
+        for (at, x) in flips {
+            let i = at.index(z.len());
+            z[i] ^= x;
+        }
+        // Wrong data is never returned: an error, or (a flip in bits never read) the chunk.
+        if let Ok(v) = decode_filters(&[Filter::Deflate], 0, z.clone(), data.len()) {
+            prop_assert_eq!(v, data.clone());
+        }
+        let n = cut.index(z.len());
+        prop_assert!(decode_filters(&[Filter::Deflate], 0, z[..n].to_vec(), data.len()).is_err());
     }
 
     #[test]
