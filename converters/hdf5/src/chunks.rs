@@ -1132,6 +1132,48 @@ impl ChunkedVar {
             })
     }
 
+    /// Whether every stored chunk is one zstd frame of the chunk's little-endian bytes: the
+    /// pipeline is the zstd filter alone and the elements need no byte swap.
+    pub fn zstd_frames(&self) -> bool {
+        self.pipeline == [Filter::Zstd] && self.swap == 0
+    }
+
+    /// The stored bytes of the chunk at `grid_pos` when [`Self::zstd_frames`] holds, the chunk
+    /// lies wholly inside the dataset (edge chunks are stored padded) and its filter was
+    /// applied; `None` otherwise (never written, unfiltered, an edge chunk).
+    pub fn zstd_frame(&self, file: &File, grid_pos: &[u64]) -> Result<Option<Vec<u8>>> {
+        if !self.zstd_frames() || self.linear(grid_pos).is_none() {
+            return Ok(None);
+        }
+        let inside = grid_pos
+            .iter()
+            .zip(&self.chunk)
+            .zip(&self.shape)
+            .all(|((&g, &c), &n)| g.checked_add(1).and_then(|e| e.checked_mul(c)).is_some_and(|e| e <= n));
+        if !inside {
+            return Ok(None);
+        }
+        let (stored, mask) = if let Index::Lazy(ds) = &self.index {
+            match self.fetch_lazy(ds, grid_pos)? {
+                Some(x) => x,
+                None => return Ok(None),
+            }
+        } else {
+            let Some(loc) = self.chunk_location(grid_pos) else {
+                return Ok(None);
+            };
+            let mut stored = vec![0u8; loc.size as usize];
+            file.read_exact_at(&mut stored, loc.offset).map_err(|e| {
+                SourceError::malformed(format!(
+                    "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
+                    loc.offset, loc.size
+                ))
+            })?;
+            (stored, loc.filter_mask)
+        };
+        Ok((mask == 0).then_some(stored))
+    }
+
     /// Reads the region `start .. start + count` as little-endian C-order bytes (numeric
     /// big-endian datatypes are byte-swapped; compound records are left as stored).
     pub fn read_region(

@@ -1754,6 +1754,29 @@ impl Source for H5Source {
         })
     }
 
+    fn zstd_frames(&self, var: usize) -> bool {
+        self.direct_whole(var).is_some_and(|(cv, _)| cv.zstd_frames())
+    }
+
+    fn zstd_frame(&self, var: usize, start: &[u64], count: &[u64]) -> Result<Option<Vec<u8>>> {
+        let Some((cv, file)) = self.direct_whole(var) else {
+            return Ok(None);
+        };
+        // Exactly one chunk of the grid.
+        let chunk = cv.chunk_shape();
+        if start.len() != chunk.len() || count != chunk {
+            return Ok(None);
+        }
+        let mut grid_pos = Vec::with_capacity(chunk.len());
+        for (&s, &c) in start.iter().zip(chunk) {
+            if c == 0 || s % c != 0 {
+                return Ok(None);
+            }
+            grid_pos.push(s / c);
+        }
+        cv.zstd_frame(&self.files[file].os, &grid_pos)
+    }
+
     fn file_extent(&self, var: usize) -> Option<FileExtent<'_>> {
         let plan = self.plans.get(var)?;
         let e = &self.entries[plan.entry];
@@ -1778,6 +1801,22 @@ impl Source for H5Source {
 impl H5Source {
     /// The names of the variables read through the library (not by direct chunk or contiguous
     /// access) — for diagnostics and tests.
+    /// The directly read chunked dataset behind variable `var` (and its file) when the
+    /// variable is the whole plain numeric record of it: what a stored chunk holds is exactly
+    /// the variable's chunk.
+    fn direct_whole(&self, var: usize) -> Option<(&ChunkedVar, usize)> {
+        let plan = self.plans.get(var)?;
+        let e = &self.entries[plan.entry];
+        let Access::Direct(cv) = &e.access else {
+            return None;
+        };
+        let LeafKind::Numeric { .. } = plan.leaf.kind else {
+            return None;
+        };
+        (plan.leaf.is_whole(e.record) && !e.indirect && e.outer == cv.shape())
+            .then_some((cv, e.file))
+    }
+
     pub fn library_read_variables(&self) -> Vec<&str> {
         self.plans
             .iter()
