@@ -1149,7 +1149,11 @@ impl ChunkedVar {
             .iter()
             .zip(&self.chunk)
             .zip(&self.shape)
-            .all(|((&g, &c), &n)| g.checked_add(1).and_then(|e| e.checked_mul(c)).is_some_and(|e| e <= n));
+            .all(|((&g, &c), &n)| {
+                g.checked_add(1)
+                    .and_then(|e| e.checked_mul(c))
+                    .is_some_and(|e| e <= n)
+            });
         if !inside {
             return Ok(None);
         }

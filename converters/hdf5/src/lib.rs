@@ -1755,7 +1755,8 @@ impl Source for H5Source {
     }
 
     fn zstd_frames(&self, var: usize) -> bool {
-        self.direct_whole(var).is_some_and(|(cv, _)| cv.zstd_frames())
+        self.direct_whole(var)
+            .is_some_and(|(cv, _)| cv.zstd_frames())
     }
 
     fn zstd_frame(&self, var: usize, start: &[u64], count: &[u64]) -> Result<Option<Vec<u8>>> {
