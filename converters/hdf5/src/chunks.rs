@@ -739,6 +739,9 @@ pub struct ChunkLoc {
     pub filter_mask: u32,
 }
 
+/// A chunk as stored: its filtered bytes, its filter mask, and its file offset when known.
+type StoredChunk = (Vec<u8>, u32, Option<u64>);
+
 /// How a dataset can be read.
 #[derive(Debug)]
 pub enum ChunkAccess {
@@ -1107,13 +1110,24 @@ impl ChunkedVar {
                 self.grid
             )));
         }
+        let Some((stored, mask, at)) = self.stored_chunk(file, grid_pos)? else {
+            return Ok(None);
+        };
+        decode_filters(&self.pipeline, mask, stored, self.chunk_bytes)
+            .map(Some)
+            .map_err(|e| {
+                let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
+                SourceError::malformed(format!("chunk {grid_pos:?}{at}: {e}"))
+            })
+    }
+
+    /// The stored (filtered) bytes of the chunk at `grid_pos`, its filter mask and, when the
+    /// chunk table gave it, its file offset; `None` for a chunk never written.
+    fn stored_chunk(&self, file: &File, grid_pos: &[u64]) -> Result<Option<StoredChunk>> {
         if let Index::Lazy(ds) = &self.index {
-            let Some((stored, mask)) = self.fetch_lazy(ds, grid_pos)? else {
-                return Ok(None);
-            };
-            return decode_filters(&self.pipeline, mask, stored, self.chunk_bytes)
-                .map(Some)
-                .map_err(|e| SourceError::malformed(format!("chunk {grid_pos:?}: {e}")));
+            return Ok(self
+                .fetch_lazy(ds, grid_pos)?
+                .map(|(stored, mask)| (stored, mask, None)));
         }
         let Some(loc) = self.chunk_location(grid_pos) else {
             return Ok(None);
@@ -1125,11 +1139,7 @@ impl ChunkedVar {
                 loc.offset, loc.size
             ))
         })?;
-        decode_filters(&self.pipeline, loc.filter_mask, stored, self.chunk_bytes)
-            .map(Some)
-            .map_err(|e| {
-                SourceError::malformed(format!("chunk {grid_pos:?} at byte {}: {e}", loc.offset))
-            })
+        Ok(Some((stored, loc.filter_mask, Some(loc.offset))))
     }
 
     /// Whether every stored chunk is one zstd frame of the chunk's little-endian bytes: the
@@ -1157,25 +1167,9 @@ impl ChunkedVar {
         if !inside {
             return Ok(None);
         }
-        let (stored, mask) = if let Index::Lazy(ds) = &self.index {
-            match self.fetch_lazy(ds, grid_pos)? {
-                Some(x) => x,
-                None => return Ok(None),
-            }
-        } else {
-            let Some(loc) = self.chunk_location(grid_pos) else {
-                return Ok(None);
-            };
-            let mut stored = vec![0u8; loc.size as usize];
-            file.read_exact_at(&mut stored, loc.offset).map_err(|e| {
-                SourceError::malformed(format!(
-                    "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
-                    loc.offset, loc.size
-                ))
-            })?;
-            (stored, loc.filter_mask)
-        };
-        Ok((mask == 0).then_some(stored))
+        Ok(self
+            .stored_chunk(file, grid_pos)?
+            .and_then(|(stored, mask, _)| (mask == 0).then_some(stored)))
     }
 
     /// Reads the region `start .. start + count` as little-endian C-order bytes (numeric
