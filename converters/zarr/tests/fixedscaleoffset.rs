@@ -5,58 +5,28 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
-use serde_json::Value;
 use tet_source::{ElementType, OpenOptions, Source};
 use tet_zarr::open_store;
 
-use common::{read_all, sub_block};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fixedscaleoffset")
-}
-
-fn expect() -> Value {
-    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
-}
-
-/// The first element whose bits differ, for a readable failure.
-fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> {
-    if got.len() != want.len() {
-        return Some(format!("{} bytes, expected {}", got.len(), want.len()));
-    }
-    got.chunks_exact(elem)
-        .zip(want.chunks_exact(elem))
-        .position(|(g, w)| g != w)
-        .map(|i| {
-            let s = |b: &[u8]| match elem {
-                8 => format!("{:e}", f64::from_le_bytes(b.try_into().unwrap())),
-                4 => format!("{:e}", f32::from_le_bytes(b.try_into().unwrap())),
-                _ => format!("{b:?}"),
-            };
-            let (g, w) = (&got[i * elem..][..elem], &want[i * elem..][..elem]);
-            format!(
-                "element {i}: got {} ({g:?}), zarr-python reads {} ({w:?})",
-                s(g),
-                s(w)
-            )
-        })
-}
+use common::{first_difference, fixture_dir, fixture_expect, read_all, sub_block};
 
 #[test]
 fn values_are_bit_for_bit_what_numcodecs_decodes() {
-    let expect = expect();
+    let expect = fixture_expect("fixedscaleoffset");
     let stores = expect["stores"].as_object().unwrap();
     assert_eq!(stores.len(), 2);
     let mut checked = 0;
     for (store, arrays) in stores {
-        let src = open_store(&fixtures().join(store), &OpenOptions::default()).unwrap();
+        let src = open_store(
+            &fixture_dir("fixedscaleoffset").join(store),
+            &OpenOptions::default(),
+        )
+        .unwrap();
         assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
         for a in arrays.as_array().unwrap() {
             let name = a["name"].as_str().unwrap();
             let want = std::fs::read(
-                fixtures()
+                fixture_dir("fixedscaleoffset")
                     .join("expect")
                     .join(format!("{store}__{name}.le")),
             )
@@ -115,7 +85,8 @@ fn values_are_bit_for_bit_what_numcodecs_decodes() {
 /// float64 data decoded from integers, the f32 result differs from the f64 one.
 #[test]
 fn fixtures_tell_f32_from_f64_arithmetic() {
-    let want = std::fs::read(fixtures().join("expect/fso_v2.zarr__f8_i2.le")).unwrap();
+    let want = std::fs::read(fixture_dir("fixedscaleoffset").join("expect/fso_v2.zarr__f8_i2.le"))
+        .unwrap();
     let differs = want.chunks_exact(8).take(50).any(|c| {
         let v = f64::from_le_bytes(c.try_into().unwrap());
         let enc = ((v + 12.5) * 333.3).round();

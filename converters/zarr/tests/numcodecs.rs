@@ -6,21 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 use tet_source::{OpenOptions, Source};
 use tet_zarr::open_store;
 
-use common::{read_all, sub_block};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/numcodecs")
-}
-
-fn expect() -> Value {
-    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
-}
+use common::{first_difference, fixture_dir, fixture_expect, read_all, sub_block};
 
 fn elem_size(dtype: &str) -> usize {
     match dtype {
@@ -32,26 +22,12 @@ fn elem_size(dtype: &str) -> usize {
     }
 }
 
-/// The first element whose bytes differ, for a readable failure.
-fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> {
-    if got.len() != want.len() {
-        return Some(format!("{} bytes, expected {}", got.len(), want.len()));
-    }
-    got.chunks_exact(elem)
-        .zip(want.chunks_exact(elem))
-        .position(|(g, w)| g != w)
-        .map(|i| {
-            format!(
-                "element {i}: got {:?}, zarr-python reads {:?}",
-                &got[i * elem..][..elem],
-                &want[i * elem..][..elem]
-            )
-        })
-}
-
 fn check_store(store: &str, arrays: &[Value]) -> usize {
-    let src = open_store(&fixtures().join(store), &OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{store}: {e}"));
+    let src = open_store(
+        &fixture_dir("numcodecs").join(store),
+        &OpenOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{store}: {e}"));
     assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
     let mut checked = 0;
     for a in arrays {
@@ -80,7 +56,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
             continue;
         }
         let want = std::fs::read(
-            fixtures()
+            fixture_dir("numcodecs")
                 .join("expect")
                 .join(format!("{store}__{name}.le")),
         )
@@ -115,7 +91,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
 
 #[test]
 fn compressors_and_checksums_decode_as_zarr_python_reads_them() {
-    let expect = expect();
+    let expect = fixture_expect("numcodecs");
     let stores = expect["stores"].as_object().unwrap();
     let mut checked = 0;
     for store in ["codecs_v2.zarr", "codecs_v3.zarr"] {
@@ -126,7 +102,9 @@ fn compressors_and_checksums_decode_as_zarr_python_reads_them() {
 
 #[test]
 fn v3_stores_use_zarr_python_numcodecs_names() {
-    let meta = std::fs::read_to_string(fixtures().join("codecs_v3.zarr/zstd/zarr.json")).unwrap();
+    let meta =
+        std::fs::read_to_string(fixture_dir("numcodecs").join("codecs_v3.zarr/zstd/zarr.json"))
+            .unwrap();
     assert!(meta.contains("\"numcodecs.zstd\""), "{meta}");
     for (array, name) in [
         ("gzip", "numcodecs.gzip"),
@@ -135,9 +113,9 @@ fn v3_stores_use_zarr_python_numcodecs_names() {
         ("filters_v3.zarr/delta_i8", "numcodecs.delta"),
     ] {
         let path = if array.contains('/') {
-            fixtures().join(array).join("zarr.json")
+            fixture_dir("numcodecs").join(array).join("zarr.json")
         } else {
-            fixtures()
+            fixture_dir("numcodecs")
                 .join("codecs_v3.zarr")
                 .join(array)
                 .join("zarr.json")
@@ -149,7 +127,7 @@ fn v3_stores_use_zarr_python_numcodecs_names() {
 
 #[test]
 fn filters_decode_as_numcodecs_decodes_them() {
-    let expect = expect();
+    let expect = fixture_expect("numcodecs");
     let stores = expect["stores"].as_object().unwrap();
     let mut checked = 0;
     for store in ["filters_v2.zarr", "filters_v3.zarr"] {
@@ -163,7 +141,9 @@ fn filters_decode_as_numcodecs_decodes_them() {
 /// be caught.
 #[test]
 fn delta_fixture_needs_the_wider_accumulator() {
-    let want = std::fs::read(fixtures().join("expect/filters_v2.zarr__delta_i2_i1.le")).unwrap();
+    let want =
+        std::fs::read(fixture_dir("numcodecs").join("expect/filters_v2.zarr__delta_i2_i1.le"))
+            .unwrap();
     let v: Vec<i16> = want
         .chunks_exact(2)
         .map(|c| i16::from_le_bytes([c[0], c[1]]))
@@ -175,7 +155,11 @@ fn delta_fixture_needs_the_wider_accumulator() {
 #[test]
 fn filters_are_recorded() {
     for store in ["filters_v2.zarr", "filters_v3.zarr"] {
-        let src = open_store(&fixtures().join(store), &OpenOptions::default()).unwrap();
+        let src = open_store(
+            &fixture_dir("numcodecs").join(store),
+            &OpenOptions::default(),
+        )
+        .unwrap();
         for v in src.variables() {
             let id = v.name.split('_').next().unwrap();
             assert!(

@@ -5,33 +5,28 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
 use tet_zarr::open_store;
 
-use common::{read_all, sub_block};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/types")
-}
-
-fn expect() -> Value {
-    serde_json::from_slice(&std::fs::read(fixtures().join("expect.json")).unwrap()).unwrap()
-}
+use common::{fixture_dir, fixture_expect, read_all, sub_block};
 
 #[test]
 fn v2_datetimes_read_as_zarr_python_reads_them() {
-    let expect = expect();
+    let expect = fixture_expect("types");
     let arrays = expect["stores"]["time_v2.zarr"].as_array().unwrap();
-    let src = open_store(&fixtures().join("time_v2.zarr"), &OpenOptions::default()).unwrap();
+    let src = open_store(
+        &fixture_dir("types").join("time_v2.zarr"),
+        &OpenOptions::default(),
+    )
+    .unwrap();
     assert!(src.skipped().is_empty(), "{:?}", src.skipped());
     assert_eq!(arrays.len(), 4);
     for a in arrays {
         let name = a["name"].as_str().unwrap();
         let want =
-            std::fs::read(fixtures().join(format!("expect/time_v2.zarr__{name}.le"))).unwrap();
+            std::fs::read(fixture_dir("types").join(format!("expect/time_v2.zarr__{name}.le")))
+                .unwrap();
         let idx = src.variables().iter().position(|v| v.name == name).unwrap();
         let v = &src.variables()[idx];
         assert_eq!(v.dtype, ElementType::I64, "{name}");
@@ -65,7 +60,7 @@ fn v2_datetimes_read_as_zarr_python_reads_them() {
 #[test]
 fn structured_arrays_are_unsupported_items_not_broken_stores() {
     for store in ["structured_v2.zarr", "structured_v3.zarr"] {
-        let path = fixtures().join(store);
+        let path = fixture_dir("types").join(store);
         match open_store(&path, &OpenOptions::default()) {
             Err(SourceError::Unsupported(m)) => assert!(m.contains("'rec'"), "{store}: {m}"),
             Err(e) => panic!("{store}: expected an unsupported item, got {e}"),

@@ -139,3 +139,39 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// A fixture folder of this crate's tests (`tests/fixtures/<name>`).
+pub fn fixture_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The `expect.json` a fixture generator wrote beside its stores.
+pub fn fixture_expect(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(fixture_dir(name).join("expect.json")).unwrap()).unwrap()
+}
+
+/// The first element whose bytes differ, for a readable failure (floats of 4 and 8 bytes are
+/// shown as numbers too).
+pub fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> {
+    if got.len() != want.len() {
+        return Some(format!("{} bytes, expected {}", got.len(), want.len()));
+    }
+    got.chunks_exact(elem)
+        .zip(want.chunks_exact(elem))
+        .position(|(g, w)| g != w)
+        .map(|i| {
+            let (g, w) = (&got[i * elem..][..elem], &want[i * elem..][..elem]);
+            let num = |b: &[u8]| match elem {
+                8 => format!(" ({:e})", f64::from_le_bytes(b.try_into().unwrap())),
+                4 => format!(" ({:e})", f32::from_le_bytes(b.try_into().unwrap())),
+                _ => String::new(),
+            };
+            format!(
+                "element {i}: got {g:?}{}, zarr-python reads {w:?}{}",
+                num(g),
+                num(w)
+            )
+        })
+}
