@@ -8,7 +8,7 @@ mod common;
 use tet_source::{ElementType, OpenOptions, Source};
 use tet_zarr::open_store;
 
-use common::{first_difference, fixture_dir, fixture_expect, read_all, sub_block};
+use common::{expected_array, first_difference, fixture_dir, fixture_expect, read_all, sub_block};
 
 #[test]
 fn values_are_bit_for_bit_what_numcodecs_decodes() {
@@ -25,17 +25,7 @@ fn values_are_bit_for_bit_what_numcodecs_decodes() {
         assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
         for a in arrays.as_array().unwrap() {
             let name = a["name"].as_str().unwrap();
-            let want = std::fs::read(
-                fixture_dir("fixedscaleoffset")
-                    .join("expect")
-                    .join(format!("{store}__{name}.le")),
-            )
-            .unwrap();
-            let idx = src
-                .variables()
-                .iter()
-                .position(|v| v.name == name)
-                .unwrap_or_else(|| panic!("{store}: no variable {name}"));
+            let (want, idx) = expected_array("fixedscaleoffset", store, name, &src);
             let v = &src.variables()[idx];
             let shape: Vec<u64> = a["shape"]
                 .as_array()

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tet_source::{OpenOptions, Source};
 use tet_zarr::open_store;
 
-use common::{first_difference, fixture_dir, fixture_expect, read_all, sub_block};
+use common::{expected_array, first_difference, fixture_dir, fixture_expect, read_all, sub_block};
 
 fn elem_size(dtype: &str) -> usize {
     match dtype {
@@ -55,17 +55,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
             checked += 1;
             continue;
         }
-        let want = std::fs::read(
-            fixture_dir("numcodecs")
-                .join("expect")
-                .join(format!("{store}__{name}.le")),
-        )
-        .unwrap();
-        let idx = src
-            .variables()
-            .iter()
-            .position(|v| v.name == name)
-            .unwrap_or_else(|| panic!("{store}: no variable {name}"));
+        let (want, idx) = expected_array("numcodecs", store, name, &src);
         let v = &src.variables()[idx];
         assert_eq!(v.shape, shape, "{store}/{name}");
         let elem = elem_size(a["dtype"].as_str().unwrap());

@@ -175,3 +175,25 @@ pub fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> 
             )
         })
 }
+
+/// The little-endian bytes a fixture generator stored for `array` of `store` (what zarr-python
+/// reads), and the index of that array's variable in `src`.
+pub fn expected_array(
+    fixture: &str,
+    store: &str,
+    array: &str,
+    src: &dyn Source,
+) -> (Vec<u8>, usize) {
+    let want = std::fs::read(
+        fixture_dir(fixture)
+            .join("expect")
+            .join(format!("{store}__{array}.le")),
+    )
+    .unwrap();
+    let idx = src
+        .variables()
+        .iter()
+        .position(|v| v.name == array)
+        .unwrap_or_else(|| panic!("{store}: no variable {array}"));
+    (want, idx)
+}
