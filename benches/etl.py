@@ -12,13 +12,13 @@ Inputs are generated on first use:
 Every run starts from an empty output folder, after `sync`, with the inputs in the page cache.
 tet-convert fsyncs each output and its folder; the cp loop syncs each copy (`sync FILE`).
 """
-import argparse
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, print_runs, sh  # noqa: E402
+import harness  # noqa: E402
+from harness import CONV, ENV, sh  # noqa: E402
 
 NPY_FILES = 2000
 NC_FILES = 500
@@ -54,50 +54,44 @@ def make_nc(d):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/work/bench/etl")
-    ap.add_argument("--runs", type=int, default=3)
-    a = ap.parse_args()
+    a = harness.args("/work/bench/etl", 3)
     d = a.dir
-    conv = os.path.join(REL, "tet-convert")
     npy, nc4, out = os.path.join(d, "npy"), os.path.join(d, "nc4"), os.path.join(d, "out")
     if not os.path.isdir(npy):
         make_npy(npy)
     if not os.path.isdir(nc4):
         make_nc(nc4)
-    env = "SOURCE_DATE_EPOCH=1700000000"
     rows = []
     for name, src in [("2,000 NPY of 4 KiB", npy), ("500 netCDF-4 of ~10 KiB", nc4)]:
-        prep = f"rm -rf {out} && mkdir -p {out} && sync && cat {src}/* > /dev/null"
+        prep = harness.prepare(out, src, mkdir=True)
         loop = (f"for f in {src}/*; do cp \"$f\" {out}/ && sync \"{out}/${{f##*/}}\"; done")
-        batch = f"{env} {conv} -q {src} --out-dir {out} --jobs 1"
-        rows += [
-            measure(f"{name}: cp + sync loop", loop, prep, a.runs),
-            measure(f"{name}: in-process batch (--isolation none)",
-                    f"{batch} --isolation none", prep, a.runs),
-            measure(f"{name}: isolated batch (1 worker, default)", batch, prep, a.runs),
-            measure(f"{name}: isolated batch, --workers 2", f"{batch} --workers 2", prep, a.runs),
-        ]
+        batch = f"{ENV} {CONV} -q {src} --out-dir {out} --jobs 1"
+        rows += harness.measure_all([
+            (f"{name}: cp + sync loop", loop),
+            (f"{name}: in-process batch (--isolation none)", f"{batch} --isolation none"),
+            (f"{name}: isolated batch (1 worker, default)", batch),
+            (f"{name}: isolated batch, --workers 2", f"{batch} --workers 2"),
+        ], prep, a.runs)
         # Re-runs: everything up to date, trusting the stamp, and hashing every input.
         sh(f"{prep} && {batch}")
-        rows += [
-            measure(f"{name}: re-run, all up to date", batch, "sync", a.runs),
-            measure(f"{name}: re-run, all up to date, --rehash", f"{batch} --rehash", "sync",
-                    a.runs),
-        ]
+        rows += harness.measure_all([
+            (f"{name}: re-run, all up to date", batch),
+            (f"{name}: re-run, all up to date, --rehash", f"{batch} --rehash"),
+        ], "sync", a.runs)
     sh(f"rm -rf {out}")
-    by = {r["name"]: r["wall"] for r in rows}
-    print_runs(rows, a.runs)
-    print("| comparison | ratio | target |")
-    print("|---|---:|---|")
+    by = harness.walls(rows)
+    harness.print_runs(rows, a.runs)
+    comparisons = []
     for name in ["2,000 NPY of 4 KiB", "500 netCDF-4 of ~10 KiB"]:
         iso = by[f"{name}: isolated batch (1 worker, default)"]
-        inproc = by[f"{name}: in-process batch (--isolation none)"]
-        cp = by[f"{name}: cp + sync loop"]
-        w2 = by[f"{name}: isolated batch, --workers 2"]
-        print(f"| {name}: isolated / in-process | {iso / inproc:.2f} | <= 1.3 |")
-        print(f"| {name}: isolated / cp + sync loop | {iso / cp:.2f} | - |")
-        print(f"| {name}: --workers 2 / 1 worker | {w2 / iso:.2f} | - |")
+        comparisons += [
+            (f"{name}: isolated / in-process",
+             iso / by[f"{name}: in-process batch (--isolation none)"], "<= 1.3"),
+            (f"{name}: isolated / cp + sync loop", iso / by[f"{name}: cp + sync loop"], "-"),
+            (f"{name}: --workers 2 / 1 worker",
+             by[f"{name}: isolated batch, --workers 2"] / iso, "-"),
+        ]
+    harness.print_comparisons(comparisons)
 
 
 if __name__ == "__main__":

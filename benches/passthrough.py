@@ -12,67 +12,63 @@ is made once from `f32_1g.npy` (benches/gen_npy.rs: a smooth field plus noise, q
 0.01): converted to `.tet` with `--codec zstd:3` (the planner's 4 MiB chunks are (1, 1024, 1024)), then `tet export` to Zarr
 v3 (bytes + zstd), which writes those zstd frames into the store's chunk files.
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, print_runs, sh  # noqa: E402
+import harness  # noqa: E402
+from harness import CONV, ENV, TET, sh  # noqa: E402
+
+
+def frames_kept(src, out):
+    """Converts `src` with the default codec, checks the output, and returns what its history says
+    of the zstd frames kept."""
+    sh(f"{ENV} {CONV} -q {src} {out} && {TET} verify --deep -q {out}")
+    return os.popen(f"{TET} info --history {out} | grep -o 'zstd_frames_kept[^,]*'").read()
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/work/bench")
-    ap.add_argument("--runs", type=int, default=3)
-    a = ap.parse_args()
+    a = harness.args(runs=3)
     d = a.dir
-    os.makedirs(d, exist_ok=True)
-    conv, tet = os.path.join(REL, "tet-convert"), os.path.join(REL, "tet")
-    npy = os.path.join(d, "f32_1g.npy")
-    store = os.path.join(d, "f32_1g_zstd3.zarr")
-    if not os.path.exists(npy):
-        sh(f"{REL}/examples/gen_npy {npy} 256 1024 1024")
-    if not os.path.exists(store):
-        sh(f"{conv} -q --codec zstd:3 {npy} {d}/seed.tet")
-        sh(f"{tet} export {d}/seed.tet {store} && rm -f {d}/seed.tet")
-    h5 = os.path.join(d, "f32_1g_zstd3.h5")
-    if not os.path.exists(h5):
-        # h5py + hdf5plugin (pip), as users write it: hdf5plugin's zstd filter, level 3.
-        sh(f"python3 -c \"import h5py, hdf5plugin, numpy as np; a = np.load('{npy}', mmap_mode='r'); "
-           f"f = h5py.File('{h5}', 'w'); f.create_dataset('t', data=a, chunks=(1, 1024, 1024), "
-           f"**hdf5plugin.Zstd(clevel=3)); f.close()\"")
-    env = "SOURCE_DATE_EPOCH=1700000000"
-    prep = f"rm -rf {d}/out.* && sync && find {store} -type f -exec cat {{}} + > /dev/null"
-    hprep = f"rm -rf {d}/out.* && sync && cat {h5} > /dev/null"
-    rows = [
-        measure("cp -r + sync (the store)", f"cp -r {store} {d}/out.copy && sync", prep, a.runs),
-        measure("tet-convert (codec auto: frames kept)",
-                f"{env} {conv} -q {store} {d}/out.auto.tet", prep, a.runs),
-        measure("tet-convert --codec zstd:3 --jobs 2 (decode + encode)",
-                f"{env} {conv} -q --codec zstd:3 --jobs 2 {store} {d}/out.z3.tet", prep, a.runs),
-        measure("HDF5 zstd: cp + sync", f"cp {h5} {d}/out.h5 && sync", hprep, a.runs),
-        measure("HDF5 zstd: tet-convert (codec auto: frames kept)",
-                f"{env} {conv} -q {h5} {d}/out.h5auto.tet", hprep, a.runs),
-    ]
-    sh(f"{env} {conv} -q {store} {d}/out.auto.tet && {tet} verify --deep -q {d}/out.auto.tet")
-    kept = os.popen(f"{tet} info --history {d}/out.auto.tet | grep -o 'zstd_frames_kept[^,]*'").read()
-    sh(f"{env} {conv} -q {h5} {d}/out.h5auto.tet && {tet} verify --deep -q {d}/out.h5auto.tet")
-    hkept = os.popen(f"{tet} info --history {d}/out.h5auto.tet | grep -o 'zstd_frames_kept[^,]*'").read()
+    npy = harness.npy(d)
+    store = harness.make(os.path.join(d, "f32_1g_zstd3.zarr"),
+                         f"{CONV} -q --codec zstd:3 {npy} {d}/seed.tet && "
+                         f"{TET} export {d}/seed.tet {d}/f32_1g_zstd3.zarr && rm -f {d}/seed.tet")
+    # h5py + hdf5plugin (pip), as users write it: hdf5plugin's zstd filter, level 3.
+    h5 = harness.make(os.path.join(d, "f32_1g_zstd3.h5"),
+                      f"python3 -c \"import h5py, hdf5plugin, numpy as np; "
+                      f"a = np.load('{npy}', mmap_mode='r'); "
+                      f"f = h5py.File('{d}/f32_1g_zstd3.h5', 'w'); "
+                      f"f.create_dataset('t', data=a, chunks=(1, 1024, 1024), "
+                      f"**hdf5plugin.Zstd(clevel=3)); f.close()\"")
+    tet = f"{ENV} {CONV} -q"
+    rows = harness.measure_all([
+        ("cp -r + sync (the store)", f"cp -r {store} {d}/out.copy && sync"),
+        ("tet-convert (codec auto: frames kept)", f"{tet} {store} {d}/out.auto.tet"),
+        ("tet-convert --codec zstd:3 --jobs 2 (decode + encode)",
+         f"{tet} --codec zstd:3 --jobs 2 {store} {d}/out.z3.tet"),
+    ], harness.prepare(f"{d}/out.*", store), a.runs)
+    rows += harness.measure_all([
+        ("HDF5 zstd: cp + sync", f"cp {h5} {d}/out.h5 && sync"),
+        ("HDF5 zstd: tet-convert (codec auto: frames kept)", f"{tet} {h5} {d}/out.h5auto.tet"),
+    ], harness.prepare(f"{d}/out.*", h5), a.runs)
+    kept = frames_kept(store, f"{d}/out.auto.tet")
+    hkept = frames_kept(h5, f"{d}/out.h5auto.tet")
     sh(f"rm -rf {d}/out.*")
-    by = {r["name"]: r for r in rows}
-    print_runs(rows, a.runs)
-    cp = by["cp -r + sync (the store)"]["wall"]
+    by = harness.by_name(rows)
+    harness.print_runs(rows, a.runs)
     auto = by["tet-convert (codec auto: frames kept)"]
-    z3 = by["tet-convert --codec zstd:3 --jobs 2 (decode + encode)"]["wall"]
-    print("| comparison | ratio | target |")
-    print("|---|---:|---|")
-    print(f"| frames kept / cp -r + sync | {auto['wall'] / cp:.2f} | <= 1.5 |")
-    print(f"| frames kept / decode + encode | {auto['wall'] / z3:.2f} | - |")
-    print(f"| peak RSS, frames kept | {auto['rss_mib']:.0f} MiB | <= 256 MiB |")
-    hcp = by["HDF5 zstd: cp + sync"]["wall"]
     hauto = by["HDF5 zstd: tet-convert (codec auto: frames kept)"]
-    print(f"| HDF5 zstd: frames kept / cp + sync | {hauto['wall'] / hcp:.2f} | <= 1.5 |")
-    print(f"| HDF5 zstd: peak RSS, frames kept | {hauto['rss_mib']:.0f} MiB | - |")
+    harness.print_comparisons([
+        ("frames kept / cp -r + sync", auto["wall"] / by["cp -r + sync (the store)"]["wall"],
+         "<= 1.5"),
+        ("frames kept / decode + encode",
+         auto["wall"] / by["tet-convert --codec zstd:3 --jobs 2 (decode + encode)"]["wall"], "-"),
+        ("peak RSS, frames kept", f"{auto['rss_mib']:.0f} MiB", "<= 256 MiB"),
+        ("HDF5 zstd: frames kept / cp + sync", hauto["wall"] / by["HDF5 zstd: cp + sync"]["wall"],
+         "<= 1.5"),
+        ("HDF5 zstd: peak RSS, frames kept", f"{hauto['rss_mib']:.0f} MiB", "-"),
+    ])
     print(f"\nverify --deep of the outputs: ok; Zarr {kept.strip()}; HDF5 {hkept.strip()}")
 
 

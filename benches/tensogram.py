@@ -9,33 +9,27 @@ Needs `cargo build --release --bins -p tet` and `cargo build --release -p tet-te
 gen_tgm`, and GNU time. Inputs (generated on first use): f32 objects of 100 MiB, one per message,
 zstd level 1 or uncompressed, 4 and 16 messages.
 """
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REL, measure, sh  # noqa: E402
+import harness  # noqa: E402
+from harness import CONV, ENV, REL, sh  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dir", default="/work/bench")
-    ap.add_argument("--runs", type=int, default=1)
-    a = ap.parse_args()
+    a = harness.args(runs=1)
     d = a.dir
-    conv = os.path.join(REL, "tet-convert")
     rows = []
     for comp in ["zstd", "none"]:
         for n in [4, 16]:
             f = os.path.join(d, f"tgm_{comp}_{n}.tgm")
-            if not os.path.exists(f):
-                sh(f"{REL}/examples/gen_tgm {f} {n} 100 {comp}")
+            harness.make(f, f"{REL}/examples/gen_tgm {f} {n} 100 {comp}")
             size = os.path.getsize(f) / 2**20
-            for jobs in [1, 2]:
-                r = measure(f"{n} × 100 MiB, {comp}, --jobs {jobs} ({size:.0f} MiB file)",
-                            f"SOURCE_DATE_EPOCH=1700000000 {conv} -q --jobs {jobs} {f} {d}/out.tgm.tet",
-                            f"rm -f {d}/out.* && sync", a.runs)
-                rows.append(r)
+            rows += harness.measure_all(
+                [(f"{n} × 100 MiB, {comp}, --jobs {jobs} ({size:.0f} MiB file)",
+                  f"{ENV} {CONV} -q --jobs {jobs} {f} {d}/out.tgm.tet") for jobs in [1, 2]],
+                harness.prepare(f"{d}/out.*"), a.runs)
     sh(f"rm -f {d}/out.*")
     print("| input | wall s | peak RSS MiB | RSS / message |")
     print("|---|---:|---:|---:|")
