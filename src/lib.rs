@@ -19,6 +19,7 @@ pub mod batch;
 pub mod cli;
 pub mod export;
 pub mod format;
+pub mod lower;
 pub mod manifest;
 pub mod meta;
 pub mod pipeline;

@@ -27,7 +27,8 @@
 
 use std::path::{Path, PathBuf};
 
-use toml::{Table, Value};
+use serde::Deserialize;
+use toml::Table;
 
 use crate::pipeline::ConvertOptions;
 use crate::planner::{parse_size, PlanOptions};
@@ -40,16 +41,46 @@ pub struct Job {
     pub opts: ConvertOptions,
 }
 
-/// The option keys a `[defaults]` table or a `[[job]]` may hold.
-const OPTION_KEYS: &[&str] = &[
-    "codec",
-    "chunk_bytes",
-    "chunk",
-    "unpack",
-    "skip_unsupported",
-    "follow_external",
-    "write_through_symlink",
-];
+/// The manifest document: `[defaults]` and the `[[job]]` tables (each decoded on its own, so
+/// that an error names its job).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    defaults: Option<Table>,
+    #[serde(default)]
+    job: Vec<Table>,
+}
+
+/// A `[[job]]` table, or `[defaults]` (which may not hold `input`/`output`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    input: Option<String>,
+    output: Option<String>,
+    codec: Option<String>,
+    chunk_bytes: Option<ChunkBytes>,
+    chunk: Option<OneOrMany>,
+    unpack: Option<bool>,
+    skip_unsupported: Option<bool>,
+    follow_external: Option<bool>,
+    write_through_symlink: Option<bool>,
+}
+
+/// `chunk_bytes`: a number of bytes or a size with a unit (`"4MiB"`).
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a size (\"4MiB\") or a number of bytes")]
+enum ChunkBytes {
+    Bytes(i64),
+    Size(String),
+}
+
+/// `chunk`: one `--chunk` spec or a list of them.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "a string or a list of strings")]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
 
 /// Reads and parses a manifest file.
 pub fn load(path: &Path, base: &ConvertOptions) -> Result<Vec<Job>, String> {
@@ -58,46 +89,59 @@ pub fn load(path: &Path, base: &ConvertOptions) -> Result<Vec<Job>, String> {
     parse(&text, dir, base)
 }
 
+/// Decodes one table as an [`Entry`]; an error names the key it is about.
+fn entry(t: Table) -> Result<Entry, String> {
+    serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(|e| {
+        let msg = e.inner().message().trim().to_string();
+        match e.path().to_string().as_str() {
+            "." | "" => msg,
+            _ if msg.starts_with("unknown field") => msg,
+            key => format!("`{key}`: {msg}"),
+        }
+    })
+}
+
 /// Parses a manifest whose relative paths are relative to `dir`; `base` holds the command line's
 /// options.
 pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, String> {
-    let doc: Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| format!("not a valid TOML manifest: {}", e.message()))?;
-    for key in doc.keys() {
-        if key != "defaults" && key != "job" {
-            return Err(format!(
-                "unknown top-level key `{key}` (expected [defaults] and [[job]])"
-            ));
-        }
-    }
+    let doc: Document =
+        serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
+            let m = e.inner().message().trim();
+            match e.path().to_string().as_str() {
+                "job" => "`job` must be an array of tables ([[job]])".to_string(),
+                "defaults" => "`defaults` must be a table ([defaults])".to_string(),
+                _ if m.starts_with("unknown field") => {
+                    format!("{m} (a manifest holds [defaults] and [[job]] tables)")
+                }
+                _ => format!("not a valid TOML manifest: {m}"),
+            }
+        })?;
     let mut defaults = base.clone();
-    if let Some(d) = doc.get("defaults") {
-        let t = d.as_table().ok_or("`defaults` must be a table")?;
-        apply(t, &mut defaults, &[]).map_err(|e| format!("[defaults]: {e}"))?;
+    if let Some(d) = doc.defaults {
+        let d = entry(d).map_err(|e| format!("[defaults]: {e}"))?;
+        if d.input.is_some() || d.output.is_some() {
+            return Err("[defaults]: `input` and `output` belong in a [[job]]".into());
+        }
+        d.apply(&mut defaults)
+            .map_err(|e| format!("[defaults]: {e}"))?;
     }
-    let entries = match doc.get("job") {
-        Some(Value::Array(a)) => a.as_slice(),
-        Some(_) => return Err("`job` must be an array of tables ([[job]])".into()),
-        None => &[],
-    };
-    if entries.is_empty() {
+    if doc.job.is_empty() {
         return Err("the manifest lists no [[job]]".into());
     }
-    let mut jobs: Vec<Job> = Vec::with_capacity(entries.len());
-    for (i, entry) in entries.iter().enumerate() {
+    let mut jobs: Vec<Job> = Vec::with_capacity(doc.job.len());
+    for (i, t) in doc.job.into_iter().enumerate() {
         let at = |e: String| format!("job {}: {e}", i + 1);
-        let t = entry.as_table().ok_or_else(|| at("not a table".into()))?;
-        let path = |key: &str| -> Result<PathBuf, String> {
-            match t.get(key) {
-                Some(Value::String(s)) if !s.is_empty() => Ok(dir.join(s)),
-                Some(_) => Err(at(format!("`{key}` must be a non-empty string"))),
+        let e = entry(t).map_err(at)?;
+        let path = |key: &str, v: &Option<String>| -> Result<PathBuf, String> {
+            match v.as_deref() {
+                Some("") => Err(at(format!("`{key}` must be a non-empty string"))),
+                Some(s) => Ok(dir.join(s)),
                 None => Err(at(format!("`{key}` is missing"))),
             }
         };
-        let (input, output) = (path("input")?, path("output")?);
+        let (input, output) = (path("input", &e.input)?, path("output", &e.output)?);
         let mut opts = defaults.clone();
-        apply(t, &mut opts, &["input", "output"]).map_err(at)?;
+        e.apply(&mut opts).map_err(at)?;
         if let Some(other) = jobs.iter().position(|j| j.output == output) {
             return Err(at(format!(
                 "writes {} like job {}",
@@ -114,59 +158,47 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
     Ok(jobs)
 }
 
-/// Applies the option keys of `t` to `opts`; `also` lists the other keys `t` may hold.
-fn apply(t: &Table, opts: &mut ConvertOptions, also: &[&str]) -> Result<(), String> {
-    for (key, v) in t {
-        let k = key.as_str();
-        if !OPTION_KEYS.contains(&k) && !also.contains(&k) {
-            return Err(format!(
-                "unknown key `{k}` (options: {})",
-                OPTION_KEYS.join(", ")
-            ));
+impl Entry {
+    /// Applies the options this entry sets to `opts` (what it leaves unset is inherited).
+    fn apply(self, opts: &mut ConvertOptions) -> Result<(), String> {
+        if let Some(c) = self.codec {
+            opts.codec = c.parse()?;
         }
-        let flag = || v.as_bool().ok_or(format!("`{k}` must be true or false"));
-        match k {
-            "codec" => {
-                opts.codec = v.as_str().ok_or("`codec` must be a string")?.parse()?;
-            }
-            "chunk_bytes" => {
-                let n = match v {
-                    Value::Integer(n) => u64::try_from(*n)
-                        .ok()
-                        .filter(|&n| n > 0)
-                        .ok_or("`chunk_bytes` must be positive")?,
-                    Value::String(s) => parse_size(s)?,
-                    _ => return Err("`chunk_bytes` must be a size (\"4MiB\") or a number".into()),
-                };
-                opts.plan.target_bytes = Some(n);
-            }
-            "chunk" => {
-                // A job's `chunk` replaces the inherited chunk extents, it does not add to them.
-                let mut plan = PlanOptions {
-                    target_bytes: opts.plan.target_bytes,
-                    ..PlanOptions::default()
-                };
-                let specs: Vec<&str> = match v {
-                    Value::String(s) => vec![s.as_str()],
-                    Value::Array(a) => a
-                        .iter()
-                        .map(|x| x.as_str().ok_or("`chunk` entries must be strings"))
-                        .collect::<Result<_, _>>()?,
-                    _ => return Err("`chunk` must be a string or a list of strings".into()),
-                };
-                for s in specs {
-                    plan.add_spec(s)?;
-                }
-                opts.plan = plan;
-            }
-            "unpack" => opts.open.unpack = flag()?,
-            "skip_unsupported" => opts.open.skip_unsupported = flag()?,
-            "follow_external" => opts.open.follow_external = flag()?,
-            "write_through_symlink" => opts.write_through_symlink = flag()?,
-            _ => {}
+        if let Some(b) = self.chunk_bytes {
+            opts.plan.target_bytes = Some(match b {
+                ChunkBytes::Bytes(n) => u64::try_from(n)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("`chunk_bytes` must be positive")?,
+                ChunkBytes::Size(s) => parse_size(&s)?,
+            });
         }
+        if let Some(c) = self.chunk {
+            // A job's `chunk` replaces the inherited chunk extents, it does not add to them.
+            let mut plan = PlanOptions {
+                target_bytes: opts.plan.target_bytes,
+                ..PlanOptions::default()
+            };
+            let specs = match c {
+                OneOrMany::One(s) => vec![s],
+                OneOrMany::Many(l) => l,
+            };
+            for s in &specs {
+                plan.add_spec(s)?;
+            }
+            opts.plan = plan;
+        }
+        let set = |flag: Option<bool>, to: &mut bool| {
+            if let Some(f) = flag {
+                *to = f;
+            }
+        };
+        set(self.unpack, &mut opts.open.unpack);
+        set(self.skip_unsupported, &mut opts.open.skip_unsupported);
+        set(self.follow_external, &mut opts.open.follow_external);
+        set(self.write_through_symlink, &mut opts.write_through_symlink);
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -225,12 +257,16 @@ mod tests {
     fn mistakes_are_errors_naming_the_job() {
         let one = |extra: &str| jobs(&format!("[[job]]\ninput = \"a\"\noutput = \"b\"\n{extra}"));
         for (extra, msg) in [
-            ("codek = \"raw\"", "job 1: unknown key `codek`"),
+            ("codek = \"raw\"", "job 1: unknown field `codek`"),
             ("codec = \"lz4\"", "codec \"lz4\""),
-            ("unpack = \"yes\"", "`unpack` must be true or false"),
+            (
+                "unpack = \"yes\"",
+                "job 1: `unpack`: invalid type: string \"yes\"",
+            ),
             ("chunk_bytes = -1", "`chunk_bytes` must be positive"),
             ("chunk_bytes = \"4 parsecs\"", "unknown unit"),
-            ("chunk = 3", "`chunk` must be a string"),
+            ("chunk = 3", "job 1: `chunk`: a string or a list of strings"),
+            ("chunk_bytes = true", "job 1: `chunk_bytes`: a size"),
             ("chunk = [\"time=0\"]", "not a positive integer"),
             (
                 "[[job]]\ninput = \"c\"\noutput = \"b\"",
@@ -247,7 +283,7 @@ mod tests {
             .contains("array of tables"));
         assert!(jobs("jobs = 1")
             .unwrap_err()
-            .contains("unknown top-level key `jobs`"));
+            .contains("unknown field `jobs`"));
         assert!(jobs("[[job]\n").unwrap_err().contains("not a valid TOML"));
         assert!(
             jobs("[defaults]\ncodec = 1\n[[job]]\ninput = \"a\"\noutput = \"b\"")

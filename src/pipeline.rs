@@ -131,7 +131,7 @@ impl ConvertOptions {
 }
 
 /// What happened to one dataset.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct DatasetReport {
     pub name: String,
     pub dtype: String,
@@ -146,7 +146,7 @@ pub struct DatasetReport {
 }
 
 /// The outcome of one conversion (`--json` prints it).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ConvertReport {
     pub input: String,
     pub output: String,
@@ -166,7 +166,7 @@ pub struct ConvertReport {
 }
 
 /// A source item with no `.tet` form.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SkippedItem {
     pub name: String,
     pub reason: String,
@@ -186,6 +186,29 @@ pub enum ConvertError {
     /// Refused before any work (bad options, output = input, unmappable data…).
     #[error("{0}")]
     Refused(String),
+    /// Reading or decoding one chunk of the source failed.
+    #[error("dataset '{dataset}' chunk {coords:?}: {source}")]
+    Chunk {
+        dataset: String,
+        coords: Vec<u64>,
+        #[source]
+        source: SourceError,
+    },
+    /// Writing the output failed (a full disk arrives here as `TetError::Io` with
+    /// `ErrorKind::StorageFull`).
+    #[error("writing {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: TetError,
+    },
+    /// zstd refused its parameters.
+    #[error("zstd level {level}: {source}")]
+    Zstd {
+        level: i32,
+        #[source]
+        source: std::io::Error,
+    },
     /// Stopped between two chunks by a signal (SIGTERM, SIGINT); nothing was left behind.
     #[error("stopped by signal {0}")]
     Interrupted(i32),
@@ -347,55 +370,24 @@ fn convert_carrying(
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
     let output = &check_paths(input, output, opts.write_through_symlink)?;
+    // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
+    let lowered = crate::lower::Lowered::new(source);
+    let source: &dyn Source = &lowered;
     // The input's size and mtime as the conversion starts (what `tet audit` compares later).
     let input_stat = meta::inputs::stat_input(input).ok();
     // Hash the input on its own thread while the conversion runs.
     let digest_path = input.to_path_buf();
     let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
 
-    let (planned, mut skipped) = plan_all(source, opts, carried.is_some())?;
+    let (planned, skipped) = plan_all(source, opts, carried.is_some())?;
     let labels = dimension_labels(source)?;
-
-    let mut footer = Footer::default();
-    let is_carried = carried.is_some();
-    let mut carried = carried.unwrap_or_default();
-    for p in &planned {
-        let var = &source.variables()[p.var];
-        // Carried metadata is kept as it was written (it knows what an earlier step widened);
-        // a dataset it does not describe stays undescribed.
-        let meta = match carried.datasets.remove(&p.spec.name) {
-            Some(m) => m,
-            None if is_carried => Default::default(),
-            None => meta::dataset_meta(var, p.widen, &labels),
-        };
-        footer.datasets.insert(p.spec.name.clone(), meta);
-    }
-    footer.history = carried.history;
-    footer.file = carried.file;
-    footer.extra = carried.extra;
-    footer.global_attrs = source.global_attrs().to_vec();
-    if !source.global_facts().is_empty() {
-        footer.extra.insert(
-            "global_facts".into(),
-            crate::format::footer::attrs_to_json(source.global_facts()),
-        );
-    }
-    skipped.extend(carried.skipped);
-    skipped.extend(source.skipped().iter().cloned());
-    let texts = source.text_variables();
-    if !texts.is_empty() {
-        footer
-            .extra
-            .insert("text_variables".into(), meta::text_variables_json(texts));
-        skipped.extend(texts.iter().map(|t| Skipped {
-            name: t.name.clone(),
-            reason: "strings have no numeric .tet form: values kept in the footer (tet_ext.text_variables)".into(),
-        }));
-    }
-    footer.skipped = skipped.clone();
+    let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
     let jobs = opts.jobs.max(1);
-    let out_err = |e: TetError| refused(format!("writing {}: {e}", output.display()));
+    let out_err = |e: TetError| ConvertError::Write {
+        path: output.clone(),
+        source: e,
+    };
     let checksums = checksums_on();
     let writer = TetWriter::create(
         output,
@@ -422,24 +414,8 @@ fn convert_carrying(
         .join()
         .map_err(|_| refused("the input digest thread panicked"))??;
     let at = meta::timestamp();
-    let mut params = opts.byte_affecting_params();
-    params.insert("tool".into(), "tet-convert".into());
-    params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-    params.insert("input".into(), input.display().to_string());
-    params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
-    // Where a relative input lies, for `tet audit` (recorded, never byte-affecting).
-    if input.is_relative() {
-        if let Ok(cwd) = std::env::current_dir() {
-            params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
-        }
-    }
-    if let Some((_, mtime)) = input_stat {
-        params.insert(meta::inputs::MTIME_KEY.into(), mtime);
-    }
-    // Chunks whose zstd frame was kept from the source (what a reader decodes is the same).
-    if carried > 0 {
-        params.insert(ZSTD_FRAMES_KEPT_KEY.into(), carried.to_string());
-    }
+    let input_mtime = input_stat.map(|(_, mtime)| mtime);
+    let params = history_params(opts, input, bytes_in, input_mtime, carried);
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));
@@ -451,25 +427,7 @@ fn convert_carrying(
     writer.finish(&footer).map_err(out_err)?;
 
     let bytes_out = std::fs::metadata(output)?.len();
-    let datasets: Vec<DatasetReport> = planned
-        .iter()
-        .zip(&stored)
-        .map(|(p, &(raw, st))| DatasetReport {
-            name: p.spec.name.clone(),
-            dtype: p.spec.dtype.name().into(),
-            source_dtype: source.variables()[p.var].dtype.name().into(),
-            shape: p.spec.shape.clone(),
-            chunk_shape: p.spec.chunk_shape.clone(),
-            chunks: p.grid.total,
-            raw_bytes: raw,
-            stored_bytes: st,
-            codec: match p.codec {
-                Codec::Raw => "raw".into(),
-                Codec::Zstd => format!("zstd:{}", p.level),
-            },
-            widened: p.widen.describe().map(String::from),
-        })
-        .collect();
+    let datasets = dataset_reports(source, &planned, &stored);
     let warnings = datasets
         .iter()
         .filter_map(|d| {
@@ -504,6 +462,119 @@ fn convert_carrying(
             .collect(),
         warnings,
     })
+}
+
+/// The output's footer before this conversion's history row: per planned dataset its metadata
+/// (`carried` as it was written, else from the source), the carried history, file entries and
+/// extension keys, the source's global attributes and facts, and its text variables. Returns
+/// it with everything skipped (`skipped` by the planner, then the carried footer's, the
+/// source's and the text variables), which the footer records too.
+fn start_footer(
+    lowered: &crate::lower::Lowered<'_>,
+    planned: &[Planned],
+    carried: Option<Footer>,
+    labels: &BTreeMap<String, Vec<String>>,
+    mut skipped: Vec<Skipped>,
+) -> (Footer, Vec<Skipped>) {
+    let source: &dyn Source = lowered;
+    let mut footer = Footer::default();
+    let is_carried = carried.is_some();
+    let mut carried = carried.unwrap_or_default();
+    for p in planned {
+        let var = &source.variables()[p.var];
+        // Carried metadata is kept as it was written (it knows what an earlier step widened);
+        // a dataset it does not describe stays undescribed.
+        let meta = match carried.datasets.remove(&p.spec.name) {
+            Some(m) => m,
+            None if is_carried => Default::default(),
+            None => meta::dataset_meta(var, p.widen, lowered.source_shape(p.var), labels),
+        };
+        footer.datasets.insert(p.spec.name.clone(), meta);
+    }
+    footer.history = carried.history;
+    footer.file = carried.file;
+    footer.extra = carried.extra;
+    footer.global_attrs = source.global_attrs().to_vec();
+    if !source.global_facts().is_empty() {
+        footer.extra.insert(
+            "global_facts".into(),
+            crate::format::footer::attrs_to_json(&tet_source::Fact::all_entries(
+                source.global_facts(),
+            )),
+        );
+    }
+    skipped.extend(carried.skipped);
+    skipped.extend(source.skipped().iter().cloned());
+    let texts = source.text_variables();
+    if !texts.is_empty() {
+        footer
+            .extra
+            .insert("text_variables".into(), meta::text_variables_json(texts));
+        skipped.extend(texts.iter().map(|t| Skipped {
+            name: t.name.clone(),
+            reason: "strings have no numeric .tet form: values kept in the footer (tet_ext.text_variables)".into(),
+        }));
+    }
+    footer.skipped = skipped.clone();
+    (footer, skipped)
+}
+
+/// The params of this conversion's history row: the byte-affecting options, the tool, the
+/// input (path, size, mtime, and the working directory of a relative path), and how many
+/// chunks kept the source's zstd frame.
+fn history_params(
+    opts: &ConvertOptions,
+    input: &Path,
+    bytes_in: u64,
+    input_mtime: Option<String>,
+    frames_kept: u64,
+) -> BTreeMap<String, String> {
+    let mut params = opts.byte_affecting_params();
+    params.insert("tool".into(), "tet-convert".into());
+    params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+    params.insert("input".into(), input.display().to_string());
+    params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
+    // Where a relative input lies, for `tet audit` (recorded, never byte-affecting).
+    if input.is_relative() {
+        if let Ok(cwd) = std::env::current_dir() {
+            params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
+        }
+    }
+    if let Some(mtime) = input_mtime {
+        params.insert(meta::inputs::MTIME_KEY.into(), mtime);
+    }
+    // Chunks whose zstd frame was kept from the source (what a reader decodes is the same).
+    if frames_kept > 0 {
+        params.insert(ZSTD_FRAMES_KEPT_KEY.into(), frames_kept.to_string());
+    }
+    params
+}
+
+/// The report of each planned dataset, with its `(raw, stored)` bytes.
+fn dataset_reports(
+    source: &dyn Source,
+    planned: &[Planned],
+    stored: &[(u64, u64)],
+) -> Vec<DatasetReport> {
+    planned
+        .iter()
+        .zip(stored)
+        .map(|(p, &(raw, st))| DatasetReport {
+            name: p.spec.name.clone(),
+            dtype: p.spec.dtype.name().into(),
+            source_dtype: source.variables()[p.var].dtype.name().into(),
+            shape: p.spec.shape.clone(),
+            chunk_shape: p.spec.chunk_shape.clone(),
+            chunks: p.grid.total,
+            raw_bytes: raw,
+            stored_bytes: st,
+            codec: match p.codec {
+                Codec::Raw => "raw".into(),
+                Codec::Zstd => format!("zstd:{}", p.level),
+            },
+            widened: p.widen.describe().map(String::from),
+        })
+        .collect()
 }
 
 /// Maps and plans every variable; returns the planned datasets and what had to be skipped.
@@ -673,7 +744,7 @@ pub fn chunk_compressor(
     level: i32,
     checksum: bool,
 ) -> Result<zstd::bulk::Compressor<'static>, ConvertError> {
-    let err = |e: std::io::Error| refused(format!("zstd level {level}: {e}"));
+    let err = |source: std::io::Error| ConvertError::Zstd { level, source };
     let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
     c.set_parameter(zstd::stream::raw::CParameter::ChecksumFlag(checksum))
         .map_err(err)?;
@@ -713,29 +784,13 @@ fn run_workers<'s>(
     progress: bool,
     checksums: bool,
 ) -> Result<Stored, ConvertError> {
-    let bases: Vec<u64> = planned
-        .iter()
-        .scan(0u64, |acc, p| {
-            let b = *acc;
-            *acc += p.grid.total;
-            Some(b)
-        })
-        .collect();
+    let bases = chunk_bases(planned);
     let total: u64 = planned.iter().map(|p| p.grid.total).sum();
     let raw_total: u64 = planned
         .iter()
         .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
         .sum();
-    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new(raw_total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = progress_bar(progress, raw_total);
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<ConvertError>> = Mutex::new(None);
@@ -797,13 +852,7 @@ fn run_workers<'s>(
             if let Err(e) = result {
                 let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
                 if slot.is_none() {
-                    let name = &p.spec.name;
-                    *slot = Some(match e {
-                        ConvertError::Source(s) => {
-                            ConvertError::Refused(format!("dataset '{name}' chunk {coords:?}: {s}"))
-                        }
-                        other => other,
-                    });
+                    *slot = Some(chunk_error(e, &p.spec.name, &coords));
                 }
                 failed.store(true, Ordering::Relaxed);
                 writer.abort("conversion failed");
@@ -831,10 +880,8 @@ fn run_workers<'s>(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
-    }
-    written.map_err(|_| refused("the write stage panicked"))??;
+    let first_error = first_error.into_inner().unwrap_or_else(|p| p.into_inner());
+    run_outcome(written, first_error)?;
     Ok(Stored {
         sizes: sizes
             .iter()
@@ -842,6 +889,63 @@ fn run_workers<'s>(
             .collect(),
         carried: carried.load(Ordering::Relaxed),
     })
+}
+
+/// Where each planned dataset's chunks start in the sequence of all chunks the workers take.
+fn chunk_bases(planned: &[Planned]) -> Vec<u64> {
+    planned
+        .iter()
+        .scan(0u64, |acc, p| {
+            let b = *acc;
+            *acc += p.grid.total;
+            Some(b)
+        })
+        .collect()
+}
+
+/// A progress bar over `raw_total` bytes, when `progress` is asked for and stderr is a
+/// terminal.
+fn progress_bar(progress: bool, raw_total: u64) -> Option<indicatif::ProgressBar> {
+    (progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new(raw_total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
+}
+
+/// The error of the chunk at `coords` of dataset `dataset`: a source error names the chunk.
+fn chunk_error(e: ConvertError, dataset: &str, coords: &[u64]) -> ConvertError {
+    match e {
+        ConvertError::Source(source) => ConvertError::Chunk {
+            dataset: dataset.to_string(),
+            coords: coords.to_vec(),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// How the run ended, from the write stage's result (`written`) and the workers' first error.
+fn run_outcome(
+    written: std::thread::Result<Result<(), TetError>>,
+    first_error: Option<ConvertError>,
+) -> Result<(), ConvertError> {
+    let written = written.map_err(|_| refused("the write stage panicked"))?;
+    // The write stage's own failure (a full disk…) is the cause; the workers it stopped only
+    // saw "writer failed earlier".
+    if let Err(e @ TetError::Io(_)) = written {
+        return Err(ConvertError::Tet(e));
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    written?;
+    Ok(())
 }
 
 /// History param: how many chunks kept the source's zstd frame (recorded, never byte-affecting).

@@ -27,6 +27,7 @@ use tet::format::TetFile;
 
 use common::sidecar::corpus;
 use common::{npy_bytes, only_files};
+use tet_testkit::{copy_tree, files_below};
 
 /// The address-space cap of every child.
 const MEMORY_CAP: u64 = 2 << 30;
@@ -233,17 +234,12 @@ fn cut_points(len: usize) -> Vec<usize> {
     v
 }
 
-/// Copies a file, or a directory store recursively (writable copies).
-fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_tree(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::write(to, std::fs::read(from).unwrap()).unwrap();
-    }
+/// Every file below the directory store `dir`, relative to it, sorted.
+fn store_files(dir: &Path) -> Vec<PathBuf> {
+    files_below(dir)
+        .into_iter()
+        .map(|p| p.strip_prefix(dir).unwrap().to_path_buf())
+        .collect()
 }
 
 #[derive(Default, Debug)]
@@ -287,19 +283,7 @@ fn truncated_corpus_inputs_are_refused_or_convert_to_valid_files() {
         if input.is_dir() {
             // A Zarr store: cut the metadata and chunk files one at a time.
             let store = scratch.join(name);
-            let mut victims = Vec::new();
-            let mut stack = vec![input.clone()];
-            while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(&d).unwrap() {
-                    let p = e.unwrap().path();
-                    if p.is_dir() {
-                        stack.push(p);
-                    } else {
-                        victims.push(p.strip_prefix(&input).unwrap().to_path_buf());
-                    }
-                }
-            }
-            victims.sort();
+            let mut victims = store_files(&input);
             // Every zarr.json, and every third chunk file.
             let mut n = 0;
             victims.retain(|v| {
@@ -414,20 +398,7 @@ fn byte_flipped_corpus_inputs_are_refused_or_convert_to_valid_files() {
         }
         // (file to damage, relative to the input; the input itself for a plain file)
         let victims: Vec<PathBuf> = if input.is_dir() {
-            let mut v = Vec::new();
-            let mut stack = vec![input.clone()];
-            while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(&d).unwrap() {
-                    let p = e.unwrap().path();
-                    if p.is_dir() {
-                        stack.push(p);
-                    } else {
-                        v.push(p.strip_prefix(&input).unwrap().to_path_buf());
-                    }
-                }
-            }
-            v.sort();
-            v
+            store_files(&input)
         } else {
             vec![PathBuf::new()]
         };

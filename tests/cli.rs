@@ -761,7 +761,7 @@ chunk = "dtype_f32:1,4"
 
     // Mistakes: exit 2, one line naming the manifest and the job, nothing converted.
     for (text, what) in [
-        ("[[job]]\ninput = \"rank3.npy\"\noutput = \"x.tet\"\ncodek = \"raw\"", "job 1: unknown key `codek`"),
+        ("[[job]]\ninput = \"rank3.npy\"\noutput = \"x.tet\"\ncodek = \"raw\"", "job 1: unknown field `codek`"),
         ("[[job]]\ninput = \"rank3.npy\"\n", "job 1: `output` is missing"),
         ("[[job]]\ninput = \"a.npy\"\noutput = \"x.tet\"\n[[job]]\ninput = \"b.npy\"\noutput = \"x.tet\"", "job 2: writes"),
     ] {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::sidecar::{check_attrs, expected_datasets, inputs, sha256};
 use serde_json::Value;
@@ -130,24 +130,11 @@ fn check_output(input: &Path, out: &Path, expect: &Value) {
 /// below it in sorted relative-path order, each as `path NUL decimal-length NUL bytes`
 /// (docs/FORMAT.md).
 fn input_image(input: &Path) -> Vec<u8> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else {
-                out.push(p);
-            }
-        }
-    }
     if !input.is_dir() {
         return std::fs::read(input).unwrap();
     }
-    let mut files = Vec::new();
-    walk(input, &mut files);
-    files.sort();
     let mut image = Vec::new();
-    for f in files {
+    for f in tet_testkit::files_below(input) {
         let bytes = std::fs::read(&f).unwrap();
         let rel = f
             .strip_prefix(input)

@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::{write, Array};
+use common::{write_in_order, Array};
 use tet::format::verify::{verify_bytes, Depth};
-use tet::format::{Codec, DType, DatasetSpec, Footer, HistoryRow, TetFile};
+use tet::format::{Codec, DType, Footer, HistoryRow, TetFile};
 use tet_source::AttrValue;
 
 /// Exercises everything a user can do with the bytes.
@@ -38,24 +38,8 @@ fn ours() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let data: Vec<u8> = (0..7 * 5 * 2).map(|i| (i % 7) as u8).collect();
     let arrays = vec![
-        Array {
-            spec: DatasetSpec {
-                name: "a".into(),
-                dtype: DType::I16,
-                shape: vec![7, 5],
-                chunk_shape: vec![3, 2],
-            },
-            data,
-        },
-        Array {
-            spec: DatasetSpec {
-                name: "b".into(),
-                dtype: DType::F64,
-                shape: vec![4],
-                chunk_shape: vec![4],
-            },
-            data: (0..32).collect(),
-        },
+        Array::new("a", DType::I16, &[7, 5], &[3, 2], data),
+        Array::new("b", DType::F64, &[4], &[4], (0..32).collect()),
     ];
     let mut footer = Footer::default();
     footer.history.push(HistoryRow {
@@ -71,16 +55,13 @@ fn ours() -> Vec<u8> {
     m.coords
         .insert("x".into(), (0..5).map(|i| i.to_string()).collect());
     let p = dir.path().join("x.tet");
-    let n = common::jobs(&arrays).len();
-    write(
-        &p,
-        &arrays,
-        &footer,
-        &(0..n).collect::<Vec<_>>(),
-        1,
-        4,
-        &|j| if j % 2 == 0 { Codec::Zstd } else { Codec::Raw },
-    );
+    write_in_order(&p, &arrays, &footer, 4, &|j| {
+        if j % 2 == 0 {
+            Codec::Zstd
+        } else {
+            Codec::Raw
+        }
+    });
     std::fs::read(p).unwrap()
 }
 

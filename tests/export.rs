@@ -320,7 +320,7 @@ fn make_tet(dir: &Path, rows: u64, cols: u64, crows: u64) -> (PathBuf, Vec<u8>) 
         .flat_map(|i| ((i % 1000) as f32 * 0.5).to_le_bytes())
         .collect();
     let npy = dir.join("m.npy");
-    let mut bytes = tet::export::npy_header(tet::export::Elem::F32, &[rows, cols]);
+    let mut bytes = tet::export::npy_header(tet_source::ElementType::F32, &[rows, cols]).unwrap();
     bytes.extend(&data);
     std::fs::write(&npy, bytes).unwrap();
     let tet = dir.join("m.tet");
@@ -449,21 +449,13 @@ fn selection_groups_and_refusals() {
 /// The bytes of a `.tet` file (footer not spilled) with its checksums taken out of the footer,
 /// as tet-convert wrote files before they existed.
 fn without_checksums(bytes: &[u8]) -> Vec<u8> {
-    let n = bytes.len();
-    let len = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) as usize;
-    let start = n - 16 - len;
-    let mut v: serde_json::Value = serde_json::from_slice(&bytes[start..n - 16]).unwrap();
-    v.as_object_mut().unwrap().remove("tet_footer_digest");
-    v["metadata"]["tet_ext"]
-        .as_object_mut()
-        .unwrap()
-        .remove("chunk_digests");
-    let json = v.to_string();
-    let mut out = bytes[..start].to_vec();
-    out.extend(json.as_bytes());
-    out.extend((json.len() as u64).to_le_bytes());
-    out.extend(&bytes[n - 8..]);
-    out
+    common::with_footer(bytes, |v| {
+        v.as_object_mut().unwrap().remove("tet_footer_digest");
+        v["metadata"]["tet_ext"]
+            .as_object_mut()
+            .unwrap()
+            .remove("chunk_digests");
+    })
 }
 
 #[test]
@@ -552,7 +544,7 @@ fn netcdf_header_matches_the_original() {
                     let unlimited: Vec<_> = v
                         .facts
                         .iter()
-                        .filter(|(k, _)| k == "unlimited_dims")
+                        .filter(|f| matches!(f, tet_source::Fact::UnlimitedDims(_)))
                         .collect();
                     format!(
                         "{} {:?} {:?} {:?} {:?} {attrs:?} {unlimited:?}",
@@ -654,24 +646,16 @@ fn cli_exports_and_fails_in_one_line() {
 fn hostile_names_stay_inside_the_output() {
     let dir = tempfile::tempdir().unwrap();
     let tet = dir.path().join("h.tet");
-    let arrays = vec![common::Array {
-        spec: tet::format::DatasetSpec {
-            name: "../evil".into(),
-            dtype: DType::U8,
-            shape: vec![4],
-            chunk_shape: vec![4],
-        },
-        data: vec![1, 2, 3, 4],
-    }];
-    common::write(
-        &tet,
-        &arrays,
-        &tet::format::Footer::default(),
-        &[0],
-        1,
-        4,
-        &|_| tet::format::Codec::Raw,
-    );
+    let arrays = vec![common::Array::new(
+        "../evil",
+        DType::U8,
+        &[4],
+        &[4],
+        vec![1, 2, 3, 4],
+    )];
+    common::write_in_order(&tet, &arrays, &tet::format::Footer::default(), 4, &|_| {
+        tet::format::Codec::Raw
+    });
     let e = export(&tet, &dir.path().join("o.zarr"), &ExportOptions::default())
         .unwrap_err()
         .to_string();
@@ -783,19 +767,15 @@ fn chunks_longer_than_the_axis_and_impossible_frames() {
     let dir = tempfile::tempdir().unwrap();
     // A chunk of 1000 along an axis of 5 (legal in .tet): Zarr's chunk is clamped to 5.
     let tet = dir.path().join("c.tet");
-    let arrays = vec![common::Array {
-        spec: tet::format::DatasetSpec {
-            name: "v".into(),
-            dtype: DType::I32,
-            shape: vec![5],
-            chunk_shape: vec![1000],
-        },
-        data: (0..5i32).flat_map(|v| v.to_le_bytes()).collect(),
-    }];
+    let arrays = vec![common::Array::new(
+        "v",
+        DType::I32,
+        &[5],
+        &[1000],
+        (0..5i32).flat_map(|v| v.to_le_bytes()).collect(),
+    )];
     let footer = tet::format::Footer::default();
-    common::write(&tet, &arrays, &footer, &[0], 1, 4, &|_| {
-        tet::format::Codec::Zstd
-    });
+    common::write_in_order(&tet, &arrays, &footer, 4, &|_| tet::format::Codec::Zstd);
     let out = dir.path().join("c.zarr");
     let r = export(&tet, &out, &ExportOptions::default()).unwrap();
     assert_eq!(r.reused_chunks, 1);

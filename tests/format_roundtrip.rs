@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::{write, Array};
+use common::{write, write_in_order, Array};
 use proptest::prelude::*;
-use tet::format::{gather_block, Codec, DType, DatasetSpec, Footer, HistoryRow, TetFile};
+use tet::format::{gather_block, Codec, DType, Footer, HistoryRow, TetFile};
 
 fn arb_array() -> impl Strategy<Value = Array> {
     (0usize..10, 1usize..=8)
@@ -37,15 +37,7 @@ fn arb_array() -> impl Strategy<Value = Array> {
                     (x % 4) as u8
                 })
                 .collect();
-            Array {
-                spec: DatasetSpec {
-                    name: String::new(),
-                    dtype,
-                    shape,
-                    chunk_shape: chunk,
-                },
-                data,
-            }
+            Array::new("", dtype, &shape, &chunk, data)
         })
 }
 
@@ -97,7 +89,7 @@ proptest! {
         let f = footer();
 
         let p1 = dir.path().join("serial.tet");
-        write(&p1, &arrays, &f, &(0..n).collect::<Vec<_>>(), 1, 1, &codec);
+        write_in_order(&p1, &arrays, &f, 1, &codec);
         let p2 = dir.path().join("parallel.tet");
         write(&p2, &arrays, &f, &local_shuffle(n, window, seed), threads, window, &codec);
         prop_assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap());

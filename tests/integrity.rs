@@ -19,6 +19,8 @@ use tet::format::integrity::{self, ChunkCheck};
 use tet::format::verify::{verify, Depth};
 use tet::format::{deep_verify, Codec, DeepVerifyError, TetFile};
 
+use common::with_footer;
+
 fn bin(name: &str) -> Command {
     let mut c = Command::new(match name {
         "tet" => env!("CARGO_BIN_EXE_tet"),
@@ -34,6 +36,13 @@ fn run(c: &mut Command) -> Output {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The lines of `text`, which must be one for each of the `files` files a command was given.
+fn one_line_each(text: &str, files: usize) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), files, "{text}");
+    lines
 }
 
 fn ok(o: Output) -> Output {
@@ -54,18 +63,14 @@ fn write_npy(path: &Path, shape: &[u64]) {
         "{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}",
         dims.concat()
     );
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let mut b = b"\x93NUMPY\x01\x00".to_vec();
-    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
-    b.extend(header.as_bytes());
-    b.extend(std::iter::repeat_n(b' ', pad));
-    b.push(b'\n');
     let n: u64 = shape.iter().product();
-    for i in 0..n {
-        let v = ((i % 997) as f32 * 0.01).sin() * 100.0;
-        b.extend(((v * 4.0).round() / 4.0).to_le_bytes());
-    }
-    std::fs::write(path, b).unwrap();
+    let data: Vec<u8> = (0..n)
+        .flat_map(|i| {
+            let v = ((i % 997) as f32 * 0.01).sin() * 100.0;
+            ((v * 4.0).round() / 4.0).to_le_bytes()
+        })
+        .collect();
+    std::fs::write(path, common::npy_bytes(&header, &data)).unwrap();
 }
 
 /// Converts `input` to `output` with `codec` and 8 KiB chunks.
@@ -304,8 +309,7 @@ fn verify_takes_many_files_one_line_each() {
         .arg(&zst)
         .arg(&sample)));
     let text = stdout(&o);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    let lines = one_line_each(&text, 3);
     assert!(lines[0].starts_with(&format!("{}: ok (", raw.display())));
     assert!(lines[2].contains("no checksums"), "{text}");
 
@@ -316,8 +320,7 @@ fn verify_takes_many_files_one_line_each() {
         .arg(&zst));
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    let lines = one_line_each(&text, 3);
     assert!(
         lines[1].starts_with(&format!("{}: FAILED [chunk-", bad.display())),
         "{text}"
@@ -449,8 +452,7 @@ fn audit_takes_many_files_one_line_each() {
         .arg(&zst)
         .arg(&sample)));
     let text = stdout(&o);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    let lines = one_line_each(&text, 3);
     assert!(
         lines[0].starts_with(&format!(
             "{}: ok (1 history rows; inputs: 1 unchanged",
@@ -478,21 +480,6 @@ fn audit_takes_many_files_one_line_each() {
     let text = stdout(&o);
     assert!(text.lines().next().unwrap().contains(": ok ("), "{text}");
     assert!(text.lines().nth(1).unwrap().contains("FAILED"), "{text}");
-}
-
-/// Replaces the footer JSON of a file without a metadata spill.
-fn with_footer(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
-    let n = bytes.len();
-    let len = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) as usize;
-    let start = n - 16 - len;
-    let mut v: Value = serde_json::from_slice(&bytes[start..n - 16]).unwrap();
-    edit(&mut v);
-    let json = v.to_string();
-    let mut out = bytes[..start].to_vec();
-    out.extend(json.as_bytes());
-    out.extend((json.len() as u64).to_le_bytes());
-    out.extend(&bytes[n - 8..]);
-    out
 }
 
 /// Other writers may leave a zstd frame with its own checksum without a digest (`null`); that is

@@ -11,8 +11,8 @@ use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 use tet::pipeline::{convert_source, ConvertOptions};
 use tet_source::{
-    check_region, AttrValue, DimLabels, ElementType, Result, Role, Skipped, Source, SourceError,
-    TextVariable, Variable,
+    check_region, AttrValue, DimLabels, ElementType, Fact, Result, Role, Skipped, Source,
+    SourceError, TextVariable, Variable,
 };
 
 /// Values are a function of the flat index, so any region can be produced and checked.
@@ -102,10 +102,7 @@ fn source() -> Synthetic {
         ("units".into(), AttrValue::Text("K".into())),
         ("valid_range".into(), AttrValue::I8(vec![-100, 100])),
     ];
-    temp.facts = vec![(
-        "enum_mapping".into(),
-        AttrValue::TextList(vec!["a=1".into()]),
-    )];
+    temp.facts = vec![Fact::EnumMapping(vec![("a".into(), 1)])];
     let mut time = Variable::new("time", ElementType::F64, vec![3]);
     time.dims = Some(vec!["time".into()]);
     time.role = Role::Coordinate;
@@ -209,6 +206,10 @@ fn synthetic_source_maps_everything() {
     assert_eq!(t.coords["station"][49], "S49");
     assert_eq!(t.extra["widened"], "i8 -> i16");
     assert_eq!(t.extra["source_facts"][0][0], "enum_mapping");
+    assert_eq!(
+        t.extra["source_facts"][0][1],
+        serde_json::json!({"text_list": ["a=1"]})
+    );
     assert_eq!(
         t.attrs[1],
         ("valid_range".to_string(), AttrValue::I8(vec![-100, 100]))

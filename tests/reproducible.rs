@@ -147,19 +147,6 @@ fn every_importer_is_byte_identical_across_jobs_and_runs() {
     );
 }
 
-/// Copies a file, or a directory store recursively.
-fn copy_input(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy_input(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::copy(from, to).unwrap();
-    }
-}
-
 /// Sets the modification time of a file, or of a directory store and everything below it.
 fn set_mtime(p: &Path, t: std::time::SystemTime) {
     if p.is_dir() {
@@ -196,7 +183,7 @@ fn output_does_not_depend_on_where_the_input_lies() {
         for place in ["a", "deeper/b"] {
             let cwd = root.path().join(place);
             std::fs::create_dir_all(&cwd).unwrap();
-            copy_input(&common::sidecar::corpus().join(rel), &cwd.join(name));
+            tet_testkit::copy_tree(&common::sidecar::corpus().join(rel), &cwd.join(name));
             // The copies' modification time is recorded (`params.input_mtime`): make it one.
             set_mtime(
                 &cwd.join(name),

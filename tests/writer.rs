@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{write, Array};
+use common::{write_in_order, Array};
 use tet::format::{
     ChunkPayload, Codec, DType, DatasetSpec, Footer, HistoryRow, TetFile, TetWriter, WriterOptions,
 };
@@ -16,33 +16,21 @@ use tet_source::AttrValue;
 
 fn golden_arrays() -> Vec<Array> {
     vec![
-        Array {
-            spec: DatasetSpec {
-                name: "temperature".into(),
-                dtype: DType::F32,
-                shape: vec![2, 3],
-                chunk_shape: vec![2, 2],
-            },
-            data: (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect(),
-        },
-        Array {
-            spec: DatasetSpec {
-                name: "grp/counts".into(),
-                dtype: DType::U16,
-                shape: vec![5],
-                chunk_shape: vec![2],
-            },
-            data: (10u16..15).flat_map(|v| v.to_le_bytes()).collect(),
-        },
-        Array {
-            spec: DatasetSpec {
-                name: "empty".into(),
-                dtype: DType::I64,
-                shape: vec![0, 4],
-                chunk_shape: vec![1, 4],
-            },
-            data: vec![],
-        },
+        Array::new(
+            "temperature",
+            DType::F32,
+            &[2, 3],
+            &[2, 2],
+            (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect(),
+        ),
+        Array::new(
+            "grp/counts",
+            DType::U16,
+            &[5],
+            &[2],
+            (10u16..15).flat_map(|v| v.to_le_bytes()).collect(),
+        ),
+        Array::new("empty", DType::I64, &[0, 4], &[1, 4], vec![]),
     ]
 }
 
@@ -73,16 +61,7 @@ fn golden_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("g.tet");
     let arrays = golden_arrays();
-    let n = common::jobs(&arrays).len();
-    write(
-        &p,
-        &arrays,
-        &golden_footer(),
-        &(0..n).collect::<Vec<_>>(),
-        1,
-        1,
-        &|_| Codec::Raw,
-    );
+    write_in_order(&p, &arrays, &golden_footer(), 1, &|_| Codec::Raw);
     let got = std::fs::read(&p).unwrap();
     let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden/small.tet");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -114,16 +93,7 @@ fn large_metadata_spills() {
         m.attrs
             .push((format!("attr_{i:04}"), AttrValue::Text("v".repeat(40))));
     }
-    let n = common::jobs(&arrays).len();
-    write(
-        &p,
-        &arrays,
-        &footer,
-        &(0..n).collect::<Vec<_>>(),
-        1,
-        4,
-        &|_| Codec::Zstd,
-    );
+    write_in_order(&p, &arrays, &footer, 4, &|_| Codec::Zstd);
     let f = TetFile::open(&p).unwrap();
     let layout = f.footer_layout().unwrap().clone();
     let (off, len) = layout.spill.expect("metadata spilled");

@@ -123,7 +123,7 @@ pub struct Outcome {
     pub row: InputRow,
     /// The conversion report (when asked for and converted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<serde_json::Value>,
+    pub report: Option<crate::pipeline::ConvertReport>,
     /// Human lines for the terminal (notes, skipped items).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -240,7 +240,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
             row.skipped_items = Some(r.skipped.len());
             row.warnings = r.warnings.clone();
             if job.want_report {
-                out.report = serde_json::to_value(&r).ok();
+                out.report = Some(r.clone());
             }
         }
     }

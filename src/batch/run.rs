@@ -51,131 +51,39 @@ pub const EXIT_SOME_FAILED: u8 = 1;
 pub fn run(
     jobs: Vec<Result<WireJob, Box<Outcome>>>,
     opts: &RunOptions,
-    mut ledger: Option<&mut Ledger>,
+    ledger: Option<&mut Ledger>,
     start: StartRow,
     on_done: &mut dyn FnMut(&Outcome),
     on_ledger_error: &mut dyn FnMut(std::io::Error),
 ) -> Summary {
     let started = Instant::now();
     let run_id = start.run.clone();
-    let mut ledger_ok = true;
-    let mut append = |ledger: &mut Option<&mut Ledger>, row: &Row| {
-        if let Some(l) = ledger.as_deref_mut() {
-            if let Err(e) = l.append(row) {
-                if ledger_ok {
-                    on_ledger_error(e);
-                }
-                ledger_ok = false;
-            }
-        }
+    let mut rec = Recorder {
+        ledger,
+        ledger_ok: true,
+        on_ledger_error,
+        on_done,
+        counts: Counts::default(),
     };
-    append(&mut ledger, &Row::Start(start));
+    rec.append(&Row::Start(start));
 
     let total = jobs.len();
-    let mut counts = Counts::default();
-    let mut signal = None;
-    let mut record = |o: &Outcome, counts: &mut Counts, ledger: &mut Option<&mut Ledger>| {
-        counts.add(o.row.status());
-        append(ledger, &Row::Input(o.row.clone()));
-        on_done(o);
-    };
-
-    let mut stop_taking = false;
-    match opts.isolation {
-        Isolation::None => {
-            for job in jobs {
-                if let Some(sig) = signals::pending() {
-                    signal = Some(sig);
-                    break;
-                }
-                let o = match job {
-                    Ok(job) => execute(&job, &mut |_| {}),
-                    Err(o) => *o,
-                };
-                if let Some(sig) = o.interrupted_by {
-                    signal = Some(sig);
-                }
-                let failed = o.row.status() == Status::Failed;
-                record(&o, &mut counts, &mut ledger);
-                if signal.is_some() || (failed && !opts.keep_going) {
-                    break;
-                }
-            }
-        }
+    let signal = match opts.isolation {
+        Isolation::None => run_in_process(jobs, opts, &mut rec),
         Isolation::Process => {
             let exe = std::env::current_exe().unwrap_or_else(|_| "tet-convert".into());
             let workers = opts.workers.clamp(1, total.max(1));
             match Pool::new(workers, exe, opts.worker_args.clone(), opts.timeout) {
                 Err(e) => {
-                    for job in jobs {
-                        let o = job.map_or_else(
-                            |o| *o,
-                            |job| {
-                                let mut row = ledger::InputRow::new(
-                                    &job.run,
-                                    &job.input.path().unwrap_or_default(),
-                                    &job.output.path().unwrap_or_default(),
-                                );
-                                row.status = Some(Status::Failed);
-                                row.reason = Some(format!("cannot start a worker process: {e}"));
-                                Outcome {
-                                    row,
-                                    ..Outcome::default()
-                                }
-                            },
-                        );
-                        record(&o, &mut counts, &mut ledger);
-                        if !opts.keep_going {
-                            break;
-                        }
-                    }
+                    refuse_all(jobs, opts, &e, &mut rec);
+                    None
                 }
-                Ok(mut pool) => {
-                    let mut queue = jobs.into_iter().enumerate();
-                    loop {
-                        if let Some(sig) = signals::pending() {
-                            signal = Some(sig);
-                            for (_, o) in pool.stop(sig, Duration::from_secs(3)) {
-                                record(&o, &mut counts, &mut ledger);
-                            }
-                            break;
-                        }
-                        while !stop_taking && pool.has_idle() {
-                            let Some((i, job)) = queue.next() else {
-                                stop_taking = true;
-                                break;
-                            };
-                            let refused = match job {
-                                Ok(job) => pool.submit(i, job),
-                                Err(o) => Some(*o),
-                            };
-                            if let Some(o) = refused {
-                                let failed = o.row.status() == Status::Failed;
-                                record(&o, &mut counts, &mut ledger);
-                                if failed && !opts.keep_going {
-                                    stop_taking = true;
-                                }
-                            }
-                        }
-                        if pool.busy() == 0 {
-                            break;
-                        }
-                        for (_, o) in pool.poll(Duration::from_millis(200)) {
-                            if let Some(sig) = o.interrupted_by {
-                                signal.get_or_insert(sig);
-                            }
-                            let failed = o.row.status() == Status::Failed;
-                            record(&o, &mut counts, &mut ledger);
-                            if failed && !opts.keep_going {
-                                stop_taking = true;
-                            }
-                        }
-                    }
-                }
+                Ok(pool) => run_in_pool(pool, jobs, opts, &mut rec),
             }
         }
-    }
+    };
     let signal = signal.or_else(signals::pending);
+    let mut counts = rec.counts;
     let finished = counts.ok + counts.skipped + counts.failed + counts.interrupted;
     counts.not_started = total.saturating_sub(finished);
     let exit_code = match signal {
@@ -184,21 +92,164 @@ pub fn run(
         None => 0,
     };
     let elapsed = started.elapsed();
-    append(
-        &mut ledger,
-        &Row::End(EndRow {
-            run: run_id,
-            at: ledger::now(),
-            elapsed_s: elapsed.as_secs_f64(),
-            counts,
-            exit_code,
-            signal: signal.map(signals::name),
-        }),
-    );
+    rec.append(&Row::End(EndRow {
+        run: run_id,
+        at: ledger::now(),
+        elapsed_s: elapsed.as_secs_f64(),
+        counts,
+        exit_code,
+        signal: signal.map(signals::name),
+    }));
     Summary {
         counts,
         exit_code,
         signal,
         elapsed,
     }
+}
+
+/// Where outcomes go: the counts, the ledger (its first write error reported once), `on_done`.
+struct Recorder<'a> {
+    ledger: Option<&'a mut Ledger>,
+    /// No ledger write has failed yet.
+    ledger_ok: bool,
+    on_ledger_error: &'a mut dyn FnMut(std::io::Error),
+    on_done: &'a mut dyn FnMut(&Outcome),
+    counts: Counts,
+}
+
+impl Recorder<'_> {
+    /// Appends `row` to the ledger, if there is one.
+    fn append(&mut self, row: &Row) {
+        if let Some(l) = self.ledger.as_deref_mut() {
+            if let Err(e) = l.append(row) {
+                if self.ledger_ok {
+                    (self.on_ledger_error)(e);
+                }
+                self.ledger_ok = false;
+            }
+        }
+    }
+
+    /// Counts an outcome, appends its ledger row and hands it to `on_done`.
+    fn record(&mut self, o: &Outcome) {
+        self.counts.add(o.row.status());
+        self.append(&Row::Input(o.row.clone()));
+        (self.on_done)(o);
+    }
+}
+
+/// [`Isolation::None`]: runs the jobs one after the other in this process. Returns the signal
+/// that stopped the run.
+fn run_in_process(
+    jobs: Vec<Result<WireJob, Box<Outcome>>>,
+    opts: &RunOptions,
+    rec: &mut Recorder,
+) -> Option<i32> {
+    let mut signal = None;
+    for job in jobs {
+        if let Some(sig) = signals::pending() {
+            signal = Some(sig);
+            break;
+        }
+        let o = match job {
+            Ok(job) => execute(&job, &mut |_| {}),
+            Err(o) => *o,
+        };
+        if let Some(sig) = o.interrupted_by {
+            signal = Some(sig);
+        }
+        let failed = o.row.status() == Status::Failed;
+        rec.record(&o);
+        if signal.is_some() || (failed && !opts.keep_going) {
+            break;
+        }
+    }
+    signal
+}
+
+/// No worker process could be started (`e`): every job fails with that reason (the first
+/// only, unless `keep_going`).
+fn refuse_all(
+    jobs: Vec<Result<WireJob, Box<Outcome>>>,
+    opts: &RunOptions,
+    e: &std::io::Error,
+    rec: &mut Recorder,
+) {
+    for job in jobs {
+        let o = job.map_or_else(
+            |o| *o,
+            |job| {
+                let mut row = ledger::InputRow::new(
+                    &job.run,
+                    &job.input.path().unwrap_or_default(),
+                    &job.output.path().unwrap_or_default(),
+                );
+                row.status = Some(Status::Failed);
+                row.reason = Some(format!("cannot start a worker process: {e}"));
+                Outcome {
+                    row,
+                    ..Outcome::default()
+                }
+            },
+        );
+        rec.record(&o);
+        if !opts.keep_going {
+            break;
+        }
+    }
+}
+
+/// [`Isolation::Process`]: feeds the jobs to the idle workers of `pool` and records outcomes as
+/// they come, until all are done, a failure stops the taking (unless `keep_going`) or a
+/// signal stops the workers. Returns the signal that stopped the run.
+fn run_in_pool(
+    mut pool: Pool,
+    jobs: Vec<Result<WireJob, Box<Outcome>>>,
+    opts: &RunOptions,
+    rec: &mut Recorder,
+) -> Option<i32> {
+    let mut signal = None;
+    let mut stop_taking = false;
+    let mut queue = jobs.into_iter().enumerate();
+    loop {
+        if let Some(sig) = signals::pending() {
+            signal = Some(sig);
+            for (_, o) in pool.stop(sig, Duration::from_secs(3)) {
+                rec.record(&o);
+            }
+            break;
+        }
+        while !stop_taking && pool.has_idle() {
+            let Some((i, job)) = queue.next() else {
+                stop_taking = true;
+                break;
+            };
+            let refused = match job {
+                Ok(job) => pool.submit(i, job),
+                Err(o) => Some(*o),
+            };
+            if let Some(o) = refused {
+                let failed = o.row.status() == Status::Failed;
+                rec.record(&o);
+                if failed && !opts.keep_going {
+                    stop_taking = true;
+                }
+            }
+        }
+        if pool.busy() == 0 {
+            break;
+        }
+        for (_, o) in pool.poll(Duration::from_millis(200)) {
+            if let Some(sig) = o.interrupted_by {
+                signal.get_or_insert(sig);
+            }
+            let failed = o.row.status() == Status::Failed;
+            rec.record(&o);
+            if failed && !opts.keep_going {
+                stop_taking = true;
+            }
+        }
+    }
+    signal
 }

@@ -271,54 +271,14 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         Err(e) => return usage(e),
     };
     let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
-    let planned: Vec<Planned> = match (&a.manifest, &a.out_dir) {
-        (Some(m), _) => match manifest::load(m, &opts) {
-            Ok(jobs) => jobs
-                .into_iter()
-                .map(
-                    |Job {
-                         input,
-                         output,
-                         opts,
-                     }| Planned {
-                        key: input.clone(),
-                        input,
-                        output,
-                        opts,
-                        refused: None,
-                    },
-                )
-                .collect(),
-            Err(e) => return usage(format!("{}: {e}", m.display())),
-        },
-        (None, None) => match a.paths.as_slice() {
-            [input, output] => vec![Planned {
-                key: input.clone(),
-                input: input.clone(),
-                output: output.clone(),
-                opts: opts.clone(),
-                refused: None,
-            }],
-            _ => return usage("give IN OUT, or inputs with --out-dir DIR".into()),
-        },
-        (None, Some(dir)) => match plan_out_dir(a, dir, &opts) {
-            Ok(p) => p,
-            Err(e) => return usage(e),
-        },
+    let planned = match plan(a, &opts) {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     let listed = planned.len();
-    let shard = match &a.shard {
-        Some(s) => match batch::Shard::parse(s) {
-            Ok(s) => Some(s),
-            Err(e) => return usage(e),
-        },
-        None if batch_mode => {
-            match batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count) {
-                Ok(s) => s,
-                Err(e) => return usage(e),
-            }
-        }
-        None => None,
+    let shard = match choose_shard(a, batch_mode) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
     };
     let planned: Vec<Planned> = match shard {
         Some(s) => planned.into_iter().filter(|p| s.takes(&p.key)).collect(),
@@ -335,54 +295,10 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         },
         None => None,
     };
-    // Temporary files of earlier runs whose writer is gone, in the folders this run writes to.
-    let mut dirs: Vec<&Path> = planned
-        .iter()
-        .filter_map(|p| p.output.parent())
-        .map(|d| {
-            if d.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                d
-            }
-        })
-        .collect();
-    dirs.sort();
-    dirs.dedup();
-    for d in dirs {
-        stale::clean(d, None);
-    }
+    clean_stale(&planned);
 
     let run_id = ledger::run_id();
-    let recheck = Recheck {
-        force: a.force,
-        rehash: a.rehash,
-        verify_existing: a.verify_existing,
-        guard_source: batch_mode && a.manifest.is_none(),
-    };
-    let jobs: Vec<Result<WireJob, Box<Outcome>>> = planned
-        .iter()
-        .map(|p| match &p.refused {
-            Some(reason) => {
-                let mut row = InputRow::new(&run_id, &p.input, &p.output);
-                row.status = Some(Status::Failed);
-                row.reason = Some(reason.clone());
-                Err(Box::new(Outcome {
-                    row,
-                    ..Outcome::default()
-                }))
-            }
-            None => Ok(WireJob {
-                run: run_id.clone(),
-                input: WirePath::of(&p.input),
-                output: WirePath::of(&p.output),
-                opts: WireOptions::from(&p.opts),
-                recheck,
-                make_dirs: batch_mode,
-                want_report: a.json && !batch_mode,
-            }),
-        })
-        .collect();
+    let jobs = wire_jobs(a, &planned, &run_id, batch_mode);
     let start = StartRow {
         run: run_id.clone(),
         at: ledger::now(),
@@ -425,28 +341,140 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         &mut on_ledger_error,
     );
     if batch_mode && !a.quiet {
-        let c = summary.counts;
-        let mut line = format!(
-            "{}: {} inputs: {} converted, {} up to date, {} failed",
-            super::program(),
-            c.ok + c.skipped + c.failed + c.interrupted + c.not_started,
-            c.ok,
-            c.skipped,
-            c.failed
-        );
-        if c.interrupted > 0 {
-            line += &format!(", {} interrupted", c.interrupted);
-        }
-        if c.not_started > 0 {
-            line += &format!(", {} not started", c.not_started);
-        }
-        if let Some(sig) = summary.signal {
-            line += &format!("; stopped by {}", signals::name(sig));
-        }
-        line += &format!(" ({:.1} s)", summary.elapsed.as_secs_f64());
-        eprintln!("{line}");
+        print_summary(&summary);
     }
     ExitCode::from(summary.exit_code)
+}
+
+/// The inputs of the run, with their outputs and options: the manifest's jobs, `IN OUT`, or
+/// the inputs of a `--out-dir` run. `Err`: the usage error, already printed.
+fn plan(a: &ConvertArgs, opts: &ConvertOptions) -> Result<Vec<Planned>, ExitCode> {
+    match (&a.manifest, &a.out_dir) {
+        (Some(m), _) => match manifest::load(m, opts) {
+            Ok(jobs) => Ok(jobs
+                .into_iter()
+                .map(
+                    |Job {
+                         input,
+                         output,
+                         opts,
+                     }| Planned {
+                        key: input.clone(),
+                        input,
+                        output,
+                        opts,
+                        refused: None,
+                    },
+                )
+                .collect()),
+            Err(e) => Err(usage(format!("{}: {e}", m.display()))),
+        },
+        (None, None) => match a.paths.as_slice() {
+            [input, output] => Ok(vec![Planned {
+                key: input.clone(),
+                input: input.clone(),
+                output: output.clone(),
+                opts: opts.clone(),
+                refused: None,
+            }]),
+            _ => Err(usage("give IN OUT, or inputs with --out-dir DIR".into())),
+        },
+        (None, Some(dir)) => plan_out_dir(a, dir, opts).map_err(usage),
+    }
+}
+
+/// The shard this run converts: `--shard`, or in batch mode the scheduler's (with
+/// `--shard-count`); `None`: every input.
+fn choose_shard(a: &ConvertArgs, batch_mode: bool) -> Result<Option<batch::Shard>, String> {
+    match &a.shard {
+        Some(s) => batch::Shard::parse(s).map(Some),
+        None if batch_mode => batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count),
+        None => Ok(None),
+    }
+}
+
+/// Removes temporary files of earlier runs whose writer is gone, in the folders this run
+/// writes to.
+fn clean_stale(planned: &[Planned]) {
+    let mut dirs: Vec<&Path> = planned
+        .iter()
+        .filter_map(|p| p.output.parent())
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        stale::clean(d, None);
+    }
+}
+
+/// The jobs of the run: what a worker gets for each planned input, or the failed outcome of
+/// one refused before it started.
+fn wire_jobs(
+    a: &ConvertArgs,
+    planned: &[Planned],
+    run_id: &str,
+    batch_mode: bool,
+) -> Vec<Result<WireJob, Box<Outcome>>> {
+    let recheck = Recheck {
+        force: a.force,
+        rehash: a.rehash,
+        verify_existing: a.verify_existing,
+        guard_source: batch_mode && a.manifest.is_none(),
+    };
+    planned
+        .iter()
+        .map(|p| match &p.refused {
+            Some(reason) => {
+                let mut row = InputRow::new(run_id, &p.input, &p.output);
+                row.status = Some(Status::Failed);
+                row.reason = Some(reason.clone());
+                Err(Box::new(Outcome {
+                    row,
+                    ..Outcome::default()
+                }))
+            }
+            None => Ok(WireJob {
+                run: run_id.to_string(),
+                input: WirePath::of(&p.input),
+                output: WirePath::of(&p.output),
+                opts: WireOptions::from(&p.opts),
+                recheck,
+                make_dirs: batch_mode,
+                want_report: a.json && !batch_mode,
+            }),
+        })
+        .collect()
+}
+
+/// The closing line of a batch run: inputs, what became of them, and how long it took.
+fn print_summary(summary: &run::Summary) {
+    let c = summary.counts;
+    let mut line = format!(
+        "{}: {} inputs: {} converted, {} up to date, {} failed",
+        super::program(),
+        c.ok + c.skipped + c.failed + c.interrupted + c.not_started,
+        c.ok,
+        c.skipped,
+        c.failed
+    );
+    if c.interrupted > 0 {
+        line += &format!(", {} interrupted", c.interrupted);
+    }
+    if c.not_started > 0 {
+        line += &format!(", {} not started", c.not_started);
+    }
+    if let Some(sig) = summary.signal {
+        line += &format!("; stopped by {}", signals::name(sig));
+    }
+    line += &format!(" ({:.1} s)", summary.elapsed.as_secs_f64());
+    eprintln!("{line}");
 }
 
 /// Every option of the run, as the ledger's start row records them.
@@ -517,7 +545,7 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
         if batch_mode {
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
         } else if let Some(rep) = &o.report {
-            println!("{rep}");
+            println!("{}", serde_json::to_string(rep).unwrap_or_default());
         } else {
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
         }

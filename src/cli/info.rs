@@ -203,6 +203,8 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
+/// The text form of `tet info`: summary, checksums, dataset table, metadata and history, and
+/// with --chunks the chunk index.
 fn render(f: &TetFile, a: &InfoArgs) -> String {
     let st = stats(f);
     let mut o = String::new();
@@ -232,14 +234,36 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
             c.footer, c.digests, c.zstd, c.none
         )
     };
-    // Dataset table.
+    render_dataset_table(&mut o, f, &st);
+
+    match f.footer() {
+        Err(e) => {
+            let _ = writeln!(
+                o,
+                "\nfooter: UNREADABLE ({e}); the datasets above are still readable"
+            );
+        }
+        Ok(None) => {
+            let _ = writeln!(o, "\nno footer (no metadata, no history)");
+        }
+        Ok(Some(m)) => render_meta(&mut o, f, m, a),
+    }
+
+    if a.chunks {
+        render_chunk_index(&mut o, f, a.n);
+    }
+    o
+}
+
+/// The dataset table: one row per dataset with its chunk statistics `st`, columns aligned.
+fn render_dataset_table(o: &mut String, f: &TetFile, st: &[Stats]) {
     let header = [
         "name", "dtype", "shape", "chunk", "chunks", "stored", "raw", "codecs",
     ];
     let rows: Vec<[String; 8]> = f
         .datasets
         .iter()
-        .zip(&st)
+        .zip(st)
         .map(|(d, s)| {
             [
                 d.name.clone(),
@@ -282,55 +306,42 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
     for r in &rows {
         let _ = writeln!(o, "{}", line(r));
     }
+}
 
-    match f.footer() {
-        Err(e) => {
-            let _ = writeln!(
-                o,
-                "\nfooter: UNREADABLE ({e}); the datasets above are still readable"
-            );
-        }
-        Ok(None) => {
-            let _ = writeln!(o, "\nno footer (no metadata, no history)");
-        }
-        Ok(Some(m)) => render_meta(&mut o, f, m, a),
-    }
-
-    if a.chunks {
-        let n = if a.n == 0 {
-            f.entries.len()
-        } else {
-            a.n.min(f.entries.len())
-        };
-        let _ = writeln!(o, "\nchunk index ({} of {} rows):", n, f.entries.len());
+/// The first `n` chunk index rows (all of them when `n` is 0).
+fn render_chunk_index(o: &mut String, f: &TetFile, n: usize) {
+    let n = if n == 0 {
+        f.entries.len()
+    } else {
+        n.min(f.entries.len())
+    };
+    let _ = writeln!(o, "\nchunk index ({} of {} rows):", n, f.entries.len());
+    let _ = writeln!(
+        o,
+        "  {:>6}  {:<20}  {:>12}  {:>12}  {:>12}  codec",
+        "ds", "coords", "offset", "raw", "stored"
+    );
+    for e in f.entries.iter().take(n) {
+        let rank = usize::try_from(e.dataset_id)
+            .ok()
+            .and_then(|d| f.datasets.get(d))
+            .map(|d| d.shape.len())
+            .unwrap_or(8);
+        let codec = e
+            .codec()
+            .map(Codec::name)
+            .map(String::from)
+            .unwrap_or_else(|| e.codec_id.to_string());
         let _ = writeln!(
             o,
-            "  {:>6}  {:<20}  {:>12}  {:>12}  {:>12}  codec",
-            "ds", "coords", "offset", "raw", "stored"
+            "  {:>6}  {:<20}  {:>12}  {:>12}  {:>12}  {codec}",
+            e.dataset_id,
+            format!("{:?}", &e.coords[..rank]),
+            e.payload_offset,
+            e.raw_byte_len,
+            e.stored_byte_len
         );
-        for e in f.entries.iter().take(n) {
-            let rank = usize::try_from(e.dataset_id)
-                .ok()
-                .and_then(|d| f.datasets.get(d))
-                .map(|d| d.shape.len())
-                .unwrap_or(8);
-            let codec = e
-                .codec()
-                .map(Codec::name)
-                .map(String::from)
-                .unwrap_or_else(|| e.codec_id.to_string());
-            let _ = writeln!(
-                o,
-                "  {:>6}  {:<20}  {:>12}  {:>12}  {:>12}  {codec}",
-                e.dataset_id,
-                format!("{:?}", &e.coords[..rank]),
-                e.payload_offset,
-                e.raw_byte_len,
-                e.stored_byte_len
-            );
-        }
     }
-    o
 }
 
 fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {

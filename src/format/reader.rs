@@ -13,7 +13,6 @@
 //! decoder. A chunk that fails is an error naming its byte range, never data.
 
 use std::fs::File;
-use std::ops::Deref;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,21 +26,8 @@ use super::{
     INDEX_VERSION, LAYOUT_VERSION, MAGIC, MAX_RANK, SUPERBLOCK_LEN,
 };
 
-/// The bytes behind a [`TetFile`].
-enum Backing {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Deref for Backing {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Backing::Mapped(m) => m,
-            Backing::Owned(v) => v,
-        }
-    }
-}
+/// The bytes behind a [`TetFile`]: read into memory, or a read-only memory map.
+use tet_source::mapped::FileBytes as Backing;
 
 /// One dataset record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,10 +158,7 @@ impl TetFile {
     /// Memory-maps and parses `path`.
     pub fn open(path: &Path) -> Result<TetFile> {
         let file = File::open(path)?;
-        // SAFETY: the map is read-only; like every mmap reader we rely on the file not being
-        // truncated by another process while it is open.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
-        TetFile::parse(Backing::Mapped(map))
+        TetFile::parse(Backing::map(&file)?)
     }
 
     /// Parses a file held in memory.
@@ -192,120 +175,32 @@ impl TetFile {
         self.data.len() as u64
     }
 
+    /// Parses the superblock, the dataset directory and the chunk index, then the footer.
     fn parse(data: Backing) -> Result<TetFile> {
         let b: &[u8] = &data;
-        let file_len = b.len() as u64;
-        if file_len < SUPERBLOCK_LEN {
-            return Err(corrupt(format!(
-                "file is {file_len} bytes, shorter than the 32-byte superblock"
-            )));
-        }
-        if b[0..4] != MAGIC {
-            return Err(corrupt("not a .tet file (magic is not TETR)"));
-        }
-        let version = u32_at(b, 4)?;
-        if version != LAYOUT_VERSION {
-            return Err(corrupt(format!(
-                "layout version {version} is not supported (only 1)"
-            )));
-        }
-        let dataset_count = u32_at(b, 8)?;
-        let flags = u32_at(b, 12)?;
-        let chunk_index_offset = u64_at(b, 16)?;
-        let chunk_index_length = u64_at(b, 24)?;
-        let index_end = chunk_index_offset
-            .checked_add(chunk_index_length)
-            .filter(|&e| e <= file_len)
-            .ok_or_else(|| {
-                corrupt(format!(
-                    "chunk index {chunk_index_offset}+{chunk_index_length} lies past the end of the file ({file_len} bytes)"
-                ))
-            })?;
-        let _ = index_end;
-
+        let sb = parse_superblock(b)?;
         let mut datasets = Vec::new();
         let mut dataset_blob_len = 0;
         let mut entries = Vec::new();
         let mut index_header = IndexHeader::default();
-        if dataset_count > 0 {
+        if sb.dataset_count > 0 {
             dataset_blob_len = u64_at(b, 32)?;
             let blob = slice_at(b, 40, dataset_blob_len).ok_or_else(|| {
                 corrupt(format!(
                     "dataset directory of {dataset_blob_len} bytes runs past the end of the file"
                 ))
             })?;
-            datasets = parse_directory(blob, dataset_count)?;
-
-            if chunk_index_length < INDEX_HEADER_LEN {
-                return Err(corrupt(format!(
-                    "chunk index length {chunk_index_length} is shorter than its 32-byte header"
-                )));
-            }
-            let ix = chunk_index_offset;
-            if slice_at(b, ix, 4) != Some(&INDEX_MAGIC[..]) {
-                return Err(corrupt(format!("no TIDX magic at chunk index offset {ix}")));
-            }
-            let iv = u32_at(b, ix + 4)?;
-            if iv != INDEX_VERSION {
-                return Err(corrupt(format!(
-                    "chunk index version {iv} is not supported (only 1)"
-                )));
-            }
-            let entry_count = u64_at(b, ix + 8)?;
-            index_header = IndexHeader {
-                memory_budget_percent_bps: u16_at(b, ix + 16)?,
-                reserved_a: u16_at(b, ix + 18)?,
-                memory_budget_bytes: u32_at(b, ix + 20)?,
-                reserved_b: u64_at(b, ix + 24)?,
-            };
-            let expect_len = entry_count
-                .checked_mul(INDEX_ROW_LEN)
-                .and_then(|n| n.checked_add(INDEX_HEADER_LEN));
-            if expect_len != Some(chunk_index_length) {
-                return Err(corrupt(format!(
-                    "chunk index length {chunk_index_length} does not match 32 + {entry_count} × 104"
-                )));
-            }
-            // entry_count is bounded by the file length now (the index fits the file).
-            entries.reserve(entry_count as usize);
-            for i in 0..entry_count {
-                let r = ix + INDEX_HEADER_LEN + i * INDEX_ROW_LEN;
-                let mut coords = [0u64; 8];
-                for (k, c) in coords.iter_mut().enumerate() {
-                    *c = u64_at(b, r + 8 + 8 * k as u64)?;
-                }
-                entries.push(ChunkEntry {
-                    dataset_id: u64_at(b, r)?,
-                    coords,
-                    payload_offset: u64_at(b, r + 72)?,
-                    raw_byte_len: u64_at(b, r + 80)?,
-                    stored_byte_len: u64_at(b, r + 88)?,
-                    codec_id: u32_at(b, r + 96)?,
-                    reserved: u32_at(b, r + 100)?,
-                });
-            }
+            datasets = parse_directory(blob, sb.dataset_count)?;
+            (index_header, entries) =
+                parse_chunk_index(b, sb.chunk_index_offset, sb.chunk_index_length)?;
         }
-
-        let mut lookup: Vec<(u64, u64, usize)> = entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| {
-                let ds = datasets.get(usize::try_from(e.dataset_id).ok()?)?;
-                let rank = ds.grid.rank();
-                if e.coords[rank..].iter().any(|&c| c != 0) {
-                    return None;
-                }
-                Some((e.dataset_id, ds.grid.linear(&e.coords[..rank])?, i))
-            })
-            .collect();
-        lookup.sort_unstable();
-        lookup.dedup_by_key(|&mut (d, l, _)| (d, l));
+        let lookup = build_lookup(&datasets, &entries);
 
         let mut tet = TetFile {
             data,
-            flags,
-            chunk_index_offset,
-            chunk_index_length,
+            flags: sb.flags,
+            chunk_index_offset: sb.chunk_index_offset,
+            chunk_index_length: sb.chunk_index_length,
             dataset_blob_len,
             index_header,
             datasets,
@@ -318,7 +213,7 @@ impl TetFile {
             chunk_digests: None,
             verified: Vec::new(),
         };
-        if flags & FLAG_FOOTER != 0 {
+        if sb.flags & FLAG_FOOTER != 0 {
             tet.load_footer();
         }
         if let Some(Ok(_)) = &tet.chunk_digests {
@@ -432,23 +327,12 @@ impl TetFile {
         (self.footer_json.as_ref(), self.spilled_metadata.as_ref())
     }
 
-    /// Drops this process's mapping of the file bytes `offset .. offset + len` (they stay in
-    /// the page cache; a later read maps them again). A streaming reader calls it once it is
+    /// Drops this process's mapping of the whole pages inside the file bytes
+    /// `offset .. offset + len` (they stay in the page cache; a later read maps them again). A streaming reader calls it once it is
     /// done with a chunk, so that its resident set stays at a few chunks rather than growing to
     /// the whole file. Does nothing for an in-memory file or a range outside the file.
     pub fn release(&self, offset: u64, len: u64) {
-        let Backing::Mapped(m) = &self.data else {
-            return;
-        };
-        let (Ok(o), Ok(l)) = (usize::try_from(offset), usize::try_from(len)) else {
-            return;
-        };
-        if l == 0 || o.checked_add(l).is_none_or(|end| end > m.len()) {
-            return;
-        }
-        // SAFETY: the map is read-only and backed by the file: MADV_DONTNEED only drops page
-        // table entries, and any later access faults the same file bytes back in.
-        let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l) };
+        self.data.release_range(offset, len);
     }
 
     /// Whether the file records checksums (chunk digests or a footer digest).
@@ -944,6 +828,131 @@ pub fn decode_zstd(src: &[u8], out: &mut [u8]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The fields of the 32-byte superblock that [`TetFile::parse`] goes on with.
+struct Superblock {
+    dataset_count: u32,
+    flags: u32,
+    chunk_index_offset: u64,
+    chunk_index_length: u64,
+}
+
+/// Reads the superblock: magic, layout version, and a chunk index that lies inside the file.
+fn parse_superblock(b: &[u8]) -> Result<Superblock> {
+    let file_len = b.len() as u64;
+    if file_len < SUPERBLOCK_LEN {
+        return Err(corrupt(format!(
+            "file is {file_len} bytes, shorter than the 32-byte superblock"
+        )));
+    }
+    if b[0..4] != MAGIC {
+        return Err(corrupt("not a .tet file (magic is not TETR)"));
+    }
+    let version = u32_at(b, 4)?;
+    if version != LAYOUT_VERSION {
+        return Err(corrupt(format!(
+            "layout version {version} is not supported (only 1)"
+        )));
+    }
+    let dataset_count = u32_at(b, 8)?;
+    let flags = u32_at(b, 12)?;
+    let chunk_index_offset = u64_at(b, 16)?;
+    let chunk_index_length = u64_at(b, 24)?;
+    let index_end = chunk_index_offset
+        .checked_add(chunk_index_length)
+        .filter(|&e| e <= file_len)
+        .ok_or_else(|| {
+            corrupt(format!(
+                "chunk index {chunk_index_offset}+{chunk_index_length} lies past the end of the file ({file_len} bytes)"
+            ))
+        })?;
+    let _ = index_end;
+    Ok(Superblock {
+        dataset_count,
+        flags,
+        chunk_index_offset,
+        chunk_index_length,
+    })
+}
+
+/// Reads the chunk index at `ix` (`len` bytes, inside the file): its header and its rows.
+fn parse_chunk_index(b: &[u8], ix: u64, len: u64) -> Result<(IndexHeader, Vec<ChunkEntry>)> {
+    if len < INDEX_HEADER_LEN {
+        return Err(corrupt(format!(
+            "chunk index length {len} is shorter than its 32-byte header"
+        )));
+    }
+    if slice_at(b, ix, 4) != Some(&INDEX_MAGIC[..]) {
+        return Err(corrupt(format!("no TIDX magic at chunk index offset {ix}")));
+    }
+    let iv = u32_at(b, ix + 4)?;
+    if iv != INDEX_VERSION {
+        return Err(corrupt(format!(
+            "chunk index version {iv} is not supported (only 1)"
+        )));
+    }
+    let entry_count = u64_at(b, ix + 8)?;
+    let header = IndexHeader {
+        memory_budget_percent_bps: u16_at(b, ix + 16)?,
+        reserved_a: u16_at(b, ix + 18)?,
+        memory_budget_bytes: u32_at(b, ix + 20)?,
+        reserved_b: u64_at(b, ix + 24)?,
+    };
+    let expect_len = entry_count
+        .checked_mul(INDEX_ROW_LEN)
+        .and_then(|n| n.checked_add(INDEX_HEADER_LEN));
+    if expect_len != Some(len) {
+        return Err(corrupt(format!(
+            "chunk index length {len} does not match 32 + {entry_count} × 104"
+        )));
+    }
+    // entry_count is bounded by the file length now (the index fits the file).
+    let mut entries = Vec::with_capacity(entry_count as usize);
+    for i in 0..entry_count {
+        entries.push(parse_index_row(
+            b,
+            ix + INDEX_HEADER_LEN + i * INDEX_ROW_LEN,
+        )?);
+    }
+    Ok((header, entries))
+}
+
+/// Reads the 104-byte index row at `r`.
+fn parse_index_row(b: &[u8], r: u64) -> Result<ChunkEntry> {
+    let mut coords = [0u64; 8];
+    for (k, c) in coords.iter_mut().enumerate() {
+        *c = u64_at(b, r + 8 + 8 * k as u64)?;
+    }
+    Ok(ChunkEntry {
+        dataset_id: u64_at(b, r)?,
+        coords,
+        payload_offset: u64_at(b, r + 72)?,
+        raw_byte_len: u64_at(b, r + 80)?,
+        stored_byte_len: u64_at(b, r + 88)?,
+        codec_id: u32_at(b, r + 96)?,
+        reserved: u32_at(b, r + 100)?,
+    })
+}
+
+/// `(dataset_id, linear grid index, entry position)` of the rows that name a dataset and a
+/// cell of its grid, sorted; of rows naming one cell, the first.
+fn build_lookup(datasets: &[DatasetInfo], entries: &[ChunkEntry]) -> Vec<(u64, u64, usize)> {
+    let mut lookup: Vec<(u64, u64, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let ds = datasets.get(usize::try_from(e.dataset_id).ok()?)?;
+            let rank = ds.grid.rank();
+            if e.coords[rank..].iter().any(|&c| c != 0) {
+                return None;
+            }
+            Some((e.dataset_id, ds.grid.linear(&e.coords[..rank])?, i))
+        })
+        .collect();
+    lookup.sort_unstable();
+    lookup.dedup_by_key(|&mut (d, l, _)| (d, l));
+    lookup
 }
 
 fn parse_directory(blob: &[u8], count: u32) -> Result<Vec<DatasetInfo>> {

@@ -12,11 +12,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::footer::{fits, limits, EXT_KEY};
 use super::integrity::{self, ChunkCheck, FooterDigest};
-use super::reader::{slice_at, TetFile};
+use super::reader::{slice_at, ChunkEntry, DatasetInfo, TetFile};
 use super::{align8, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
 
 /// One finding.
@@ -105,17 +105,33 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
         ..Report::default()
     };
     check_integrity_records(f, &mut r);
-    let with_digests = matches!(f.chunk_digests(), Some(Ok(_)));
-    let file_len = f.file_len();
+    let header_end = check_layout(f, &mut r);
+    check_dataset_names(f, &mut r);
 
-    // Superblock and layout.
+    // Where payloads may lie: after the index, before the footer.
+    let footer_start = f.footer_layout().map(|l| l.start).unwrap_or(f.file_len());
+    check_footer(f, &mut r);
+
+    let mut rows = RowChecker::new(f, depth, header_end, footer_start);
+    for (i, e) in f.entries.iter().enumerate() {
+        rows.check(i, e, &mut r);
+    }
+    check_grid_coverage(f, &rows.seen, &mut r);
+    check_payload_spans(rows.spans, header_end, footer_start, &mut r);
+    note_missing_checksums(f, &mut r);
+    r
+}
+
+/// The superblock flags, where the chunk index lies and its header's fields. Returns where the
+/// payload region starts: the end of the chunk index (of the superblock, without datasets).
+fn check_layout(f: &TetFile, r: &mut Report) -> u64 {
     if f.flags & !FLAG_FOOTER != 0 {
         r.fail(
             "flags-unknown",
             format!("superblock flags {:#x} set unknown bits", f.flags),
         );
     }
-    let header_end = if f.datasets.is_empty() {
+    if f.datasets.is_empty() {
         if f.chunk_index_offset != SUPERBLOCK_LEN || f.chunk_index_length != 0 {
             r.fail(
                 "index-position",
@@ -125,34 +141,36 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                 ),
             );
         }
-        SUPERBLOCK_LEN
-    } else {
-        let want = align8(40 + f.dataset_blob_len).unwrap_or(u64::MAX);
-        if f.chunk_index_offset != want {
-            r.fail(
-                "index-position",
-                format!(
-                    "chunk index at {} but it must be at align8(40 + {}) = {want}",
-                    f.chunk_index_offset, f.dataset_blob_len
-                ),
-            );
-        }
-        let ih = f.index_header;
-        if ih.reserved_a != 0 || ih.reserved_b != 0 {
-            r.warn("reserved", "chunk index header reserved fields are not 0");
-        }
-        if ih.memory_budget_percent_bps > 10000 {
-            r.fail(
-                "index-budget",
-                format!(
-                    "memory_budget_percent_bps {} is over 10000 (100%)",
-                    ih.memory_budget_percent_bps
-                ),
-            );
-        }
-        f.chunk_index_offset + f.chunk_index_length
-    };
+        return SUPERBLOCK_LEN;
+    }
+    let want = align8(40 + f.dataset_blob_len).unwrap_or(u64::MAX);
+    if f.chunk_index_offset != want {
+        r.fail(
+            "index-position",
+            format!(
+                "chunk index at {} but it must be at align8(40 + {}) = {want}",
+                f.chunk_index_offset, f.dataset_blob_len
+            ),
+        );
+    }
+    let ih = f.index_header;
+    if ih.reserved_a != 0 || ih.reserved_b != 0 {
+        r.warn("reserved", "chunk index header reserved fields are not 0");
+    }
+    if ih.memory_budget_percent_bps > 10000 {
+        r.fail(
+            "index-budget",
+            format!(
+                "memory_budget_percent_bps {} is over 10000 (100%)",
+                ih.memory_budget_percent_bps
+            ),
+        );
+    }
+    f.chunk_index_offset + f.chunk_index_length
+}
 
+/// Dataset names (not empty, no two alike) and the directory's reserved fields.
+fn check_dataset_names(f: &TetFile, r: &mut Report) {
     let mut names = HashSet::new();
     for d in &f.datasets {
         if !names.insert(d.name.as_str()) {
@@ -171,17 +189,85 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             );
         }
     }
+}
 
-    // Where payloads may lie: after the index, before the footer.
-    let footer_start = f.footer_layout().map(|l| l.start).unwrap_or(file_len);
-    check_footer(f, &mut r);
+/// Checks the index rows one at a time, and gathers what the checks spanning all of them need.
+struct RowChecker<'f> {
+    f: &'f TetFile,
+    depth: Depth,
+    /// The file records chunk digests: every chunk then needs some checksum.
+    with_digests: bool,
+    file_len: u64,
+    /// The payload region: after the chunk index, before the footer.
+    header_end: u64,
+    footer_start: u64,
+    /// Per dataset, the linear grid positions of its rows.
+    seen: Vec<HashSet<u64>>,
+    /// `(start, end, row)` of the payloads inside the payload region, in index order.
+    spans: Vec<(u64, u64, usize)>,
+    /// Per dataset, the chunks picked for decoding so far.
+    sample_budget: Vec<u64>,
+    /// Where zstd frames are decoded to.
+    scratch: Vec<u8>,
+}
 
-    // Index rows.
-    let mut seen: Vec<HashSet<u64>> = vec![HashSet::new(); f.datasets.len()];
-    let mut spans: Vec<(u64, u64, usize)> = Vec::new();
-    let mut sample_budget: Vec<u64> = vec![0; f.datasets.len()];
-    let mut scratch = vec![0u8; 1 << 16];
-    for (i, e) in f.entries.iter().enumerate() {
+/// An index row that names a dataset and a cell of its grid not named before.
+struct PlacedRow<'f> {
+    ds: &'f DatasetInfo,
+    /// The index of `ds`.
+    did: usize,
+    coords: &'f [u64],
+    /// The cell's position in the grid.
+    linear: u64,
+    /// ``dataset `name` chunk [coords]``: what every finding about the row starts with.
+    at: String,
+    /// `bytes start..end`: the payload's byte range.
+    range: String,
+}
+
+impl<'f> RowChecker<'f> {
+    fn new(f: &'f TetFile, depth: Depth, header_end: u64, footer_start: u64) -> Self {
+        RowChecker {
+            f,
+            depth,
+            with_digests: matches!(f.chunk_digests(), Some(Ok(_))),
+            file_len: f.file_len(),
+            header_end,
+            footer_start,
+            seen: vec![HashSet::new(); f.datasets.len()],
+            spans: Vec::new(),
+            sample_budget: vec![0; f.datasets.len()],
+            scratch: vec![0u8; 1 << 16],
+        }
+    }
+
+    /// Checks index row `i`, stopping at the first failure the later checks depend on.
+    fn check(&mut self, i: usize, e: &'f ChunkEntry, r: &mut Report) {
+        let Some(row) = self.place(i, e, r) else {
+            return;
+        };
+        if e.reserved != 0 {
+            r.warn(
+                "reserved",
+                format!("{}: reserved field is {}", row.at, e.reserved),
+            );
+        }
+        check_raw_len(&row, e, r);
+        if !self.check_payload_bounds(i, e, &row.at, r) {
+            return;
+        }
+        let pick = self.pick(&row);
+        let check = self.f.chunk_check(i);
+        if !self.check_checksum(e, &row, pick, check, r) {
+            return;
+        }
+        self.check_codec(e, &row, pick, check, r);
+    }
+
+    /// The dataset and grid cell that row `i` names; `None` (after a failure) when it names no
+    /// dataset, uses coordinate slots past the rank, lies outside the grid or repeats a cell.
+    fn place(&mut self, i: usize, e: &'f ChunkEntry, r: &mut Report) -> Option<PlacedRow<'f>> {
+        let f = self.f;
         let Some(ds) = usize::try_from(e.dataset_id)
             .ok()
             .and_then(|d| f.datasets.get(d))
@@ -193,7 +279,7 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                     e.dataset_id
                 ),
             );
-            continue;
+            return None;
         };
         let did = e.dataset_id as usize;
         let rank = ds.grid.rank();
@@ -204,49 +290,43 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                 "chunk-coords",
                 format!("{at}: unused coordinate slots are not 0 ({:?})", e.coords),
             );
-            continue;
+            return None;
         }
         let Some(linear) = ds.grid.linear(coords) else {
             r.fail(
                 "chunk-coords",
                 format!("{at}: outside the chunk grid {:?}", ds.grid.counts),
             );
-            continue;
+            return None;
         };
-        if !seen[did].insert(linear) {
+        if !self.seen[did].insert(linear) {
             r.fail(
                 "chunk-duplicate",
                 format!("{at}: appears twice in the index"),
             );
-            continue;
+            return None;
         }
-        if e.reserved != 0 {
-            r.warn(
-                "reserved",
-                format!("{at}: reserved field is {}", e.reserved),
-            );
-        }
-        let want = ds.grid.chunk_elements(coords) * ds.dtype.size() as u64;
-        if e.raw_byte_len != want {
-            let full = ds
-                .chunk_shape
-                .iter()
-                .try_fold(ds.dtype.size() as u64, |a, &c| a.checked_mul(c));
-            let kind = if full == Some(e.raw_byte_len) {
-                " (a padded edge chunk: edge chunks must be clipped)"
-            } else {
-                ""
-            };
-            r.fail(
-                "chunk-raw-len",
-                format!(
-                    "{at}: raw_byte_len {} but the clipped chunk holds {want} bytes{kind}",
-                    e.raw_byte_len
-                ),
-            );
-        }
-        let end = e.payload_offset.checked_add(e.stored_byte_len);
-        match end {
+        let range = format!(
+            "bytes {}..{}",
+            e.payload_offset,
+            e.payload_offset.saturating_add(e.stored_byte_len)
+        );
+        Some(PlacedRow {
+            ds,
+            did,
+            coords,
+            linear,
+            at,
+            range,
+        })
+    }
+
+    /// The payload lies inside the file (`false` when not: nothing more can be checked) and
+    /// inside the payload region (then its span is kept for the order, gap and overlap checks).
+    fn check_payload_bounds(&mut self, i: usize, e: &ChunkEntry, at: &str, r: &mut Report) -> bool {
+        let (header_end, footer_start, file_len) =
+            (self.header_end, self.footer_start, self.file_len);
+        match e.payload_offset.checked_add(e.stored_byte_len) {
             Some(end) if end <= file_len => {
                 if e.payload_offset < header_end || end > footer_start {
                     r.fail(
@@ -257,8 +337,9 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                         ),
                     );
                 } else {
-                    spans.push((e.payload_offset, end, i));
+                    self.spans.push((e.payload_offset, end, i));
                 }
+                true
             }
             _ => {
                 r.fail(
@@ -268,27 +349,42 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                         e.payload_offset, e.stored_byte_len
                     ),
                 );
-                continue;
+                false
             }
         }
-        let n = ds.grid.total.max(1);
-        let pick = depth == Depth::Deep
-            || linear == 0
-            || linear + 1 == n
-            || (sample_budget[did] < SAMPLE_PER_DATASET
-                && linear % (n / SAMPLE_PER_DATASET).max(1) == 0);
+    }
+
+    /// Whether to check the chunk's payload in full (its digest, its decoding): every chunk
+    /// with [`Depth::Deep`]; otherwise the first and last of its dataset, and evenly spaced ones
+    /// while fewer than [`SAMPLE_PER_DATASET`] are picked.
+    fn pick(&mut self, row: &PlacedRow) -> bool {
+        let n = row.ds.grid.total.max(1);
+        let step = (n / SAMPLE_PER_DATASET).max(1);
+        let budget = &mut self.sample_budget[row.did];
+        let pick = self.depth == Depth::Deep
+            || row.linear == 0
+            || row.linear + 1 == n
+            || (*budget < SAMPLE_PER_DATASET && row.linear.is_multiple_of(step));
         if pick {
-            sample_budget[did] += 1;
+            *budget += 1;
         }
-        let range = format!(
-            "bytes {}..{}",
-            e.payload_offset,
-            e.payload_offset.saturating_add(e.stored_byte_len)
-        );
-        let check = f.chunk_check(i);
+        pick
+    }
+
+    /// The chunk has a checksum when the file records digests, and (when picked) its stored
+    /// bytes match their digest. `false` on a mismatch: decoding would only say less.
+    fn check_checksum(
+        &self,
+        e: &ChunkEntry,
+        row: &PlacedRow,
+        pick: bool,
+        check: ChunkCheck,
+        r: &mut Report,
+    ) -> bool {
+        let (at, range) = (&row.at, &row.range);
         if check != ChunkCheck::None {
             r.checksummed += 1;
-        } else if with_digests {
+        } else if self.with_digests {
             r.fail(
                 "chunk-checksum",
                 format!(
@@ -300,7 +396,7 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
         // The stored bytes against their digest (before decoding: a digest names damage
         // exactly, where a decoder may only say the frame is malformed).
         if let (true, ChunkCheck::Digest(want)) = (pick, check) {
-            if let Some(src) = slice_at(f.bytes(), e.payload_offset, e.stored_byte_len) {
+            if let Some(src) = slice_at(self.f.bytes(), e.payload_offset, e.stored_byte_len) {
                 r.checked += 1;
                 let got = integrity::digest(src);
                 if got != want {
@@ -314,10 +410,24 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                             integrity::hex(got)
                         ),
                     );
-                    continue;
+                    return false;
                 }
             }
         }
+        true
+    }
+
+    /// The codec is known; a raw chunk stores its raw bytes; a zstd frame's header fits the
+    /// chunk and (when picked) the frame decodes to the chunk's size and content checksum.
+    fn check_codec(
+        &mut self,
+        e: &ChunkEntry,
+        row: &PlacedRow,
+        pick: bool,
+        check: ChunkCheck,
+        r: &mut Report,
+    ) {
+        let (at, range) = (&row.at, &row.range);
         match e.codec() {
             None => r.fail("chunk-codec", format!("{at}: unknown codec {}", e.codec_id)),
             Some(Codec::Raw) => {
@@ -332,12 +442,13 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                 }
             }
             Some(Codec::Zstd) => {
-                let Some(src) = slice_at(f.bytes(), e.payload_offset, e.stored_byte_len) else {
-                    continue;
+                let Some(src) = slice_at(self.f.bytes(), e.payload_offset, e.stored_byte_len)
+                else {
+                    return;
                 };
                 if let Err(msg) = check_zstd_header(src, e.raw_byte_len) {
                     r.fail("chunk-zstd", format!("{at}: {range}: {msg}"));
-                    continue;
+                    return;
                 }
                 if pick {
                     r.decoded += 1;
@@ -345,7 +456,7 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
                         r.checked += 1;
                     }
                     if let Err((checksum, msg)) =
-                        integrity::decode_check(src, e.raw_byte_len, &mut scratch)
+                        integrity::decode_check(src, e.raw_byte_len, &mut self.scratch)
                     {
                         let code = if checksum {
                             "chunk-checksum"
@@ -358,8 +469,34 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             }
         }
     }
+}
 
-    // Each grid cell exactly once.
+/// `raw_byte_len` is the size of the clipped chunk (naming a padded edge chunk as such).
+fn check_raw_len(row: &PlacedRow, e: &ChunkEntry, r: &mut Report) {
+    let (ds, at) = (row.ds, &row.at);
+    let want = ds.grid.chunk_elements(row.coords) * ds.dtype.size() as u64;
+    if e.raw_byte_len != want {
+        let full = ds
+            .chunk_shape
+            .iter()
+            .try_fold(ds.dtype.size() as u64, |a, &c| a.checked_mul(c));
+        let kind = if full == Some(e.raw_byte_len) {
+            " (a padded edge chunk: edge chunks must be clipped)"
+        } else {
+            ""
+        };
+        r.fail(
+            "chunk-raw-len",
+            format!(
+                "{at}: raw_byte_len {} but the clipped chunk holds {want} bytes{kind}",
+                e.raw_byte_len
+            ),
+        );
+    }
+}
+
+/// Each grid cell exactly once: `seen` holds, per dataset, the cells its index rows name.
+fn check_grid_coverage(f: &TetFile, seen: &[HashSet<u64>], r: &mut Report) {
     for (did, ds) in f.datasets.iter().enumerate() {
         let have = seen[did].len() as u64;
         if have != ds.grid.total {
@@ -376,8 +513,16 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             );
         }
     }
+}
 
-    // Payload order, gaps, overlaps.
+/// Payload order, gaps, overlaps and unreferenced bytes before the footer, from the
+/// `(start, end, row)` spans of the payloads inside the payload region (in index order).
+fn check_payload_spans(
+    mut spans: Vec<(u64, u64, usize)>,
+    header_end: u64,
+    footer_start: u64,
+    r: &mut Report,
+) {
     let in_index_order = spans.windows(2).all(|w| w[0].0 <= w[1].0);
     if !in_index_order {
         r.warn(
@@ -414,6 +559,10 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             ),
         );
     }
+}
+
+/// A note (not a failure) when the file records no checksums and some chunks have none.
+fn note_missing_checksums(f: &TetFile, r: &mut Report) {
     if !f.has_checksums() && r.checksummed < r.chunks {
         r.note(
             "no-checksums",
@@ -425,7 +574,6 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
             ),
         );
     }
-    r
 }
 
 /// The footer digest and the chunk digest list: present together, well-formed, and the footer
@@ -555,6 +703,7 @@ fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
     }
 }
 
+/// The footer: readable, and its JSON within the schema and the reference reader's limits.
 fn check_footer(f: &TetFile, r: &mut Report) {
     if f.flags & FLAG_FOOTER == 0 {
         return;
@@ -586,96 +735,106 @@ fn check_footer(f: &TetFile, r: &mut Report) {
             "footer has both `metadata` and `metadata_ref`",
         );
     }
-    // History rows: exact keys and limits.
     if let Some(rows) = obj.get("history").and_then(Value::as_array) {
-        if rows.len() > limits::HISTORY_ROWS {
+        check_history(rows, r);
+    }
+    let md = spilled.or_else(|| obj.get("metadata"));
+    if let Some(md) = md.and_then(Value::as_object) {
+        check_metadata(f, md, r);
+    }
+}
+
+/// History rows: their number, exact keys and limits.
+fn check_history(rows: &[Value], r: &mut Report) {
+    if rows.len() > limits::HISTORY_ROWS {
+        r.fail(
+            "footer-limit",
+            format!(
+                "{} history rows (limit {})",
+                rows.len(),
+                limits::HISTORY_ROWS
+            ),
+        );
+    }
+    for (i, row) in rows.iter().enumerate() {
+        if let Some(a) = row.as_array() {
+            // The compact legacy form `["op", "source", "at"]`.
+            if a.len() != 3 || a.iter().any(|x| !x.as_str().is_some_and(fits)) {
+                r.fail(
+                    "footer-limit",
+                    format!("history row {i}: a legacy row must be 3 strings of 1..=1024 bytes"),
+                );
+            }
+            continue;
+        }
+        if let Some(o) = row.as_object() {
+            check_history_row(i, o, r);
+        }
+    }
+}
+
+/// History row `i` in its object form.
+fn check_history_row(i: usize, o: &Map<String, Value>, r: &mut Report) {
+    for k in o.keys() {
+        if !matches!(k.as_str(), "op" | "source" | "at" | "parents" | "params") {
             r.fail(
-                "footer-limit",
-                format!(
-                    "{} history rows (limit {})",
-                    rows.len(),
-                    limits::HISTORY_ROWS
-                ),
+                "footer-schema",
+                format!("history row {i}: unknown key `{k}`"),
             );
         }
-        for (i, row) in rows.iter().enumerate() {
-            if let Some(a) = row.as_array() {
-                // The compact legacy form `["op", "source", "at"]`.
-                if a.len() != 3 || a.iter().any(|x| !x.as_str().is_some_and(fits)) {
-                    r.fail(
-                        "footer-limit",
-                        format!(
-                            "history row {i}: a legacy row must be 3 strings of 1..=1024 bytes"
-                        ),
-                    );
-                }
-                continue;
-            }
-            let Some(o) = row.as_object() else { continue };
-            for k in o.keys() {
-                if !matches!(k.as_str(), "op" | "source" | "at" | "parents" | "params") {
-                    r.fail(
-                        "footer-schema",
-                        format!("history row {i}: unknown key `{k}`"),
-                    );
-                }
-            }
-            for k in ["op", "source", "at"] {
-                if let Some(s) = o.get(k).and_then(Value::as_str) {
-                    if !fits(s) {
-                        r.fail(
-                            "footer-limit",
-                            format!("history row {i}: `{k}` is {} bytes (1..=1024)", s.len()),
-                        );
-                    }
-                }
-            }
-            if let Some(at) = o.get("at").and_then(Value::as_str) {
-                if at.parse::<u64>().is_err() {
-                    r.warn(
-                        "footer-history",
-                        format!("history row {i}: `at` = {at:?} is not decimal Unix seconds"),
-                    );
-                }
-            }
-            if let Some(p) = o.get("parents").and_then(Value::as_array) {
-                if p.len() > limits::PARENTS_PER_ROW {
-                    r.fail(
-                        "footer-limit",
-                        format!("history row {i}: {} parents (limit 16)", p.len()),
-                    );
-                }
-                if p.iter().any(|s| !s.as_str().is_some_and(fits)) {
-                    r.fail(
-                        "footer-limit",
-                        format!("history row {i}: a parent is not a 1..=1024-byte string"),
-                    );
-                }
-            }
-            if let Some(p) = o.get("params").and_then(Value::as_object) {
-                if p.len() > limits::PARAMS_PER_ROW {
-                    r.fail(
-                        "footer-limit",
-                        format!("history row {i}: {} params (limit 32)", p.len()),
-                    );
-                }
-                if p.iter()
-                    .any(|(k, v)| !fits(k) || !v.as_str().is_some_and(fits))
-                {
-                    r.fail(
-                        "footer-limit",
-                        format!(
-                            "history row {i}: a param key or value is not a 1..=1024-byte string"
-                        ),
-                    );
-                }
+    }
+    for k in ["op", "source", "at"] {
+        if let Some(s) = o.get(k).and_then(Value::as_str) {
+            if !fits(s) {
+                r.fail(
+                    "footer-limit",
+                    format!("history row {i}: `{k}` is {} bytes (1..=1024)", s.len()),
+                );
             }
         }
     }
-    let md = spilled.or_else(|| obj.get("metadata"));
-    let Some(md) = md.and_then(Value::as_object) else {
-        return;
-    };
+    if let Some(at) = o.get("at").and_then(Value::as_str) {
+        if at.parse::<u64>().is_err() {
+            r.warn(
+                "footer-history",
+                format!("history row {i}: `at` = {at:?} is not decimal Unix seconds"),
+            );
+        }
+    }
+    if let Some(p) = o.get("parents").and_then(Value::as_array) {
+        if p.len() > limits::PARENTS_PER_ROW {
+            r.fail(
+                "footer-limit",
+                format!("history row {i}: {} parents (limit 16)", p.len()),
+            );
+        }
+        if p.iter().any(|s| !s.as_str().is_some_and(fits)) {
+            r.fail(
+                "footer-limit",
+                format!("history row {i}: a parent is not a 1..=1024-byte string"),
+            );
+        }
+    }
+    if let Some(p) = o.get("params").and_then(Value::as_object) {
+        if p.len() > limits::PARAMS_PER_ROW {
+            r.fail(
+                "footer-limit",
+                format!("history row {i}: {} params (limit 32)", p.len()),
+            );
+        }
+        if p.iter()
+            .any(|(k, v)| !fits(k) || !v.as_str().is_some_and(fits))
+        {
+            r.fail(
+                "footer-limit",
+                format!("history row {i}: a param key or value is not a 1..=1024-byte string"),
+            );
+        }
+    }
+}
+
+/// The metadata (inline or spilled): file entries, and the entry of each dataset.
+fn check_metadata(f: &TetFile, md: &Map<String, Value>, r: &mut Report) {
     if let Some(file) = md.get("file").and_then(Value::as_object) {
         for (k, v) in file {
             if !v.is_string() {
@@ -700,128 +859,159 @@ fn check_footer(f: &TetFile, r: &mut Report) {
         );
     }
     for (name, entry) in dsets {
-        let Some(id) = f.dataset_id(name) else {
-            r.warn(
-                "footer-dataset",
-                format!("metadata.datasets names `{name}`, which is not a dataset"),
-            );
-            continue;
-        };
-        let ds = &f.datasets[id];
-        let Some(e) = entry.as_object() else {
+        check_dataset_metadata(f, name, entry, r);
+    }
+}
+
+/// `metadata.datasets.<name>`: it names a dataset; its attrs, dim_names, coords and extension
+/// keys.
+fn check_dataset_metadata(f: &TetFile, name: &str, entry: &Value, r: &mut Report) {
+    let Some(id) = f.dataset_id(name) else {
+        r.warn(
+            "footer-dataset",
+            format!("metadata.datasets names `{name}`, which is not a dataset"),
+        );
+        return;
+    };
+    let ds = &f.datasets[id];
+    let Some(e) = entry.as_object() else {
+        r.fail(
+            "footer-schema",
+            format!("metadata.datasets.{name} is not an object"),
+        );
+        return;
+    };
+    if let Some(a) = e.get("attrs") {
+        check_attrs(name, a, r);
+    }
+    let dim_names = e
+        .get("dim_names")
+        .map(|d| check_dim_names(name, ds, d, r))
+        .unwrap_or_default();
+    if let Some(c) = e.get("coords") {
+        let Some(c) = c.as_object() else {
             r.fail(
                 "footer-schema",
-                format!("metadata.datasets.{name} is not an object"),
+                format!("`{name}`: coords is not an object"),
             );
-            continue;
+            return;
         };
-        if let Some(a) = e.get("attrs") {
-            match a.as_object() {
-                None => r.fail("footer-schema", format!("`{name}`: attrs is not an object")),
-                Some(a) => {
-                    if a.len() > limits::ATTRS_PER_DATASET {
-                        r.fail(
-                            "footer-limit",
-                            format!("`{name}`: {} attrs (limit 64)", a.len()),
-                        );
-                    }
-                    for (k, v) in a {
-                        match v.as_str() {
-                            None => r.fail(
-                                "footer-schema",
-                                format!("`{name}`: attr `{k}` is not a string"),
-                            ),
-                            Some(s) if !fits(s) || !fits(k) => r.fail(
-                                "footer-limit",
-                                format!("`{name}`: attr `{k}` key or value outside 1..=1024 bytes"),
-                            ),
-                            _ => {}
-                        }
-                    }
-                }
-            }
+        for (axis, v) in c {
+            check_coord_axis(name, ds, &dim_names, axis, v, r);
         }
-        let mut dim_names: Vec<String> = Vec::new();
-        if let Some(d) = e.get("dim_names") {
-            match d.as_array() {
-                Some(a) if a.iter().all(|x| x.as_str().is_some_and(fits)) => {
-                    dim_names = a
-                        .iter()
-                        .filter_map(|x| x.as_str().map(String::from))
-                        .collect();
-                    if a.len() != ds.shape.len() {
-                        r.fail(
-                            "footer-schema",
-                            format!(
-                                "`{name}`: {} dim_names for rank {}",
-                                a.len(),
-                                ds.shape.len()
-                            ),
-                        );
-                    }
-                }
-                _ => r.fail(
-                    "footer-schema",
-                    format!("`{name}`: dim_names is not a list of 1..=1024-byte strings"),
-                ),
-            }
+    }
+    if let Some(x) = e.get(EXT_KEY) {
+        if !x.is_object() {
+            r.fail(
+                "footer-schema",
+                format!("`{name}`: {EXT_KEY} is not an object"),
+            );
         }
-        if let Some(c) = e.get("coords") {
-            let Some(c) = c.as_object() else {
+    }
+}
+
+/// A dataset's attrs: an object of at most 64 strings within the limits.
+fn check_attrs(name: &str, a: &Value, r: &mut Report) {
+    let Some(a) = a.as_object() else {
+        r.fail("footer-schema", format!("`{name}`: attrs is not an object"));
+        return;
+    };
+    if a.len() > limits::ATTRS_PER_DATASET {
+        r.fail(
+            "footer-limit",
+            format!("`{name}`: {} attrs (limit 64)", a.len()),
+        );
+    }
+    for (k, v) in a {
+        match v.as_str() {
+            None => r.fail(
+                "footer-schema",
+                format!("`{name}`: attr `{k}` is not a string"),
+            ),
+            Some(s) if !fits(s) || !fits(k) => r.fail(
+                "footer-limit",
+                format!("`{name}`: attr `{k}` key or value outside 1..=1024 bytes"),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// A dataset's dim_names: one string within the limits per dimension. Returns them when they
+/// are all such strings (whatever their number), else none.
+fn check_dim_names(name: &str, ds: &DatasetInfo, d: &Value, r: &mut Report) -> Vec<String> {
+    match d.as_array() {
+        Some(a) if a.iter().all(|x| x.as_str().is_some_and(fits)) => {
+            if a.len() != ds.shape.len() {
                 r.fail(
                     "footer-schema",
-                    format!("`{name}`: coords is not an object"),
-                );
-                continue;
-            };
-            for (axis, v) in c {
-                let labels = v.get("labels").and_then(Value::as_array);
-                let Some(labels) = labels else {
-                    r.fail(
-                        "footer-schema",
-                        format!("`{name}`: coords `{axis}` has no labels list"),
-                    );
-                    continue;
-                };
-                if labels.len() > limits::LABELS_PER_AXIS {
-                    r.fail(
-                        "footer-limit",
-                        format!(
-                            "`{name}`: coords `{axis}` has {} labels (limit 64)",
-                            labels.len()
-                        ),
-                    );
-                }
-                if labels.iter().any(|l| !l.as_str().is_some_and(fits)) {
-                    r.fail(
-                        "footer-limit",
-                        format!("`{name}`: a label of `{axis}` is not a 1..=1024-byte string"),
-                    );
-                }
-                match dim_names.iter().position(|d| d == axis) {
-                    Some(a) if ds.shape[a] != labels.len() as u64 => r.fail(
-                        "footer-schema",
-                        format!(
-                            "`{name}`: coords `{axis}` has {} labels for {} positions",
-                            labels.len(),
-                            ds.shape[a]
-                        ),
+                    format!(
+                        "`{name}`: {} dim_names for rank {}",
+                        a.len(),
+                        ds.shape.len()
                     ),
-                    Some(_) => {}
-                    None => r.warn(
-                        "footer-coords",
-                        format!("`{name}`: coords axis `{axis}` is not one of its dim_names"),
-                    ),
-                }
-            }
-        }
-        if let Some(x) = e.get(EXT_KEY) {
-            if !x.is_object() {
-                r.fail(
-                    "footer-schema",
-                    format!("`{name}`: {EXT_KEY} is not an object"),
                 );
             }
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
         }
+        _ => {
+            r.fail(
+                "footer-schema",
+                format!("`{name}`: dim_names is not a list of 1..=1024-byte strings"),
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// One axis of a dataset's coords: a labels list within the limits, one label per position
+/// of a named dimension.
+fn check_coord_axis(
+    name: &str,
+    ds: &DatasetInfo,
+    dim_names: &[String],
+    axis: &str,
+    v: &Value,
+    r: &mut Report,
+) {
+    let labels = v.get("labels").and_then(Value::as_array);
+    let Some(labels) = labels else {
+        r.fail(
+            "footer-schema",
+            format!("`{name}`: coords `{axis}` has no labels list"),
+        );
+        return;
+    };
+    if labels.len() > limits::LABELS_PER_AXIS {
+        r.fail(
+            "footer-limit",
+            format!(
+                "`{name}`: coords `{axis}` has {} labels (limit 64)",
+                labels.len()
+            ),
+        );
+    }
+    if labels.iter().any(|l| !l.as_str().is_some_and(fits)) {
+        r.fail(
+            "footer-limit",
+            format!("`{name}`: a label of `{axis}` is not a 1..=1024-byte string"),
+        );
+    }
+    match dim_names.iter().position(|d| d == axis) {
+        Some(a) if ds.shape[a] != labels.len() as u64 => r.fail(
+            "footer-schema",
+            format!(
+                "`{name}`: coords `{axis}` has {} labels for {} positions",
+                labels.len(),
+                ds.shape[a]
+            ),
+        ),
+        Some(_) => {}
+        None => r.warn(
+            "footer-coords",
+            format!("`{name}`: coords axis `{axis}` is not one of its dim_names"),
+        ),
     }
 }

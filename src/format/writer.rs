@@ -152,7 +152,35 @@ struct Reorder<'a> {
     writing: bool,
     /// A thread runs [`TetWriter::write_all`]: submitters only queue.
     dedicated: bool,
-    failed: Option<String>,
+    failed: Option<Failure>,
+}
+
+/// Why the writer stopped: what every later call reports, with the I/O error kind kept (a
+/// full disk stays `ErrorKind::StorageFull` for whoever asks).
+struct Failure {
+    reason: String,
+    kind: Option<std::io::ErrorKind>,
+}
+
+impl Failure {
+    fn of(e: &TetError) -> Failure {
+        Failure {
+            reason: e.to_string(),
+            kind: match e {
+                TetError::Io(io) => Some(io.kind()),
+                _ => None,
+            },
+        }
+    }
+
+    /// The error a later call returns: `what` and the first failure's reason.
+    fn error(&self, what: &str) -> TetError {
+        let msg = format!("{what}: {}", self.reason);
+        match self.kind {
+            Some(kind) => TetError::Io(std::io::Error::new(kind, msg)),
+            None => TetError::Invalid(msg),
+        }
+    }
 }
 
 struct Output {
@@ -413,8 +441,8 @@ impl<'a> TetWriter<'a> {
 
         let mut st = lock(&self.state);
         loop {
-            if let Some(msg) = &st.failed {
-                return Err(TetError::Invalid(format!("writer failed earlier: {msg}")));
+            if let Some(f) = &st.failed {
+                return Err(f.error("writer failed earlier"));
             }
             if seq < st.next || st.pending.contains_key(&seq) {
                 return Err(invalid(format!(
@@ -464,7 +492,7 @@ impl<'a> TetWriter<'a> {
             st = lock(&self.state);
             self.ready.notify_all();
             if let Err(e) = result {
-                st.failed = Some(e.to_string());
+                st.failed = Some(Failure::of(&e));
                 st.writing = false;
                 st.pending.clear();
                 return (st, Err(e));
@@ -479,8 +507,8 @@ impl<'a> TetWriter<'a> {
         let mut st = lock(&self.state);
         st.dedicated = true;
         loop {
-            if let Some(msg) = &st.failed {
-                return Err(TetError::Invalid(format!("writer failed: {msg}")));
+            if let Some(f) = &st.failed {
+                return Err(f.error("writer failed"));
             }
             if !st.writing && st.next >= self.total {
                 return Ok(());
@@ -500,7 +528,10 @@ impl<'a> TetWriter<'a> {
     pub fn abort(&self, reason: &str) {
         let mut st = lock(&self.state);
         if st.failed.is_none() {
-            st.failed = Some(reason.to_string());
+            st.failed = Some(Failure {
+                reason: reason.to_string(),
+                kind: None,
+            });
         }
         st.pending.clear();
         self.ready.notify_all();
@@ -545,8 +576,8 @@ impl<'a> TetWriter<'a> {
     pub fn finish(self, footer: &Footer) -> Result<()> {
         {
             let st = lock(&self.state);
-            if let Some(msg) = &st.failed {
-                return Err(TetError::Invalid(format!("writer failed earlier: {msg}")));
+            if let Some(f) = &st.failed {
+                return Err(f.error("writer failed earlier"));
             }
             if st.next != self.total {
                 let missing = st.next;

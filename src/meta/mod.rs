@@ -11,83 +11,11 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, ElementType, Role, TextVariable, Variable};
+use tet_source::{AttrValue, ElementType, Fact, Role, TextVariable, Variable};
 
 use crate::format::footer::{attrs_to_json, DatasetMeta, HistoryRow};
-use crate::format::DType;
 
-/// How source bytes become `.tet` bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Widen {
-    /// Same bytes.
-    None,
-    /// i8 → i16 (sign-extended).
-    I8ToI16,
-    /// bool (one byte, 0/1) → u8: the same bytes, recorded.
-    BoolToU8,
-    /// bfloat16 → f32 (exact).
-    Bf16ToF32,
-}
-
-impl Widen {
-    /// Output bytes per input byte.
-    pub fn factor(self) -> usize {
-        match self {
-            Widen::None | Widen::BoolToU8 => 1,
-            Widen::I8ToI16 | Widen::Bf16ToF32 => 2,
-        }
-    }
-
-    /// Whether bytes must be transformed.
-    pub fn converts(self) -> bool {
-        matches!(self, Widen::I8ToI16 | Widen::Bf16ToF32)
-    }
-
-    /// The text recorded in the footer and report (`i8 -> i16`), `None` when nothing changed.
-    pub fn describe(self) -> Option<&'static str> {
-        match self {
-            Widen::None => None,
-            Widen::I8ToI16 => Some("i8 -> i16"),
-            Widen::BoolToU8 => Some("bool -> u8"),
-            Widen::Bf16ToF32 => Some("bf16 -> f32"),
-        }
-    }
-
-    /// Converts `src` (source element bytes) into `dst` (cleared first).
-    pub fn apply(self, src: &[u8], dst: &mut Vec<u8>) {
-        dst.clear();
-        match self {
-            Widen::None | Widen::BoolToU8 => dst.extend_from_slice(src),
-            Widen::I8ToI16 => {
-                dst.reserve(src.len() * 2);
-                dst.extend(src.iter().flat_map(|&b| (b as i8 as i16).to_le_bytes()));
-            }
-            Widen::Bf16ToF32 => {
-                dst.reserve(src.len() * 2);
-                dst.extend(src.chunks_exact(2).flat_map(|c| [0, 0, c[0], c[1]]));
-            }
-        }
-    }
-}
-
-/// The `.tet` type a source element type is stored as.
-pub fn storage_type(t: ElementType) -> (DType, Widen) {
-    match t {
-        ElementType::Bool => (DType::U8, Widen::BoolToU8),
-        ElementType::I8 => (DType::I16, Widen::I8ToI16),
-        ElementType::U8 => (DType::U8, Widen::None),
-        ElementType::I16 => (DType::I16, Widen::None),
-        ElementType::U16 => (DType::U16, Widen::None),
-        ElementType::I32 => (DType::I32, Widen::None),
-        ElementType::U32 => (DType::U32, Widen::None),
-        ElementType::I64 => (DType::I64, Widen::None),
-        ElementType::U64 => (DType::U64, Widen::None),
-        ElementType::F16 => (DType::F16, Widen::None),
-        ElementType::BF16 => (DType::F32, Widen::Bf16ToF32),
-        ElementType::F32 => (DType::F32, Widen::None),
-        ElementType::F64 => (DType::F64, Widen::None),
-    }
-}
+pub use crate::lower::{storage_type, Widen};
 
 fn text_attr<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
     attrs.iter().find_map(|(k, v)| match v {
@@ -136,8 +64,9 @@ fn element_values(b: &[u8], t: ElementType) -> Vec<f64> {
         ElementType::U32 => conv!(u32, 4),
         ElementType::I64 => conv!(i64, 8),
         ElementType::U64 => conv!(u64, 8),
-        ElementType::F32 => conv!(f32, 4),
-        ElementType::F64 => conv!(f64, 8),
+        // Complex variables reach the engine's metadata as their parts only (see `lower`).
+        ElementType::F32 | ElementType::C64 => conv!(f32, 4),
+        ElementType::F64 | ElementType::C128 => conv!(f64, 8),
         ElementType::F16 => b
             .chunks_exact(2)
             .map(|c| f16_to_f64(u16::from_le_bytes([c[0], c[1]])))
@@ -200,16 +129,20 @@ pub fn number_labels(b: &[u8], t: ElementType) -> Vec<String> {
                 }
             })
             .collect(),
-        ElementType::F64 | ElementType::F16 | ElementType::BF16 => {
-            element_values(b, t).into_iter().map(float_label).collect()
-        }
+        ElementType::F64
+        | ElementType::F16
+        | ElementType::BF16
+        | ElementType::C64
+        | ElementType::C128 => element_values(b, t).into_iter().map(float_label).collect(),
     }
 }
 
-/// The footer metadata of one dataset made from a source variable.
+/// The footer metadata of one dataset made from a (lowered) source variable; `source_shape` is
+/// the shape the importer gave when lowering changed it (see [`crate::lower`]).
 pub fn dataset_meta(
     var: &Variable,
     widen: Widen,
+    source_shape: Option<&[u64]>,
     labels: &BTreeMap<String, Vec<String>>,
 ) -> DatasetMeta {
     let mut m = DatasetMeta {
@@ -225,6 +158,10 @@ pub fn dataset_meta(
                 }
             }
         }
+    }
+    if let Some(shape) = source_shape {
+        m.extra
+            .insert(crate::lower::SOURCE_SHAPE_KEY.into(), json!(shape));
     }
     if let Some(w) = widen.describe() {
         m.extra
@@ -245,8 +182,10 @@ pub fn dataset_meta(
         m.extra.insert("notes".into(), json!(var.notes));
     }
     if !var.facts.is_empty() {
-        m.extra
-            .insert("source_facts".into(), attrs_to_json(&var.facts));
+        m.extra.insert(
+            "source_facts".into(),
+            attrs_to_json(&Fact::all_entries(&var.facts)),
+        );
     }
     m
 }
@@ -470,6 +409,7 @@ pub fn convert_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::DType;
 
     #[test]
     fn text_variables_read_back_as_written() {

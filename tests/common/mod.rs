@@ -6,8 +6,9 @@ pub mod sidecar;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use serde_json::Value;
 use tet::format::{
-    gather_block, ChunkPayload, Codec, DatasetSpec, Footer, TetWriter, WriterOptions,
+    gather_block, ChunkPayload, Codec, DType, DatasetSpec, Footer, TetWriter, WriterOptions,
 };
 
 /// The names in a directory, sorted.
@@ -55,11 +56,46 @@ pub fn reference(name: &str) -> PathBuf {
     shared().join("interop/reference-tet").join(name)
 }
 
+/// The bytes of a `.tet` file whose footer is not spilled, with its footer JSON edited.
+pub fn with_footer(bytes: &[u8], edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let n = bytes.len();
+    let len = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) as usize;
+    let start = n - 16 - len;
+    let mut v: Value = serde_json::from_slice(&bytes[start..n - 16]).unwrap();
+    edit(&mut v);
+    let json = v.to_string();
+    let mut out = bytes[..start].to_vec();
+    out.extend(json.as_bytes());
+    out.extend((json.len() as u64).to_le_bytes());
+    out.extend(&bytes[n - 8..]);
+    out
+}
+
 /// One dataset with its full C-order data.
 #[derive(Debug, Clone)]
 pub struct Array {
     pub spec: DatasetSpec,
     pub data: Vec<u8>,
+}
+
+impl Array {
+    pub fn new(
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        chunk_shape: &[u64],
+        data: Vec<u8>,
+    ) -> Self {
+        Array {
+            spec: DatasetSpec {
+                name: name.into(),
+                dtype,
+                shape: shape.to_vec(),
+                chunk_shape: chunk_shape.to_vec(),
+            },
+            data,
+        }
+    }
 }
 
 /// Encodes chunk `coords` of `a` with `codec` (zstd level 1).
@@ -87,6 +123,18 @@ pub fn jobs(arrays: &[Array]) -> Vec<(usize, Vec<u64>)> {
         }
     }
     out
+}
+
+/// Writes `arrays` from one thread, every chunk in index order.
+pub fn write_in_order(
+    path: &Path,
+    arrays: &[Array],
+    footer: &Footer,
+    window: usize,
+    codec_of: &(dyn Fn(usize) -> Codec + Sync),
+) {
+    let order: Vec<usize> = (0..jobs(arrays).len()).collect();
+    write(path, arrays, footer, &order, 1, window, codec_of);
 }
 
 /// Writes `arrays` submitting `order` (positions into `jobs(arrays)`) from `threads` threads

@@ -4,8 +4,12 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tet_source::AttrValue;
+use tet_testkit::{json_u64s, sidecar};
+
+/// Lower-case hex SHA-256, as the sidecars record digests.
+#[allow(unused_imports)]
+pub use tet_testkit::sha_hex as sha256;
 
 /// Corpus folders whose importers this build has.
 pub const FORMATS: &[&str] = &[
@@ -20,7 +24,7 @@ pub const FORMATS: &[&str] = &[
 ];
 
 pub fn corpus() -> PathBuf {
-    super::shared().join("corpus/public")
+    tet_testkit::corpus_root()
 }
 
 pub fn inputs() -> Vec<(PathBuf, Value)> {
@@ -33,8 +37,7 @@ pub fn inputs() -> Vec<(PathBuf, Value)> {
             continue;
         }
         let input = corpus().join(rel);
-        let sidecar = PathBuf::from(format!("{}.expect.json", input.display()));
-        let expect: Value = serde_json::from_slice(&std::fs::read(&sidecar).unwrap()).unwrap();
+        let expect = sidecar(&input);
         out.push((input, expect));
     }
     assert!(
@@ -43,13 +46,6 @@ pub fn inputs() -> Vec<(PathBuf, Value)> {
         out.len()
     );
     out
-}
-
-pub fn sha256(b: &[u8]) -> String {
-    Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
 }
 
 /// Compares a sidecar JSON value with a typed attribute.
@@ -135,12 +131,7 @@ pub fn expected_datasets(expect: &Value) -> Vec<(String, String, Vec<u64>, Strin
     let mut out = Vec::new();
     for a in expect["arrays"].as_array().unwrap() {
         let name = a["name"].as_str().unwrap().to_string();
-        let mut shape: Vec<u64> = a["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
+        let mut shape = json_u64s(&a["shape"]);
         if shape.is_empty() {
             shape = vec![1]; // a 0-d scalar is stored as [1]
         }
@@ -156,8 +147,8 @@ pub fn expected_datasets(expect: &Value) -> Vec<(String, String, Vec<u64>, Strin
         for f in a["fields"].as_array().into_iter().flatten() {
             if let Some(dt) = f["stored_dtype"].as_str() {
                 let mut s = shape.clone();
-                if let Some(sub) = f["shape"].as_array() {
-                    s.extend(sub.iter().map(|v| v.as_u64().unwrap()));
+                if f["shape"].is_array() {
+                    s.extend(json_u64s(&f["shape"]));
                 }
                 out.push((
                     format!("{name}/{}", f["name"].as_str().unwrap()),

@@ -31,7 +31,7 @@ fn main() {
         for n in &v.notes {
             println!("    note: {n}");
         }
-        for (k, a) in &v.facts {
+        for (k, a) in tet_source::Fact::all_entries(&v.facts) {
             println!("    fact {k} = {a:?}");
         }
         for (k, a) in &v.attrs {

@@ -86,6 +86,8 @@ use hdf5_sys::h5s::H5Sclose;
 use hdf5_sys::h5t::{H5T_class_t, H5T_order_t, H5Tget_class, H5Tget_order, H5Tget_size};
 use tet_source::{check_region, Result, SourceError};
 
+use crate::types::OwnedType;
+
 /// HDF5 filter id of deflate (zlib).
 pub const FILTER_DEFLATE: i32 = 1;
 /// HDF5 filter id of the byte shuffle.
@@ -251,18 +253,145 @@ fn derr<T>(msg: impl Into<String>) -> std::result::Result<T, DecodeError> {
 /// Decodes one stored chunk: the filters of `pipeline` (in encode order, as stored) are undone
 /// in reverse order, skipping filter `i` when bit `i` of `filter_mask` is set. The result must
 /// be exactly `chunk_bytes` long.
+///
+/// A convenience over [`decode_filters_into`], which decodes into a caller's buffer and reuses
+/// the intermediate buffers; the output here is allocated only once the last stage is about to
+/// write it (after the checks that a stream can reach `chunk_bytes` at all).
 pub fn decode_filters(
     pipeline: &[Filter],
     filter_mask: u32,
     stored: Vec<u8>,
     chunk_bytes: usize,
 ) -> std::result::Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::new();
+    decode_stages(
+        pipeline,
+        filter_mask,
+        &stored,
+        Sink::Vec(&mut out),
+        chunk_bytes,
+        &mut StageBuffers::default(),
+    )?;
+    out.truncate(chunk_bytes);
+    Ok(out)
+}
+
+/// The buffers [`decode_filters_into`] keeps between calls for the stages before the last one
+/// (the last stage writes into the caller's buffer). Reusing one value avoids allocating, and
+/// the kernel zero-filling, a fresh chunk-sized buffer per stage and chunk.
+#[derive(Debug, Default)]
+pub struct StageBuffers {
+    a: Vec<u8>,
+    b: Vec<u8>,
+}
+
+impl StageBuffers {
+    /// Bytes held.
+    pub fn capacity(&self) -> usize {
+        self.a.capacity() + self.b.capacity()
+    }
+}
+
+/// Decodes one stored chunk, like [`decode_filters`], straight into `out`, which must be
+/// exactly the chunk's decoded size. The last stage of the pipeline writes `out` directly: for
+/// shuffle + deflate, the stream is inflated into `bufs` and unshuffled into `out`; for deflate
+/// alone it is inflated into `out`. `out` may hold anything on entry; on error its contents are
+/// unspecified.
+pub fn decode_filters_into(
+    pipeline: &[Filter],
+    filter_mask: u32,
+    stored: &[u8],
+    out: &mut [u8],
+    bufs: &mut StageBuffers,
+) -> std::result::Result<(), DecodeError> {
+    let chunk_bytes = out.len();
+    decode_stages(
+        pipeline,
+        filter_mask,
+        stored,
+        Sink::Slice(out),
+        chunk_bytes,
+        bufs,
+    )
+}
+
+/// Where the last decode stage writes: a caller's buffer of exactly the chunk size, or a vector
+/// grown to that size only when the stage writes (so a corrupt chunk size costs no memory
+/// before the stream has been checked against it).
+enum Sink<'a> {
+    Slice(&'a mut [u8]),
+    Vec(&'a mut Vec<u8>),
+}
+
+impl Sink<'_> {
+    /// The `n` bytes the last stage writes; `n` must be the chunk size.
+    fn take(
+        &mut self,
+        n: usize,
+        chunk_bytes: usize,
+    ) -> std::result::Result<&mut [u8], DecodeError> {
+        if n != chunk_bytes {
+            return derr(format!(
+                "chunk decodes to {n} bytes, expected {chunk_bytes}"
+            ));
+        }
+        match self {
+            Sink::Slice(s) => {
+                let held = s.len();
+                s.get_mut(..n).filter(|_| held == n).ok_or_else(|| {
+                    DecodeError(format!(
+                        "chunk decodes to {n} bytes, the output holds {held}"
+                    ))
+                })
+            }
+            Sink::Vec(v) => Ok(grow(v, n)),
+        }
+    }
+}
+
+/// The first `n` bytes of `buf`, lengthened with zeros if shorter (bytes already there are
+/// kept, not cleared: every caller overwrites all `n`).
+fn grow(buf: &mut Vec<u8>, n: usize) -> &mut [u8] {
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    &mut buf[..n]
+}
+
+/// The decode pipeline behind [`decode_filters`] and [`decode_filters_into`]. No stage may
+/// produce more than the chunk plus 4 bytes per active fletcher32 filter before it in the
+/// pipeline, and the last one must produce exactly the chunk.
+fn decode_stages(
+    pipeline: &[Filter],
+    filter_mask: u32,
+    stored: &[u8],
+    mut sink: Sink<'_>,
+    chunk_bytes: usize,
+    bufs: &mut StageBuffers,
+) -> std::result::Result<(), DecodeError> {
     let active = |i: usize| i >= 32 || filter_mask & (1u32 << i) == 0;
-    let mut data = stored;
+    // The last stage to decode is the first active filter of the pipeline.
+    let Some(last) = (0..pipeline.len()).find(|&i| active(i)) else {
+        // Every filter skipped: the stored bytes are the chunk.
+        sink.take(stored.len(), chunk_bytes)?
+            .copy_from_slice(stored);
+        return Ok(());
+    };
+    /// Where the current stage's input is.
+    #[derive(Clone, Copy)]
+    enum At {
+        Stored,
+        A,
+        B,
+    }
+    let mut at = At::Stored;
+    let mut len = stored.len();
+    let StageBuffers { a, b } = bufs;
     for (i, f) in pipeline.iter().enumerate().rev() {
         if !active(i) {
             continue;
         }
+        let is_last = i == last;
         // The decoded size of stage i is the encoder input of stage i: the chunk plus the
         // checksums of the active fletcher32 filters before it.
         let fletchers = pipeline[..i]
@@ -270,44 +399,85 @@ pub fn decode_filters(
             .enumerate()
             .filter(|&(j, g)| active(j) && *g == Filter::Fletcher32)
             .count();
-        let bound = chunk_bytes
-            .checked_add(4 * fletchers)
+        let bound = fletchers
+            .checked_mul(4)
+            .and_then(|x| chunk_bytes.checked_add(x))
             .ok_or_else(|| DecodeError("chunk size overflows".into()))?;
-        data = match *f {
+        // This stage's input, and the buffer it decodes into unless it is the last one.
+        let (input, spare, next): (&[u8], &mut Vec<u8>, At) = match at {
+            At::Stored => (&stored[..len], &mut *a, At::A),
+            At::A => (&a[..len], &mut *b, At::B),
+            At::B => (&b[..len], &mut *a, At::A),
+        };
+        match *f {
+            Filter::Fletcher32 => {
+                // Checked in place; the stage's output is its input without the trailer.
+                len = fletcher32_check(input)?;
+                if is_last {
+                    let body = &input[..len];
+                    sink.take(len, chunk_bytes)?.copy_from_slice(body);
+                }
+                continue;
+            }
             Filter::Deflate => {
-                // The stage must decode to exactly `bound` bytes: refuse a chunk size its
-                // stream cannot reach before allocating for it.
-                if bound > inflate_bound(data.len()) {
+                // With no compression filter before it in the pipeline, the stage decodes to
+                // exactly `bound` bytes: refuse a chunk size its stream cannot reach before
+                // allocating for it. After one, `bound` is only the most it may produce. (The
+                // last stage always has nothing before it.)
+                let reach = inflate_bound(input.len());
+                let exact = !pipeline[..i].iter().enumerate().any(|(j, g)| {
+                    active(j) && !matches!(g, Filter::Shuffle { .. } | Filter::Fletcher32)
+                });
+                if exact && bound > reach {
                     return derr(format!(
                         "deflate: {} stored bytes cannot inflate to {bound} bytes",
-                        data.len()
+                        input.len()
                     ));
                 }
-                inflate(&data, bound)?
+                let dst = if is_last {
+                    sink.take(bound, chunk_bytes)?
+                } else {
+                    grow(spare, bound.min(reach))
+                };
+                let n = inflate_into(input, dst)?;
+                if is_last && n != bound {
+                    return derr(format!(
+                        "chunk decodes to {n} bytes, expected {chunk_bytes}"
+                    ));
+                }
+                len = n;
             }
-            Filter::Lzf => lzf_decompress(&data, bound)?,
-            Filter::Blosc => blosc_decompress(&data, bound)?,
-            Filter::Zstd => zstd_decompress(&data, bound)?,
-            Filter::Bzip2 => bzip2_decompress(&data, bound)?,
-            Filter::Lz4 => lz4_decompress(&data, bound)?,
             Filter::Shuffle { elem_size } => {
-                let mut out = vec![0u8; data.len()];
-                unshuffle(&data, elem_size, &mut out);
-                out
+                // Same size out as in.
+                let n = input.len();
+                let dst = if is_last {
+                    sink.take(n, chunk_bytes)?
+                } else {
+                    grow(spare, n)
+                };
+                unshuffle(input, elem_size, dst);
+                len = n;
             }
-            Filter::Fletcher32 => {
-                fletcher32_strip(&mut data)?;
-                data
+            Filter::Lzf | Filter::Blosc | Filter::Zstd | Filter::Bzip2 | Filter::Lz4 => {
+                // These decoders size their own output from the stream.
+                let v = match *f {
+                    Filter::Lzf => lzf_decompress(input, bound)?,
+                    Filter::Blosc => blosc_decompress(input, bound)?,
+                    Filter::Zstd => zstd_decompress(input, bound)?,
+                    Filter::Bzip2 => bzip2_decompress(input, bound)?,
+                    _ => lz4_decompress(input, bound)?,
+                };
+                len = v.len();
+                if is_last {
+                    sink.take(len, chunk_bytes)?.copy_from_slice(&v);
+                } else {
+                    *spare = v;
+                }
             }
-        };
+        }
+        at = next;
     }
-    if data.len() != chunk_bytes {
-        return derr(format!(
-            "chunk decodes to {} bytes, expected {chunk_bytes}",
-            data.len()
-        ));
-    }
-    Ok(data)
+    Ok(())
 }
 
 /// The most bytes a zlib stream of `n` bytes can inflate to: deflate expands at most 1032:1
@@ -326,30 +496,55 @@ pub fn inflate_bound(n: usize) -> usize {
 /// decides, as [`decode_filters`] does by requiring the exact chunk size). Bytes after the end
 /// of the stream (after its Adler-32) are ignored, as zlib's `inflate` does.
 pub fn inflate(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
-    use libdeflater::{DecompressionError, Decompressor};
+    let cap = max.min(inflate_bound(input.len()));
+    let mut out = vec![0u8; cap];
+    // `cap < max` only when `max` is more than the stream can produce, so running out of room
+    // always means the stream is longer than `max`.
+    let n = zlib_decompress(input, &mut out).map_err(|e| inflate_error(e, max))?;
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Inflates a zlib stream into `out` with libdeflate (one decompressor per thread, reused) and
+/// returns the number of bytes written. A stream that needs more room than `out` is an error;
+/// one that ends early leaves the rest of `out` as it was. Bytes after the stream's end are
+/// ignored, as by [`inflate`].
+pub fn inflate_into(input: &[u8], out: &mut [u8]) -> std::result::Result<usize, DecodeError> {
+    let max = out.len();
+    zlib_decompress(input, out).map_err(|e| inflate_error(e, max))
+}
+
+fn inflate_error(e: libdeflater::DecompressionError, max: usize) -> DecodeError {
+    DecodeError(match e {
+        libdeflater::DecompressionError::InsufficientSpace => {
+            format!("deflate: chunk inflates past {max} bytes")
+        }
+        libdeflater::DecompressionError::BadData => {
+            "deflate: invalid or truncated zlib stream (or wrong checksum)".into()
+        }
+    })
+}
+
+/// libdeflate's zlib decoder with this thread's decompressor (a fresh one when the thread's is
+/// in use or already gone, as while a thread is torn down: never a panic).
+fn zlib_decompress(
+    input: &[u8],
+    out: &mut [u8],
+) -> std::result::Result<usize, libdeflater::DecompressionError> {
+    use libdeflater::Decompressor;
     thread_local! {
         static DECOMPRESSOR: std::cell::RefCell<Option<Decompressor>> =
             const { std::cell::RefCell::new(None) };
     }
-    let cap = max.min(inflate_bound(input.len()));
-    let mut out = vec![0u8; cap];
-    let result = DECOMPRESSOR.with_borrow_mut(|d| {
+    let run = |d: &mut Option<Decompressor>, out: &mut [u8]| {
         d.get_or_insert_with(Decompressor::new)
-            .zlib_decompress(input, &mut out)
-    });
-    match result {
-        Ok(n) => {
-            out.truncate(n);
-            Ok(out)
-        }
-        // `cap < max` only when `max` is more than the stream can produce, so running out of
-        // room always means the stream is longer than `max`.
-        Err(DecompressionError::InsufficientSpace) => {
-            derr(format!("deflate: chunk inflates past {max} bytes"))
-        }
-        Err(DecompressionError::BadData) => {
-            derr("deflate: invalid or truncated zlib stream (or wrong checksum)")
-        }
+            .zlib_decompress(input, out)
+    };
+    let shared =
+        DECOMPRESSOR.try_with(|c| c.try_borrow_mut().ok().map(|mut d| run(&mut d, &mut *out)));
+    match shared {
+        Ok(Some(r)) => r,
+        _ => run(&mut None, out),
     }
 }
 
@@ -588,7 +783,7 @@ pub fn unshuffle(input: &[u8], elem_size: usize, out: &mut [u8]) {
     let body = n * s;
     match s {
         2 => unshuffle_fixed::<2>(&input[..body], n, &mut out[..body]),
-        4 => unshuffle_fixed::<4>(&input[..body], n, &mut out[..body]),
+        4 => unshuffle4(&input[..body], n, &mut out[..body]),
         8 => unshuffle_fixed::<8>(&input[..body], n, &mut out[..body]),
         _ => {
             for b in 0..s {
@@ -600,6 +795,26 @@ pub fn unshuffle(input: &[u8], elem_size: usize, out: &mut [u8]) {
         }
     }
     out[body..len].copy_from_slice(&input[body..len]);
+}
+
+/// Unshuffles `n` four-byte elements (f32, i32: the common case) by zipping the four byte
+/// planes into little-endian words, which the compiler vectorises: 2.3 times the speed of
+/// [`unshuffle_fixed`] for four bytes (17 against 7.5 GB/s here), no gain for two or eight.
+fn unshuffle4(input: &[u8], n: usize, out: &mut [u8]) {
+    let (Some(p0), Some(p1), Some(p2), Some(p3), Some(out)) = (
+        input.get(..n),
+        input.get(n..2 * n),
+        input.get(2 * n..3 * n),
+        input.get(3 * n..4 * n),
+        out.get_mut(..4 * n),
+    ) else {
+        return;
+    };
+    let (words, _) = out.as_chunks_mut::<4>();
+    for ((((w, &a), &b), &c), &d) in words.iter_mut().zip(p0).zip(p1).zip(p2).zip(p3) {
+        *w = (u32::from(a) | u32::from(b) << 8 | u32::from(c) << 16 | u32::from(d) << 24)
+            .to_le_bytes();
+    }
 }
 
 /// Unshuffles `n` elements of `S` bytes in tiles of 64 elements (constant sizes let the
@@ -666,6 +881,14 @@ pub fn fletcher32(data: &[u8]) -> u32 {
 /// Verifies and removes the 4-byte little-endian Fletcher-32 trailer of a chunk. Like HDF5 it
 /// also accepts the byte-swapped checksum written by HDF5 before 1.6.3.
 pub fn fletcher32_strip(data: &mut Vec<u8>) -> std::result::Result<(), DecodeError> {
+    let body = fletcher32_check(data)?;
+    data.truncate(body);
+    Ok(())
+}
+
+/// Verifies the Fletcher-32 trailer of a chunk (see [`fletcher32_strip`]) and returns the
+/// length of the data before it.
+fn fletcher32_check(data: &[u8]) -> std::result::Result<usize, DecodeError> {
     if data.len() < 4 {
         return derr("fletcher32: chunk shorter than its checksum");
     }
@@ -678,13 +901,14 @@ pub fn fletcher32_strip(data: &mut Vec<u8>) -> std::result::Result<(), DecodeErr
             "fletcher32 checksum mismatch (stored {stored:#010x}, computed {sum:#010x})"
         ));
     }
-    data.truncate(body);
-    Ok(())
+    Ok(body)
 }
 
 /// Reads a dataset creation property list's filter pipeline (takes the library lock).
 pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
     hdf5::sync::sync(|| {
+        // SAFETY: a by-value query of the property list id under the library lock (libhdf5
+        // checks the id and returns an error value for a wrong one).
         let n = unsafe { H5Pget_nfilters(dcpl) };
         if n < 0 {
             return Err(SourceError::Library(
@@ -698,6 +922,9 @@ pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
             let mut nelmts: usize = cd.len();
             let mut name = vec![0u8; 257];
             let mut config = 0u32;
+            // SAFETY: under the library lock; libhdf5 writes one value through each of `flags`,
+            // `nelmts` and `config`, at most `nelmts` (= `cd.len()`) values into `cd`, and at
+            // most `name.len()` bytes (NUL included) into `name`.
             let id = unsafe {
                 H5Pget_filter2(
                     dcpl,
@@ -796,6 +1023,8 @@ unsafe extern "C" {
 /// 1.14.4 reports them relative to the superblock (HDFGroup/hdf5#3003).
 pub fn chunk_address_base(userblock: u64) -> u64 {
     let (mut maj, mut min, mut rel) = (0u32, 0u32, 0u32);
+    // SAFETY: libhdf5 writes one unsigned int through each pointer, all to locals; under the
+    // library lock.
     let ok = hdf5::sync::sync(|| unsafe {
         hdf5_sys::h5::H5get_libversion(&mut maj, &mut min, &mut rel)
     }) >= 0;
@@ -809,43 +1038,82 @@ pub fn chunk_address_base(userblock: u64) -> u64 {
 /// Whether a datatype has parts whose file form differs from their memory form
 /// (variable-length sequences and strings, references).
 pub fn type_has_indirection(tid: hid_t) -> bool {
+    // Every call below passes datatype ids by value (libhdf5 checks them and returns an error
+    // value for a wrong one) and runs under the library lock taken here; the ids it opens
+    // (`H5Tget_super`, `H5Tget_member_type`) are owned, and closed, by an `OwnedType`.
     fn walk(tid: hid_t, depth: u32) -> bool {
         use hdf5_sys::h5t::*;
         if depth > 32 {
             return true;
         }
+        // SAFETY: a by-value query under the lock (see above).
         let class = unsafe { H5Tget_class(tid) };
         match class {
             H5T_class_t::H5T_VLEN | H5T_class_t::H5T_REFERENCE | H5T_class_t::H5T_NO_CLASS => true,
+            // SAFETY: a by-value query under the lock (see above).
             H5T_class_t::H5T_STRING => unsafe { H5Tis_variable_str(tid) != 0 },
             H5T_class_t::H5T_ARRAY | H5T_class_t::H5T_ENUM => {
-                let sup = unsafe { H5Tget_super(tid) };
-                if sup < 0 {
-                    return true;
-                }
-                let r = walk(sup, depth + 1);
-                unsafe { H5Tclose(sup) };
-                r
+                // SAFETY: a by-value query under the lock; the new id is owned by the
+                // `OwnedType`.
+                let sup = OwnedType(unsafe { H5Tget_super(tid) });
+                sup.0 < 0 || walk(sup.0, depth + 1)
             }
             H5T_class_t::H5T_COMPOUND => {
+                // SAFETY: a by-value query under the lock (see above).
                 let n = unsafe { H5Tget_nmembers(tid) };
                 if n < 0 {
                     return true;
                 }
                 (0..n as u32).any(|i| {
-                    let m = unsafe { H5Tget_member_type(tid, i) };
-                    if m < 0 {
-                        return true;
-                    }
-                    let r = walk(m, depth + 1);
-                    unsafe { H5Tclose(m) };
-                    r
+                    // SAFETY: a by-value query under the lock; the new id is owned by the
+                    // `OwnedType`.
+                    let m = OwnedType(unsafe { H5Tget_member_type(tid, i) });
+                    m.0 < 0 || walk(m.0, depth + 1)
                 })
             }
             _ => false,
         }
     }
     hdf5::sync::sync(|| walk(tid, 0))
+}
+
+/// The buffers one thread reuses for every chunk it reads: the stored bytes, the stages
+/// before the last one, and a whole decoded chunk when a region needs only part of it. Reusing
+/// them saves, per chunk, the allocation of each buffer, the kernel's zero-filled pages behind
+/// it (page faults) and the memset of `vec![0; n]`.
+#[derive(Default)]
+struct Scratch {
+    stored: Vec<u8>,
+    stages: StageBuffers,
+    chunk: Vec<u8>,
+}
+
+/// A thread keeps at most this many bytes of [`Scratch`] between reads; more (datasets with
+/// huge chunks) is freed when the read ends.
+const KEEP_SCRATCH: usize = 64 << 20;
+
+impl Scratch {
+    fn trim(&mut self) {
+        let held = self.stored.capacity() + self.stages.capacity() + self.chunk.capacity();
+        if held > KEEP_SCRATCH {
+            *self = Scratch::default();
+        }
+    }
+}
+
+/// Runs `f` with this thread's [`Scratch`], taken out of the thread-local slot for the call
+/// and put back after it (a nested call, or one while the thread is torn down, gets fresh
+/// buffers: never a panic).
+fn with_scratch<T>(f: impl FnOnce(&mut Scratch) -> T) -> T {
+    thread_local! {
+        static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+    }
+    let mut s = SCRATCH.try_with(std::cell::Cell::take).unwrap_or_default();
+    let r = f(&mut s);
+    s.trim();
+    // Fails only while the thread is torn down; the buffers are then simply dropped.
+    let _ = SCRATCH.try_with(|c| c.set(s));
+    r
 }
 
 fn product(v: &[u64]) -> Option<u64> {
@@ -906,6 +1174,7 @@ impl ChunkedVar {
             .map(|&d| d as u64)
             .collect();
         hdf5::sync::sync(|| -> Result<ChunkAccess> {
+            // SAFETY: a by-value query of an open property list under the library lock.
             let layout = unsafe { H5Pget_layout(dcpl.id()) };
             if layout != H5D_layout_t::H5D_CHUNKED {
                 return Ok(ChunkAccess::Library("not chunked".into()));
@@ -915,6 +1184,8 @@ impl ChunkedVar {
                 return Ok(ChunkAccess::Library("scalar dataspace".into()));
             }
             let mut chunk = vec![0 as hsize_t; rank];
+            // SAFETY: under the library lock; libhdf5 writes at most `rank` extents (the
+            // `max_ndims` passed) into `chunk`, which holds `rank` of them.
             let got = unsafe { H5Pget_chunk(dcpl.id(), rank as i32, chunk.as_mut_ptr()) };
             if got != rank as i32 || chunk.contains(&0) {
                 return Err(SourceError::malformed(format!(
@@ -926,6 +1197,7 @@ impl ChunkedVar {
                     "datatype has variable-length parts".into(),
                 ));
             }
+            // SAFETY: a by-value query of an open datatype under the library lock.
             let elem_size = unsafe { H5Tget_size(dtype.id()) };
             if elem_size == 0 {
                 return Err(SourceError::malformed(format!(
@@ -1045,7 +1317,13 @@ impl ChunkedVar {
     }
 
     /// The stored bytes and filter mask of a chunk, through the library.
-    fn fetch_lazy(&self, ds: &hdf5::Dataset, grid_pos: &[u64]) -> Result<Option<(Vec<u8>, u32)>> {
+    /// The stored bytes go to `buf[..len]` (grown if needed); returns `(len, mask)`.
+    fn fetch_lazy(
+        &self,
+        ds: &hdf5::Dataset,
+        grid_pos: &[u64],
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<(usize, u32)>> {
         let off: Vec<hsize_t> = grid_pos
             .iter()
             .zip(&self.chunk)
@@ -1053,6 +1331,9 @@ impl ChunkedVar {
             .collect();
         hdf5::sync::sync(|| {
             let mut size: hsize_t = 0;
+            // SAFETY: under the library lock; libhdf5 reads one offset per axis of the dataset
+            // from `off` (`grid_pos` was checked against the grid's rank by every caller:
+            // `read_chunk`, `zstd_frame`) and writes one `hsize_t` into `size`.
             let rc = unsafe { H5Dget_chunk_storage_size(ds.id(), off.as_ptr(), &mut size) };
             if rc < 0 {
                 // HDF5 1.10 reports a chunk that was never written as an error ("chunk storage
@@ -1081,8 +1362,14 @@ impl ChunkedVar {
                     "chunk {grid_pos:?} claims {size} bytes, more than the file holds"
                 )));
             }
-            let mut buf = vec![0u8; size as usize];
+            let len = usize::try_from(size).map_err(|_| {
+                SourceError::malformed(format!("chunk {grid_pos:?} claims {size} bytes"))
+            })?;
+            let buf = grow(buf, len);
             let mut mask = 0u32;
+            // SAFETY: under the library lock, held since the size was looked up, so the chunk
+            // cannot change in between: libhdf5 writes the chunk's `size` stored bytes into
+            // `buf` (`size` bytes long: `grow` above) and one u32 into `mask`; `off` is as above.
             let rc = unsafe {
                 hdf5_sys::h5d::H5Dread_chunk(
                     ds.id(),
@@ -1097,49 +1384,88 @@ impl ChunkedVar {
                     "cannot read chunk {grid_pos:?}"
                 )));
             }
-            Ok(Some((buf, mask)))
+            Ok(Some((len, mask)))
         })
     }
 
     /// Reads and decodes the chunk at grid position `grid_pos`: `Ok(None)` when it was never
     /// written (its values are the fill value).
     pub fn read_chunk(&self, file: &File, grid_pos: &[u64]) -> Result<Option<Vec<u8>>> {
+        self.check_grid_pos(grid_pos)?;
+        with_scratch(|s| {
+            let Some((len, mask, at)) = self.load_stored(file, grid_pos, &mut s.stored)? else {
+                return Ok(None);
+            };
+            let mut out = Vec::new();
+            decode_stages(
+                &self.pipeline,
+                mask,
+                &s.stored[..len],
+                Sink::Vec(&mut out),
+                self.chunk_bytes,
+                &mut s.stages,
+            )
+            .map_err(|e| self.decode_error(grid_pos, at, e))?;
+            Ok(Some(out))
+        })
+    }
+
+    fn check_grid_pos(&self, grid_pos: &[u64]) -> Result<()> {
         if self.linear(grid_pos).is_none() {
             return Err(SourceError::InvalidRequest(format!(
                 "chunk {grid_pos:?} is outside the chunk grid {:?}",
                 self.grid
             )));
         }
-        let Some((stored, mask, at)) = self.stored_chunk(file, grid_pos)? else {
-            return Ok(None);
-        };
-        decode_filters(&self.pipeline, mask, stored, self.chunk_bytes)
-            .map(Some)
-            .map_err(|e| {
-                let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
-                SourceError::malformed(format!("chunk {grid_pos:?}{at}: {e}"))
-            })
+        Ok(())
     }
 
-    /// The stored (filtered) bytes of the chunk at `grid_pos`, its filter mask and, when the
-    /// chunk table gave it, its file offset; `None` for a chunk never written.
-    fn stored_chunk(&self, file: &File, grid_pos: &[u64]) -> Result<Option<StoredChunk>> {
+    fn decode_error(&self, grid_pos: &[u64], at: Option<u64>, e: DecodeError) -> SourceError {
+        let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
+        SourceError::malformed(format!("chunk {grid_pos:?}{at}: {e}"))
+    }
+
+    /// Reads the stored (filtered) bytes of the chunk at `grid_pos` into `buf[..len]` (grown
+    /// if needed, never shrunk, not cleared) and returns `len`, the filter mask and, when the
+    /// chunk table gave it, the file offset; `None` for a chunk never written.
+    fn load_stored(
+        &self,
+        file: &File,
+        grid_pos: &[u64],
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<(usize, u32, Option<u64>)>> {
         if let Index::Lazy(ds) = &self.index {
             return Ok(self
-                .fetch_lazy(ds, grid_pos)?
-                .map(|(stored, mask)| (stored, mask, None)));
+                .fetch_lazy(ds, grid_pos, buf)?
+                .map(|(len, mask)| (len, mask, None)));
         }
         let Some(loc) = self.chunk_location(grid_pos) else {
             return Ok(None);
         };
-        let mut stored = vec![0u8; loc.size as usize];
-        file.read_exact_at(&mut stored, loc.offset).map_err(|e| {
-            SourceError::malformed(format!(
-                "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
-                loc.offset, loc.size
-            ))
+        // The table's sizes were checked against the file length at open.
+        let len = usize::try_from(loc.size).map_err(|_| {
+            SourceError::malformed(format!("chunk {grid_pos:?} of {} bytes", loc.size))
         })?;
-        Ok(Some((stored, loc.filter_mask, Some(loc.offset))))
+        file.read_exact_at(grow(buf, len), loc.offset)
+            .map_err(|e| {
+                SourceError::malformed(format!(
+                    "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
+                    loc.offset, loc.size
+                ))
+            })?;
+        Ok(Some((len, loc.filter_mask, Some(loc.offset))))
+    }
+
+    /// The stored (filtered) bytes of the chunk at `grid_pos`, in a vector of their own, and
+    /// its filter mask and file offset (see [`Self::load_stored`]).
+    fn stored_chunk(&self, file: &File, grid_pos: &[u64]) -> Result<Option<StoredChunk>> {
+        let mut buf = Vec::new();
+        Ok(self
+            .load_stored(file, grid_pos, &mut buf)?
+            .map(|(len, mask, at)| {
+                buf.truncate(len);
+                (buf, mask, at)
+            }))
     }
 
     /// Whether every stored chunk is one zstd frame of the chunk's little-endian bytes: the
@@ -1212,11 +1538,51 @@ impl ChunkedVar {
             let hi: Vec<u64> = (0..rank)
                 .map(|a| (start[a] + count[a]).min(origin[a] + self.chunk[a]))
                 .collect();
-            match self.read_chunk(file, &g)? {
-                Some(data) => {
-                    copy_box(&data, &self.chunk, &origin, out, count, start, &lo, &hi, es)
+            // The chunk lands in `out` as one run when the region holds it whole and its
+            // rows are adjacent there: then it is decoded straight into that run.
+            let mut runs = 0usize;
+            let mut first = (0u64, 0u64, 0u64);
+            for_each_run(&self.chunk, &origin, count, start, &lo, &hi, |s, d, n| {
+                if runs == 0 {
+                    first = (s, d, n);
                 }
-                None => fill_box(&self.fill, out, count, start, &lo, &hi, es),
+                runs += 1;
+            });
+            let whole = (runs == 1 && first.0 == 0)
+                .then(|| {
+                    let d = usize::try_from(first.1).ok()?.checked_mul(es)?;
+                    let n = usize::try_from(first.2).ok()?.checked_mul(es)?;
+                    (n == self.chunk_bytes).then_some(d..d.checked_add(n)?)
+                })
+                .flatten();
+            let filled = with_scratch(|s| -> Result<bool> {
+                let Some((len, mask, at)) = self.load_stored(file, &g, &mut s.stored)? else {
+                    return Ok(false);
+                };
+                let stored = &s.stored[..len];
+                match whole.clone().and_then(|r| out.get_mut(r)) {
+                    Some(dst) => {
+                        decode_filters_into(&self.pipeline, mask, stored, dst, &mut s.stages)
+                            .map_err(|e| self.decode_error(&g, at, e))?
+                    }
+                    None => {
+                        decode_stages(
+                            &self.pipeline,
+                            mask,
+                            stored,
+                            Sink::Vec(&mut s.chunk),
+                            self.chunk_bytes,
+                            &mut s.stages,
+                        )
+                        .map_err(|e| self.decode_error(&g, at, e))?;
+                        let data = &s.chunk[..self.chunk_bytes];
+                        copy_box(data, &self.chunk, &origin, out, count, start, &lo, &hi, es);
+                    }
+                }
+                Ok(true)
+            })?;
+            if !filled {
+                fill_box(&self.fill, out, count, start, &lo, &hi, es);
             }
             // Next grid position (odometer, last axis fastest).
             let mut a = rank;
@@ -1239,6 +1605,9 @@ impl ChunkedVar {
 /// or never written, as `H5Dread` leaves unallocated chunks then).
 fn fill_bytes(dcpl: hid_t, dtype: hid_t, elem_size: usize) -> Vec<u8> {
     let mut fill = vec![0u8; elem_size];
+    // SAFETY: under the library lock; libhdf5 writes one value through each of `status` and
+    // `time`, and one element of `dtype` (`elem_size` bytes, the caller's `H5Tget_size` of it)
+    // into `fill`, which is `elem_size` bytes long.
     hdf5::sync::sync(|| unsafe {
         let mut status = H5D_fill_value_t::H5D_FILL_VALUE_UNDEFINED;
         let mut time = H5D_fill_time_t::H5D_FILL_TIME_IFSET;
@@ -1258,6 +1627,7 @@ fn fill_bytes(dcpl: hid_t, dtype: hid_t, elem_size: usize) -> Vec<u8> {
 
 /// The element width to swap for a big-endian numeric type (0 otherwise).
 fn swap_width(dtype: hid_t, elem_size: usize) -> usize {
+    // SAFETY: by-value queries of a datatype id under the library lock (libhdf5 checks the id).
     hdf5::sync::sync(|| unsafe {
         let class = H5Tget_class(dtype);
         let numeric = matches!(
@@ -1298,6 +1668,8 @@ fn build_index(
     if grid.contains(&0) {
         return Ok((Index::Table(Vec::new()), 0));
     }
+    // SAFETY: a by-value call on an open dataset under the library lock; the new dataspace id
+    // is closed once, at the end of this function.
     let space = hdf5::sync::sync(|| unsafe { H5Dget_space(ds.id()) });
     if space < 0 {
         return Err(SourceError::Library(format!(
@@ -1306,6 +1678,7 @@ fn build_index(
     }
     let result = (|| {
         let mut n_alloc: hsize_t = 0;
+        // SAFETY: under the library lock; libhdf5 writes one `hsize_t` into `n_alloc`.
         let rc = hdf5::sync::sync(|| unsafe { H5Dget_num_chunks(ds.id(), space, &mut n_alloc) });
         if rc < 0 {
             return Err(SourceError::Library(format!(
@@ -1319,6 +1692,9 @@ fn build_index(
         let mut off = vec![0 as hsize_t; rank];
         for i in 0..n_alloc {
             let (mut mask, mut addr, mut size) = (0u32, HADDR_UNDEF, 0 as hsize_t);
+            // SAFETY: under the library lock; libhdf5 writes one offset per axis of `space` (the
+            // dataset's own dataspace, of rank `rank`) into `off`, which holds `rank`, and one
+            // value into each of `mask`, `addr` and `size`.
             let rc = hdf5::sync::sync(|| unsafe {
                 H5Dget_chunk_info(
                     ds.id(),
@@ -1368,6 +1744,7 @@ fn build_index(
         let n = table.len();
         Ok((Index::Table(table), n))
     })();
+    // SAFETY: `space` was opened above and is closed once, under the library lock.
     hdf5::sync::sync(|| unsafe { H5Sclose(space) });
     result
 }

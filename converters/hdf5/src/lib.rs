@@ -9,7 +9,8 @@
 //! * **Variables**: one per dataset reached by a hard link, named by its path without the leading
 //!   `/` (`grid/temperature`), in the order of a depth-first walk with links sorted by name. The
 //!   first hard link to an object names it; later hard links to the same object are aliases.
-//!   A 0-d (scalar dataspace) dataset becomes shape `[1]` with a note.
+//!   A 0-d (scalar dataspace) dataset becomes a 0-d variable (empty shape; the engine stores
+//!   and records it), a 0-d string dataset a text variable of one value (shape `[1]`).
 //! * **Element types**, delivered little-endian whatever the file's byte order (the bytes are read
 //!   in the file's own type, never converted by the library, and byte-swapped here):
 //!   every integer size and sign, IEEE f16/f32/f64 and bfloat16 (checked bit layouts; other float
@@ -18,15 +19,19 @@
 //!   their base integer type with the `NAME=value` pairs in the variable's facts
 //!   (`enum_mapping`). The engine widens i8, bool and bf16 itself.
 //! * **Compound types**: one variable per field, `<dataset>/<field>` (nested compounds join with
-//!   `/`); a compound of exactly two equal float fields named `r`/`i` or `real`/`imag` is a complex
-//!   number: `<dataset>/real` and `<dataset>/imag`. **Array types** (`H5T_ARRAY`) add trailing
-//!   axes. Each such variable carries a note saying what it was cut from.
+//!   `/`); each carries a note saying what it was cut from. A compound of exactly two f32 or two
+//!   f64 fields of one type named `r`/`i` or `real`/`imag` (either order, as h5py writes complex
+//!   numbers) is a complex number: one variable of
+//!   [`ElementType::C64`](tet_source::ElementType::C64) / `C128` (the whole dataset, or the
+//!   field's variable when it is a field of a larger compound), read as little-endian (real,
+//!   imaginary) pairs whatever the stored order, byte order or padding of the parts; the engine
+//!   stores the parts. **Array types** (`H5T_ARRAY`) add trailing axes.
 //! * **Strings** (fixed or variable length, ASCII or UTF-8, also as compound fields) become
 //!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
 //!   string dimension scale also gives [`DimLabels`].
 //! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
-//!   opaque data, references, variable-length sequences, non-IEEE floats, virtual datasets,
-//!   datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
+//!   opaque data, references, variable-length sequences, non-IEEE floats, virtual datasets
+//!   whose sources cannot be checked (below), datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
 //!   plugins it finds in `HDF5_PLUGIN_PATH`) can decode (named in the message, with the plugin
 //!   directories searched), compound datasets whose field names collide once `/` becomes `_`
 //!   (`a/b` and `a_b`).
@@ -47,6 +52,15 @@
 //!   `<file>:<path>` not followed (use --follow-external)"); with
 //!   [`OpenOptions::follow_external`] a link whose file resolves (canonically) inside the input
 //!   file's directory is followed and its dataset (or group) is converted under the link's name.
+//! * **Virtual datasets** (VDS, [`vds`]): read through libhdf5 once every source is checked —
+//!   sources in the same file (`"."`) always; source files with
+//!   [`OpenOptions::follow_external`], when each resolves canonically inside the input's
+//!   directory beside the VDS file (where libhdf5 is made to look first, whatever the working
+//!   directory or a symbolic link's directory), opens, and holds its source dataset. Regions no
+//!   source maps read as the fill value (a note counts them); a missing, outside or unopenable
+//!   source file, a missing or too small source dataset, a nested VDS, unlimited mappings and
+//!   printf-style (`%b`) source names are unsupported, never filled. The sources are recorded
+//!   in the private fact `vds_sources` (`<file as stored>:<dataset>`) and a note.
 //! * **Dimension scales**: a dataset with `CLASS = "DIMENSION_SCALE"` is a
 //!   [`Role::Coordinate`] (when 1-D) whose dimension is its `NAME` attribute (or its own name).
 //!   A dataset with `DIMENSION_LIST` takes its `dims` from the attached scales (the first scale
@@ -73,7 +87,7 @@
 //!   1.10) and decode them outside it. Either way the engine's workers decompress in parallel
 //!   ([`Source::parallel_reads`] is `true`).
 //! * Contiguous datasets are read with positioned reads at the dataset's file offset (and are
-//!   offered to the engine as a [`FileExtent`] when no byte swap is needed).
+//!   offered to the engine as a [`FileExtent`] when no byte swap or reordering is needed).
 //! * Everything else (compact layout, other filters such as szip or those of plugins found in
 //!   `HDF5_PLUGIN_PATH`, unallocated storage, types with variable-length parts, N-bit integers)
 //!   is read with `H5Dread` hyperslabs in the file's own type (N-bit integers: their container
@@ -94,6 +108,7 @@
 
 pub mod chunks;
 mod types;
+pub mod vds;
 
 /// The hdf5-metno and hdf5-metno-sys crates this importer is built on (for callers of
 /// [`chunks::ChunkedVar::from_dataset`]).
@@ -114,13 +129,13 @@ use hdf5_sys::h5s::{
     H5Sselect_hyperslab, H5S_ALL,
 };
 use tet_source::{
-    attr_shape_key, check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels,
-    FileExtent, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
-    TextVariable, Variable,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, Fact, FileExtent,
+    Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
+    Variable,
 };
 
 use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
-use types::{AttrOutcome, Kind, Leaf, LeafKind};
+use types::{AttrOutcome, Kind, Leaf, LeafKind, TypeInfo};
 
 /// The HDF5 signature; at offset 0, or at 512, 1024, 2048, … after a user block.
 pub const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -303,7 +318,7 @@ pub struct H5Source {
     text_variables: Vec<TextVariable>,
     dim_labels: Vec<DimLabels>,
     global_attrs: Attrs,
-    global_facts: Attrs,
+    global_facts: Vec<Fact>,
     skipped: Vec<Skipped>,
     parallel: bool,
 }
@@ -435,15 +450,17 @@ struct Found {
     dim_refs: Vec<Option<ObjKey>>,
     dim_label_attr: Vec<String>,
     aliases: Vec<String>,
-    attr_shapes: Attrs,
+    attr_shapes: Vec<Fact>,
+    /// Other facts of the dataset's variables (a virtual dataset's sources).
+    facts: Vec<Fact>,
 }
 
 /// Attributes of one object, with the dimension-scale bookkeeping set apart.
 #[derive(Default)]
 struct ObjAttrs {
     attrs: Attrs,
-    /// `attr_shape:<name>` facts of the multi-dimensional attributes (values flattened).
-    shapes: Attrs,
+    /// The shapes of the multi-dimensional attributes (their values flattened).
+    shapes: Vec<Fact>,
     notes: Vec<String>,
     /// The text of a `CLASS` / `NAME` attribute (also kept in `attrs`, in file order: only a
     /// dimension scale's are bookkeeping, removed by [`Walker::add_dataset`]).
@@ -461,9 +478,50 @@ struct Walker<'a> {
     /// (alias name, target key, target path as the link states it)
     aliases: Vec<(String, ObjKey, String)>,
     global_attrs: Attrs,
-    global_facts: Attrs,
+    global_facts: Vec<Fact>,
     skipped: Vec<Skipped>,
     followed: HashSet<(PathBuf, String)>,
+}
+
+/// Opens the HDF5 file at `path` as one of `files` (once: an open file's index is returned).
+fn open_file(files: &mut Vec<OpenFile>, path: &Path) -> Result<usize> {
+    let os = File::open(path)?;
+    let len = os.metadata()?.len();
+    let canonical = std::fs::canonicalize(path)?;
+    if let Some(i) = files.iter().position(|f| f.canonical == canonical) {
+        return Ok(i);
+    }
+    // The superblock is at 0, 512, 1024, … (after a user block): look in the first 64 KiB.
+    let mut head = vec![0u8; len.min(64 << 10) as usize];
+    if len < 8 || os.read_exact_at(&mut head, 0).is_err() {
+        return Err(SourceError::malformed(format!(
+            "file of {len} bytes is too short for HDF5"
+        )));
+    }
+    check_not_truncated(&head, len, "HDF5")?;
+    if path.to_str().is_none() {
+        return Err(SourceError::InvalidRequest(
+            "HDF5 file names must be valid UTF-8".into(),
+        ));
+    }
+    let h5 = OPEN_FILES.get_or_open(path, || {
+        hdf5::File::open(path)
+            .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))
+    })?;
+    let chunk_base = chunks::chunk_address_base(h5.userblock());
+    let dir = canonical
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("/"));
+    files.push(OpenFile {
+        h5,
+        os,
+        len,
+        dir,
+        canonical,
+        chunk_base,
+    });
+    Ok(files.len() - 1)
 }
 
 fn join(prefix: &str, name: &str) -> String {
@@ -527,43 +585,7 @@ impl Walker<'_> {
     }
 
     fn open_file(&mut self, path: &Path) -> Result<usize> {
-        let os = File::open(path)?;
-        let len = os.metadata()?.len();
-        let canonical = std::fs::canonicalize(path)?;
-        if let Some(i) = self.files.iter().position(|f| f.canonical == canonical) {
-            return Ok(i);
-        }
-        // The superblock is at 0, 512, 1024, … (after a user block): look in the first 64 KiB.
-        let mut head = vec![0u8; len.min(64 << 10) as usize];
-        if len < 8 || os.read_exact_at(&mut head, 0).is_err() {
-            return Err(SourceError::malformed(format!(
-                "file of {len} bytes is too short for HDF5"
-            )));
-        }
-        check_not_truncated(&head, len, "HDF5")?;
-        if path.to_str().is_none() {
-            return Err(SourceError::InvalidRequest(
-                "HDF5 file names must be valid UTF-8".into(),
-            ));
-        }
-        let h5 = OPEN_FILES.get_or_open(path, || {
-            hdf5::File::open(path)
-                .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))
-        })?;
-        let chunk_base = chunks::chunk_address_base(h5.userblock());
-        let dir = canonical
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        self.files.push(OpenFile {
-            h5,
-            os,
-            len,
-            dir,
-            canonical,
-            chunk_base,
-        });
-        Ok(self.files.len() - 1)
+        open_file(&mut self.files, path)
     }
 
     fn walk_group(
@@ -766,7 +788,7 @@ impl Walker<'_> {
             // A scale's CLASS and NAME are bookkeeping (its role and dimension name).
             let bookkeeping = |k: &str| k == "CLASS" || k == "NAME";
             attrs.retain(|(k, _)| !bookkeeping(k));
-            shapes.retain(|(k, _)| !bookkeeping(k.strip_prefix("attr_shape:").unwrap_or(k)));
+            shapes.retain(|f| !matches!(f, Fact::AttrShape { attr, .. } if bookkeeping(attr)));
             let nm = a.name.clone().filter(|s| !s.is_empty());
             match nm {
                 Some(s) if s.starts_with(NETCDF_DIM_ONLY) => netcdf_dim_only = true,
@@ -790,6 +812,7 @@ impl Walker<'_> {
             dim_label_attr: a.labels.unwrap_or_default(),
             aliases: Vec::new(),
             attr_shapes: shapes,
+            facts: Vec::new(),
         });
     }
 
@@ -797,10 +820,14 @@ impl Walker<'_> {
     fn add_group_attrs(&mut self, path: &str, a: ObjAttrs) {
         self.global_attrs
             .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
-        self.global_facts.extend(a.shapes.into_iter().map(|(k, v)| {
-            let name = k.strip_prefix("attr_shape:").unwrap_or(&k);
-            (attr_shape_key(&join(path, name)), v)
-        }));
+        self.global_facts
+            .extend(a.shapes.into_iter().map(|f| match f {
+                Fact::AttrShape { attr, shape } => Fact::AttrShape {
+                    attr: join(path, &attr),
+                    shape,
+                },
+                other => other,
+            }));
     }
 
     fn read_attrs(&mut self, file: usize, loc: &hdf5::Location, owner: &str) -> ObjAttrs {
@@ -862,8 +889,10 @@ impl Walker<'_> {
                     let shape = attr.shape();
                     if shape.len() > 1 {
                         let extents = shape.iter().map(|&d| d as u64).collect();
-                        out.shapes
-                            .push((attr_shape_key(&name), AttrValue::U64(extents)));
+                        out.shapes.push(Fact::AttrShape {
+                            attr: name.clone(),
+                            shape: extents,
+                        });
                     }
                     out.attrs.push((name.clone(), v));
                 }
@@ -964,38 +993,32 @@ impl Walker<'_> {
         Ok(src)
     }
 
+    /// Makes the variables (numeric, text) of one found dataset, or reports it skipped.
     fn make_variables(
         &mut self,
         src: &mut H5Source,
         f: Found,
         dim_names: Vec<Option<String>>,
     ) -> Result<()> {
-        let name = f.name.clone();
-        let lib = |what: &str, e: hdf5::Error| lib_err(format!("dataset '{name}': {what}"), e);
         if f.netcdf_dim_only {
             self.skip(&f.name, "netCDF dimension without a variable (no data)");
             return Ok(());
         }
-        let dtype = f.ds.dtype().map_err(|e| lib("datatype", e))?;
-        let space = f.ds.space().map_err(|e| lib("dataspace", e))?;
-        let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
-        match class {
-            H5S_class_t::H5S_NULL => {
-                self.skip(&f.name, "null dataspace");
-                return Ok(());
-            }
-            H5S_class_t::H5S_SCALAR | H5S_class_t::H5S_SIMPLE => {}
-            _ => {
-                return Err(SourceError::malformed(format!(
-                    "dataset '{name}': bad dataspace"
-                )))
-            }
-        }
-        let scalar = class == H5S_class_t::H5S_SCALAR;
-        let outer: Vec<u64> = if scalar {
-            Vec::new()
-        } else {
-            space.shape().iter().map(|&d| d as u64).collect()
+        let virt = vds::is_virtual(&f.ds)
+            .map_err(|e| SourceError::Library(format!("dataset '{}': {e}", f.name)))?;
+        let f = match virt {
+            true => match self.virtual_dataset(src, f)? {
+                Some(f) => f,
+                None => return Ok(()),
+            },
+            false => f,
+        };
+        let name = f.name.as_str();
+        let dtype =
+            f.ds.dtype()
+                .map_err(|e| lib_err(format!("dataset '{name}': datatype"), e))?;
+        let Some((scalar, outer)) = self.dataspace(&f)? else {
+            return Ok(());
         };
         let info = types::analyze(dtype.id());
         let leaves = types::flatten(&info);
@@ -1005,325 +1028,542 @@ impl Walker<'_> {
         let mut seen = HashSet::new();
         if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix.as_str())) {
             return self.unsupported(
-                &name,
+                name,
                 format!(
                     "compound fields collide as '{name}{}' once '/' in field names becomes '_'",
                     dup.suffix
                 ),
             );
         }
-        // N-bit integers are read through libhdf5's conversion to their container type.
-        let dtype = if types::has_nbit(&info) {
-            // SAFETY: `memory_type` returns a fresh datatype id this code owns; the handle
-            // takes over its one reference.
-            let mem = types::memory_type(dtype.id())
-                .map(|id| unsafe { hdf5::from_id::<hdf5::Datatype>(id) });
-            match mem {
-                Some(Ok(t)) => t,
-                _ => {
-                    return self.unsupported(
-                        &name,
-                        format!(
-                            "integers with padding bits ({}) that libhdf5 cannot convert",
-                            types::describe(&info)
-                        ),
-                    )
-                }
-            }
-        } else {
-            dtype
+        let Some(dtype) = self.read_type(name, dtype, &info)? else {
+            return Ok(());
         };
-        let nbit = types::has_nbit(&info);
         let n_records = outer
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
             .ok_or_else(|| SourceError::malformed(format!("dataset '{name}': shape overflows")))?;
         let record = info.size;
+        let nbit = types::has_nbit(&info);
+        let Some(storage) = self.storage(src, &f, &dtype, record, n_records, nbit)? else {
+            return Ok(());
+        };
+        let entry = src.entries.len();
+        src.entries.push(Entry {
+            name: name.to_string(),
+            file: f.file,
+            ds: f.ds.clone(),
+            dtype,
+            record,
+            outer: outer.clone(),
+            indirect: storage.indirect,
+            access: storage.access,
+        });
+        let all_named = !dim_names.is_empty()
+            && dim_names.len() == outer.len()
+            && dim_names.iter().any(Option::is_some);
+        let mut d = DatasetVars {
+            f: &f,
+            info: &info,
+            leaves: &leaves,
+            outer: &outer,
+            scalar,
+            n_records,
+            record,
+            entry,
+            chunk_shape: storage.chunk_shape,
+            filters: storage.specs.iter().map(FilterSpec::label).collect(),
+            compressed: storage.specs.iter().any(FilterSpec::is_compression),
+            dim_names: all_named.then_some(dim_names),
+            texts: None,
+        };
+        for (li, leaf) in leaves.iter().enumerate() {
+            self.add_leaf(src, &mut d, li, leaf)?;
+        }
+        Ok(())
+    }
 
-        // Storage.
-        let dcpl = f.ds.dcpl().map_err(|e| lib("creation properties", e))?;
+    /// The dataspace of a found dataset: whether it is scalar and its extents (none for a
+    /// scalar); `None` for a null dataspace, which is reported as skipped.
+    fn dataspace(&mut self, f: &Found) -> Result<Option<(bool, Vec<u64>)>> {
+        let name = &f.name;
+        let space =
+            f.ds.space()
+                .map_err(|e| lib_err(format!("dataset '{name}': dataspace"), e))?;
+        // SAFETY: a by-value query of an open dataspace id under the library lock (libhdf5
+        // checks the id).
+        let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
+        match class {
+            H5S_class_t::H5S_NULL => {
+                self.skip(name, "null dataspace");
+                Ok(None)
+            }
+            H5S_class_t::H5S_SCALAR => Ok(Some((true, Vec::new()))),
+            H5S_class_t::H5S_SIMPLE => Ok(Some((
+                false,
+                space.shape().iter().map(|&d| d as u64).collect(),
+            ))),
+            _ => Err(SourceError::malformed(format!(
+                "dataset '{name}': bad dataspace"
+            ))),
+        }
+    }
+
+    /// The type a dataset is read in: its own, or for N-bit integers the full-width memory type
+    /// libhdf5 converts them to; `None` when libhdf5 refuses that type (reported as
+    /// unsupported).
+    fn read_type(
+        &mut self,
+        name: &str,
+        dtype: hdf5::Datatype,
+        info: &TypeInfo,
+    ) -> Result<Option<hdf5::Datatype>> {
+        if !types::has_nbit(info) {
+            return Ok(Some(dtype));
+        }
+        let mem = types::memory_type(dtype.id()).map(|id| {
+            // SAFETY: `memory_type` returns a fresh datatype id this code owns; the handle takes
+            // over its one reference (and closes it).
+            unsafe { hdf5::from_id::<hdf5::Datatype>(id) }
+        });
+        match mem {
+            Some(Ok(t)) => Ok(Some(t)),
+            _ => self
+                .unsupported(
+                    name,
+                    format!(
+                        "integers with padding bits ({}) that libhdf5 cannot convert",
+                        types::describe(info)
+                    ),
+                )
+                .map(|()| None),
+        }
+    }
+
+    /// How a dataset is stored and will be read; `None` when it cannot be read (external raw
+    /// data, filters nobody decodes: reported as unsupported). A virtual dataset (checked by
+    /// [`Walker::virtual_dataset`]) is read through the library.
+    fn storage(
+        &mut self,
+        src: &H5Source,
+        f: &Found,
+        dtype: &hdf5::Datatype,
+        record: usize,
+        n_records: u64,
+        nbit: bool,
+    ) -> Result<Option<Storage>> {
+        let name = f.name.as_str();
+        let dcpl =
+            f.ds.dcpl()
+                .map_err(|e| lib_err(format!("dataset '{name}': creation properties"), e))?;
+        // SAFETY: by-value queries of an open property list under the library lock.
         let (layout, n_external) = hdf5::sync::sync(|| unsafe {
             (H5Pget_layout(dcpl.id()), H5Pget_external_count(dcpl.id()))
         });
         if layout == H5D_layout_t::H5D_VIRTUAL {
-            return self.unsupported(&name, "virtual dataset (VDS) is not supported");
+            return Ok(Some(Storage {
+                access: Access::Library,
+                chunk_shape: None,
+                specs: Vec::new(),
+                indirect: chunks::type_has_indirection(dtype.id()),
+            }));
         }
         if n_external > 0 {
-            return self.unsupported(&name, "raw data stored in external files is not read");
+            return self
+                .unsupported(name, "raw data stored in external files is not read")
+                .map(|()| None);
         }
-        let specs: Vec<FilterSpec> = if layout == H5D_layout_t::H5D_CHUNKED {
+        let chunked = layout == H5D_layout_t::H5D_CHUNKED;
+        let specs = if chunked {
             chunks::read_pipeline(dcpl.id())?
         } else {
             Vec::new()
         };
-        // Filters only this crate decodes (no libhdf5 plugin loaded for them): the dataset must
-        // then be read by direct chunk access, never by `H5Dread`.
-        let mut ours_only: Vec<String> = Vec::new();
-        for s in &specs {
-            let ours = s.decoder(record).is_some();
-            // H5Zfilter_avail also loads a plugin for the id from HDF5_PLUGIN_PATH.
-            let avail = hdf5::sync::sync(|| unsafe { hdf5_sys::h5z::H5Zfilter_avail(s.id) }) > 0;
-            if !ours && !avail {
-                return self.unsupported(&name, filter_unavailable(s));
-            }
-            if !avail {
-                ours_only.push(s.label());
-            }
-        }
+        let Some(ours_only) = self.ours_only_filters(name, &specs, record)? else {
+            return Ok(None);
+        };
         let indirect = chunks::type_has_indirection(dtype.id());
         let (chunk_base, file_len) = (src.files[f.file].chunk_base, src.files[f.file].len);
         let mut chunk_shape = None;
         let access = if indirect || nbit {
             if !ours_only.is_empty() {
                 return self.unsupported(
-                    &name,
+                    name,
                     format!(
                         "{} chunks of a type with variable-length parts or N-bit integers: libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH) and direct decoding needs records as stored",
                         ours_only.join(", ")
                     ),
-                );
+                ).map(|()| None);
             }
             Access::Library
-        } else {
-            match layout {
-                H5D_layout_t::H5D_CHUNKED => {
-                    match ChunkedVar::from_dataset(&f.ds, &name, chunk_base, file_len)? {
-                        ChunkAccess::Direct(cv) => {
-                            chunk_shape = Some(cv.chunk_shape().to_vec());
-                            Access::Direct(cv)
-                        }
-                        ChunkAccess::Library(why) => {
-                            if !ours_only.is_empty() {
-                                return self.unsupported(
-                                    &name,
-                                    format!(
-                                        "{}-compressed, but its chunks cannot be read directly ({why}) and libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH)",
-                                        ours_only.join(", ")
-                                    ),
-                                );
-                            }
-                            Access::Library
-                        }
-                    }
+        } else if chunked {
+            match self.chunked_access(f, chunk_base, file_len, &ours_only)? {
+                Some((access, direct_chunk)) => {
+                    chunk_shape = direct_chunk;
+                    access
                 }
-                // HDF5 1.10 adds the user block to an undefined address of unallocated
-                // storage, so the offset counts only when the storage is allocated.
-                H5D_layout_t::H5D_CONTIGUOUS => match f.ds.offset().filter(|_| {
-                    n_records
-                        .checked_mul(record as u64)
-                        .is_some_and(|n| n > 0 && f.ds.storage_size() >= n)
-                }) {
-                    Some(off) => {
-                        let end = n_records
-                            .checked_mul(record as u64)
-                            .and_then(|n| n.checked_add(off));
-                        match end {
-                            Some(e) if e <= file_len => Access::Contiguous(off),
-                            _ => {
-                                return Err(SourceError::malformed(format!(
-                                    "dataset '{name}': contiguous data at byte {off} runs past the end of the file ({file_len} bytes)"
-                                )))
-                            }
-                        }
-                    }
-                    None => Access::Library,
-                },
-                _ => Access::Library,
+                None => return Ok(None),
             }
+        } else if layout == H5D_layout_t::H5D_CONTIGUOUS {
+            contiguous_access(f, n_records, record, file_len)?
+        } else {
+            Access::Library
         };
-        if chunk_shape.is_none() && layout == H5D_layout_t::H5D_CHUNKED {
+        if chunk_shape.is_none() && chunked {
             chunk_shape = f.ds.chunk().map(|c| c.iter().map(|&d| d as u64).collect());
         }
-        let entry_idx = src.entries.len();
-        src.entries.push(Entry {
-            name: name.clone(),
-            file: f.file,
-            ds: f.ds.clone(),
-            dtype,
-            record,
-            outer: outer.clone(),
-            indirect,
+        Ok(Some(Storage {
             access,
-        });
+            chunk_shape,
+            specs,
+            indirect,
+        }))
+    }
 
-        let filters: Vec<String> = specs.iter().map(FilterSpec::label).collect();
-        let compressed = specs.iter().any(FilterSpec::is_compression);
-        let all_named = !dim_names.is_empty()
-            && dim_names.len() == outer.len()
-            && dim_names.iter().any(Option::is_some);
-        let short = short_name(&name).to_string();
-        let mut texts_read: Option<Vec<Vec<String>>> = None;
-        for (li, leaf) in leaves.iter().enumerate() {
-            let vname = format!("{name}{}", leaf.suffix);
-            let inner: Vec<u64> = leaf.inner.iter().map(|&(d, _)| d).collect();
-            let mut shape: Vec<u64> = outer.iter().chain(&inner).copied().collect();
-            let mut notes: Vec<String> = leaf.notes.clone();
-            notes.extend(f.notes.iter().cloned());
-            if shape.is_empty() {
-                shape = vec![1];
-                notes.push("0-d scalar stored as shape [1]".into());
-            } else if scalar {
-                notes.push("0-d dataset of an array type: the array's axes only".into());
+    /// The filters of `specs` only this crate decodes (libhdf5 has no plugin for them): the
+    /// dataset must then be read by direct chunk access, never by `H5Dread`. `None` when a
+    /// filter can be decoded by neither (reported as unsupported).
+    fn ours_only_filters(
+        &mut self,
+        name: &str,
+        specs: &[FilterSpec],
+        record: usize,
+    ) -> Result<Option<Vec<String>>> {
+        let mut ours_only: Vec<String> = Vec::new();
+        for s in specs {
+            let ours = s.decoder(record).is_some();
+            // H5Zfilter_avail also loads a plugin for the id from HDF5_PLUGIN_PATH.
+            // SAFETY: a by-value query of a filter id under the library lock.
+            let avail = hdf5::sync::sync(|| unsafe { hdf5_sys::h5z::H5Zfilter_avail(s.id) }) > 0;
+            if !ours && !avail {
+                return self.unsupported(name, filter_unavailable(s)).map(|()| None);
             }
-            let dims = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
-                f.scale_name.clone().map(|s| vec![s])
-            } else if all_named {
-                let mut d: Vec<String> = dim_names
-                    .iter()
-                    .enumerate()
-                    .map(|(a, n)| n.clone().unwrap_or_else(|| format!("{short}_dim{a}")))
-                    .collect();
-                let leaf_short = short_name(&vname).to_string();
-                d.extend((0..inner.len()).map(|k| format!("{leaf_short}_dim{}", outer.len() + k)));
-                Some(d)
-            } else {
-                None
-            };
-            match &leaf.kind {
-                LeafKind::Numeric {
-                    dtype: et,
-                    be,
-                    enum_mapping,
-                } => {
-                    let mut facts: Attrs = Vec::new();
-                    if *be && et.size() > 1 {
-                        notes.push("big-endian on disk; stored little-endian".into());
-                    }
-                    if let Kind::Enum { is_bool: true, .. } = leaf.ty.kind {
-                        notes.push("h5py bool: HDF5 enum {FALSE:0, TRUE:1} over int8".into());
-                    }
-                    if let Kind::Int { bitfield: true, .. } = leaf.ty.kind {
-                        notes.push("HDF5 bitfield delivered as an unsigned integer".into());
-                    }
-                    if let Kind::Int {
-                        nbit: Some((prec, off)),
-                        ..
-                    } = leaf.ty.kind
-                    {
-                        let bytes = leaf.ty.size;
-                        notes.push(format!(
-                            "N-bit integer: {prec} bits at bit offset {off} of a {bytes}-byte container, delivered as the container type ({}; libhdf5's conversion, sign-extended when signed)",
-                            et.name()
-                        ));
-                        facts.push((
-                            "hdf5_nbit".into(),
-                            AttrValue::Text(format!("precision={prec} offset={off}")),
-                        ));
-                    }
-                    if let Kind::Int { time: true, .. } = leaf.ty.kind {
-                        notes.push(format!(
-                            "HDF5 time type (H5T_TIME, {}-bit): delivered as its stored integer (seconds since the Unix epoch by HDF5's definition)",
-                            leaf.ty.size * 8
-                        ));
-                        facts.push((
-                            "hdf5_time".into(),
-                            AttrValue::Text(format!("H5T_UNIX_D{}", leaf.ty.size * 8)),
-                        ));
-                    }
-                    if let Some(m) = enum_mapping {
-                        notes.push(
-                            "HDF5 enum: stored as the underlying integer codes; mapping in enum_mapping"
-                                .into(),
-                        );
-                        facts.push(("enum_mapping".into(), AttrValue::TextList(m.clone())));
-                    }
-                    if !f.aliases.is_empty() {
-                        for a in &f.aliases {
-                            notes.push(format!("also reachable as '{a}' (link)"));
-                        }
-                        facts.push(("aliases".into(), AttrValue::TextList(f.aliases.clone())));
-                    }
-                    if leaves.len() > 1 || !leaf.suffix.is_empty() {
-                        facts.push(("source_dataset".into(), AttrValue::Text(name.clone())));
-                    }
-                    facts.extend(f.attr_shapes.iter().cloned());
-                    // A part of a complex compound (its note comes from `types::flatten`): the
-                    // same facts as the NPY, Tensogram and Zarr importers record, so that an
-                    // exporter can put the pair back together.
-                    for part in ["real", "imag"] {
-                        let note = format!("{part} part of a complex compound");
-                        if leaf.notes.iter().any(|n| n.starts_with(&note)) {
-                            let c = if et.size() == 4 { "c64" } else { "c128" };
-                            facts.push(("complex_part".into(), AttrValue::Text(part.into())));
-                            facts.push(("complex_dtype".into(), AttrValue::Text(c.into())));
-                        }
-                    }
-                    let role = if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
-                        Role::Coordinate
-                    } else {
-                        Role::Data
-                    };
-                    let layout = SourceLayout {
-                        chunk_shape: chunk_shape.as_ref().map(|c| {
-                            let mut c = c.clone();
-                            c.extend(&inner);
-                            c
-                        }),
-                        compressed,
-                        filters: filters.clone(),
-                    };
-                    src.variables.push(Variable {
-                        name: vname,
-                        dtype: *et,
-                        shape,
-                        dims,
-                        attrs: f.attrs.clone(),
-                        layout,
-                        role,
-                        notes,
-                        facts,
-                    });
-                    src.plans.push(Plan {
-                        entry: entry_idx,
-                        leaf: leaf.clone(),
-                    });
-                }
-                LeafKind::Text => {
-                    let bytes = n_records.saturating_mul(record as u64);
-                    if bytes > MAX_TEXT_BYTES {
-                        self.unsupported(
-                            &vname,
-                            format!("string dataset of {bytes} bytes is too large for the footer"),
-                        )?;
-                        continue;
-                    }
-                    if texts_read.is_none() {
-                        texts_read = Some(src.read_texts(entry_idx, &leaves)?);
-                    }
-                    let values = texts_read
-                        .as_ref()
-                        .and_then(|t| t.get(li))
-                        .cloned()
-                        .unwrap_or_default();
-                    if f.scale_name.is_some() && outer.len() == 1 && inner.is_empty() {
-                        if let Some(d) = &f.scale_name {
-                            src.dim_labels.push(DimLabels {
-                                dim: d.clone(),
-                                labels: values.clone(),
-                            });
-                        }
-                    }
-                    for a in &f.aliases {
-                        self.skip(a, format!("link to string dataset '{name}' (kept once)"));
-                    }
-                    src.text_variables.push(TextVariable {
-                        name: vname,
-                        shape,
-                        dims,
-                        values,
-                        attrs: f.attrs.clone(),
-                        char_axis: None,
-                    });
-                }
-                LeafKind::Unsupported(why) => {
-                    self.unsupported(
-                        &vname,
-                        format!("{why} (HDF5 type {})", types::describe(&info)),
-                    )?;
-                }
+            if !avail {
+                ours_only.push(s.label());
             }
         }
+        Ok(Some(ours_only))
+    }
+
+    /// Direct chunk access to a chunked dataset (with its chunk shape) when its pipeline and
+    /// type allow, else the library; `None` when only direct access could decode its filters
+    /// (`ours_only`) and it is not possible (reported as unsupported).
+    fn chunked_access(
+        &mut self,
+        f: &Found,
+        chunk_base: u64,
+        file_len: u64,
+        ours_only: &[String],
+    ) -> Result<Option<(Access, Option<Vec<u64>>)>> {
+        match ChunkedVar::from_dataset(&f.ds, &f.name, chunk_base, file_len)? {
+            ChunkAccess::Direct(cv) => {
+                let chunk_shape = Some(cv.chunk_shape().to_vec());
+                Ok(Some((Access::Direct(cv), chunk_shape)))
+            }
+            ChunkAccess::Library(why) => {
+                if !ours_only.is_empty() {
+                    return self.unsupported(
+                        &f.name,
+                        format!(
+                            "{}-compressed, but its chunks cannot be read directly ({why}) and libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH)",
+                            ours_only.join(", ")
+                        ),
+                    ).map(|()| None);
+                }
+                Ok(Some((Access::Library, None)))
+            }
+        }
+    }
+
+    /// Makes the variable of one leaf of a dataset (or reports it unsupported).
+    fn add_leaf(
+        &mut self,
+        src: &mut H5Source,
+        d: &mut DatasetVars<'_>,
+        li: usize,
+        leaf: &Leaf,
+    ) -> Result<()> {
+        let name = format!("{}{}", d.f.name, leaf.suffix);
+        let inner: Vec<u64> = leaf.inner.iter().map(|&(n, _)| n).collect();
+        let shape: Vec<u64> = d.outer.iter().chain(&inner).copied().collect();
+        let mut notes: Vec<String> = leaf.notes.clone();
+        notes.extend(d.f.notes.iter().cloned());
+        if d.scalar && !shape.is_empty() {
+            notes.push("0-d dataset of an array type: the array's axes only".into());
+        }
+        let dims = d.dims(&name, inner.len());
+        let v = LeafVar {
+            name,
+            inner,
+            shape,
+            dims,
+            notes,
+        };
+        match &leaf.kind {
+            LeafKind::Numeric { .. } => {
+                src.push_numeric(d, leaf, v);
+                Ok(())
+            }
+            LeafKind::Text => self.add_text(src, d, li, v),
+            LeafKind::Unsupported(why) => self.unsupported(
+                &v.name,
+                format!("{why} (HDF5 type {})", types::describe(d.info)),
+            ),
+        }
+    }
+
+    /// Makes the text variable of a string leaf (and the dimension labels of a string scale).
+    fn add_text(
+        &mut self,
+        src: &mut H5Source,
+        d: &mut DatasetVars<'_>,
+        li: usize,
+        v: LeafVar,
+    ) -> Result<()> {
+        let bytes = d.n_records.saturating_mul(d.record as u64);
+        if bytes > MAX_TEXT_BYTES {
+            return self.unsupported(
+                &v.name,
+                format!("string dataset of {bytes} bytes is too large for the footer"),
+            );
+        }
+        if d.texts.is_none() {
+            d.texts = Some(src.read_texts(d.entry, d.leaves)?);
+        }
+        let values = d
+            .texts
+            .as_ref()
+            .and_then(|t| t.get(li))
+            .cloned()
+            .unwrap_or_default();
+        if d.is_coordinate(v.inner.len()) {
+            if let Some(dim) = &d.f.scale_name {
+                src.dim_labels.push(DimLabels {
+                    dim: dim.clone(),
+                    labels: values.clone(),
+                });
+            }
+        }
+        for a in &d.f.aliases {
+            self.skip(
+                a,
+                format!("link to string dataset '{}' (kept once)", d.f.name),
+            );
+        }
+        // A 0-d string dataset is one string: text variables have no 0-d form.
+        let shape = if v.shape.is_empty() { vec![1] } else { v.shape };
+        src.text_variables.push(TextVariable {
+            name: v.name,
+            shape,
+            dims: v.dims,
+            values,
+            attrs: d.f.attrs.clone(),
+            char_axis: None,
+        });
         Ok(())
+    }
+}
+
+/// How a found dataset is stored and will be read.
+struct Storage {
+    access: Access,
+    /// The source chunk shape (of the dataset's own axes).
+    chunk_shape: Option<Vec<u64>>,
+    /// The filter pipeline.
+    specs: Vec<FilterSpec>,
+    /// The type has variable-length parts.
+    indirect: bool,
+}
+
+/// What the variables of one dataset share while [`Walker::make_variables`] makes them.
+struct DatasetVars<'a> {
+    f: &'a Found,
+    info: &'a TypeInfo,
+    leaves: &'a [Leaf],
+    /// The dataset's extents (none for a scalar).
+    outer: &'a [u64],
+    scalar: bool,
+    n_records: u64,
+    /// Bytes per record.
+    record: usize,
+    /// Index of the dataset's [`Entry`].
+    entry: usize,
+    chunk_shape: Option<Vec<u64>>,
+    filters: Vec<String>,
+    compressed: bool,
+    /// One name per axis (`None`: unnamed), when the dataset names at least one of them.
+    dim_names: Option<Vec<Option<String>>>,
+    /// The values of every text leaf, read once for the first.
+    texts: Option<Vec<Vec<String>>>,
+}
+
+impl DatasetVars<'_> {
+    /// Whether the leaf with `inner_axes` array axes is a coordinate: the whole record of a
+    /// 1-D dimension scale.
+    fn is_coordinate(&self, inner_axes: usize) -> bool {
+        self.f.scale_name.is_some() && self.outer.len() == 1 && inner_axes == 0
+    }
+
+    /// The dimension names of the variable `name` with `inner_axes` array axes: a scale's own
+    /// dimension, or the dataset's named axes (unnamed ones `<dataset>_dim<axis>`) followed by
+    /// `<variable>_dim<axis>` for the array axes; `None` when the dataset names no axis.
+    fn dims(&self, name: &str, inner_axes: usize) -> Option<Vec<String>> {
+        if self.is_coordinate(inner_axes) {
+            return self.f.scale_name.clone().map(|s| vec![s]);
+        }
+        let named = self.dim_names.as_ref()?;
+        let short = short_name(&self.f.name);
+        let mut d: Vec<String> = named
+            .iter()
+            .enumerate()
+            .map(|(a, n)| n.clone().unwrap_or_else(|| format!("{short}_dim{a}")))
+            .collect();
+        let leaf_short = short_name(name);
+        let outer = self.outer.len();
+        d.extend((0..inner_axes).map(|k| format!("{leaf_short}_dim{}", outer + k)));
+        Some(d)
+    }
+}
+
+/// One leaf's variable as far as every kind of leaf shares it.
+struct LeafVar {
+    name: String,
+    /// The array type's axes (trailing).
+    inner: Vec<u64>,
+    shape: Vec<u64>,
+    dims: Option<Vec<String>>,
+    notes: Vec<String>,
+}
+
+/// The access to a contiguous dataset: positioned reads at its records' file offset when its
+/// storage is allocated (and inside the file), else the library (nothing written yet).
+fn contiguous_access(f: &Found, n_records: u64, record: usize, file_len: u64) -> Result<Access> {
+    let name = &f.name;
+    // HDF5 1.10 adds the user block to an undefined address of unallocated storage, so the
+    // offset counts only when the storage is allocated.
+    let allocated = |_: &u64| {
+        n_records
+            .checked_mul(record as u64)
+            .is_some_and(|n| n > 0 && f.ds.storage_size() >= n)
+    };
+    let Some(off) = f.ds.offset().filter(allocated) else {
+        return Ok(Access::Library);
+    };
+    let end = n_records
+        .checked_mul(record as u64)
+        .and_then(|n| n.checked_add(off));
+    match end {
+        Some(e) if e <= file_len => Ok(Access::Contiguous(off)),
+        _ => Err(SourceError::malformed(format!(
+            "dataset '{name}': contiguous data at byte {off} runs past the end of the file ({file_len} bytes)"
+        ))),
+    }
+}
+
+/// The notes (appended to `notes`) and the facts of a numeric leaf.
+fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<String>) -> Vec<Fact> {
+    let mut facts: Vec<Fact> = Vec::new();
+    let LeafKind::Numeric {
+        dtype: et,
+        be,
+        enum_mapping,
+    } = &leaf.kind
+    else {
+        return facts;
+    };
+    if *be && et.size() > 1 {
+        notes.push("big-endian on disk; stored little-endian".into());
+    }
+    if let Kind::Enum { is_bool: true, .. } = leaf.ty.kind {
+        notes.push("h5py bool: HDF5 enum {FALSE:0, TRUE:1} over int8".into());
+    }
+    if let Kind::Int { bitfield: true, .. } = leaf.ty.kind {
+        notes.push("HDF5 bitfield delivered as an unsigned integer".into());
+    }
+    if let Kind::Int {
+        nbit: Some((prec, off)),
+        ..
+    } = leaf.ty.kind
+    {
+        let bytes = leaf.ty.size;
+        notes.push(format!(
+            "N-bit integer: {prec} bits at bit offset {off} of a {bytes}-byte container, delivered as the container type ({}; libhdf5's conversion, sign-extended when signed)",
+            et.name()
+        ));
+        facts.push(Fact::private(
+            "h5",
+            "hdf5_nbit",
+            AttrValue::Text(format!("precision={prec} offset={off}")),
+        ));
+    }
+    if let Kind::Int { time: true, .. } = leaf.ty.kind {
+        notes.push(format!(
+            "HDF5 time type (H5T_TIME, {}-bit): delivered as its stored integer (seconds since the Unix epoch by HDF5's definition)",
+            leaf.ty.size * 8
+        ));
+        facts.push(Fact::private(
+            "h5",
+            "hdf5_time",
+            AttrValue::Text(format!("H5T_UNIX_D{}", leaf.ty.size * 8)),
+        ));
+    }
+    if let Some(m) = enum_mapping {
+        notes.push(
+            "HDF5 enum: stored as the underlying integer codes; mapping in enum_mapping".into(),
+        );
+        facts.push(Fact::EnumMapping(m.clone()));
+    }
+    let f = d.f;
+    if !f.aliases.is_empty() {
+        for a in &f.aliases {
+            notes.push(format!("also reachable as '{a}' (link)"));
+        }
+        facts.push(Fact::Aliases(f.aliases.clone()));
+    }
+    if d.leaves.len() > 1 || !leaf.suffix.is_empty() {
+        facts.push(Fact::SourceDataset(f.name.clone()));
+    }
+    facts.extend(f.attr_shapes.iter().cloned());
+    facts.extend(f.facts.iter().cloned());
+    facts
+}
+
+impl H5Source {
+    /// Adds the variable of a numeric leaf (and its read plan).
+    fn push_numeric(&mut self, d: &DatasetVars<'_>, leaf: &Leaf, v: LeafVar) {
+        let LeafKind::Numeric { dtype, .. } = leaf.kind else {
+            return;
+        };
+        let mut notes = v.notes;
+        let facts = numeric_notes_and_facts(d, leaf, &mut notes);
+        let role = if d.is_coordinate(v.inner.len()) {
+            Role::Coordinate
+        } else {
+            Role::Data
+        };
+        let layout = SourceLayout {
+            chunk_shape: d.chunk_shape.as_ref().map(|c| {
+                let mut c = c.clone();
+                c.extend(&v.inner);
+                c
+            }),
+            compressed: d.compressed,
+            filters: d.filters.clone(),
+        };
+        self.variables.push(Variable {
+            name: v.name,
+            dtype,
+            shape: v.shape,
+            dims: v.dims,
+            attrs: d.f.attrs.clone(),
+            layout,
+            role,
+            notes,
+            facts,
+        });
+        self.plans.push(Plan {
+            entry: d.entry,
+            leaf: leaf.clone(),
+        });
     }
 }
 
@@ -1348,7 +1588,7 @@ fn plugin_paths() -> Vec<String> {
     use hdf5_sys::h5pl::{H5PLget, H5PLsize};
     hdf5::sync::sync(|| {
         let mut n: std::os::raw::c_uint = 0;
-        // SAFETY: H5PLsize writes one unsigned int.
+        // SAFETY: H5PLsize writes one unsigned int into `n`; under the library lock.
         if unsafe { H5PLsize(&mut n) } < 0 {
             return Vec::new();
         }
@@ -1356,7 +1596,7 @@ fn plugin_paths() -> Vec<String> {
             .filter_map(|i| {
                 let mut buf = vec![0u8; 4096];
                 // SAFETY: `buf` has `buf.len()` writable bytes; libhdf5 writes at most that many,
-                // NUL included, and returns the path's length.
+                // NUL included, and returns the path's length; under the library lock.
                 let len = unsafe { H5PLget(i, buf.as_mut_ptr().cast(), buf.len()) };
                 let len = usize::try_from(len).ok()?.min(buf.len());
                 buf.truncate(len);
@@ -1373,24 +1613,33 @@ fn plugin_paths() -> Vec<String> {
 fn link_value(group: &hdf5::Group, name: &str) -> Option<Vec<u8>> {
     use hdf5_sys::h5l::{H5L_info1_t, H5Lget_info1, H5Lget_val};
     let cname = std::ffi::CString::new(name).ok()?;
-    hdf5::sync::sync(|| unsafe {
+    hdf5::sync::sync(|| {
         let mut info = H5L_info1_t::default();
-        if H5Lget_info1(group.id(), cname.as_ptr(), &mut info, H5P_DEFAULT) < 0 {
+        // SAFETY: under the library lock; `cname` is a live NUL-terminated string and libhdf5
+        // writes one `H5L_info1_t` into `info`.
+        if unsafe { H5Lget_info1(group.id(), cname.as_ptr(), &mut info, H5P_DEFAULT) } < 0 {
             return None;
         }
-        let size = *info.u.val_size();
+        // SAFETY: `val_size` points at the union's 8-byte storage inside `info` (live, aligned
+        // for a `size_t`); libhdf5 set that member for soft and external links, the only kinds
+        // this is called for, and any bit pattern is a valid `size_t`.
+        let size = unsafe { *info.u.val_size() };
         if size == 0 || size > 1 << 20 {
             return None;
         }
         let mut buf = vec![0u8; size];
-        if H5Lget_val(
-            group.id(),
-            cname.as_ptr(),
-            buf.as_mut_ptr().cast(),
-            size,
-            H5P_DEFAULT,
-        ) < 0
-        {
+        // SAFETY: under the library lock; libhdf5 writes at most `size` bytes (the size passed)
+        // into `buf`, which is `size` bytes long; `cname` as above.
+        let rc = unsafe {
+            H5Lget_val(
+                group.id(),
+                cname.as_ptr(),
+                buf.as_mut_ptr().cast(),
+                size,
+                H5P_DEFAULT,
+            )
+        };
+        if rc < 0 {
             return None;
         }
         let mut v = buf;
@@ -1408,20 +1657,28 @@ fn external_value(group: &hdf5::Group, name: &str) -> Option<(String, String)> {
     use hdf5_sys::h5l::H5Lunpack_elink_val;
     let v = link_value(group, name)?;
     let len = v.len();
-    hdf5::sync::sync(|| unsafe {
+    hdf5::sync::sync(|| {
         let mut flags = 0u32;
         let mut file: *const std::os::raw::c_char = std::ptr::null();
         let mut obj: *const std::os::raw::c_char = std::ptr::null();
-        if H5Lunpack_elink_val(v.as_ptr().cast(), len, &mut flags, &mut file, &mut obj) < 0
-            || file.is_null()
-            || obj.is_null()
-        {
+        // SAFETY: under the library lock; libhdf5 reads `len` bytes of `v` (its length) and
+        // writes one value into each of `flags`, `file` and `obj`.
+        let rc =
+            unsafe { H5Lunpack_elink_val(v.as_ptr().cast(), len, &mut flags, &mut file, &mut obj) };
+        if rc < 0 || file.is_null() || obj.is_null() {
             return None;
         }
-        let f = std::ffi::CStr::from_ptr(file)
-            .to_string_lossy()
-            .into_owned();
-        let o = std::ffi::CStr::from_ptr(obj).to_string_lossy().into_owned();
+        // SAFETY: on success `file` and `obj` point into `v`, which outlives this closure, at
+        // NUL-terminated strings: libhdf5 refuses a value whose last byte is not NUL, so both
+        // strings end inside `v`.
+        let (f, o) = unsafe {
+            (
+                std::ffi::CStr::from_ptr(file)
+                    .to_string_lossy()
+                    .into_owned(),
+                std::ffi::CStr::from_ptr(obj).to_string_lossy().into_owned(),
+            )
+        };
         Some((f, o))
     })
 }
@@ -1434,6 +1691,7 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
             return AttrOutcome::Skip(format!("attribute unreadable: {e}"))
         }
     };
+    // SAFETY: a by-value query of an open dataspace id under the library lock.
     let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
     let scalar = match class {
         H5S_class_t::H5S_NULL => {
@@ -1444,15 +1702,18 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
         _ => return AttrOutcome::Skip("attribute with a bad dataspace".into()),
     };
     let n = if scalar {
-        1u64
+        Some(1u64)
     } else {
-        space.shape().iter().map(|&d| d as u64).product()
+        space
+            .shape()
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
     };
     let info = types::analyze(dtype.id());
     let bytes = n
-        .checked_mul(info.size as u64)
+        .and_then(|n| n.checked_mul(info.size as u64))
         .filter(|&b| b <= MAX_ATTR_BYTES);
-    let Some(bytes) = bytes else {
+    let (Some(n), Some(bytes)) = (n, bytes) else {
         return AttrOutcome::Skip("attribute too large".into());
     };
     if let Kind::Other(what) = &info.kind {
@@ -1460,8 +1721,12 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
     }
     // N-bit integers: read converted to their container type (as datasets are).
     let dtype = if types::has_nbit(&info) {
-        // SAFETY: a fresh datatype id owned by the handle.
-        match types::memory_type(dtype.id()).map(|id| unsafe { hdf5::from_id(id) }) {
+        let mem = types::memory_type(dtype.id()).map(|id| {
+            // SAFETY: `memory_type` returns a fresh datatype id this code owns; the handle takes
+            // over its one reference (and closes it).
+            unsafe { hdf5::from_id::<hdf5::Datatype>(id) }
+        });
+        match mem {
             Some(Ok(t)) => t,
             _ => return AttrOutcome::Skip("N-bit integer attribute libhdf5 cannot convert".into()),
         }
@@ -1470,16 +1735,27 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
     };
     let indirect = chunks::type_has_indirection(dtype.id());
     let mut buf = vec![0u8; (bytes as usize).max(1)];
-    hdf5::sync::sync(|| unsafe {
+    hdf5::sync::sync(|| {
         if n > 0 {
-            let rc = hdf5_sys::h5a::H5Aread(attr.id(), dtype.id(), buf.as_mut_ptr().cast());
+            // SAFETY: under the library lock; libhdf5 writes the attribute's `n` elements in
+            // `dtype` (the attribute's own type, or its N-bit memory type of the same size:
+            // `info.size` bytes each) into `buf`, which holds `n * info.size` bytes.
+            let rc =
+                unsafe { hdf5_sys::h5a::H5Aread(attr.id(), dtype.id(), buf.as_mut_ptr().cast()) };
             if let Err(e) = hdf5::h5check(rc) {
                 return AttrOutcome::Skip(format!("attribute unreadable: {e}"));
             }
         }
-        let out = types::decode_attr(&info, &buf, n as usize, scalar);
+        // SAFETY: `buf` holds `n` records of `info`'s type just read by libhdf5 (or nothing
+        // when `n` is 0); their variable-length parts are reclaimed only below.
+        let out = unsafe { types::decode_attr(&info, &buf, n as usize, scalar) };
         if indirect && n > 0 {
-            H5Dvlen_reclaim(dtype.id(), space.id(), H5P_DEFAULT, buf.as_mut_ptr().cast());
+            // SAFETY: under the library lock; `buf` holds the elements `H5Aread` just wrote in
+            // `dtype` over `space`, whose variable-length parts libhdf5 frees once, here; `buf`
+            // is not read afterwards.
+            unsafe {
+                H5Dvlen_reclaim(dtype.id(), space.id(), H5P_DEFAULT, buf.as_mut_ptr().cast())
+            };
         }
         out
     })
@@ -1526,13 +1802,13 @@ impl H5Source {
         count: &[u64],
         f: impl FnOnce(&[u8]) -> Result<T>,
     ) -> Result<T> {
-        let n: u64 = count.iter().product();
+        let n = count.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
         let bytes = n
-            .checked_mul(e.record as u64)
+            .and_then(|n| n.checked_mul(e.record as u64))
             .filter(|&b| b <= isize::MAX as u64)
             .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
         let mut buf = vec![0u8; bytes as usize];
-        if n == 0 {
+        if n == Some(0) {
             return f(&buf);
         }
         if e.indirect || matches!(e.access, Access::Library) {
@@ -1540,7 +1816,10 @@ impl H5Source {
                 self.h5_read(e, start, count, &mut buf)?;
                 let r = f(&buf);
                 if e.indirect {
-                    self.reclaim(e, count, &mut buf);
+                    // SAFETY: `buf` holds the records of `count` that `h5_read` just read in
+                    // `e.dtype` (it succeeded), not yet reclaimed; `f` is done with them and
+                    // nothing reads them afterwards.
+                    unsafe { Self::reclaim(e, count, &mut buf) };
                 }
                 r
             })
@@ -1550,72 +1829,119 @@ impl H5Source {
         }
     }
 
-    fn reclaim(&self, e: &Entry, count: &[u64], buf: &mut [u8]) {
-        hdf5::sync::sync(|| unsafe {
-            let space = if e.outer.is_empty() {
-                H5Screate(H5S_class_t::H5S_SCALAR)
-            } else {
-                H5Screate_simple(count.len() as i32, count.as_ptr(), std::ptr::null())
+    /// Frees the variable-length parts (strings, sequences) of records read by libhdf5.
+    ///
+    /// # Safety
+    /// `buf` must hold the records of the region `count` of `e` as [`H5Source::h5_read`] read
+    /// them (in `e.dtype`), not yet reclaimed; nothing may read their variable-length parts
+    /// afterwards.
+    unsafe fn reclaim(e: &Entry, count: &[u64], buf: &mut [u8]) {
+        hdf5::sync::sync(|| {
+            // SAFETY: under the library lock; libhdf5 reads `count.len()` extents from `count`.
+            // The new dataspace id is closed below.
+            let space = unsafe {
+                if e.outer.is_empty() {
+                    H5Screate(H5S_class_t::H5S_SCALAR)
+                } else {
+                    H5Screate_simple(count.len() as i32, count.as_ptr(), std::ptr::null())
+                }
             };
             if space >= 0 {
-                H5Dvlen_reclaim(e.dtype.id(), space, H5P_DEFAULT, buf.as_mut_ptr().cast());
-                H5Sclose(space);
+                // SAFETY: `buf` holds the records of `space` in `e.dtype` as libhdf5 read them
+                // (this function's contract), whose variable-length parts libhdf5 frees once;
+                // `space` was created above and is closed once. Under the library lock.
+                unsafe {
+                    H5Dvlen_reclaim(e.dtype.id(), space, H5P_DEFAULT, buf.as_mut_ptr().cast());
+                    H5Sclose(space);
+                }
             }
         })
     }
 
-    /// `H5Dread` of a hyperslab in the dataset's own type (no conversion).
+    /// `H5Dread` of a hyperslab in the dataset's own type (no conversion) into `buf`, which
+    /// must hold exactly the region's records.
     fn h5_read(&self, e: &Entry, start: &[u64], count: &[u64], buf: &mut [u8]) -> Result<()> {
         let err = |what: String| SourceError::Library(format!("dataset '{}': {what}", e.name));
-        hdf5::sync::sync(|| unsafe {
-            if e.outer.is_empty() {
-                let rc = H5Dread(
-                    e.ds.id(),
-                    e.dtype.id(),
-                    H5S_ALL,
-                    H5S_ALL,
-                    H5P_DEFAULT,
-                    buf.as_mut_ptr().cast(),
-                );
+        let rank = e.outer.len();
+        let bytes = count
+            .iter()
+            .try_fold(e.record as u64, |a, &c| a.checked_mul(c));
+        if start.len() != rank || count.len() != rank || bytes != Some(buf.len() as u64) {
+            return Err(SourceError::InvalidRequest(format!(
+                "dataset '{}': region does not match the dataset or the buffer",
+                e.name
+            )));
+        }
+        hdf5::sync::sync(|| {
+            if rank == 0 {
+                // SAFETY: under the library lock; the dataspace is scalar, so libhdf5 writes
+                // one record of `e.dtype` (`e.record` bytes: `buf`'s length, checked above).
+                let rc = unsafe {
+                    H5Dread(
+                        e.ds.id(),
+                        e.dtype.id(),
+                        H5S_ALL,
+                        H5S_ALL,
+                        H5P_DEFAULT,
+                        buf.as_mut_ptr().cast(),
+                    )
+                };
                 return hdf5::h5check(rc)
                     .map(|_| ())
                     .map_err(|x| err(format!("read failed: {x}")));
             }
-            let fspace = hdf5_sys::h5d::H5Dget_space(e.ds.id());
+            // SAFETY: a by-value call on an open dataset under the library lock; the new
+            // dataspace id is closed below.
+            let fspace = unsafe { hdf5_sys::h5d::H5Dget_space(e.ds.id()) };
             if fspace < 0 {
                 return Err(err("cannot get its dataspace".into()));
             }
-            let mspace = H5Screate_simple(count.len() as i32, count.as_ptr(), std::ptr::null());
+            // SAFETY: under the library lock; libhdf5 reads `rank` extents from `count` (its
+            // length, checked above). The new dataspace id is closed below.
+            let mspace = unsafe { H5Screate_simple(rank as i32, count.as_ptr(), std::ptr::null()) };
             let mut rc = if mspace < 0 { -1 } else { 0 };
             if rc >= 0 {
-                rc = H5Sselect_hyperslab(
-                    fspace,
-                    H5S_seloper_t::H5S_SELECT_SET,
-                    start.as_ptr(),
-                    std::ptr::null(),
-                    count.as_ptr(),
-                    std::ptr::null(),
-                );
+                // SAFETY: under the library lock; libhdf5 reads one value per axis of `fspace`
+                // (the dataset's rank) from `start` and `count`, both that long (checked
+                // above); null stride and block mean 1.
+                rc = unsafe {
+                    H5Sselect_hyperslab(
+                        fspace,
+                        H5S_seloper_t::H5S_SELECT_SET,
+                        start.as_ptr(),
+                        std::ptr::null(),
+                        count.as_ptr(),
+                        std::ptr::null(),
+                    )
+                };
             }
             let result = if rc < 0 {
                 Err(err("cannot select the region".into()))
             } else {
-                let rc = H5Dread(
-                    e.ds.id(),
-                    e.dtype.id(),
-                    mspace,
-                    fspace,
-                    H5P_DEFAULT,
-                    buf.as_mut_ptr().cast(),
-                );
+                // SAFETY: under the library lock; libhdf5 writes the selected records (those of
+                // `count`, in `e.dtype`: `e.record` bytes each) into `buf`, which holds exactly
+                // that many bytes (checked above).
+                let rc = unsafe {
+                    H5Dread(
+                        e.ds.id(),
+                        e.dtype.id(),
+                        mspace,
+                        fspace,
+                        H5P_DEFAULT,
+                        buf.as_mut_ptr().cast(),
+                    )
+                };
                 hdf5::h5check(rc)
                     .map(|_| ())
                     .map_err(|x| err(format!("read failed: {x}")))
             };
-            if mspace >= 0 {
-                H5Sclose(mspace);
+            // SAFETY: the dataspaces opened above, each closed once, under the library lock.
+            unsafe {
+                if mspace >= 0 {
+                    H5Sclose(mspace);
+                }
+                H5Sclose(fspace);
             }
-            H5Sclose(fspace);
             result
         })
     }
@@ -1675,7 +2001,7 @@ impl Source for H5Source {
         &self.global_attrs
     }
 
-    fn global_facts(&self) -> &[(String, AttrValue)] {
+    fn global_facts(&self) -> &[Fact] {
         &self.global_facts
     }
 
@@ -1722,8 +2048,8 @@ impl Source for H5Source {
                 &count[orank..],
             )
         };
-        let (es, be) = match &leaf.kind {
-            LeafKind::Numeric { dtype, be, .. } => (dtype.size(), *be),
+        let es = match &leaf.kind {
+            LeafKind::Numeric { dtype, .. } => dtype.size(),
             _ => {
                 return Err(SourceError::InvalidRequest(format!(
                     "variable '{}' has no numeric values",
@@ -1733,20 +2059,15 @@ impl Source for H5Source {
         };
         if leaf.is_whole(e.record) && !e.indirect {
             self.read_records_into(e, ostart, ocount, out)?;
-            if be {
-                chunks::swap_in_place(out, es);
-            }
+            chunks::swap_in_place(out, leaf.swap_width());
             return Ok(());
         }
+        // Element by element: compound fields, array axes, complex parts out of order.
         self.with_records(e, ostart, ocount, |recs| {
             let mut o = 0usize;
             for rec in recs.chunks_exact(e.record.max(1)) {
                 types::for_each_inner(leaf, istart, icount, |off| {
-                    let dst = &mut out[o..o + es];
-                    dst.copy_from_slice(&rec[off..off + es]);
-                    if be {
-                        dst.reverse();
-                    }
+                    leaf.copy_element(rec, off, &mut out[o..o + es]);
                     o += es;
                 });
             }
@@ -1786,7 +2107,7 @@ impl Source for H5Source {
         };
         let off = *off;
         match plan.leaf.kind {
-            LeafKind::Numeric { be, dtype, .. } if !(be && dtype.size() > 1) => {}
+            LeafKind::Numeric { .. } if plan.leaf.swap_width() == 0 => {}
             _ => return None,
         }
         if !plan.leaf.is_whole(e.record) || e.indirect {
@@ -1800,11 +2121,9 @@ impl Source for H5Source {
 }
 
 impl H5Source {
-    /// The names of the variables read through the library (not by direct chunk or contiguous
-    /// access) — for diagnostics and tests.
     /// The directly read chunked dataset behind variable `var` (and its file) when the
-    /// variable is the whole plain numeric record of it: what a stored chunk holds is exactly
-    /// the variable's chunk.
+    /// variable is the whole plain numeric record of it, stored little-endian: what a stored
+    /// chunk holds is exactly the variable's chunk.
     fn direct_whole(&self, var: usize) -> Option<(&ChunkedVar, usize)> {
         let plan = self.plans.get(var)?;
         let e = &self.entries[plan.entry];
@@ -1814,10 +2133,12 @@ impl H5Source {
         let LeafKind::Numeric { .. } = plan.leaf.kind else {
             return None;
         };
-        (plan.leaf.is_whole(e.record) && !e.indirect && e.outer == cv.shape())
-            .then_some((cv, e.file))
+        let whole = plan.leaf.is_whole(e.record) && plan.leaf.swap_width() == 0;
+        (whole && !e.indirect && e.outer == cv.shape()).then_some((cv, e.file))
     }
 
+    /// The names of the variables read through the library (not by direct chunk or contiguous
+    /// access) — for diagnostics and tests.
     pub fn library_read_variables(&self) -> Vec<&str> {
         self.plans
             .iter()
@@ -1861,12 +2182,7 @@ impl H5Source {
             return Ok(());
         }
         self.h5_read(e, start, count, out)?;
-        if let LeafKind::Numeric {
-            be: true, dtype, ..
-        } = plan.leaf.kind
-        {
-            chunks::swap_in_place(out, dtype.size());
-        }
+        chunks::swap_in_place(out, plan.leaf.swap_width());
         Ok(())
     }
 }

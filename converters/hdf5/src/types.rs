@@ -1,5 +1,15 @@
 //! HDF5 datatypes: analysis with raw `H5T` calls, flattening into numeric and text leaves, and
 //! decoding of values read in the file's own type (no library conversion).
+//!
+//! # Safety of the library calls
+//!
+//! The `H5T*` calls here take a datatype id by value and return a plain value, a new id (owned
+//! by an [`OwnedType`], which closes it), a string libhdf5 allocated for the caller (freed with
+//! `H5free_memory`), or write into a buffer of ours sized as the call requires. libhdf5 checks
+//! every id it is given and returns an error value for one that is not an open datatype, so no
+//! id can make such a call unsound. libhdf5 is not thread-safe: every call runs under
+//! hdf5-metno's library lock (`hdf5::sync::sync`, reentrant), which the entry points
+//! ([`analyze`], [`memory_type`]) take for the whole analysis.
 
 use std::ffi::CStr;
 use std::os::raw::c_char;
@@ -94,17 +104,47 @@ fn other(size: usize, what: impl Into<String>) -> TypeInfo {
     }
 }
 
-/// Takes ownership of a C string allocated by HDF5.
-fn take_name(p: *mut c_char) -> Option<String> {
+/// A datatype id this code opened (`H5Tget_super`, `H5Tget_member_type`, `H5Tcopy`, …), closed
+/// when dropped unless [`OwnedType::take`]n. An error value (negative) is never closed.
+pub(crate) struct OwnedType(pub(crate) hid_t);
+
+impl Drop for OwnedType {
+    fn drop(&mut self) {
+        if self.0 >= 0 {
+            // SAFETY: the id was opened by this code and is closed exactly once (here, or never
+            // after `take`); the library lock is taken (reentrant) for the call.
+            hdf5::sync::sync(|| unsafe { H5Tclose(self.0) });
+        }
+    }
+}
+
+impl OwnedType {
+    /// Gives up ownership: the caller closes the id.
+    fn take(mut self) -> hid_t {
+        std::mem::replace(&mut self.0, -1)
+    }
+}
+
+/// The name of member `i` of a compound or enum type (`None` when libhdf5 has none to give).
+fn member_name(tid: hid_t, i: u32) -> Option<String> {
+    // SAFETY: a by-value query of `tid` under the library lock (see the module's safety notes);
+    // it returns a string libhdf5 allocated for the caller, or null.
+    let p = unsafe { H5Tget_member_name(tid, i) };
     if p.is_null() {
         return None;
     }
+    // SAFETY: `p` is non-null and NUL-terminated (libhdf5 returns a C string) and stays valid
+    // until it is freed below.
     let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+    // SAFETY: `p` was allocated by libhdf5 for the caller, who frees it once with the library's
+    // own allocator; it is not used afterwards.
     unsafe { hdf5_sys::h5::H5free_memory(p.cast()) };
     Some(s)
 }
 
+/// The byte order of an integer type: `Some(true)` for big-endian, `None` for an unusual order.
 fn int_order(tid: hid_t, size: usize) -> Option<bool> {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
     match unsafe { H5Tget_order(tid) } {
         H5T_order_t::H5T_ORDER_LE => Some(false),
         H5T_order_t::H5T_ORDER_BE => Some(true),
@@ -114,7 +154,9 @@ fn int_order(tid: hid_t, size: usize) -> Option<bool> {
     }
 }
 
+/// Analyses `tid` at nesting depth `depth` (the library lock is held: see [`analyze`]).
 fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
     let size = unsafe { H5Tget_size(tid) };
     if depth > 16 {
         return other(size, "datatype nested too deeply");
@@ -122,179 +164,17 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
     if size == 0 {
         return other(0, "datatype of size 0");
     }
+    // SAFETY: as above.
     let class = unsafe { H5Tget_class(tid) };
     match class {
-        H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => {
-            let bitfield = class == H5T_class_t::H5T_BITFIELD;
-            let what = if bitfield { "bitfield" } else { "integer" };
-            if !matches!(size, 1 | 2 | 4 | 8) {
-                return other(size, format!("{size}-byte {what}"));
-            }
-            let prec = unsafe { H5Tget_precision(tid) };
-            let Ok(off) = usize::try_from(unsafe { H5Tget_offset(tid) }) else {
-                return other(size, format!("{what} with an unreadable bit offset"));
-            };
-            let nbit = (prec != size * 8 || off != 0).then_some((prec, off));
-            if prec == 0 || off.checked_add(prec).is_none_or(|end| end > size * 8) {
-                return other(
-                    size,
-                    format!("{what} with {prec}-bit precision at bit offset {off}"),
-                );
-            }
-            let Some(be) = int_order(tid, size) else {
-                return other(size, format!("{what} with an unusual byte order"));
-            };
-            let signed = !bitfield && unsafe { H5Tget_sign(tid) } == H5T_sign_t::H5T_SGN_2;
-            TypeInfo {
-                size,
-                kind: Kind::Int {
-                    signed,
-                    // N-bit values are converted by libhdf5 to little-endian on read.
-                    be: be && nbit.is_none(),
-                    bitfield,
-                    nbit,
-                    time: false,
-                },
-            }
-        }
-        H5T_class_t::H5T_TIME => {
-            // libhdf5 defines H5T_UNIX_D32/D64 (LE and BE): a time_t-like signed count of
-            // seconds, with no conversion path; the stored integer is the value.
-            if !matches!(size, 4 | 8) {
-                return other(size, format!("{}-bit HDF5 time type", size * 8));
-            }
-            let Some(be) = int_order(tid, size) else {
-                return other(size, "HDF5 time type with an unusual byte order");
-            };
-            TypeInfo {
-                size,
-                kind: Kind::Int {
-                    signed: true,
-                    be,
-                    bitfield: false,
-                    nbit: None,
-                    time: true,
-                },
-            }
-        }
+        H5T_class_t::H5T_INTEGER => int_info(tid, size, false),
+        H5T_class_t::H5T_BITFIELD => int_info(tid, size, true),
+        H5T_class_t::H5T_TIME => time_info(tid, size),
         H5T_class_t::H5T_FLOAT => float_info(tid, size),
-        H5T_class_t::H5T_ENUM => {
-            let sup = unsafe { H5Tget_super(tid) };
-            if sup < 0 {
-                return other(size, "enum without a base type");
-            }
-            let base = analyze_at(sup, depth + 1);
-            unsafe { H5Tclose(sup) };
-            let (signed, be) = match base.kind {
-                Kind::Int {
-                    signed,
-                    be,
-                    nbit: None,
-                    time: false,
-                    ..
-                } if base.size == size => (signed, be),
-                _ => return other(size, "enum over a non-integer base type"),
-            };
-            let n = unsafe { H5Tget_nmembers(tid) };
-            if n < 0 {
-                return other(size, "enum with unreadable members");
-            }
-            let mut members = Vec::with_capacity(n as usize);
-            for i in 0..n as u32 {
-                let name = take_name(unsafe { H5Tget_member_name(tid, i) }).unwrap_or_default();
-                let mut buf = [0u8; 8];
-                if unsafe { H5Tget_member_value(tid, i, buf.as_mut_ptr().cast()) } < 0 {
-                    return other(size, "enum with unreadable member values");
-                }
-                members.push((name, int_value(&buf[..size], signed, be)));
-            }
-            let is_bool = size == 1
-                && members.len() == 2
-                && members.iter().any(|(n, v)| n == "FALSE" && *v == 0)
-                && members.iter().any(|(n, v)| n == "TRUE" && *v == 1);
-            TypeInfo {
-                size,
-                kind: Kind::Enum {
-                    signed,
-                    be,
-                    members,
-                    is_bool,
-                },
-            }
-        }
-        H5T_class_t::H5T_STRING => {
-            let utf8 = unsafe { H5Tget_cset(tid) } == H5T_cset_t::H5T_CSET_UTF8;
-            if unsafe { H5Tis_variable_str(tid) } > 0 {
-                TypeInfo {
-                    size,
-                    kind: Kind::VarStr { utf8 },
-                }
-            } else {
-                let pad = match unsafe { H5Tget_strpad(tid) } {
-                    H5T_str_t::H5T_STR_NULLTERM => Padding::NullTerm,
-                    H5T_str_t::H5T_STR_SPACEPAD => Padding::SpacePad,
-                    _ => Padding::NullPad,
-                };
-                TypeInfo {
-                    size,
-                    kind: Kind::FixedStr { pad, utf8 },
-                }
-            }
-        }
-        H5T_class_t::H5T_COMPOUND => {
-            let n = unsafe { H5Tget_nmembers(tid) };
-            if n < 0 {
-                return other(size, "compound with unreadable members");
-            }
-            let mut fields = Vec::with_capacity(n as usize);
-            for i in 0..n as u32 {
-                let name = take_name(unsafe { H5Tget_member_name(tid, i) }).unwrap_or_default();
-                let offset = unsafe { H5Tget_member_offset(tid, i) };
-                let mt = unsafe { H5Tget_member_type(tid, i) };
-                if mt < 0 {
-                    return other(size, format!("compound member '{name}' unreadable"));
-                }
-                let ty = analyze_at(mt, depth + 1);
-                unsafe { H5Tclose(mt) };
-                if offset.checked_add(ty.size).is_none_or(|end| end > size) {
-                    return other(size, format!("compound member '{name}' outside the record"));
-                }
-                fields.push(Field { name, offset, ty });
-            }
-            TypeInfo {
-                size,
-                kind: Kind::Compound { fields },
-            }
-        }
-        H5T_class_t::H5T_ARRAY => {
-            let nd = unsafe { H5Tget_array_ndims(tid) };
-            if !(1..=32).contains(&nd) {
-                return other(size, "array type with an invalid rank");
-            }
-            let mut dims = vec![0u64; nd as usize];
-            if unsafe { H5Tget_array_dims2(tid, dims.as_mut_ptr()) } < 0 {
-                return other(size, "array type with unreadable dimensions");
-            }
-            let sup = unsafe { H5Tget_super(tid) };
-            if sup < 0 {
-                return other(size, "array type without a base type");
-            }
-            let base = analyze_at(sup, depth + 1);
-            unsafe { H5Tclose(sup) };
-            let total = dims
-                .iter()
-                .try_fold(base.size as u64, |a, &d| a.checked_mul(d));
-            if total != Some(size as u64) {
-                return other(size, "array type whose size does not match its dimensions");
-            }
-            TypeInfo {
-                size,
-                kind: Kind::Array {
-                    dims,
-                    base: Box::new(base),
-                },
-            }
-        }
+        H5T_class_t::H5T_ENUM => enum_info(tid, size, depth),
+        H5T_class_t::H5T_STRING => string_info(tid, size),
+        H5T_class_t::H5T_COMPOUND => compound_info(tid, size, depth),
+        H5T_class_t::H5T_ARRAY => array_info(tid, size, depth),
         H5T_class_t::H5T_VLEN => other(size, "variable-length sequence"),
         H5T_class_t::H5T_REFERENCE => other(size, "object/region reference"),
         H5T_class_t::H5T_OPAQUE => other(size, "opaque bytes"),
@@ -302,7 +182,208 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
     }
 }
 
+/// An integer or bitfield type of `size` bytes.
+fn int_info(tid: hid_t, size: usize, bitfield: bool) -> TypeInfo {
+    let what = if bitfield { "bitfield" } else { "integer" };
+    if !matches!(size, 1 | 2 | 4 | 8) {
+        return other(size, format!("{size}-byte {what}"));
+    }
+    // SAFETY: by-value queries of `tid` under the library lock (module safety notes).
+    let (prec, offset) = unsafe { (H5Tget_precision(tid), H5Tget_offset(tid)) };
+    let Ok(off) = usize::try_from(offset) else {
+        return other(size, format!("{what} with an unreadable bit offset"));
+    };
+    let nbit = (prec != size * 8 || off != 0).then_some((prec, off));
+    if prec == 0 || off.checked_add(prec).is_none_or(|end| end > size * 8) {
+        return other(
+            size,
+            format!("{what} with {prec}-bit precision at bit offset {off}"),
+        );
+    }
+    let Some(be) = int_order(tid, size) else {
+        return other(size, format!("{what} with an unusual byte order"));
+    };
+    // SAFETY: as above.
+    let signed = !bitfield && unsafe { H5Tget_sign(tid) } == H5T_sign_t::H5T_SGN_2;
+    TypeInfo {
+        size,
+        kind: Kind::Int {
+            signed,
+            // N-bit values are converted by libhdf5 to little-endian on read.
+            be: be && nbit.is_none(),
+            bitfield,
+            nbit,
+            time: false,
+        },
+    }
+}
+
+/// An HDF5 time type: libhdf5 defines H5T_UNIX_D32/D64 (LE and BE), a time_t-like signed count
+/// of seconds with no conversion path; the stored integer is the value.
+fn time_info(tid: hid_t, size: usize) -> TypeInfo {
+    if !matches!(size, 4 | 8) {
+        return other(size, format!("{}-bit HDF5 time type", size * 8));
+    }
+    let Some(be) = int_order(tid, size) else {
+        return other(size, "HDF5 time type with an unusual byte order");
+    };
+    TypeInfo {
+        size,
+        kind: Kind::Int {
+            signed: true,
+            be,
+            bitfield: false,
+            nbit: None,
+            time: true,
+        },
+    }
+}
+
+/// The analysed base type of an enum or array type (`None` when libhdf5 gives none).
+fn super_info(tid: hid_t, depth: u32) -> Option<TypeInfo> {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes); the new
+    // id it returns is owned (closed) by the `OwnedType`.
+    let sup = OwnedType(unsafe { H5Tget_super(tid) });
+    (sup.0 >= 0).then(|| analyze_at(sup.0, depth + 1))
+}
+
+/// An enum type: its integer base and its members.
+fn enum_info(tid: hid_t, size: usize, depth: u32) -> TypeInfo {
+    let Some(base) = super_info(tid, depth) else {
+        return other(size, "enum without a base type");
+    };
+    let (signed, be) = match base.kind {
+        Kind::Int {
+            signed,
+            be,
+            nbit: None,
+            time: false,
+            ..
+        } if base.size == size => (signed, be),
+        _ => return other(size, "enum over a non-integer base type"),
+    };
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+    let n = unsafe { H5Tget_nmembers(tid) };
+    if n < 0 {
+        return other(size, "enum with unreadable members");
+    }
+    let mut members = Vec::with_capacity(n as usize);
+    for i in 0..n as u32 {
+        let name = member_name(tid, i).unwrap_or_default();
+        let mut buf = [0u8; 8];
+        // SAFETY: libhdf5 writes one value of the enum's type, `size` bytes, into `buf`: the
+        // base is an integer of that size (checked above), 1, 2, 4 or 8 bytes, so it fits.
+        if unsafe { H5Tget_member_value(tid, i, buf.as_mut_ptr().cast()) } < 0 {
+            return other(size, "enum with unreadable member values");
+        }
+        members.push((name, int_value(&buf[..size], signed, be)));
+    }
+    let is_bool = size == 1
+        && members.len() == 2
+        && members.iter().any(|(n, v)| n == "FALSE" && *v == 0)
+        && members.iter().any(|(n, v)| n == "TRUE" && *v == 1);
+    TypeInfo {
+        size,
+        kind: Kind::Enum {
+            signed,
+            be,
+            members,
+            is_bool,
+        },
+    }
+}
+
+/// A fixed- or variable-length string type.
+fn string_info(tid: hid_t, size: usize) -> TypeInfo {
+    // SAFETY: by-value queries of `tid` under the library lock (module safety notes).
+    let (cset, variable) = unsafe { (H5Tget_cset(tid), H5Tis_variable_str(tid)) };
+    let utf8 = cset == H5T_cset_t::H5T_CSET_UTF8;
+    if variable > 0 {
+        return TypeInfo {
+            size,
+            kind: Kind::VarStr { utf8 },
+        };
+    }
+    // SAFETY: as above.
+    let pad = match unsafe { H5Tget_strpad(tid) } {
+        H5T_str_t::H5T_STR_NULLTERM => Padding::NullTerm,
+        H5T_str_t::H5T_STR_SPACEPAD => Padding::SpacePad,
+        _ => Padding::NullPad,
+    };
+    TypeInfo {
+        size,
+        kind: Kind::FixedStr { pad, utf8 },
+    }
+}
+
+/// A compound type: its members, each inside the record.
+fn compound_info(tid: hid_t, size: usize, depth: u32) -> TypeInfo {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+    let n = unsafe { H5Tget_nmembers(tid) };
+    if n < 0 {
+        return other(size, "compound with unreadable members");
+    }
+    let mut fields = Vec::with_capacity(n as usize);
+    for i in 0..n as u32 {
+        let name = member_name(tid, i).unwrap_or_default();
+        // SAFETY: by-value queries of `tid` under the library lock; the member type id is a new
+        // id owned (closed) by the `OwnedType`.
+        let (offset, mt) = unsafe {
+            (
+                H5Tget_member_offset(tid, i),
+                OwnedType(H5Tget_member_type(tid, i)),
+            )
+        };
+        if mt.0 < 0 {
+            return other(size, format!("compound member '{name}' unreadable"));
+        }
+        let ty = analyze_at(mt.0, depth + 1);
+        drop(mt);
+        if offset.checked_add(ty.size).is_none_or(|end| end > size) {
+            return other(size, format!("compound member '{name}' outside the record"));
+        }
+        fields.push(Field { name, offset, ty });
+    }
+    TypeInfo {
+        size,
+        kind: Kind::Compound { fields },
+    }
+}
+
+/// An array type (`H5T_ARRAY`): its extents and its base type.
+fn array_info(tid: hid_t, size: usize, depth: u32) -> TypeInfo {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+    let nd = unsafe { H5Tget_array_ndims(tid) };
+    if !(1..=32).contains(&nd) {
+        return other(size, "array type with an invalid rank");
+    }
+    let mut dims = vec![0u64; nd as usize];
+    // SAFETY: libhdf5 writes the type's `nd` extents (its rank, read just above) into `dims`,
+    // which holds exactly `nd` of them.
+    if unsafe { H5Tget_array_dims2(tid, dims.as_mut_ptr()) } < 0 {
+        return other(size, "array type with unreadable dimensions");
+    }
+    let Some(base) = super_info(tid, depth) else {
+        return other(size, "array type without a base type");
+    };
+    let total = dims
+        .iter()
+        .try_fold(base.size as u64, |a, &d| a.checked_mul(d));
+    if total != Some(size as u64) {
+        return other(size, "array type whose size does not match its dimensions");
+    }
+    TypeInfo {
+        size,
+        kind: Kind::Array {
+            dims,
+            base: Box::new(base),
+        },
+    }
+}
+
+/// A float type: IEEE half, bfloat16, single or double (checked bit layouts), else `Other`.
 fn float_info(tid: hid_t, size: usize) -> TypeInfo {
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
     let be = match unsafe { H5Tget_order(tid) } {
         H5T_order_t::H5T_ORDER_LE => false,
         H5T_order_t::H5T_ORDER_BE => true,
@@ -310,13 +391,20 @@ fn float_info(tid: hid_t, size: usize) -> TypeInfo {
     };
     let (mut spos, mut epos, mut esize, mut mpos, mut msize) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
+    // SAFETY: as above; libhdf5 writes one `size_t` through each of the five pointers, all to
+    // locals of that type.
     if unsafe { H5Tget_fields(tid, &mut spos, &mut epos, &mut esize, &mut mpos, &mut msize) } < 0 {
         return other(size, "float with unreadable bit fields");
     }
-    let ebias = unsafe { H5Tget_ebias(tid) };
-    let prec = unsafe { H5Tget_precision(tid) };
-    let off = unsafe { H5Tget_offset(tid) };
-    let norm = unsafe { H5Tget_norm(tid) };
+    // SAFETY: by-value queries of `tid` under the library lock (module safety notes).
+    let (ebias, prec, off, norm) = unsafe {
+        (
+            H5Tget_ebias(tid),
+            H5Tget_precision(tid),
+            H5Tget_offset(tid),
+            H5Tget_norm(tid),
+        )
+    };
     let layout = (size, spos, epos, esize, mpos, msize, ebias);
     let dtype = match layout {
         (2, 15, 10, 5, 0, 10, 15) => ElementType::F16,
@@ -358,92 +446,115 @@ pub(crate) fn has_nbit(t: &TypeInfo) -> bool {
 /// `None` when the type has no N-bit integer or the library refuses a step. The caller owns
 /// (closes) the returned id. Takes the library lock.
 pub(crate) fn memory_type(tid: hid_t) -> Option<hid_t> {
-    use hdf5_sys::h5t::{
-        H5Tarray_create2, H5Tcopy, H5Tcreate, H5Tinsert, H5Tset_offset, H5Tset_order,
-        H5Tset_precision,
+    hdf5::sync::sync(|| full_width_type(tid, 0).map(OwnedType::take))
+}
+
+/// [`memory_type`] of `tid` at nesting depth `depth` (the library lock is held).
+fn full_width_type(tid: hid_t, depth: u32) -> Option<OwnedType> {
+    use hdf5_sys::h5t::H5Tcopy;
+    if depth > 16 {
+        return None;
+    }
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+    let class = unsafe { H5Tget_class(tid) };
+    match class {
+        H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => full_width_int(tid),
+        H5T_class_t::H5T_COMPOUND => full_width_compound(tid, depth),
+        H5T_class_t::H5T_ARRAY => full_width_array(tid, depth),
+        // SAFETY: as above; the copy is a new id owned (closed) by the `OwnedType`.
+        _ => Some(OwnedType(unsafe { H5Tcopy(tid) })).filter(|t| t.0 >= 0),
+    }
+}
+
+/// A copy of the integer type `tid` with its padding bits removed: full precision, offset 0,
+/// little-endian.
+fn full_width_int(tid: hid_t) -> Option<OwnedType> {
+    use hdf5_sys::h5t::{H5Tcopy, H5Tset_offset, H5Tset_order, H5Tset_precision};
+    // SAFETY: a by-value call on `tid` under the library lock (module safety notes); the copy
+    // is a new id owned (closed) by the `OwnedType`.
+    let t = OwnedType(unsafe { H5Tcopy(tid) });
+    if t.0 < 0 {
+        return None;
+    }
+    // SAFETY: as above.
+    let bits = unsafe { H5Tget_size(tid) }.checked_mul(8)?;
+    // SAFETY: by-value calls on the copy this function owns (not yet shared), under the lock.
+    let ok = unsafe {
+        H5Tset_offset(t.0, 0) >= 0
+            && H5Tset_precision(t.0, bits) >= 0
+            && H5Tset_order(t.0, H5T_order_t::H5T_ORDER_LE) >= 0
     };
-    /// A type id owned while building (closed on drop unless taken).
-    struct Owned(hid_t);
-    impl Drop for Owned {
-        fn drop(&mut self) {
-            if self.0 >= 0 {
-                // SAFETY: the id was created by this function and is closed once.
-                unsafe { H5Tclose(self.0) };
+    ok.then_some(t)
+}
+
+/// A compound of the same size, member names and offsets as `tid`, each member's type
+/// replaced by its [`full_width_type`] (or kept when it has none).
+fn full_width_compound(tid: hid_t, depth: u32) -> Option<OwnedType> {
+    use hdf5_sys::h5t::{H5Tcreate, H5Tinsert};
+    // SAFETY: by-value queries of `tid` under the library lock (module safety notes).
+    let (size, n) = unsafe { (H5Tget_size(tid), H5Tget_nmembers(tid)) };
+    let n = u32::try_from(n).ok()?;
+    // SAFETY: a by-value call under the lock; the new type is owned by the `OwnedType`.
+    let t = OwnedType(unsafe { H5Tcreate(H5T_class_t::H5T_COMPOUND, size) });
+    if t.0 < 0 {
+        return None;
+    }
+    for i in 0..n {
+        // SAFETY: by-value queries of `tid` under the lock; the member type is a new id owned
+        // by the `OwnedType`, the name a string libhdf5 allocated for us (freed below).
+        let (m, offset, name) = unsafe {
+            (
+                OwnedType(H5Tget_member_type(tid, i)),
+                H5Tget_member_offset(tid, i),
+                H5Tget_member_name(tid, i),
+            )
+        };
+        if m.0 < 0 || name.is_null() {
+            if !name.is_null() {
+                // SAFETY: `name` was allocated by libhdf5 for us and is freed once.
+                unsafe { hdf5_sys::h5::H5free_memory(name.cast()) };
             }
-        }
-    }
-    impl Owned {
-        fn take(mut self) -> hid_t {
-            std::mem::replace(&mut self.0, -1)
-        }
-    }
-    fn build(tid: hid_t, depth: u32) -> Option<Owned> {
-        if depth > 16 {
             return None;
         }
-        // SAFETY (all calls below): `tid` is a valid datatype id for the duration of the call;
-        // every id created here is owned by an `Owned` and closed unless returned.
-        let class = unsafe { H5Tget_class(tid) };
-        match class {
-            H5T_class_t::H5T_INTEGER | H5T_class_t::H5T_BITFIELD => {
-                let t = Owned(unsafe { H5Tcopy(tid) });
-                if t.0 < 0 {
-                    return None;
-                }
-                let bits = unsafe { H5Tget_size(tid) }.checked_mul(8)?;
-                let ok = unsafe {
-                    H5Tset_offset(t.0, 0) >= 0
-                        && H5Tset_precision(t.0, bits) >= 0
-                        && H5Tset_order(t.0, H5T_order_t::H5T_ORDER_LE) >= 0
-                };
-                ok.then_some(t)
-            }
-            H5T_class_t::H5T_COMPOUND => {
-                let size = unsafe { H5Tget_size(tid) };
-                let n = u32::try_from(unsafe { H5Tget_nmembers(tid) }).ok()?;
-                let t = Owned(unsafe { H5Tcreate(H5T_class_t::H5T_COMPOUND, size) });
-                if t.0 < 0 {
-                    return None;
-                }
-                for i in 0..n {
-                    let m = Owned(unsafe { H5Tget_member_type(tid, i) });
-                    if m.0 < 0 {
-                        return None;
-                    }
-                    let offset = unsafe { H5Tget_member_offset(tid, i) };
-                    let name = unsafe { H5Tget_member_name(tid, i) };
-                    if name.is_null() {
-                        return None;
-                    }
-                    let converted = build(m.0, depth + 1);
-                    let mt = converted.as_ref().map_or(m.0, |c| c.0);
-                    let rc = unsafe { H5Tinsert(t.0, name, offset, mt) };
-                    unsafe { hdf5_sys::h5::H5free_memory(name.cast()) };
-                    if rc < 0 {
-                        return None;
-                    }
-                }
-                Some(t)
-            }
-            H5T_class_t::H5T_ARRAY => {
-                let nd = unsafe { H5Tget_array_ndims(tid) };
-                let ndu = usize::try_from(nd).ok().filter(|n| (1..=32).contains(n))?;
-                let mut dims = vec![0u64; ndu];
-                if unsafe { H5Tget_array_dims2(tid, dims.as_mut_ptr()) } < 0 {
-                    return None;
-                }
-                let sup = Owned(unsafe { H5Tget_super(tid) });
-                if sup.0 < 0 {
-                    return None;
-                }
-                let base = build(sup.0, depth + 1)?;
-                let t = Owned(unsafe { H5Tarray_create2(base.0, nd as u32, dims.as_ptr()) });
-                (t.0 >= 0).then_some(t)
-            }
-            _ => unsafe { Some(Owned(H5Tcopy(tid))) }.filter(|t| t.0 >= 0),
+        let converted = full_width_type(m.0, depth + 1);
+        let mt = converted.as_ref().map_or(m.0, |c| c.0);
+        // SAFETY: `t` and `mt` are open type ids (owned here), `name` is a live NUL-terminated
+        // string (libhdf5 copies it); under the lock. Then `name` is freed once, with the
+        // library's allocator that made it, and not used again.
+        let rc = unsafe {
+            let rc = H5Tinsert(t.0, name, offset, mt);
+            hdf5_sys::h5::H5free_memory(name.cast());
+            rc
+        };
+        if rc < 0 {
+            return None;
         }
     }
-    hdf5::sync::sync(|| build(tid, 0).map(Owned::take))
+    Some(t)
+}
+
+/// An array type of the same extents as `tid` over the [`full_width_type`] of its base.
+fn full_width_array(tid: hid_t, depth: u32) -> Option<OwnedType> {
+    use hdf5_sys::h5t::H5Tarray_create2;
+    // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+    let nd = unsafe { H5Tget_array_ndims(tid) };
+    let ndu = usize::try_from(nd).ok().filter(|n| (1..=32).contains(n))?;
+    let mut dims = vec![0u64; ndu];
+    // SAFETY: libhdf5 writes the type's `nd` extents into `dims`, which holds `nd` of them.
+    if unsafe { H5Tget_array_dims2(tid, dims.as_mut_ptr()) } < 0 {
+        return None;
+    }
+    // SAFETY: a by-value query under the lock; the base type is a new id owned by the
+    // `OwnedType`.
+    let sup = OwnedType(unsafe { H5Tget_super(tid) });
+    if sup.0 < 0 {
+        return None;
+    }
+    let base = full_width_type(sup.0, depth + 1)?;
+    // SAFETY: `base` is an open type id, `dims` holds the `nd` extents libhdf5 reads; under the
+    // lock. The new type is owned by the `OwnedType`.
+    let t = OwnedType(unsafe { H5Tarray_create2(base.0, nd as u32, dims.as_ptr()) });
+    (t.0 >= 0).then_some(t)
 }
 
 /// An integer of 1..8 bytes as i128.
@@ -494,32 +605,50 @@ pub(crate) fn numeric_type(t: &TypeInfo) -> Option<(ElementType, bool)> {
     }
 }
 
-/// Whether the type is a complex pair: a compound of exactly two floats of one type named
-/// `r`/`i` or `real`/`imag`. Returns the (real, imag) field indices.
-fn complex_pair(fields: &[Field]) -> Option<(usize, usize)> {
-    if fields.len() != 2 {
+/// Whether the type is a complex number as h5py writes one: a compound of exactly two f32 or
+/// two f64 (one type, either byte order) named `r`/`i` or `real`/`imag`, in either order. Returns
+/// the complex type, the parts' byte order and where the parts lie.
+fn complex_pair(fields: &[Field]) -> Option<(ElementType, bool, ComplexParts)> {
+    let [a, b] = fields else {
+        return None;
+    };
+    let Kind::Float { dtype, be } = a.ty.kind else {
+        return None;
+    };
+    let complex = dtype.complex_of()?;
+    if b.ty != a.ty {
         return None;
     }
-    if !matches!(fields[0].ty.kind, Kind::Float { .. }) || fields[1].ty != fields[0].ty {
-        return None;
-    }
-    let names = (fields[0].name.as_str(), fields[1].name.as_str());
-    match names {
-        ("r", "i") | ("real", "imag") => Some((0, 1)),
-        ("i", "r") | ("imag", "real") => Some((1, 0)),
-        _ => None,
-    }
+    let (re, im) = match (a.name.as_str(), b.name.as_str()) {
+        ("r", "i") | ("real", "imag") => (a, b),
+        ("i", "r") | ("imag", "real") => (b, a),
+        _ => return None,
+    };
+    let parts = ComplexParts {
+        real: re.offset,
+        imag: im.offset,
+    };
+    Some((complex, be, parts))
+}
+
+/// Where the real and the imaginary part of a complex element lie, in bytes from the start of
+/// the compound that holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ComplexParts {
+    pub real: usize,
+    pub imag: usize,
 }
 
 /// What one leaf of a flattened datatype delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LeafKind {
-    /// Numbers of this element type, swapped to little-endian when `be`.
+    /// Numbers of this element type, swapped to little-endian when `be` (for a complex type:
+    /// each part).
     Numeric {
         dtype: ElementType,
         be: bool,
         /// Enum `NAME=value` pairs (not for bool).
-        enum_mapping: Option<Vec<String>>,
+        enum_mapping: Option<Vec<(String, i128)>>,
     },
     /// Strings (fixed or variable length).
     Text,
@@ -531,23 +660,80 @@ pub(crate) enum LeafKind {
 /// array as trailing axes.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Leaf {
-    /// Appended to the dataset name (`""`, `/field`, `/real`, `/outer/inner`).
+    /// Appended to the dataset name (`""`, `/field`, `/outer/inner`).
     pub suffix: String,
     /// Byte offset of the first element in the record.
     pub offset: usize,
     /// Trailing axes (array types): length and byte stride of each.
     pub inner: Vec<(u64, usize)>,
-    /// The leaf's element type.
+    /// The leaf's element type (for a complex number: the compound of its two parts).
     pub ty: TypeInfo,
     pub kind: LeafKind,
-    /// Notes to record for this leaf (complex part, compound field, renamed field…).
+    /// Set for a complex number ([`LeafKind::Numeric`] of `C64` / `C128`): where its parts are
+    /// in each element, which may be imaginary first or padded.
+    pub complex: Option<ComplexParts>,
+    /// Notes to record for this leaf (compound field, renamed field…).
     pub notes: Vec<String>,
 }
 
 impl Leaf {
-    /// Whether the leaf is the whole record (no compound, no array).
+    /// Whether the leaf is the whole record (no compound field, no array) and its elements are
+    /// stored as they are delivered up to byte order (so records can be copied as they are,
+    /// then swapped per [`Leaf::swap_width`]): not a complex number stored imaginary part first
+    /// or with padding.
     pub fn is_whole(&self, record: usize) -> bool {
-        self.offset == 0 && self.inner.is_empty() && self.ty.size == record
+        self.offset == 0 && self.inner.is_empty() && self.ty.size == record && self.in_order()
+    }
+
+    /// Whether each element's bytes are the delivered element's, up to byte order.
+    fn in_order(&self) -> bool {
+        match (self.complex, &self.kind) {
+            (None, _) => true,
+            (Some(p), LeafKind::Numeric { dtype, .. }) => {
+                let half = dtype.size() / 2;
+                p.real == 0 && p.imag == half && self.ty.size == dtype.size()
+            }
+            (Some(_), _) => false,
+        }
+    }
+
+    /// The width of the numbers to byte-swap in the delivered elements: 0 when nothing is
+    /// swapped (little-endian, single bytes, not numeric), else the element size, or the size
+    /// of one part of a complex element.
+    pub fn swap_width(&self) -> usize {
+        match &self.kind {
+            LeafKind::Numeric {
+                dtype, be: true, ..
+            } => {
+                let w = dtype.complex_component().unwrap_or(*dtype).size();
+                if w > 1 {
+                    w
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        }
+    }
+
+    /// Copies the element at byte `off` of `rec` into `dst` (the delivered element's size) as
+    /// little-endian bytes, a complex element as (real, imaginary).
+    pub fn copy_element(&self, rec: &[u8], off: usize, dst: &mut [u8]) {
+        match self.complex {
+            Some(p) => {
+                let half = dst.len() / 2;
+                let (re, im) = dst.split_at_mut(half);
+                re.copy_from_slice(&rec[off + p.real..off + p.real + half]);
+                im.copy_from_slice(&rec[off + p.imag..off + p.imag + half]);
+            }
+            None => dst.copy_from_slice(&rec[off..off + dst.len()]),
+        }
+        let w = self.swap_width();
+        if w > 1 {
+            for e in dst.chunks_exact_mut(w) {
+                e.reverse();
+            }
+        }
     }
 }
 
@@ -590,6 +776,7 @@ fn flatten_at(
             inner: inner.to_vec(),
             ty: t.clone(),
             kind,
+            complex: None,
             notes: notes.clone(),
         })
     };
@@ -603,7 +790,7 @@ fn flatten_at(
                     members,
                     is_bool: false,
                     ..
-                } => Some(members.iter().map(|(n, v)| format!("{n}={v}")).collect()),
+                } => Some(members.clone()),
                 _ => None,
             };
             leaf(
@@ -629,22 +816,21 @@ fn flatten_at(
             flatten_at(base, offset, &inner2, suffix, notes, out);
         }
         Kind::Compound { fields } => {
-            if let Some((re, im)) = complex_pair(fields) {
-                for (idx, part) in [(re, "real"), (im, "imag")] {
-                    let mut n = notes.clone();
-                    n.push(format!(
-                        "{part} part of a complex compound {{{}, {}}}",
-                        fields[0].name, fields[1].name
-                    ));
-                    flatten_at(
-                        &fields[idx].ty,
-                        offset + fields[idx].offset,
-                        inner,
-                        format!("{suffix}/{part}"),
-                        n,
-                        out,
-                    );
-                }
+            // A complex number is one leaf (the engine stores its parts).
+            if let Some((dtype, be, parts)) = complex_pair(fields) {
+                out.push(Leaf {
+                    suffix,
+                    offset,
+                    inner: inner.to_vec(),
+                    ty: t.clone(),
+                    kind: LeafKind::Numeric {
+                        dtype,
+                        be,
+                        enum_mapping: None,
+                    },
+                    complex: Some(parts),
+                    notes,
+                });
                 return;
             }
             for (i, f) in fields.iter().enumerate() {
@@ -742,7 +928,9 @@ pub(crate) unsafe fn string_at(t: &TypeInfo, rec: &[u8], off: usize, lossy: &mut
             if p.is_null() {
                 return String::new();
             }
-            // SAFETY: the caller guarantees the record holds a live `char *` from HDF5.
+            // SAFETY: the caller guarantees the record was read by libhdf5 in this type and not
+            // yet reclaimed, so the non-null pointer is a live NUL-terminated `char *` it
+            // allocated.
             let bytes = unsafe { CStr::from_ptr(p) }.to_bytes();
             decode_text(bytes, lossy)
         }
@@ -804,8 +992,10 @@ fn numeric_attr(dtype: ElementType, le: &[u8]) -> AttrValue {
         ElementType::U32 => AttrValue::U32(v!(u32, 4)),
         ElementType::I64 => AttrValue::I64(v!(i64, 8)),
         ElementType::U64 => AttrValue::U64(v!(u64, 8)),
-        ElementType::F32 => AttrValue::F32(v!(f32, 4)),
-        ElementType::F64 => AttrValue::F64(v!(f64, 8)),
+        // Not reached for complex values (`decode_attr` gives them as JSON text); were they
+        // given here, they would be their parts, real then imaginary, interleaved.
+        ElementType::F32 | ElementType::C64 => AttrValue::F32(v!(f32, 4)),
+        ElementType::F64 | ElementType::C128 => AttrValue::F64(v!(f64, 8)),
         ElementType::F16 => AttrValue::F32(
             le.chunks_exact(2)
                 .map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]])))
@@ -836,7 +1026,8 @@ pub(crate) unsafe fn decode_attr(
     scalar: bool,
 ) -> AttrOutcome {
     let leaves = flatten(t);
-    let single = leaves.len() == 1 && leaves[0].suffix.is_empty();
+    // Complex values are compounds: JSON text as the others.
+    let single = leaves.len() == 1 && leaves[0].suffix.is_empty() && leaves[0].complex.is_none();
     if single {
         let leaf = &leaves[0];
         let per: u64 = leaf.inner.iter().map(|&(d, _)| d).product();
@@ -866,6 +1057,9 @@ pub(crate) unsafe fn decode_attr(
                 for r in 0..n {
                     let rec = &bytes[r * t.size..(r + 1) * t.size];
                     for_each_inner(leaf, &zeros, &dims, |off| {
+                        // SAFETY: `rec` is a record of `bytes`, whose variable-length parts the
+                        // caller keeps live (this function's contract), and `leaf.ty` is the
+                        // type of the string at `off`.
                         vals.push(unsafe { string_at(&leaf.ty, rec, off, &mut lossy) });
                     });
                 }
@@ -884,6 +1078,8 @@ pub(crate) unsafe fn decode_attr(
     let mut parts = Vec::with_capacity(n);
     for r in 0..n {
         let rec = &bytes[r * t.size..(r + 1) * t.size];
+        // SAFETY: `rec` is a record of type `t` whose variable-length parts the caller keeps
+        // live (this function's contract).
         match unsafe { json_of(t, rec, 0) } {
             Ok(s) => parts.push(s),
             Err(why) => return AttrOutcome::Skip(format!("compound attribute with {why}")),
@@ -965,18 +1161,24 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
         }
         Kind::FixedStr { .. } | Kind::VarStr { .. } => {
             let mut lossy = false;
+            // SAFETY: the string of type `t` at `off` of `rec`, live (this function's contract).
             Ok(json_str(&unsafe { string_at(t, rec, off, &mut lossy) }))
         }
         Kind::Compound { fields } => {
             let mut parts = Vec::with_capacity(fields.len());
             for f in fields {
-                parts.push(format!("{}:{}", json_str(&f.name), unsafe {
-                    json_of(&f.ty, rec, off + f.offset)
-                }?));
+                // SAFETY: the member of type `f.ty` at its offset in the value of type `t` at
+                // `off` of `rec`, live (this function's contract).
+                let value = unsafe { json_of(&f.ty, rec, off + f.offset) }?;
+                parts.push(format!("{}:{}", json_str(&f.name), value));
             }
             Ok(format!("{{{}}}", parts.join(",")))
         }
         Kind::Array { dims, base } => {
+            /// The JSON of an array of extents `dims` over `base` at `off` of `rec`.
+            ///
+            /// # Safety
+            /// As for [`string_at`]: variable-length parts of `rec` must still be live.
             unsafe fn nest(
                 dims: &[u64],
                 base: &TypeInfo,
@@ -984,6 +1186,7 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
                 off: usize,
             ) -> Result<String, String> {
                 if dims.is_empty() {
+                    // SAFETY: a value of type `base` in `rec`, live (this function's contract).
                     return unsafe { json_of(base, rec, off) };
                 }
                 let stride = dims[1..]
@@ -991,10 +1194,12 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
                     .fold(base.size, |a, &d| a.saturating_mul(d as usize));
                 let mut parts = Vec::new();
                 for i in 0..dims[0] as usize {
+                    // SAFETY: a sub-array of the live array at `off` (this function's contract).
                     parts.push(unsafe { nest(&dims[1..], base, rec, off + i * stride) }?);
                 }
                 Ok(format!("[{}]", parts.join(",")))
             }
+            // SAFETY: the array of type `t` at `off` of `rec`, live (this function's contract).
             unsafe { nest(dims, base, rec, off) }
         }
         Kind::Other(what) => Err(format!("a member of type {what}")),

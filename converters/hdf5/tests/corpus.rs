@@ -7,73 +7,42 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tet_hdf5::{open_path, H5Importer};
-use tet_source::{AttrValue, Confidence, ElementType, Importer, OpenOptions, Role, Source};
+use tet_source::{
+    AttrValue, Confidence, ElementType, Fact, Importer, OpenOptions, Role, Source, Variable,
+};
+use tet_testkit::{
+    as_f64s, complex_part, corpus_dir, json_strs, json_u64s, read_all, sha_hex, sidecar, var_index,
+    widen,
+};
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/public/hdf5"
-);
-
+/// The public HDF5 corpus files (`.h5`), sorted; there must be at least the five the tests were
+/// written against.
 fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
-        .expect("corpus directory")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("h5"))
-        .collect();
-    files.sort();
+    let files = tet_testkit::corpus_files("hdf5", &["h5"]);
     assert!(files.len() >= 5, "corpus looks incomplete: {files:?}");
     files
 }
 
-fn sidecar(path: &Path) -> Value {
-    let s = std::fs::read_to_string(format!("{}.expect.json", path.display())).unwrap();
-    serde_json::from_str(&s).unwrap()
+/// A file of the public HDF5 corpus.
+fn corpus(name: &str) -> PathBuf {
+    corpus_dir("hdf5").join(name)
 }
 
-fn read_all(src: &dyn Source, var: usize) -> Vec<u8> {
-    let v = &src.variables()[var];
-    let mut out = vec![0u8; v.byte_len().unwrap() as usize];
-    let start = vec![0; v.shape.len()];
-    src.read_region(var, &start, &v.shape, &mut out)
-        .unwrap_or_else(|e| panic!("{}: {e}", v.name));
+/// The bytes the engine stores for `bytes` of `dtype` ([`widen`]), which must be of the type
+/// `stored`.
+fn stored_bytes(dtype: ElementType, bytes: &[u8], stored: &str) -> Vec<u8> {
+    let (out, stored_type) = widen(dtype, bytes);
+    assert_eq!(stored_type, stored, "stored dtype of {dtype}");
     out
 }
 
-/// The engine's widening, emulated.
-fn widen(dtype: ElementType, bytes: &[u8], stored: &str) -> Vec<u8> {
-    match (dtype, stored) {
-        (ElementType::I8, "i16") => bytes
-            .iter()
-            .flat_map(|&b| i16::from(b as i8).to_le_bytes())
-            .collect(),
-        (ElementType::Bool, "u8") => bytes.to_vec(),
-        (d, s) => {
-            assert_eq!(d.name(), s, "dtype mismatch");
-            bytes.to_vec()
-        }
-    }
-}
-
-fn sha(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn shape_of(a: &Value) -> Vec<u64> {
-    let s: Vec<u64> = a["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap())
-        .collect();
-    if s.is_empty() {
+/// The shape of a text variable: a 0-d string is one value of shape `[1]`.
+fn text_shape(shape: &[u64]) -> Vec<u64> {
+    if shape.is_empty() {
         vec![1]
     } else {
-        s
+        shape.to_vec()
     }
 }
 
@@ -208,8 +177,8 @@ fn check_attrs(what: &str, ours: &[(String, AttrValue)], want: &Value, types: &V
 }
 
 /// Multi-dimensional attributes (nested arrays in the sidecar) have their shape recorded as an
-/// `attr_shape:<name>` fact, and only they do.
-fn check_attr_shapes(what: &str, facts: &[(String, AttrValue)], want: &Value) {
+/// [`Fact::AttrShape`], and only they do.
+fn check_attr_shapes(what: &str, facts: &[Fact], want: &Value) {
     fn nested_shape(v: &Value) -> Vec<u64> {
         match v {
             Value::Array(a) if a.first().is_some_and(Value::is_array) => {
@@ -221,209 +190,247 @@ fn check_attr_shapes(what: &str, facts: &[(String, AttrValue)], want: &Value) {
             _ => Vec::new(),
         }
     }
-    let want: BTreeMap<String, AttrValue> = want
+    let want: BTreeMap<String, Vec<u64>> = want
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(k, v)| (k, nested_shape(v)))
+        .map(|(k, v)| (k.clone(), nested_shape(v)))
         .filter(|(_, s)| s.len() > 1)
-        .map(|(k, s)| (tet_source::attr_shape_key(k), AttrValue::U64(s)))
         .collect();
-    let got: BTreeMap<String, AttrValue> = facts
+    let got: BTreeMap<String, Vec<u64>> = facts
         .iter()
-        .filter(|(k, _)| k.starts_with("attr_shape:"))
-        .cloned()
+        .filter_map(|f| match f {
+            Fact::AttrShape { attr, shape } => Some((attr.clone(), shape.clone())),
+            _ => None,
+        })
         .collect();
     assert_eq!(got, want, "{what}: attribute shapes");
 }
 
-fn fact<'a>(v: &'a tet_source::Variable, key: &str) -> Option<&'a AttrValue> {
-    v.facts.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+/// The variable's enum mapping as sorted `NAME=value` texts.
+fn enum_mapping(v: &Variable) -> Option<Vec<String>> {
+    v.facts.iter().find_map(|f| match f {
+        Fact::EnumMapping(m) => {
+            let mut l: Vec<String> = m.iter().map(|(n, x)| format!("{n}={x}")).collect();
+            l.sort();
+            Some(l)
+        }
+        _ => None,
+    })
 }
 
-fn check_file(path: &Path, opts: &OpenOptions) -> usize {
-    let expect = sidecar(path);
-    let head: Vec<u8> = std::fs::read(path)
-        .unwrap()
-        .into_iter()
-        .take(4096)
+/// The variable's aliases (other link names).
+fn aliases(v: &Variable) -> Option<&[String]> {
+    v.facts.iter().find_map(|f| match f {
+        Fact::Aliases(a) => Some(a.as_slice()),
+        _ => None,
+    })
+}
+
+/// The variables and text variables a sidecar's arrays stand for, as they are checked.
+#[derive(Default)]
+struct Seen {
+    vars: Vec<String>,
+    texts: Vec<String>,
+    /// Numeric variables whose values were checked.
+    checked: usize,
+}
+
+/// A text variable `name` of `src` holds the sidecar's `values` with shape `shape`.
+fn check_text(src: &dyn Source, name: &str, values: &Value, shape: &[u64], seen: &mut Seen) {
+    let t = src
+        .text_variables()
+        .iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("text {name}"));
+    let want: Vec<String> = flat(values)
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
         .collect();
-    assert_eq!(H5Importer.identify(path, &head), Confidence::Magic);
-    let src = H5Importer
-        .open(path, opts)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let src = src.as_ref();
-    let vars = src.variables();
-    let by_name = |n: &str| vars.iter().position(|v| v.name == n);
-    let text_by_name = |n: &str| src.text_variables().iter().find(|t| t.name == n);
-    let mut expected_vars = Vec::new();
-    let mut expected_texts = Vec::new();
-    let mut checked = 0;
+    assert_eq!(t.values, want, "{name}");
+    assert_eq!(t.shape, text_shape(shape), "{name}");
+    seen.texts.push(name.to_string());
+}
 
-    for a in expect["arrays"].as_array().unwrap() {
-        let name = a["name"].as_str().unwrap();
-        let shape = shape_of(a);
-        if let Some(fields) = a.get("fields").and_then(Value::as_array) {
-            for f in fields {
-                let fname = format!("{name}/{}", f["name"].as_str().unwrap());
-                if let Some(vals) = f.get("values") {
-                    let t = text_by_name(&fname).unwrap_or_else(|| panic!("text {fname}"));
-                    let want: Vec<String> = flat(vals)
-                        .iter()
-                        .map(|v| v.as_str().unwrap().to_string())
-                        .collect();
-                    assert_eq!(t.values, want, "{fname}");
-                    assert_eq!(t.shape, shape, "{fname}");
-                    expected_texts.push(fname);
-                    continue;
-                }
-                let i = by_name(&fname).unwrap_or_else(|| panic!("field {fname}"));
-                let v = &vars[i];
-                assert_eq!(v.shape, shape, "{fname}");
-                let bytes = widen(
-                    v.dtype,
-                    &read_all(src, i),
-                    f["stored_dtype"].as_str().unwrap(),
-                );
-                assert_eq!(sha(&bytes), f["sha256"].as_str().unwrap(), "{fname}");
-                assert!(
-                    v.notes.iter().any(|n| n.contains("compound")),
-                    "{fname}: {:?}",
-                    v.notes
-                );
-                expected_vars.push(fname);
-                checked += 1;
-            }
+/// A compound dataset `a`: one variable (or text variable) a field, of the dataset's shape.
+fn check_compound_fields(src: &dyn Source, a: &Value, fields: &[Value], seen: &mut Seen) {
+    let name = a["name"].as_str().unwrap();
+    let shape = json_u64s(&a["shape"]);
+    for f in fields {
+        let fname = format!("{name}/{}", f["name"].as_str().unwrap());
+        if let Some(vals) = f.get("values") {
+            check_text(src, &fname, vals, &shape, seen);
             continue;
         }
-        if let Some(c) = a.get("components") {
-            for part in ["real", "imag"] {
-                let pname = format!("{name}/{part}");
-                let i = by_name(&pname).unwrap();
-                let bytes = read_all(src, i);
-                assert_eq!(sha(&bytes), c[part].as_str().unwrap(), "{pname}");
-                expected_vars.push(pname);
-                checked += 1;
-            }
-            continue;
-        }
-        if a["stored_dtype"].is_null() && a.get("values").is_some() {
-            let t = text_by_name(name).unwrap_or_else(|| panic!("text {name}"));
-            let want: Vec<String> = flat(&a["values"])
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect();
-            assert_eq!(t.values, want, "{name}");
-            assert_eq!(t.shape, shape, "{name}");
-            expected_texts.push(name.to_string());
-            continue;
-        }
-        let i = by_name(name).unwrap_or_else(|| panic!("{}: no variable {name}", path.display()));
-        let v = &vars[i];
-        assert_eq!(v.shape, shape, "{name}");
-        let stored = a["stored_dtype"]
-            .as_str()
-            .or(a
-                .get("stored_dtype_if_rank_allowed")
-                .and_then(Value::as_str))
-            .unwrap();
-        let bytes = widen(v.dtype, &read_all(src, i), stored);
-        assert_eq!(
-            sha(&bytes),
-            a["sha256"].as_str().unwrap(),
-            "{}: {name}",
-            path.display()
+        let i = var_index(src, &fname);
+        let v = &src.variables()[i];
+        assert_eq!(v.shape, shape, "{fname}");
+        let bytes = stored_bytes(
+            v.dtype,
+            &read_all(src, i),
+            f["stored_dtype"].as_str().unwrap(),
         );
-        // Dims and role.
-        let dims: Option<Vec<String>> = a["dims"]
-            .as_array()
-            .map(|d| d.iter().map(|x| x.as_str().unwrap().to_string()).collect());
-        assert_eq!(v.dims, dims, "{name}: dims");
-        let role = if v.role == Role::Coordinate {
-            "coordinate"
-        } else {
-            "data"
-        };
-        assert_eq!(role, a["role"].as_str().unwrap(), "{name}: role");
-        // Attributes.
-        check_attrs(
-            name,
-            &v.attrs,
-            &a["attributes"],
-            a.get("attribute_types").unwrap_or(&Value::Null),
+        assert_eq!(sha_hex(&bytes), f["sha256"].as_str().unwrap(), "{fname}");
+        assert!(
+            v.notes.iter().any(|n| n.contains("compound")),
+            "{fname}: {:?}",
+            v.notes
         );
-        check_attr_shapes(name, &v.facts, &a["attributes"]);
-        // Enum mapping.
-        match a.get("enum_mapping").and_then(Value::as_object) {
-            Some(m) => {
-                let mut want: Vec<String> = m
-                    .iter()
-                    .map(|(k, v)| format!("{k}={}", v.as_i64().unwrap()))
-                    .collect();
-                want.sort();
-                let Some(AttrValue::TextList(got)) = fact(v, "enum_mapping") else {
-                    panic!("{name}: no enum_mapping fact");
-                };
-                let mut got = got.clone();
-                got.sort();
-                assert_eq!(got, want, "{name}");
-            }
-            None => assert!(fact(v, "enum_mapping").is_none(), "{name}"),
-        }
-        if a["source_tag"] == "bool" {
-            assert_eq!(v.dtype, ElementType::Bool, "{name}");
-        }
-        if a["source_dtype"]
-            .as_str()
-            .is_some_and(|s| s.starts_with('>'))
-        {
-            assert!(v.notes.iter().any(|n| n.contains("big-endian")), "{name}");
-        }
-        // Layout facts.
-        let storage = &a["storage"];
-        let chunks: Option<Vec<u64>> = storage["chunks"]
-            .as_array()
-            .map(|c| c.iter().map(|x| x.as_u64().unwrap()).collect());
-        assert_eq!(v.layout.chunk_shape, chunks, "{name}: chunks");
-        let filter_names: Vec<String> = storage["filters"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                let n = f["name"].as_str().unwrap();
-                match n {
-                    "deflate" => format!("deflate({})", f["cd_values"][0]),
-                    n => n.to_string(),
-                }
-            })
-            .collect();
-        assert_eq!(v.layout.filters, filter_names, "{name}: filters");
-        // Coordinates: the named coordinate variable exists and starts with the listed values.
-        if let Some(coords) = a.get("coords").and_then(Value::as_object) {
-            for (dim, c) in coords {
-                let cv = c["variable"].as_str().unwrap();
-                let ci = by_name(cv).unwrap_or_else(|| panic!("{name}: coordinate {cv}"));
-                let cvar = &vars[ci];
-                assert_eq!(cvar.role, Role::Coordinate, "{cv}");
-                assert_eq!(cvar.dims.as_deref(), Some(&[dim.clone()][..]), "{cv}");
-                assert_eq!(cvar.shape, vec![c["count"].as_u64().unwrap()], "{cv}");
-                let vals = tet_values(cvar.dtype, &read_all(src, ci));
-                for (k, want) in c["first"].as_array().unwrap().iter().enumerate() {
-                    assert!(same_f(vals[k], num(want)), "{cv}[{k}]");
-                }
-            }
-        }
-        expected_vars.push(name.to_string());
-        checked += 1;
+        seen.vars.push(fname);
+        seen.checked += 1;
     }
+}
 
-    // Nothing more and nothing less.
-    let mut ours: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
-    let extra_external = opts.follow_external;
-    if extra_external {
+/// A complex dataset `a`: one complex variable, whose parts (what the engine stores) have the
+/// sidecar's hashes `c`.
+fn check_complex(src: &dyn Source, a: &Value, c: &Value, seen: &mut Seen) {
+    let name = a["name"].as_str().unwrap();
+    let i = var_index(src, name);
+    let v = &src.variables()[i];
+    assert_eq!(v.shape, json_u64s(&a["shape"]), "{name}");
+    assert!(
+        v.dtype.complex_component().is_some(),
+        "{name}: {} is not complex",
+        v.dtype
+    );
+    let bytes = read_all(src, i);
+    let (re, im) = (
+        complex_part(&bytes, v.dtype, 0),
+        complex_part(&bytes, v.dtype, 1),
+    );
+    assert_eq!(sha_hex(&re), c["real"].as_str().unwrap(), "{name}/real");
+    assert_eq!(sha_hex(&im), c["imag"].as_str().unwrap(), "{name}/imag");
+    seen.vars.push(name.to_string());
+    seen.checked += 1;
+}
+
+/// Chunk shape and filter pipeline of `v` against the sidecar's `storage`.
+fn check_layout(name: &str, v: &Variable, storage: &Value) {
+    let chunks = storage["chunks"]
+        .as_array()
+        .map(|_| json_u64s(&storage["chunks"]));
+    assert_eq!(v.layout.chunk_shape, chunks, "{name}: chunks");
+    let filter_names: Vec<String> = storage["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let n = f["name"].as_str().unwrap();
+            match n {
+                "deflate" => format!("deflate({})", f["cd_values"][0]),
+                n => n.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(v.layout.filters, filter_names, "{name}: filters");
+}
+
+/// Coordinates: the named coordinate variable exists and starts with the listed values.
+fn check_coords(src: &dyn Source, coords: &Value) {
+    for (dim, c) in coords.as_object().into_iter().flatten() {
+        let cv = c["variable"].as_str().unwrap();
+        let ci = var_index(src, cv);
+        let cvar = &src.variables()[ci];
+        assert_eq!(cvar.role, Role::Coordinate, "{cv}");
+        assert_eq!(cvar.dims.as_deref(), Some(&[dim.clone()][..]), "{cv}");
+        assert_eq!(cvar.shape, vec![c["count"].as_u64().unwrap()], "{cv}");
+        let vals = as_f64s(cvar.dtype, &read_all(src, ci));
+        for (k, want) in c["first"].as_array().unwrap().iter().enumerate() {
+            assert!(same_f(vals[k], num(want)), "{cv}[{k}]");
+        }
+    }
+}
+
+/// The enum mapping of `v`, if the sidecar lists one, and none else.
+fn check_enum(name: &str, v: &Variable, mapping: Option<&Value>) {
+    match mapping.and_then(Value::as_object) {
+        Some(m) => {
+            let mut want: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_i64().unwrap()))
+                .collect();
+            want.sort();
+            let got = enum_mapping(v).unwrap_or_else(|| panic!("{name}: no enum mapping"));
+            assert_eq!(got, want, "{name}");
+        }
+        None => assert!(enum_mapping(v).is_none(), "{name}"),
+    }
+}
+
+/// A numeric dataset `a`: shape, stored values, dims, role, attributes, enum mapping, type
+/// notes, layout, coordinates.
+fn check_array(path: &Path, src: &dyn Source, a: &Value, seen: &mut Seen) {
+    let name = a["name"].as_str().unwrap();
+    let i = src
+        .variables()
+        .iter()
+        .position(|v| v.name == name)
+        .unwrap_or_else(|| panic!("{}: no variable {name}", path.display()));
+    let v = &src.variables()[i];
+    assert_eq!(v.shape, json_u64s(&a["shape"]), "{name}");
+    let stored = a["stored_dtype"]
+        .as_str()
+        .or(a
+            .get("stored_dtype_if_rank_allowed")
+            .and_then(Value::as_str))
+        .unwrap();
+    let bytes = stored_bytes(v.dtype, &read_all(src, i), stored);
+    assert_eq!(
+        Some(bytes.len() as u64),
+        a["nbytes_stored"].as_u64(),
+        "{name}: stored bytes"
+    );
+    assert_eq!(
+        sha_hex(&bytes),
+        a["sha256"].as_str().unwrap(),
+        "{}: {name}",
+        path.display()
+    );
+    let dims = a["dims"].as_array().map(|_| json_strs(&a["dims"]));
+    assert_eq!(
+        v.dims
+            .as_ref()
+            .map(|d| d.iter().map(String::as_str).collect::<Vec<_>>()),
+        dims,
+        "{name}: dims"
+    );
+    let role = if v.role == Role::Coordinate {
+        "coordinate"
+    } else {
+        "data"
+    };
+    assert_eq!(role, a["role"].as_str().unwrap(), "{name}: role");
+    check_attrs(
+        name,
+        &v.attrs,
+        &a["attributes"],
+        a.get("attribute_types").unwrap_or(&Value::Null),
+    );
+    check_attr_shapes(name, &v.facts, &a["attributes"]);
+    check_enum(name, v, a.get("enum_mapping"));
+    if a["source_tag"] == "bool" {
+        assert_eq!(v.dtype, ElementType::Bool, "{name}");
+    }
+    if a["source_dtype"]
+        .as_str()
+        .is_some_and(|s| s.starts_with('>'))
+    {
+        assert!(v.notes.iter().any(|n| n.contains("big-endian")), "{name}");
+    }
+    check_layout(name, v, &a["storage"]);
+    check_coords(src, &a["coords"]);
+    seen.vars.push(name.to_string());
+    seen.checked += 1;
+}
+
+/// Nothing more and nothing less than the sidecar's arrays (and, when external links are
+/// followed, the one the corpus links to).
+fn check_inventory(path: &Path, src: &dyn Source, opts: &OpenOptions, mut seen: Seen) {
+    let mut ours: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
+    if opts.follow_external {
         ours.retain(|n| *n != "external_payload");
     }
-    let mut want_sorted: Vec<&str> = expected_vars.iter().map(String::as_str).collect();
+    let mut want_sorted: Vec<&str> = seen.vars.iter().map(String::as_str).collect();
     ours.sort();
     want_sorted.sort();
     assert_eq!(ours, want_sorted, "{}: variables", path.display());
@@ -433,10 +440,12 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
         .map(|t| t.name.as_str())
         .collect();
     texts.sort();
-    expected_texts.sort();
-    assert_eq!(texts, expected_texts, "{}: text variables", path.display());
+    seen.texts.sort();
+    assert_eq!(texts, seen.texts, "{}: text variables", path.display());
+}
 
-    // Global and group attributes.
+/// Global and group attributes (group ones as `group/path/name`).
+fn check_globals(path: &Path, src: &dyn Source, expect: &Value) {
     let mut want_globals = expect["global_attributes"]
         .as_object()
         .cloned()
@@ -466,20 +475,21 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
         src.global_facts(),
         &want_globals,
     );
+}
 
-    // Links.
-    for l in expect["links"].as_array().unwrap() {
+/// Soft links are aliases of their target; external links are skipped (named with their
+/// target) or, when followed, variables that say so; nothing is skipped where there are none.
+fn check_links(path: &Path, src: &dyn Source, opts: &OpenOptions, links: &[Value]) {
+    for l in links {
         let name = l["name"].as_str().unwrap();
         match l["type"].as_str().unwrap() {
             "soft" => {
                 let target = l["target"].as_str().unwrap().trim_start_matches('/');
-                let v = &vars[by_name(target).unwrap()];
-                let Some(AttrValue::TextList(al)) = fact(v, "aliases") else {
-                    panic!("{target}: no aliases fact");
-                };
-                assert_eq!(al, &vec![name.to_string()]);
+                let v = &src.variables()[var_index(src, target)];
+                let al = aliases(v).unwrap_or_else(|| panic!("{target}: no aliases fact"));
+                assert_eq!(al, [name.to_string()]);
                 assert!(v.notes.iter().any(|n| n.contains(name)));
-                assert!(by_name(name).is_none());
+                assert!(!src.variables().iter().any(|v| v.name == name));
             }
             "external" if !opts.follow_external => {
                 let reason = format!(
@@ -496,16 +506,13 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
                 );
             }
             "external" => {
-                let i = by_name(name).expect("followed external link");
-                assert!(vars[i]
-                    .notes
-                    .iter()
-                    .any(|n| n.contains("followed external link")));
+                let v = &src.variables()[var_index(src, name)];
+                assert!(v.notes.iter().any(|n| n.contains("followed external link")));
             }
             t => panic!("link type {t}"),
         }
     }
-    if expect["links"].as_array().unwrap().is_empty() {
+    if links.is_empty() {
         assert!(
             src.skipped().is_empty(),
             "{}: {:?}",
@@ -513,30 +520,40 @@ fn check_file(path: &Path, opts: &OpenOptions) -> usize {
             src.skipped()
         );
     }
-    checked
 }
 
-/// Element values as f64.
-fn tet_values(t: ElementType, b: &[u8]) -> Vec<f64> {
-    match t {
-        ElementType::I64 => b
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        ElementType::I32 => b
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        ElementType::F32 => b
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        ElementType::F64 => b
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        t => panic!("coordinate type {t}"),
+/// One corpus file against its sidecar; the number of numeric variables whose values were
+/// checked.
+fn check_file(path: &Path, opts: &OpenOptions) -> usize {
+    let expect = sidecar(path);
+    let head: Vec<u8> = std::fs::read(path)
+        .unwrap()
+        .into_iter()
+        .take(4096)
+        .collect();
+    assert_eq!(H5Importer.identify(path, &head), Confidence::Magic);
+    let src = H5Importer
+        .open(path, opts)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let src = src.as_ref();
+    let mut seen = Seen::default();
+    for a in expect["arrays"].as_array().unwrap() {
+        if let Some(fields) = a.get("fields").and_then(Value::as_array) {
+            check_compound_fields(src, a, fields, &mut seen);
+        } else if let Some(c) = a.get("components") {
+            check_complex(src, a, c, &mut seen);
+        } else if a["stored_dtype"].is_null() && a.get("values").is_some() {
+            let name = a["name"].as_str().unwrap();
+            check_text(src, name, &a["values"], &json_u64s(&a["shape"]), &mut seen);
+        } else {
+            check_array(path, src, a, &mut seen);
+        }
     }
+    let checked = seen.checked;
+    check_inventory(path, src, opts, seen);
+    check_globals(path, src, &expect);
+    check_links(path, src, opts, expect["links"].as_array().unwrap());
+    checked
 }
 
 #[test]
@@ -561,7 +578,7 @@ fn skip_unsupported_changes_nothing_on_the_corpus() {
 
 #[test]
 fn rank9_is_delivered_for_the_engine_to_refuse() {
-    let p = Path::new(CORPUS).join("rank9.h5");
+    let p = corpus("rank9.h5");
     let expect = sidecar(&p);
     assert!(expect["expect_error"]
         .as_str()
@@ -575,18 +592,14 @@ fn rank9_is_delivered_for_the_engine_to_refuse() {
 
 #[test]
 fn external_link_followed_inside_the_directory() {
-    let p = Path::new(CORPUS).join("structure.h5");
+    let p = corpus("structure.h5");
     let opts = OpenOptions {
         follow_external: true,
         ..OpenOptions::default()
     };
     check_file(&p, &opts);
     let src = open_path(&p, &opts).unwrap();
-    let i = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "external_payload")
-        .unwrap();
+    let i = var_index(&src, "external_payload");
     let v = &src.variables()[i];
     assert_eq!(v.shape, vec![4, 4]);
     assert_eq!(v.dtype, ElementType::I32);
@@ -594,9 +607,9 @@ fn external_link_followed_inside_the_directory() {
         v.attrs,
         vec![("units".to_string(), AttrValue::Text("counts".into()))]
     );
-    let target = sidecar(&Path::new(CORPUS).join("ext_target.h5"));
+    let target = sidecar(&corpus("ext_target.h5"));
     assert_eq!(
-        sha(&read_all(&src, i)),
+        sha_hex(&read_all(&src, i)),
         target["arrays"][0]["sha256"].as_str().unwrap()
     );
     assert!(!src.skipped().iter().any(|s| s.name == "external_payload"));
@@ -604,7 +617,7 @@ fn external_link_followed_inside_the_directory() {
 
 #[test]
 fn filters_read_directly_and_equal() {
-    let p = Path::new(CORPUS).join("dtypes_filters.h5");
+    let p = corpus("dtypes_filters.h5");
     let src = open_path(&p, &OpenOptions::default()).unwrap();
     let direct = src.direct_chunk_variables();
     for n in [
@@ -618,10 +631,7 @@ fn filters_read_directly_and_equal() {
         assert!(direct.contains(&n), "{n} not read directly: {direct:?}");
     }
     assert!(src.parallel_reads());
-    let get = |n: &str| {
-        let i = src.variables().iter().position(|v| v.name == n).unwrap();
-        read_all(&src, i)
-    };
+    let get = |n: &str| read_all(&src, var_index(&src, n));
     let c = get("filters/contiguous");
     for n in [
         "filters/gzip_shuffle",
@@ -631,17 +641,13 @@ fn filters_read_directly_and_equal() {
         assert_eq!(get(n), c, "{n}");
     }
     // Every region of the chunked ones equals the contiguous one.
-    let ci = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "filters/contiguous")
-        .unwrap();
+    let ci = var_index(&src, "filters/contiguous");
     for n in [
         "filters/gzip_shuffle",
         "filters/lzf",
         "filters/shuffle_only",
     ] {
-        let i = src.variables().iter().position(|v| v.name == n).unwrap();
+        let i = var_index(&src, n);
         for (s, c) in [
             ([0u64, 0u64], [40u64, 30u64]),
             ([3, 5], [17, 9]),
@@ -664,7 +670,7 @@ fn filters_read_directly_and_equal() {
         "f16_chunked",
         "dtypes/f16",
     ] {
-        let i = src.variables().iter().position(|v| v.name == n).unwrap();
+        let i = var_index(&src, n);
         let v = &src.variables()[i];
         let mut lib = vec![0u8; v.byte_len().unwrap() as usize];
         src.read_region_via_library(i, &vec![0; v.shape.len()], &v.shape, &mut lib)
@@ -675,7 +681,7 @@ fn filters_read_directly_and_equal() {
 
 #[test]
 fn structure_details() {
-    let p = Path::new(CORPUS).join("structure.h5");
+    let p = corpus("structure.h5");
     let src = open_path(&p, &OpenOptions::default()).unwrap();
     let v = |n: &str| src.variables().iter().find(|v| v.name == n).unwrap();
     assert_eq!(v("masks/cloud").dtype, ElementType::Bool);
@@ -706,11 +712,7 @@ fn structure_details() {
         }
     }
     // Contiguous little-endian variables are offered as file extents.
-    let i = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "sensors/thermal/raw/counts")
-        .unwrap();
+    let i = var_index(&src, "sensors/thermal/raw/counts");
     let ext = src.file_extent(i).expect("file extent");
     let mut b = vec![0u8; 100];
     std::os::unix::fs::FileExt::read_exact_at(ext.file, &mut b, ext.offset).unwrap();
@@ -719,15 +721,14 @@ fn structure_details() {
     let id = v("tables/stations/id");
     assert!(id
         .facts
-        .iter()
-        .any(|(k, v)| k == "source_dataset" && *v == AttrValue::Text("tables/stations".into())));
+        .contains(&Fact::SourceDataset("tables/stations".into())));
 }
 
 /// NetCDF-4 files are HDF5 files: the chunk machinery the NetCDF importer reuses must read the
 /// netCDF-C-written chunks (superblock 2) to the values of the NetCDF sidecars.
 #[test]
 fn netcdf4_corpus_values_through_hdf5() {
-    let dir = Path::new(CORPUS).join("../netcdf");
+    let dir = corpus_dir("netcdf");
     let mut checked = 0;
     for f in ["nc4_classic_chunked.nc", "nc4_groups_types.nc"] {
         let p = dir.join(f);
@@ -743,14 +744,10 @@ fn netcdf4_corpus_values_through_hdf5() {
                 continue;
             };
             let name = a["name"].as_str().unwrap();
-            let i = src
-                .variables()
-                .iter()
-                .position(|v| v.name == name)
-                .unwrap_or_else(|| panic!("{f}: {name}"));
+            let i = var_index(&src, name);
             let v = &src.variables()[i];
-            let bytes = widen(v.dtype, &read_all(&src, i), stored);
-            assert_eq!(sha(&bytes), hash, "{f}: {name}");
+            let bytes = stored_bytes(v.dtype, &read_all(&src, i), stored);
+            assert_eq!(sha_hex(&bytes), hash, "{f}: {name}");
             checked += 1;
         }
         assert!(!src.direct_chunk_variables().is_empty(), "{f}");

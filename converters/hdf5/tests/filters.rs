@@ -5,8 +5,8 @@ use std::io::Write;
 
 use proptest::prelude::*;
 use tet_hdf5::chunks::{
-    decode_filters, fletcher32, fletcher32_strip, inflate, inflate_bound, lzf_decompress,
-    unshuffle, Filter,
+    decode_filters, decode_filters_into, fletcher32, fletcher32_strip, inflate, inflate_bound,
+    inflate_into, lzf_decompress, unshuffle, Filter, StageBuffers,
 };
 
 /// A small greedy LZF compressor (liblzf's format): literal runs of up to 32 bytes,
@@ -334,6 +334,109 @@ fn pipeline_with_mask() {
     assert!(decode_filters(&pipe, 0, vec![], 16).is_err());
 }
 
+/// `decode_filters_into` with one `StageBuffers` reused across chunks of different pipelines
+/// and sizes, into outputs holding stale bytes: the same results as `decode_filters`.
+#[test]
+fn decode_into_reuses_buffers() {
+    let chunk = |n: u32, k: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| ((i as f32) * k).sin().to_le_bytes())
+            .collect()
+    };
+    let big = chunk(6000, 0.25);
+    let small = chunk(700, 0.5);
+    let shuf = Filter::Shuffle { elem_size: 4 };
+    // (pipeline, filter mask, stored bytes, decoded chunk)
+    type Case = (Vec<Filter>, u32, Vec<u8>, Vec<u8>);
+    let cases: Vec<Case> = vec![
+        (
+            vec![shuf, Filter::Deflate],
+            0,
+            zlib(&shuffle(&big, 4), 1),
+            big.clone(),
+        ),
+        (vec![Filter::Deflate], 0, zlib(&small, 1), small.clone()),
+        (
+            vec![shuf, Filter::Deflate],
+            0,
+            zlib(&shuffle(&small, 4), 6),
+            small.clone(),
+        ),
+        (
+            vec![shuf, Filter::Deflate, Filter::Fletcher32],
+            0,
+            with_fletcher(zlib(&shuffle(&big, 4), 4)),
+            big.clone(),
+        ),
+        (
+            vec![Filter::Fletcher32, shuf, Filter::Deflate],
+            0,
+            zlib(&shuffle(&with_fletcher(small.clone()), 4), 2),
+            small.clone(),
+        ),
+        // Fletcher32 the only stage applied: the body is copied out.
+        (
+            vec![shuf, Filter::Fletcher32],
+            0b01,
+            with_fletcher(big.clone()),
+            big.clone(),
+        ),
+        (
+            vec![shuf, Filter::Deflate],
+            0b10,
+            shuffle(&small, 4),
+            small.clone(),
+        ),
+        (vec![shuf, Filter::Deflate], 0b11, big.clone(), big.clone()),
+        (
+            vec![shuf, Filter::Lzf],
+            0,
+            lzf_compress(&shuffle(&small, 4)),
+            small.clone(),
+        ),
+        (
+            vec![Filter::Lzf, shuf],
+            0,
+            shuffle(&lzf_compress(&big), 4),
+            big.clone(),
+        ),
+    ];
+    let mut bufs = StageBuffers::default();
+    for (round, (pipe, mask, stored, want)) in cases.iter().enumerate() {
+        let mut out = vec![0xA5u8; want.len()];
+        decode_filters_into(pipe, *mask, stored, &mut out, &mut bufs)
+            .unwrap_or_else(|e| panic!("case {round}: {e}"));
+        assert!(out == *want, "case {round}");
+        assert_eq!(
+            decode_filters(pipe, *mask, stored.clone(), want.len()).unwrap(),
+            *want,
+            "case {round}"
+        );
+        // An output of the wrong size is an error, not a panic or a partial write past it.
+        let mut short = vec![0u8; want.len() - 1];
+        assert!(decode_filters_into(pipe, *mask, stored, &mut short, &mut bufs).is_err());
+        let mut long = vec![0u8; want.len() + 4];
+        assert!(decode_filters_into(pipe, *mask, stored, &mut long, &mut bufs).is_err());
+    }
+}
+
+#[test]
+fn inflate_into_exact_and_short_buffers() {
+    let data: Vec<u8> = (0..50_000u32).map(|i| (i / 7 % 251) as u8).collect();
+    let z = zlib(&data, 1);
+    let mut out = vec![0u8; data.len()];
+    assert_eq!(inflate_into(&z, &mut out).unwrap(), data.len());
+    assert_eq!(out, data);
+    let mut short = vec![0u8; data.len() - 1];
+    let e = inflate_into(&z, &mut short).unwrap_err();
+    assert!(e.0.contains("inflates past"), "{e}");
+    let mut long = vec![7u8; data.len() + 10];
+    assert_eq!(inflate_into(&z, &mut long).unwrap(), data.len());
+    assert_eq!(&long[..data.len()], &data[..]);
+    assert!(inflate_into(b"not zlib", &mut out).is_err());
+    assert!(inflate_into(&[], &mut out).is_err());
+}
+
 proptest! {
     #[test]
     fn lzf_round_trip(data in proptest::collection::vec(prop_oneof![Just(0u8), Just(7u8), any::<u8>()], 0..3000)) {
@@ -382,5 +485,29 @@ proptest! {
     fn decode_never_panics(data in proptest::collection::vec(any::<u8>(), 0..400), mask in 0u32..16, n in 0usize..600) {
         let pipe = [Filter::Shuffle { elem_size: 4 }, Filter::Deflate, Filter::Lzf, Filter::Fletcher32];
         let _ = decode_filters(&pipe, mask, data, n);
+    }
+
+    /// Bad bytes through `decode_filters_into`, with buffers reused from case to case: never a
+    /// panic, and the same verdict (and bytes) as `decode_filters`.
+    #[test]
+    fn decode_into_agrees(data in proptest::collection::vec(any::<u8>(), 0..400), mask in 0u32..16, n in 0usize..600, order in 0usize..3) {
+        let s4 = Filter::Shuffle { elem_size: 4 };
+        let pipe: Vec<Filter> = match order {
+            0 => vec![s4, Filter::Deflate, Filter::Lzf, Filter::Fletcher32],
+            1 => vec![Filter::Fletcher32, s4, Filter::Deflate],
+            _ => vec![Filter::Deflate, s4],
+        };
+        thread_local! {
+            static BUFS: std::cell::RefCell<StageBuffers> = std::cell::RefCell::new(StageBuffers::default());
+        }
+        let mut out = vec![0x5Au8; n];
+        let into = BUFS.with_borrow_mut(|b| decode_filters_into(&pipe, mask, &data, &mut out, b));
+        match decode_filters(&pipe, mask, data.clone(), n) {
+            Ok(v) => {
+                prop_assert!(into.is_ok());
+                prop_assert_eq!(out, v);
+            }
+            Err(_) => prop_assert!(into.is_err()),
+        }
     }
 }

@@ -6,17 +6,13 @@
 //! * A dataset libhdf5 cannot open (a layout message of a newer HDF5, `libver='latest'`) is a
 //!   refusal naming it, or with `skip_unsupported` a skipped item while the rest converts.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{fixture, json_i32s_le, var};
 use serde_json::Value;
 use tet_hdf5::open_path;
 use tet_source::{AttrValue, OpenOptions, Source, SourceError};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use tet_testkit::{find, read_all};
 
 fn expect(file: &str) -> Value {
     let all: Value =
@@ -68,11 +64,9 @@ fn check_group_attrs(file: &str, opts: &OpenOptions) {
             } else {
                 format!("{group}/{name}")
             };
-            let got = globals
-                .iter()
-                .find(|(k, _)| *k == key)
+            let got = find(globals, &key)
                 .unwrap_or_else(|| panic!("{file}: global attribute '{key}' is missing"));
-            assert_eq!(as_json(&got.1), normalise(want), "{file}: {key}");
+            assert_eq!(as_json(got), normalise(want), "{file}: {key}");
             seen += 1;
         }
     }
@@ -83,25 +77,19 @@ fn check_group_attrs(file: &str, opts: &OpenOptions) {
 fn pytables_group_class_and_name_are_kept() {
     check_group_attrs("pytables.h5", &OpenOptions::default());
     let src = open_path(&fixture("pytables.h5"), &OpenOptions::default()).unwrap();
-    let g = |k: &str| {
-        src.global_attrs()
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(g("CLASS"), Some(AttrValue::Text("GROUP".into())));
+    let g = |k: &str| find(src.global_attrs(), k);
+    assert_eq!(g("CLASS"), Some(&AttrValue::Text("GROUP".into())));
     assert_eq!(
         g("detector/calib/CLASS"),
-        Some(AttrValue::Text("GROUP".into()))
+        Some(&AttrValue::Text("GROUP".into()))
     );
     // Leaves keep theirs too, with their values.
     let exp = expect("pytables.h5");
     for (name, d) in exp["datasets"].as_object().unwrap() {
-        let v = src.variables().iter().find(|v| v.name == *name).unwrap();
+        let v = var(&src, name);
         for (k, want) in d["attrs"].as_object().unwrap() {
-            let got = v.attrs.iter().find(|(n, _)| n == k);
-            let got = got.unwrap_or_else(|| panic!("{name}: attribute {k} missing"));
-            assert_eq!(as_json(&got.1), normalise(want), "{name}: {k}");
+            let got = find(&v.attrs, k).unwrap_or_else(|| panic!("{name}: attribute {k} missing"));
+            assert_eq!(as_json(got), normalise(want), "{name}: {k}");
         }
     }
 }
@@ -110,7 +98,7 @@ fn pytables_group_class_and_name_are_kept() {
 fn class_and_name_of_groups_and_datasets_but_not_of_scales() {
     check_group_attrs("class_name.h5", &OpenOptions::default());
     let src = open_path(&fixture("class_name.h5"), &OpenOptions::default()).unwrap();
-    let v = |n: &str| src.variables().iter().find(|v| v.name == n).unwrap();
+    let v = |n: &str| var(&src, n);
     let names = |n: &str| -> Vec<String> { v(n).attrs.iter().map(|(k, _)| k.clone()).collect() };
     assert_eq!(names("tagged"), ["CLASS", "NAME"]);
     assert_eq!(v("tagged").attrs[0].1, AttrValue::Text("TABLE".into()));
@@ -118,14 +106,9 @@ fn class_and_name_of_groups_and_datasets_but_not_of_scales() {
     assert!(names("x").is_empty(), "{:?}", names("x"));
     assert_eq!(v("data").dims, Some(vec!["x".to_string()]));
     // Numeric CLASS / NAME on a group keep their types.
-    let g = |k: &str| {
-        src.global_attrs()
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.clone())
-    };
-    assert_eq!(g("numeric/CLASS"), Some(AttrValue::I16(vec![1, 2, 3])));
-    assert_eq!(g("numeric/NAME"), Some(AttrValue::F32(vec![2.5])));
+    let g = |k: &str| find(src.global_attrs(), k);
+    assert_eq!(g("numeric/CLASS"), Some(&AttrValue::I16(vec![1, 2, 3])));
+    assert_eq!(g("numeric/NAME"), Some(&AttrValue::F32(vec![2.5])));
 }
 
 #[test]
@@ -152,15 +135,8 @@ fn with_skip_unsupported_the_unreadable_dataset_is_reported_and_the_rest_convert
     assert!(skipped[0].reason.contains("layout message"), "{skipped:?}");
     let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["contig"]);
-    let v = &src.variables()[0];
-    let mut out = vec![0u8; 40];
-    src.read_region(0, &[0], &v.shape, &mut out).unwrap();
-    let want: Vec<u8> = expect("latest_layout.h5")["datasets"]["contig"]["values"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|x| (x.as_i64().unwrap() as i32).to_le_bytes())
-        .collect();
-    assert_eq!(out, want);
+    let want = json_i32s_le(&expect("latest_layout.h5")["datasets"]["contig"]["values"]);
+    assert_eq!(want.len(), 40);
+    assert_eq!(read_all(&src, 0), want);
     check_group_attrs("latest_layout.h5", &opts);
 }

@@ -10,21 +10,18 @@
 //!   are an unsupported item, not a failure of the whole file.
 //! * Every decoder refuses damaged chunks with an error (truncated, bit-flipped, made-up headers).
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::fs::File;
+
+use common::{assert_note, fixture, json_i32s_le, read_named, var};
 use serde_json::Value;
 use tet_hdf5::chunks::{
     blosc_decompress, bzip2_decompress, lz4_decompress, zstd_decompress, ChunkAccess, ChunkedVar,
 };
 use tet_hdf5::open_path;
 use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use tet_testkit::{first_difference, json_u64s, private_fact};
 
 fn expect(file: &str) -> serde_json::Map<String, Value> {
     let all: Value =
@@ -80,18 +77,9 @@ fn expected_bytes(e: &Value) -> (ElementType, Vec<u8>) {
     (ty, out)
 }
 
+/// The type and the whole bytes of the variable `name`.
 fn read_all(src: &dyn Source, name: &str) -> (ElementType, Vec<u8>) {
-    let i = src
-        .variables()
-        .iter()
-        .position(|v| v.name == name)
-        .unwrap_or_else(|| panic!("variable '{name}' missing"));
-    let v = &src.variables()[i];
-    let n: u64 = v.shape.iter().product();
-    let mut out = vec![0u8; n as usize * v.dtype.size()];
-    src.read_region(i, &vec![0; v.shape.len()], &v.shape, &mut out)
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
-    (v.dtype, out)
+    (var(src, name).dtype, read_named(src, name))
 }
 
 /// Every dataset of `file` but `except` has h5py's values and shape.
@@ -104,20 +92,14 @@ fn check_values(file: &str, src: &dyn Source, except: &[&str]) -> usize {
         let (want_ty, want) = expected_bytes(&e);
         let (ty, got) = read_all(src, &name);
         assert_eq!(ty, want_ty, "{file}: {name}");
-        assert_eq!(got.len(), want.len(), "{file}: {name}");
-        let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+        if let Some(d) = first_difference(&got, &want, ty.size()) {
+            panic!("{file}: {name}: {d}");
+        }
         assert_eq!(
-            first_diff, None,
-            "{file}: {name} differs at byte {first_diff:?}"
+            var(src, &name).shape,
+            json_u64s(&e["shape"]),
+            "{file}: {name}"
         );
-        let v = src.variables().iter().find(|v| v.name == name).unwrap();
-        let shape: Vec<u64> = e["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
-        assert_eq!(v.shape, shape, "{file}: {name}");
         n += 1;
     }
     n
@@ -153,11 +135,7 @@ fn plugin_filters_are_decoded_here_value_for_value() {
     }
     assert!(!filter_masks("blosc/noise_u1").contains(&0));
     // The layout names the filters.
-    let v = src
-        .variables()
-        .iter()
-        .find(|v| v.name == "lz4/shuffle_fletcher")
-        .unwrap();
+    let v = var(&src, "lz4/shuffle_fletcher");
     assert_eq!(v.layout.filters, ["shuffle", "lz4", "fletcher32"]);
     assert!(v.layout.compressed);
 }
@@ -167,11 +145,7 @@ fn pytables_blosc_arrays_convert() {
     let src = open_path(&fixture("pytables_blosc.h5"), &OpenOptions::default()).unwrap();
     assert_eq!(check_values("pytables_blosc.h5", &src, &[]), 4);
     assert_eq!(src.library_read_variables(), Vec::<&str>::new());
-    let v = src
-        .variables()
-        .iter()
-        .find(|v| v.name == "blosc_zstd")
-        .unwrap();
+    let v = var(&src, "blosc_zstd");
     assert!(
         v.layout.filters.contains(&"blosc".to_string()),
         "{:?}",
@@ -212,9 +186,9 @@ fn nbit_integers_come_out_as_their_container_type() {
         let (want_ty, want) = expected_bytes(&exp[name]);
         let (ty, got) = read_all(&src, name);
         assert_eq!((ty, got), (want_ty, want), "{name}");
-        let v = src.variables().iter().find(|v| v.name == name).unwrap();
+        let v = var(&src, name);
         assert!(
-            v.facts.iter().any(|(k, _)| k == "hdf5_nbit"),
+            private_fact(&v.facts, "h5", "hdf5_nbit").is_some(),
             "{name}: {:?}",
             v.facts
         );
@@ -223,14 +197,10 @@ fn nbit_integers_come_out_as_their_container_type() {
     let (_, got) = read_all(&src, "nbit/i12_off2");
     assert_eq!(i16::from_le_bytes([got[0], got[1]]), -2048);
     assert_eq!(i16::from_le_bytes([got[2], got[3]]), -1);
-    let v = src
-        .variables()
-        .iter()
-        .find(|v| v.name == "nbit/i12_off2")
-        .unwrap();
+    let v = var(&src, "nbit/i12_off2");
     assert_eq!(
-        v.facts.iter().find(|(k, _)| k == "hdf5_nbit").unwrap().1,
-        AttrValue::Text("precision=12 offset=2".into())
+        private_fact(&v.facts, "h5", "hdf5_nbit"),
+        Some(&AttrValue::Text("precision=12 offset=2".into()))
     );
 }
 
@@ -241,17 +211,13 @@ fn hdf5_time_is_its_integer_recorded() {
     for (name, bits) in [("time/d32le", 32), ("time/d64be", 64)] {
         let (want_ty, want) = expected_bytes(&exp[name]);
         assert_eq!(read_all(&src, name), (want_ty, want), "{name}");
-        let v = src.variables().iter().find(|v| v.name == name).unwrap();
+        let v = var(&src, name);
         assert_eq!(
-            v.facts.iter().find(|(k, _)| k == "hdf5_time").map(|f| &f.1),
+            private_fact(&v.facts, "h5", "hdf5_time"),
             Some(&AttrValue::Text(format!("H5T_UNIX_D{bits}"))),
             "{name}"
         );
-        assert!(
-            v.notes.iter().any(|n| n.contains("H5T_TIME")),
-            "{name}: {:?}",
-            v.notes
-        );
+        assert_note(v, "H5T_TIME");
     }
 }
 
@@ -275,13 +241,7 @@ fn colliding_compound_fields_skip_only_that_dataset() {
     let exp = expect("types.h5");
     let (ty, got) = read_all(&src, "compound/ok/a_b");
     assert_eq!(ty, ElementType::I32);
-    let want: Vec<u8> = exp["compound/ok"]["fields"]["a/b"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|x| (x.as_i64().unwrap() as i32).to_le_bytes())
-        .collect();
-    assert_eq!(got, want);
+    assert_eq!(got, json_i32s_le(&exp["compound/ok"]["fields"]["a/b"]));
     assert!(src.variables().iter().any(|v| v.name == "compound/ok/c"));
     assert!(!src
         .variables()

@@ -7,10 +7,12 @@
 //! says so and passes (CI has no plugins; `tests/plugin_filters.rs` checks the refusal there).
 //! One test in this binary: the variable must be set before libhdf5 starts, which reads it once.
 
-use std::path::Path;
+mod common;
 
+use common::fixture;
 use tet_hdf5::open_path;
 use tet_source::{OpenOptions, Source};
+use tet_testkit::{read_all, var_index};
 
 #[test]
 fn plugins_from_hdf5_plugin_path_are_used() {
@@ -21,42 +23,26 @@ fn plugins_from_hdf5_plugin_path_are_used() {
     // SAFETY: the only test of this binary, run before any HDF5 call and before any other
     // thread of this process reads the environment.
     unsafe { std::env::set_var("HDF5_PLUGIN_PATH", &dir) };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/filters.h5");
-    let src = open_path(&path, &OpenOptions::default()).unwrap();
+    let src = open_path(&fixture("filters.h5"), &OpenOptions::default()).unwrap();
     assert!(src.skipped().is_empty(), "{:?}", src.skipped());
     assert_eq!(src.library_read_variables(), ["blosc2/lz4"]);
     // Every dataset, through the plugins (H5Dread) and through our decoders, agree.
     for (i, v) in src.variables().iter().enumerate() {
-        let n: u64 = v.shape.iter().product();
-        let mut ours = vec![0u8; n as usize * v.dtype.size()];
-        let mut lib = ours.clone();
+        let ours = read_all(&src, i);
+        let mut lib = vec![0u8; ours.len()];
         let zeros = vec![0; v.shape.len()];
-        src.read_region(i, &zeros, &v.shape, &mut ours).unwrap();
         src.read_region_via_library(i, &zeros, &v.shape, &mut lib)
             .unwrap_or_else(|e| panic!("{}: {e}", v.name));
         assert_eq!(ours, lib, "{}", v.name);
     }
     // Blosc2 read by the plugin: its values are h5py's (the generator's bits).
-    let all: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/expect_filters.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let all: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture("expect_filters.json")).unwrap()).unwrap();
     let want: Vec<u8> = all["files"]["filters.h5"]["blosc2/lz4"]["bits"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|b| b.as_u64().unwrap().to_le_bytes())
         .collect();
-    let i = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "blosc2/lz4")
-        .unwrap();
-    let v = &src.variables()[i];
-    let mut got = vec![0u8; want.len()];
-    src.read_region(i, &[0, 0], &v.shape, &mut got).unwrap();
-    assert_eq!(got, want);
+    assert_eq!(read_all(&src, var_index(&src, "blosc2/lz4")), want);
 }

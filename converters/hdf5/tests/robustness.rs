@@ -12,11 +12,12 @@ use std::process::Command;
 
 use tet_hdf5::open_path;
 use tet_source::{OpenOptions, Source};
+use tet_testkit::{corpus_dir, XorShift};
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/public/hdf5"
-);
+/// A file of the public HDF5 corpus.
+fn corpus(name: &str) -> PathBuf {
+    corpus_dir("hdf5").join(name)
+}
 
 const FILES: &[&str] = &[
     "structure.h5",
@@ -24,16 +25,6 @@ const FILES: &[&str] = &[
     "ext_target.h5",
     "rank9.h5",
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Opens and reads everything; errors are fine.
 fn exercise(path: &Path) {
@@ -65,7 +56,7 @@ fn exercise(path: &Path) {
 
 /// The mutations of one batch: (label, bytes).
 fn mutations(file: &str, kind: &str) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(Path::new(CORPUS).join(file)).unwrap();
+    let bytes = std::fs::read(corpus(file)).unwrap();
     let mut out = Vec::new();
     match kind {
         "truncate" => {
@@ -78,22 +69,14 @@ fn mutations(file: &str, kind: &str) -> Vec<(String, Vec<u8>)> {
             }
         }
         _ => {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ bytes.len() as u64);
+            let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ bytes.len() as u64);
             for round in 0..300 {
-                let mut b = bytes.clone();
-                let flips = 1 + rng.next() % 4;
-                let mut what = Vec::new();
-                for _ in 0..flips {
-                    let pos = (rng.next() % b.len() as u64) as usize;
-                    let pos = if rng.next().is_multiple_of(2) {
-                        pos % 4096.min(b.len())
-                    } else {
-                        pos
-                    };
-                    let val = rng.next() as u8;
-                    what.push(format!("{pos}={val:#04x}"));
-                    b[pos] = val;
-                }
+                // 1 to 4 bytes set, each one half the time in the first 4 KiB (the metadata).
+                let (b, changes) = rng.damage(&bytes, 4096);
+                let what: Vec<String> = changes
+                    .iter()
+                    .map(|(pos, val)| format!("{pos}={val:#04x}"))
+                    .collect();
                 out.push((format!("{file} flip round {round}: {}", what.join(",")), b));
             }
         }
@@ -115,11 +98,7 @@ fn child_batch() {
     let from: usize = parts.next().unwrap().parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     // The external link target sits next to the mutated files, as in the corpus.
-    std::fs::copy(
-        Path::new(CORPUS).join("ext_target.h5"),
-        dir.path().join("ext_target.h5"),
-    )
-    .unwrap();
+    std::fs::copy(corpus("ext_target.h5"), dir.path().join("ext_target.h5")).unwrap();
     println!();
     for (k, (label, bytes)) in mutations(file, kind).into_iter().enumerate().skip(from) {
         println!("TRY {k} {label}");
@@ -252,7 +231,7 @@ fn not_hdf5_is_refused() {
 fn truncations_are_refused_before_the_library_opens_the_file() {
     let dir = tempfile::tempdir().unwrap();
     for f in FILES.iter().chain(&["large.h5"]) {
-        let bytes = std::fs::read(Path::new(CORPUS).join(f)).unwrap();
+        let bytes = std::fs::read(corpus(f)).unwrap();
         for len in [8, 9, 30, 64, 512, bytes.len() / 2, bytes.len() - 1] {
             let p = dir.path().join("cut.h5");
             std::fs::write(&p, &bytes[..len]).unwrap();
@@ -265,7 +244,7 @@ fn truncations_are_refused_before_the_library_opens_the_file() {
     }
     // What the superblock says, for each version this reads.
     use tet_hdf5::{superblock_end_of_file, SuperblockEnd};
-    let v0 = std::fs::read(Path::new(CORPUS).join("structure.h5")).unwrap();
+    let v0 = std::fs::read(corpus("structure.h5")).unwrap();
     assert_eq!(
         superblock_end_of_file(&v0),
         SuperblockEnd::At(v0.len() as u64)
@@ -296,17 +275,7 @@ fn truncations_are_refused_before_the_library_opens_the_file() {
 /// Reads every variable of a file whole (variables up to 16 MiB).
 fn read_everything(path: &Path) -> Vec<Option<Vec<u8>>> {
     let src = open_path(path, &OpenOptions::default()).unwrap();
-    src.variables()
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let n = v.byte_len().filter(|&n| n <= 16 << 20)? as usize;
-            let mut out = vec![0u8; n];
-            let start = vec![0; v.shape.len()];
-            src.read_region(i, &start, &v.shape, &mut out).ok()?;
-            Some(out)
-        })
-        .collect()
+    tet_testkit::read_each_whole(&src, 16 << 20)
 }
 
 /// Several threads opening and reading the same files at once get the same values as one thread
@@ -314,8 +283,8 @@ fn read_everything(path: &Path) -> Vec<Option<Vec<u8>>> {
 /// corpus file) crashed inside libhdf5 before each walk held the library lock.
 #[test]
 fn concurrent_opens_of_one_file_agree() {
-    let mut files: Vec<PathBuf> = FILES.iter().map(|f| Path::new(CORPUS).join(f)).collect();
-    files.push(Path::new(CORPUS).join("../netcdf/nc4_groups_types.nc"));
+    let mut files: Vec<PathBuf> = FILES.iter().map(|f| corpus(f)).collect();
+    files.push(corpus_dir("netcdf").join("nc4_groups_types.nc"));
     let want: Vec<_> = files.iter().map(|f| read_everything(f)).collect();
     std::thread::scope(|s| {
         for _ in 0..4 {

@@ -132,7 +132,8 @@ fn to_packed(x: Key, t: ElementType, unsigned: bool) -> Key {
         ElementType::F32 | ElementType::F16 | ElementType::BF16 => {
             Key::Float(f64::from(x.as_f64() as f32))
         }
-        ElementType::F64 => Key::Float(match x {
+        // netCDF has no complex type; a complex key compares as its real part.
+        ElementType::F64 | ElementType::C64 | ElementType::C128 => Key::Float(match x {
             Key::Int(i) => i as f64,
             Key::Float(f) => f,
         }),
@@ -334,8 +335,8 @@ impl Unpacking {
             ElementType::U32 => Key::Int(i128::from(le!(u32, 4))),
             ElementType::I64 => Key::Int(i128::from(le!(i64, 8))),
             ElementType::U64 => Key::Int(i128::from(le!(u64, 8))),
-            ElementType::F32 => Key::Float(f64::from(le!(f32, 4))),
-            ElementType::F64 => Key::Float(le!(f64, 8)),
+            ElementType::F32 | ElementType::C64 => Key::Float(f64::from(le!(f32, 4))),
+            ElementType::F64 | ElementType::C128 => Key::Float(le!(f64, 8)),
             // Not produced by netCDF; read as raw 16-bit integers.
             ElementType::F16 | ElementType::BF16 => Key::Int(i128::from(le!(u16, 2))),
         }

@@ -1,13 +1,18 @@
-//! Checked wrappers over the few netCDF-C calls the importer makes (through `netcdf-sys`).
+//! Checked wrappers over the netCDF-C calls this crate makes (through `netcdf-sys`): the
+//! importer's queries and reads, and the exporter's definitions and writes. This is the crate's
+//! one FFI layer: no other module calls netCDF-C.
 //!
 //! Every call runs under `netcdf_sys::libnetcdf_lock`, the process-wide reentrant lock that the
 //! `netcdf` and `hdf5-metno` crates also take (it *is* `hdf5_sys::LOCK`), so netCDF and HDF5 are
-//! never entered from two threads at once, whichever crate calls them. Every return code is
-//! checked and turned into a [`SourceError`]; names are decoded as UTF-8 (a name that is not is
-//! a corrupt file); sizes reported by the library are checked before anything is allocated for
-//! them. Nothing here panics.
+//! never entered from two threads at once, whichever crate calls them ([`locked`]). Every return
+//! code is checked: a code other than `NC_NOERR` is an [`NcError`], which the importer's calls
+//! turn into a [`SourceError`] naming the call ([`check`]) and the exporter into its own error.
+//! Names are decoded as UTF-8 (a name that is not is a corrupt file); sizes reported by the
+//! library are checked before anything is allocated for them, and every buffer handed to the
+//! library is checked against what the call will read or write. An open file is closed when its
+//! [`Handle`] is dropped. Nothing here panics.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::Path;
 
 use netcdf_sys as nc;
@@ -43,7 +48,7 @@ pub fn locked<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// The library's text for an error code.
-pub(crate) fn strerror(code: c_int) -> String {
+fn strerror(code: c_int) -> String {
     // SAFETY: nc_strerror returns a pointer to a static NUL-terminated string for any code.
     let p = unsafe { nc::nc_strerror(code) };
     if p.is_null() {
@@ -53,16 +58,35 @@ pub(crate) fn strerror(code: c_int) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// `Ok` for `NC_NOERR`, else a library error naming the call.
-fn check(code: c_int, call: &str) -> Result<()> {
+/// A netCDF-C call that returned a code other than `NC_NOERR`: the code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NcError(pub c_int);
+
+impl NcError {
+    /// The library's text for the code.
+    pub(crate) fn text(self) -> String {
+        locked(|| strerror(self.0))
+    }
+}
+
+/// `Ok` for `NC_NOERR`, else the code as an [`NcError`].
+fn status(code: c_int) -> Result<(), NcError> {
     if code == nc::NC_NOERR {
         Ok(())
     } else {
-        Err(SourceError::Library(format!(
-            "netCDF {call}: {} (error {code})",
-            strerror(code)
-        )))
+        Err(NcError(code))
     }
+}
+
+/// Runs one library call under the lock; a code other than `NC_NOERR` is an [`NcError`].
+fn call(f: impl FnOnce() -> c_int) -> Result<(), NcError> {
+    status(locked(f))
+}
+
+/// `Ok` for `NC_NOERR`, else a library error naming the (importer's) call.
+fn check(code: c_int, call: &str) -> Result<()> {
+    status(code)
+        .map_err(|e| SourceError::Library(format!("netCDF {call}: {} (error {})", e.text(), e.0)))
 }
 
 /// A name buffer's text up to the first NUL, as UTF-8.
@@ -81,10 +105,12 @@ fn count(n: c_int, what: &str) -> Result<usize> {
         .map_err(|_| SourceError::malformed(format!("negative {what} count {n} reported")))
 }
 
-/// An open netCDF dataset (file or memory image). Closing it (on drop) releases every netCDF
-/// and HDF5 handle on the file.
+/// An open netCDF dataset (file or memory image). Closing it (on drop, or with
+/// [`Handle::close`]) releases every netCDF and HDF5 handle on the file.
 pub(crate) struct Handle {
     ncid: c_int,
+    /// Whether `ncid` is still open (false once [`Handle::close`] has closed it).
+    open: bool,
     /// The image of an in-memory open; netCDF reads it until `nc_close`, so it is dropped after.
     _memory: Option<Box<[u8]>>,
 }
@@ -97,9 +123,12 @@ impl std::fmt::Debug for Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        let ncid = self.ncid;
-        // SAFETY: ncid came from a successful open and is closed exactly once, here.
-        let _ = locked(|| unsafe { nc::nc_close(ncid) });
+        if self.open {
+            let ncid = self.ncid;
+            // SAFETY: ncid came from a successful open or create and is still open (`open`):
+            // it is closed exactly once, here or in `Handle::close`.
+            let _ = locked(|| unsafe { nc::nc_close(ncid) });
+        }
     }
 }
 
@@ -122,6 +151,7 @@ impl Handle {
                 check(code, "open")?;
                 Ok(Handle {
                     ncid,
+                    open: true,
                     _memory: None,
                 })
             })
@@ -145,8 +175,32 @@ impl Handle {
         check(code, "open (in memory)")?;
         Ok(Handle {
             ncid,
+            open: true,
             _memory: Some(memory),
         })
+    }
+
+    /// Creates a netCDF-4 file at `path` (replacing one that is there) in define mode.
+    pub(crate) fn create(path: &CStr) -> Result<Handle, NcError> {
+        let mut ncid: c_int = -1;
+        // SAFETY: path is NUL-terminated; ncid is a valid out-pointer.
+        call(|| unsafe {
+            nc::nc_create(path.as_ptr(), nc::NC_NETCDF4 | nc::NC_CLOBBER, &mut ncid)
+        })?;
+        Ok(Handle {
+            ncid,
+            open: true,
+            _memory: None,
+        })
+    }
+
+    /// Closes the file, reporting the library's answer (a written file is flushed here).
+    pub(crate) fn close(mut self) -> Result<(), NcError> {
+        self.open = false;
+        let ncid = self.ncid;
+        // SAFETY: ncid is open (only `close` and `drop` close it, and `open` was true); it is
+        // marked closed first, so `drop` does not close it again whatever the answer.
+        call(|| unsafe { nc::nc_close(ncid) })
     }
 
     /// The root group id.
@@ -175,10 +229,8 @@ fn path_cstring(path: &Path) -> Result<std::ffi::CString> {
 pub(crate) fn format(ncid: c_int) -> Result<c_int> {
     let mut f: c_int = 0;
     // SAFETY: valid out-pointer.
-    check(
-        locked(|| unsafe { nc::nc_inq_format(ncid, &mut f) }),
-        "inq_format",
-    )?;
+    let code = locked(|| unsafe { nc::nc_inq_format(ncid, &mut f) });
+    check(code, "inq_format")?;
     Ok(f)
 }
 
@@ -187,17 +239,13 @@ pub(crate) fn groups(ncid: c_int) -> Result<Vec<c_int>> {
     locked(|| {
         let mut n: c_int = 0;
         // SAFETY: null ids pointer asks for the count only.
-        check(
-            unsafe { nc::nc_inq_grps(ncid, &mut n, std::ptr::null_mut()) },
-            "inq_grps",
-        )?;
+        let code = unsafe { nc::nc_inq_grps(ncid, &mut n, std::ptr::null_mut()) };
+        check(code, "inq_grps")?;
         let mut ids = vec![0; count(n, "group")?];
         if !ids.is_empty() {
             // SAFETY: ids holds n entries, the count just reported under the same lock.
-            check(
-                unsafe { nc::nc_inq_grps(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
-                "inq_grps",
-            )?;
+            let code = unsafe { nc::nc_inq_grps(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) };
+            check(code, "inq_grps")?;
         }
         Ok(ids)
     })
@@ -207,10 +255,8 @@ pub(crate) fn groups(ncid: c_int) -> Result<Vec<c_int>> {
 pub(crate) fn group_name(ncid: c_int) -> Result<String> {
     let mut buf = [0u8; NAME_BUF];
     // SAFETY: buf holds NC_MAX_NAME + 1 bytes, the documented maximum.
-    check(
-        locked(|| unsafe { nc::nc_inq_grpname(ncid, buf.as_mut_ptr().cast()) }),
-        "inq_grpname",
-    )?;
+    let code = locked(|| unsafe { nc::nc_inq_grpname(ncid, buf.as_mut_ptr().cast()) });
+    check(code, "inq_grpname")?;
     name_from(&buf, "group")
 }
 
@@ -219,17 +265,13 @@ pub(crate) fn varids(ncid: c_int) -> Result<Vec<c_int>> {
     locked(|| {
         let mut n: c_int = 0;
         // SAFETY: null ids pointer asks for the count only.
-        check(
-            unsafe { nc::nc_inq_varids(ncid, &mut n, std::ptr::null_mut()) },
-            "inq_varids",
-        )?;
+        let code = unsafe { nc::nc_inq_varids(ncid, &mut n, std::ptr::null_mut()) };
+        check(code, "inq_varids")?;
         let mut ids = vec![0; count(n, "variable")?];
         if !ids.is_empty() {
             // SAFETY: ids holds n entries.
-            check(
-                unsafe { nc::nc_inq_varids(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
-                "inq_varids",
-            )?;
+            let code = unsafe { nc::nc_inq_varids(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) };
+            check(code, "inq_varids")?;
         }
         Ok(ids)
     })
@@ -240,17 +282,14 @@ pub(crate) fn own_dimids(ncid: c_int) -> Result<Vec<c_int>> {
     locked(|| {
         let mut n: c_int = 0;
         // SAFETY: null ids pointer asks for the count only.
-        check(
-            unsafe { nc::nc_inq_dimids(ncid, &mut n, std::ptr::null_mut(), 0) },
-            "inq_dimids",
-        )?;
+        let code = unsafe { nc::nc_inq_dimids(ncid, &mut n, std::ptr::null_mut(), 0) };
+        check(code, "inq_dimids")?;
         let mut ids = vec![0; count(n, "dimension")?];
         if !ids.is_empty() {
             // SAFETY: ids holds n entries.
-            check(
-                unsafe { nc::nc_inq_dimids(ncid, std::ptr::null_mut(), ids.as_mut_ptr(), 0) },
-                "inq_dimids",
-            )?;
+            let code =
+                unsafe { nc::nc_inq_dimids(ncid, std::ptr::null_mut(), ids.as_mut_ptr(), 0) };
+            check(code, "inq_dimids")?;
         }
         Ok(ids)
     })
@@ -262,17 +301,14 @@ pub(crate) fn unlimdims(ncid: c_int) -> Result<Vec<c_int>> {
     locked(|| {
         let mut n: c_int = 0;
         // SAFETY: null ids pointer asks for the count only.
-        check(
-            unsafe { nc::nc_inq_unlimdims(ncid, &mut n, std::ptr::null_mut()) },
-            "inq_unlimdims",
-        )?;
+        let code = unsafe { nc::nc_inq_unlimdims(ncid, &mut n, std::ptr::null_mut()) };
+        check(code, "inq_unlimdims")?;
         let mut ids = vec![0; count(n, "unlimited dimension")?];
         if !ids.is_empty() {
             // SAFETY: ids holds n entries.
-            check(
-                unsafe { nc::nc_inq_unlimdims(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) },
-                "inq_unlimdims",
-            )?;
+            let code =
+                unsafe { nc::nc_inq_unlimdims(ncid, std::ptr::null_mut(), ids.as_mut_ptr()) };
+            check(code, "inq_unlimdims")?;
         }
         Ok(ids)
     })
@@ -282,10 +318,8 @@ pub(crate) fn unlimdims(ncid: c_int) -> Result<Vec<c_int>> {
 pub(crate) fn natts(ncid: c_int, varid: c_int) -> Result<usize> {
     let mut n: c_int = 0;
     // SAFETY: valid out-pointer.
-    check(
-        locked(|| unsafe { nc::nc_inq_varnatts(ncid, varid, &mut n) }),
-        "inq_varnatts",
-    )?;
+    let code = locked(|| unsafe { nc::nc_inq_varnatts(ncid, varid, &mut n) });
+    check(code, "inq_varnatts")?;
     count(n, "attribute")
 }
 
@@ -300,10 +334,8 @@ pub(crate) fn var_info(ncid: c_int, varid: c_int) -> Result<VarInfo> {
     locked(|| {
         let mut ndims: c_int = 0;
         // SAFETY: valid out-pointer.
-        check(
-            unsafe { nc::nc_inq_varndims(ncid, varid, &mut ndims) },
-            "inq_varndims",
-        )?;
+        let code = unsafe { nc::nc_inq_varndims(ncid, varid, &mut ndims) };
+        check(code, "inq_varndims")?;
         let ndims = count(ndims, "dimension")?;
         if ndims > nc::NC_MAX_VAR_DIMS as usize {
             return Err(SourceError::malformed(format!(
@@ -318,20 +350,18 @@ pub(crate) fn var_info(ncid: c_int, varid: c_int) -> Result<VarInfo> {
         // One spare slot so a zero-dimensional variable still passes a valid pointer.
         let mut dimids = vec![0 as c_int; ndims + 1];
         // SAFETY: name holds NC_MAX_NAME + 1 bytes; dimids holds ndims (+1) entries.
-        check(
-            unsafe {
-                nc::nc_inq_var(
-                    ncid,
-                    varid,
-                    name.as_mut_ptr().cast(),
-                    &mut xtype,
-                    &mut nd,
-                    dimids.as_mut_ptr(),
-                    &mut natts,
-                )
-            },
-            "inq_var",
-        )?;
+        let code = unsafe {
+            nc::nc_inq_var(
+                ncid,
+                varid,
+                name.as_mut_ptr().cast(),
+                &mut xtype,
+                &mut nd,
+                dimids.as_mut_ptr(),
+                &mut natts,
+            )
+        };
+        check(code, "inq_var")?;
         if count(nd, "dimension")? != ndims {
             return Err(SourceError::malformed(
                 "a variable's dimension count changed between two queries",
@@ -351,10 +381,9 @@ pub(crate) fn dim(ncid: c_int, dimid: c_int) -> Result<(String, u64)> {
     let mut name = [0u8; NAME_BUF];
     let mut len: usize = 0;
     // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointer.
-    check(
-        locked(|| unsafe { nc::nc_inq_dim(ncid, dimid, name.as_mut_ptr().cast(), &mut len) }),
-        "inq_dim",
-    )?;
+    let code =
+        locked(|| unsafe { nc::nc_inq_dim(ncid, dimid, name.as_mut_ptr().cast(), &mut len) });
+    check(code, "inq_dim")?;
     Ok((name_from(&name, "dimension")?, len as u64))
 }
 
@@ -364,10 +393,8 @@ pub(crate) fn att_name(ncid: c_int, varid: c_int, i: usize) -> Result<(String, V
         c_int::try_from(i).map_err(|_| SourceError::malformed("attribute index out of range"))?;
     let mut buf = [0u8; NAME_BUF];
     // SAFETY: buf holds NC_MAX_NAME + 1 bytes.
-    check(
-        locked(|| unsafe { nc::nc_inq_attname(ncid, varid, idx, buf.as_mut_ptr().cast()) }),
-        "inq_attname",
-    )?;
+    let code = locked(|| unsafe { nc::nc_inq_attname(ncid, varid, idx, buf.as_mut_ptr().cast()) });
+    check(code, "inq_attname")?;
     let name = name_from(&buf, "attribute")?;
     let mut c = name.as_bytes().to_vec();
     c.push(0);
@@ -379,12 +406,10 @@ pub(crate) fn att_info(ncid: c_int, varid: c_int, cname: &[u8]) -> Result<(c_int
     let mut xtype: c_int = 0;
     let mut len: usize = 0;
     // SAFETY: cname is NUL-terminated (built by att_name); valid out-pointers.
-    check(
-        locked(|| unsafe {
-            nc::nc_inq_att(ncid, varid, cname.as_ptr().cast(), &mut xtype, &mut len)
-        }),
-        "inq_att",
-    )?;
+    let code = locked(|| unsafe {
+        nc::nc_inq_att(ncid, varid, cname.as_ptr().cast(), &mut xtype, &mut len)
+    });
+    check(code, "inq_att")?;
     Ok((xtype, len))
 }
 
@@ -394,10 +419,8 @@ pub(crate) fn get_att_raw(ncid: c_int, varid: c_int, cname: &[u8], out: &mut [u8
     let ptr = out.as_mut_ptr().cast::<c_void>();
     // SAFETY: out holds len * size bytes of the attribute's type (caller contract); cname is
     // NUL-terminated.
-    check(
-        locked(|| unsafe { nc::nc_get_att(ncid, varid, cname.as_ptr().cast(), ptr) }),
-        "get_att",
-    )
+    let code = locked(|| unsafe { nc::nc_get_att(ncid, varid, cname.as_ptr().cast(), ptr) });
+    check(code, "get_att")
 }
 
 /// Reads an `NC_STRING` attribute of `len` values (`None` for a null string).
@@ -410,10 +433,9 @@ pub(crate) fn get_att_strings(
     let mut ptrs: Vec<*mut c_char> = vec![std::ptr::null_mut(); len.max(1)];
     locked(|| {
         // SAFETY: ptrs holds len entries; netCDF allocates each string, freed just below.
-        check(
-            unsafe { nc::nc_get_att_string(ncid, varid, cname.as_ptr().cast(), ptrs.as_mut_ptr()) },
-            "get_att_string",
-        )?;
+        let code =
+            unsafe { nc::nc_get_att_string(ncid, varid, cname.as_ptr().cast(), ptrs.as_mut_ptr()) };
+        check(code, "get_att_string")?;
         let out = copy_strings(&ptrs[..len]);
         // SAFETY: frees exactly the len strings netCDF allocated above.
         unsafe { nc::nc_free_string(len, ptrs.as_mut_ptr()) };
@@ -450,20 +472,18 @@ pub(crate) fn user_type(ncid: c_int, xtype: c_int) -> Result<UserType> {
     let mut nfields: usize = 0;
     let mut class: c_int = 0;
     // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointers.
-    check(
-        locked(|| unsafe {
-            nc::nc_inq_user_type(
-                ncid,
-                xtype,
-                name.as_mut_ptr().cast(),
-                &mut size,
-                &mut base,
-                &mut nfields,
-                &mut class,
-            )
-        }),
-        "inq_user_type",
-    )?;
+    let code = locked(|| unsafe {
+        nc::nc_inq_user_type(
+            ncid,
+            xtype,
+            name.as_mut_ptr().cast(),
+            &mut size,
+            &mut base,
+            &mut nfields,
+            &mut class,
+        )
+    });
+    check(code, "inq_user_type")?;
     Ok(UserType {
         name: name_from(&name, "type")?,
         size,
@@ -478,19 +498,17 @@ pub(crate) fn enum_len(ncid: c_int, xtype: c_int) -> Result<usize> {
     let mut base_size: usize = 0;
     let mut n: usize = 0;
     // SAFETY: a null name pointer is allowed; valid out-pointers.
-    check(
-        locked(|| unsafe {
-            nc::nc_inq_enum(
-                ncid,
-                xtype,
-                std::ptr::null_mut(),
-                &mut base,
-                &mut base_size,
-                &mut n,
-            )
-        }),
-        "inq_enum",
-    )?;
+    let code = locked(|| unsafe {
+        nc::nc_inq_enum(
+            ncid,
+            xtype,
+            std::ptr::null_mut(),
+            &mut base,
+            &mut base_size,
+            &mut n,
+        )
+    });
+    check(code, "inq_enum")?;
     Ok(n)
 }
 
@@ -502,18 +520,16 @@ pub(crate) fn enum_member(ncid: c_int, xtype: c_int, i: usize) -> Result<(String
     let mut name = [0u8; NAME_BUF];
     let mut value = 0u64; // 8 bytes, aligned for any integer base type
                           // SAFETY: name holds NC_MAX_NAME + 1 bytes; value holds the largest base type.
-    check(
-        locked(|| unsafe {
-            nc::nc_inq_enum_member(
-                ncid,
-                xtype,
-                idx,
-                name.as_mut_ptr().cast(),
-                (&mut value as *mut u64).cast(),
-            )
-        }),
-        "inq_enum_member",
-    )?;
+    let code = locked(|| unsafe {
+        nc::nc_inq_enum_member(
+            ncid,
+            xtype,
+            idx,
+            name.as_mut_ptr().cast(),
+            (&mut value as *mut u64).cast(),
+        )
+    });
+    check(code, "inq_enum_member")?;
     Ok((name_from(&name, "enum member")?, value.to_ne_bytes()))
 }
 
@@ -523,12 +539,10 @@ pub(crate) fn var_chunking(ncid: c_int, varid: c_int, ndims: usize) -> Result<Op
     let mut storage: c_int = 0;
     let mut sizes = vec![0usize; ndims.max(1)];
     // SAFETY: sizes holds ndims entries.
-    check(
-        locked(|| unsafe {
-            nc::nc_inq_var_chunking(ncid, varid, &mut storage, sizes.as_mut_ptr())
-        }),
-        "inq_var_chunking",
-    )?;
+    let code = locked(|| unsafe {
+        nc::nc_inq_var_chunking(ncid, varid, &mut storage, sizes.as_mut_ptr())
+    });
+    check(code, "inq_var_chunking")?;
     if storage == nc::NC_CHUNKED && ndims > 0 {
         Ok(Some(sizes[..ndims].iter().map(|&s| s as u64).collect()))
     } else {
@@ -549,22 +563,17 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
     locked(|| {
         let (mut shuffle, mut deflate, mut level) = (0 as c_int, 0 as c_int, 0 as c_int);
         // SAFETY: valid out-pointers.
-        check(
-            unsafe { nc::nc_inq_var_deflate(ncid, varid, &mut shuffle, &mut deflate, &mut level) },
-            "inq_var_deflate",
-        )?;
+        let code =
+            unsafe { nc::nc_inq_var_deflate(ncid, varid, &mut shuffle, &mut deflate, &mut level) };
+        check(code, "inq_var_deflate")?;
         let mut fletcher: c_int = 0;
         // SAFETY: valid out-pointer.
-        check(
-            unsafe { nc::nc_inq_var_fletcher32(ncid, varid, &mut fletcher) },
-            "inq_var_fletcher32",
-        )?;
+        let code = unsafe { nc::nc_inq_var_fletcher32(ncid, varid, &mut fletcher) };
+        check(code, "inq_var_fletcher32")?;
         let mut n: usize = 0;
         // SAFETY: a null ids pointer asks for the count only.
-        check(
-            unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, std::ptr::null_mut()) },
-            "inq_var_filter_ids",
-        )?;
+        let code = unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, std::ptr::null_mut()) };
+        check(code, "inq_var_filter_ids")?;
         if n > 64 {
             return Err(SourceError::malformed(format!(
                 "a variable claims {n} filters"
@@ -573,22 +582,18 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
         let mut ids = vec![0 as c_uint; n.max(1)];
         if n > 0 {
             // SAFETY: ids holds n entries.
-            check(
-                unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, ids.as_mut_ptr()) },
-                "inq_var_filter_ids",
-            )?;
+            let code = unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, ids.as_mut_ptr()) };
+            check(code, "inq_var_filter_ids")?;
         }
         ids.truncate(n.min(ids.len()));
         let mut filters = Vec::with_capacity(ids.len());
         for id in ids {
             let mut np: usize = 0;
             // SAFETY: a null params pointer asks for the count only.
-            check(
-                unsafe {
-                    nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, std::ptr::null_mut())
-                },
-                "inq_var_filter_info",
-            )?;
+            let code = unsafe {
+                nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, std::ptr::null_mut())
+            };
+            check(code, "inq_var_filter_info")?;
             if np > 256 {
                 return Err(SourceError::malformed(format!(
                     "filter {id} claims {np} parameters"
@@ -597,12 +602,10 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
             let mut params = vec![0 as c_uint; np.max(1)];
             if np > 0 {
                 // SAFETY: params holds np entries.
-                check(
-                    unsafe {
-                        nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, params.as_mut_ptr())
-                    },
-                    "inq_var_filter_info",
-                )?;
+                let code = unsafe {
+                    nc::nc_inq_var_filter_info(ncid, varid, id, &mut np, params.as_mut_ptr())
+                };
+                check(code, "inq_var_filter_info")?;
             }
             params.truncate(np.min(params.len()));
             // SAFETY: pure query.
@@ -621,10 +624,9 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
 pub(crate) fn var_fill_on(ncid: c_int, varid: c_int) -> Result<bool> {
     let mut no_fill: c_int = 0;
     // SAFETY: a null fill-value pointer is allowed; valid out-pointer.
-    check(
-        locked(|| unsafe { nc::nc_inq_var_fill(ncid, varid, &mut no_fill, std::ptr::null_mut()) }),
-        "inq_var_fill",
-    )?;
+    let code =
+        locked(|| unsafe { nc::nc_inq_var_fill(ncid, varid, &mut no_fill, std::ptr::null_mut()) });
+    check(code, "inq_var_fill")?;
     Ok(no_fill == 0)
 }
 
@@ -651,10 +653,8 @@ pub(crate) fn get_vara(
     };
     let ptr = out.as_mut_ptr().cast::<c_void>();
     // SAFETY: start/count have one entry per dimension; out holds the whole region (caller).
-    check(
-        locked(|| unsafe { nc::nc_get_vara(ncid, varid, s, c, ptr) }),
-        "get_vara",
-    )
+    let code = locked(|| unsafe { nc::nc_get_vara(ncid, varid, s, c, ptr) });
+    check(code, "get_vara")
 }
 
 /// Reads a whole `NC_STRING` variable of `n` values (C order; `None` for a null string).
@@ -677,21 +677,278 @@ pub(crate) fn get_var_strings(
     locked(|| {
         // SAFETY: ptrs holds n = product(shape) entries; netCDF allocates the strings, which
         // are freed just below.
-        check(
-            unsafe {
-                nc::nc_get_vara_string(
-                    ncid,
-                    varid,
-                    start.as_ptr(),
-                    count.as_ptr(),
-                    ptrs.as_mut_ptr(),
-                )
-            },
-            "get_vara_string",
-        )?;
+        let code = unsafe {
+            nc::nc_get_vara_string(
+                ncid,
+                varid,
+                start.as_ptr(),
+                count.as_ptr(),
+                ptrs.as_mut_ptr(),
+            )
+        };
+        check(code, "get_vara_string")?;
         let out = copy_strings(&ptrs);
         // SAFETY: frees exactly the n strings allocated above.
         unsafe { nc::nc_free_string(n, ptrs.as_mut_ptr()) };
         Ok(out)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing (the exporter): definitions, then data. Every buffer is checked against the
+// variable's own rank and type size before the library sees it.
+
+/// Whether this library can use HDF5 filter `id` (a plugin such as zstd may be missing).
+pub(crate) fn filter_avail(ncid: c_int, id: u32) -> bool {
+    // SAFETY: a pure query on an open file.
+    call(|| unsafe { nc::nc_inq_filter_avail(ncid, id) }).is_ok()
+}
+
+/// Defines the child group `name` of `parent`; returns its id.
+pub(crate) fn def_grp(parent: c_int, name: &CStr) -> Result<c_int, NcError> {
+    let mut id: c_int = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_grp(parent, name.as_ptr(), &mut id) })?;
+    Ok(id)
+}
+
+/// Defines the dimension `name` of length `len` in group `ncid` (`len` 0: unlimited); returns
+/// its id.
+pub(crate) fn def_dim(ncid: c_int, name: &CStr, len: usize) -> Result<c_int, NcError> {
+    let mut id: c_int = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_dim(ncid, name.as_ptr(), len, &mut id) })?;
+    Ok(id)
+}
+
+/// Defines the variable `name` of type `xtype` over `dimids` in group `ncid`; returns its id.
+pub(crate) fn def_var(
+    ncid: c_int,
+    name: &CStr,
+    xtype: nc::nc_type,
+    dimids: &[c_int],
+) -> Result<c_int, NcError> {
+    let ndims = c_int::try_from(dimids.len()).map_err(|_| NcError(nc::NC_EMAXDIMS))?;
+    let mut id: c_int = 0;
+    // SAFETY: dimids holds ndims ids; name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe {
+        nc::nc_def_var(ncid, name.as_ptr(), xtype, ndims, dimids.as_ptr(), &mut id)
+    })?;
+    Ok(id)
+}
+
+/// A variable's rank and the in-memory size of one of its elements (for `NC_STRING`, one
+/// string pointer).
+fn var_rank_and_size(ncid: c_int, varid: c_int) -> Result<(usize, usize), NcError> {
+    locked(|| {
+        let mut ndims: c_int = 0;
+        // SAFETY: valid out-pointer.
+        status(unsafe { nc::nc_inq_varndims(ncid, varid, &mut ndims) })?;
+        let mut xtype: nc::nc_type = 0;
+        // SAFETY: valid out-pointer.
+        status(unsafe { nc::nc_inq_vartype(ncid, varid, &mut xtype) })?;
+        let mut size: usize = 0;
+        // SAFETY: a null name pointer is allowed; valid out-pointer.
+        status(unsafe { nc::nc_inq_type(ncid, xtype, std::ptr::null_mut(), &mut size) })?;
+        Ok((
+            usize::try_from(ndims).map_err(|_| NcError(nc::NC_EINVAL))?,
+            size,
+        ))
+    })
+}
+
+/// The size of one value of the atomic type `xtype`.
+fn type_size(ncid: c_int, xtype: nc::nc_type) -> Result<usize, NcError> {
+    let mut size: usize = 0;
+    // SAFETY: a null name pointer is allowed; valid out-pointer.
+    call(|| unsafe { nc::nc_inq_type(ncid, xtype, std::ptr::null_mut(), &mut size) })?;
+    Ok(size)
+}
+
+/// Chunks a variable with one chunk extent per dimension.
+pub(crate) fn def_var_chunking(ncid: c_int, varid: c_int, chunks: &[usize]) -> Result<(), NcError> {
+    if var_rank_and_size(ncid, varid)?.0 != chunks.len() {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    // SAFETY: chunks holds one extent per dimension of the variable (checked above).
+    call(|| unsafe { nc::nc_def_var_chunking(ncid, varid, nc::NC_CHUNKED, chunks.as_ptr()) })
+}
+
+/// Turns on the deflate filter at `level`, with the shuffle filter before it when `shuffle`.
+pub(crate) fn def_var_deflate(
+    ncid: c_int,
+    varid: c_int,
+    shuffle: bool,
+    level: c_int,
+) -> Result<(), NcError> {
+    let shuffle = c_int::from(shuffle);
+    // SAFETY: plain values only.
+    call(|| unsafe { nc::nc_def_var_deflate(ncid, varid, shuffle, 1, level) })
+}
+
+/// Adds HDF5 filter `id` with `params` to the variable's pipeline.
+pub(crate) fn def_var_filter(
+    ncid: c_int,
+    varid: c_int,
+    id: u32,
+    params: &[u32],
+) -> Result<(), NcError> {
+    // SAFETY: params holds params.len() values, the count passed.
+    call(|| unsafe { nc::nc_def_var_filter(ncid, varid, id, params.len(), params.as_ptr()) })
+}
+
+/// Turns the variable's fill mode off (every element will be written).
+pub(crate) fn def_var_fill_off(ncid: c_int, varid: c_int) -> Result<(), NcError> {
+    // SAFETY: no_fill = 1 with a null fill value: the library reads no fill value.
+    call(|| unsafe { nc::nc_def_var_fill(ncid, varid, 1, std::ptr::null()) })
+}
+
+/// Writes a `char` attribute of `varid` (`NC_GLOBAL`: of the group).
+pub(crate) fn put_att_text(
+    ncid: c_int,
+    varid: c_int,
+    name: &CStr,
+    text: &[u8],
+) -> Result<(), NcError> {
+    // SAFETY: text is valid for text.len() bytes; name is NUL-terminated.
+    call(|| unsafe {
+        nc::nc_put_att_text(ncid, varid, name.as_ptr(), text.len(), text.as_ptr().cast())
+    })
+}
+
+/// Writes a `string` attribute of `varid` (`NC_GLOBAL`: of the group).
+pub(crate) fn put_att_strings(
+    ncid: c_int,
+    varid: c_int,
+    name: &CStr,
+    values: &[CString],
+) -> Result<(), NcError> {
+    let mut ptrs: Vec<*const c_char> = values.iter().map(|c| c.as_ptr()).collect();
+    // SAFETY: ptrs holds ptrs.len() NUL-terminated strings, alive in `values`; netCDF copies
+    // them and writes nothing through the pointers.
+    call(|| unsafe {
+        nc::nc_put_att_string(ncid, varid, name.as_ptr(), ptrs.len(), ptrs.as_mut_ptr())
+    })
+}
+
+/// Writes a numeric attribute of `varid` (`NC_GLOBAL`: of the group): `bytes` holds `len`
+/// native-endian values of the atomic type `xtype`.
+pub(crate) fn put_att(
+    ncid: c_int,
+    varid: c_int,
+    name: &CStr,
+    xtype: nc::nc_type,
+    len: usize,
+    bytes: &[u8],
+) -> Result<(), NcError> {
+    if len.checked_mul(type_size(ncid, xtype)?) != Some(bytes.len()) {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    // SAFETY: bytes holds len values of xtype (checked above); name is NUL-terminated.
+    call(|| unsafe {
+        nc::nc_put_att(
+            ncid,
+            varid,
+            name.as_ptr(),
+            xtype,
+            len,
+            bytes.as_ptr().cast::<c_void>(),
+        )
+    })
+}
+
+/// Leaves define mode.
+pub(crate) fn enddef(ncid: c_int) -> Result<(), NcError> {
+    // SAFETY: plain value only.
+    call(|| unsafe { nc::nc_enddef(ncid) })
+}
+
+/// The element count of the region `start`/`count` of a variable of rank `rank`, when both
+/// have one entry per dimension.
+fn region_len(rank: usize, start: &[usize], count: &[usize]) -> Result<usize, NcError> {
+    if start.len() != rank || count.len() != rank {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    count
+        .iter()
+        .try_fold(1usize, |n, &c| n.checked_mul(c))
+        .ok_or(NcError(nc::NC_EEDGE))
+}
+
+/// Writes the region `start`/`count` of a fixed-size-type variable from `bytes`: the region's
+/// values in C order, native-endian, in the variable's own type (empty `start`/`count` for a
+/// 0-d variable).
+pub(crate) fn put_vara(
+    ncid: c_int,
+    varid: c_int,
+    start: &[usize],
+    count: &[usize],
+    bytes: &[u8],
+) -> Result<(), NcError> {
+    let (rank, size) = var_rank_and_size(ncid, varid)?;
+    if region_len(rank, start, count)?.checked_mul(size) != Some(bytes.len()) {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    // SAFETY: start/count hold one entry per dimension and bytes the region's values in the
+    // variable's type (both checked above); netCDF only reads them.
+    call(|| unsafe {
+        nc::nc_put_vara(
+            ncid,
+            varid,
+            start.as_ptr(),
+            count.as_ptr(),
+            bytes.as_ptr().cast::<c_void>(),
+        )
+    })
+}
+
+/// Writes the region `start`/`count` of a `char` variable from `text` (one byte per element).
+pub(crate) fn put_vara_text(
+    ncid: c_int,
+    varid: c_int,
+    start: &[usize],
+    count: &[usize],
+    text: &[u8],
+) -> Result<(), NcError> {
+    let (rank, _) = var_rank_and_size(ncid, varid)?;
+    if region_len(rank, start, count)? != text.len() {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    // SAFETY: start/count hold one entry per dimension and text one byte per element of the
+    // region (checked above); netCDF only reads them.
+    call(|| unsafe {
+        nc::nc_put_vara_text(
+            ncid,
+            varid,
+            start.as_ptr(),
+            count.as_ptr(),
+            text.as_ptr().cast(),
+        )
+    })
+}
+
+/// Writes the region `start`/`count` of a `string` variable from `values` (one per element).
+pub(crate) fn put_vara_strings(
+    ncid: c_int,
+    varid: c_int,
+    start: &[usize],
+    count: &[usize],
+    values: &[CString],
+) -> Result<(), NcError> {
+    let (rank, _) = var_rank_and_size(ncid, varid)?;
+    if region_len(rank, start, count)? != values.len() {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    let mut ptrs: Vec<*const c_char> = values.iter().map(|c| c.as_ptr()).collect();
+    // SAFETY: start/count hold one entry per dimension and ptrs one NUL-terminated string
+    // (alive in `values`) per element of the region (checked above); netCDF copies them.
+    call(|| unsafe {
+        nc::nc_put_vara_string(
+            ncid,
+            varid,
+            start.as_ptr(),
+            count.as_ptr(),
+            ptrs.as_mut_ptr(),
+        )
     })
 }

@@ -1,5 +1,7 @@
 //! NetCDF importer for tet-convert: classic (CDF-1), 64-bit offset (CDF-2), 64-bit data (CDF-5),
-//! netCDF-4 and netCDF-4 classic-model files, read through the system netCDF-C library.
+//! netCDF-4 and netCDF-4 classic-model files, read through the system netCDF-C library. The
+//! other direction (writing netCDF-4 files from `tet export`) is the [`export`] module; both go
+//! through the one FFI layer of this crate (module `ffi`: one error type, one lock).
 //!
 //! # Mapping
 //!
@@ -14,9 +16,9 @@
 //!   `_Unsigned = "true"` attribute is kept but never applied to the stored values), `ubyte` →
 //!   `U8`, `short`/`ushort`/`int`/`uint`/`int64`/`uint64`/`float`/`double` → the same type.
 //!   Values are read in the variable's own type (no conversion) and delivered little-endian.
-//!   An **enum** variable is delivered as its underlying integer type, with facts `enum_type`
-//!   (Text) and `enum_mapping` (TextList of `NAME=value`) and a note.
-//! * **Scalars** (0-d) are shape `[1]` with no dims and the note `0-d scalar stored as shape [1]`.
+//!   An **enum** variable is delivered as its underlying integer type, with the facts
+//!   [`Fact::EnumType`] and [`Fact::EnumMapping`] and a note.
+//! * **Scalars** (0-d) have an empty shape and no dims.
 //! * **Text**: `char` and `string` variables are not numeric. Each becomes a [`TextVariable`]
 //!   (values in C order; for `char` the last axis is the string length, each row decoded with
 //!   trailing NULs removed; UTF-8, or Latin-1 when the bytes are not UTF-8). Some also label a
@@ -35,16 +37,16 @@
 //!   (`_NCProperties`, `_IsNetcdf4`, `_SuperblockVersion`, `_Format`, `_Netcdf4Dimid`,
 //!   `_Netcdf4Coordinates`, `_nc3_strict`, `_NCZARR_*`) are not user attributes and are left
 //!   out; everything else (`_FillValue`, `_Unsigned`, `history`, …) is kept as is. A variable
-//!   using an unlimited dimension gets the fact `unlimited_dims` (TextList).
+//!   using an unlimited dimension gets the fact [`Fact::UnlimitedDims`].
 //! * **CF packing**: by default packed variables are delivered as stored (the packed integers
 //!   with all their attributes: lossless, never unpacked twice). With [`OpenOptions::unpack`] a
 //!   variable with `scale_factor` and/or `add_offset` is delivered as physical values (`f32`,
 //!   or `f64` when an attribute or the packed type needs it) with fill/missing/out-of-range
 //!   values as NaN — see the `cf` module for the exact rules. The packing attributes
 //!   (`scale_factor`, `add_offset`, `_FillValue`, `missing_value`, `valid_*`, and `_Unsigned`
-//!   when it was applied) move from the attributes to facts named `packed:<name>`, a `_FillValue
-//!   = NaN` attribute replaces a fill value or missing value, and the fact `unpacked_from` (the
-//!   packed type) plus a note record the transformation.
+//!   when it was applied) move from the attributes to the fact [`Fact::Unpacked`] (with the
+//!   packed type), a `_FillValue = NaN` attribute replaces a fill value or missing value, and a
+//!   note records the transformation.
 //! * **Layout**: netCDF-4 chunked variables report their chunk shape; `compressed` is set when
 //!   a compressing filter is on, and `filters` lists the pipeline (`shuffle`, `deflate(4)`,
 //!   `szip`, `zstd(3)`, `lzf`, `filter <id>` for others, `fletcher32`).
@@ -94,18 +96,14 @@ use std::path::Path;
 use netcdf_sys as nc;
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, CharAxis, Confidence, DimLabels,
-    ElementType, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
-    TextVariable, Variable,
+    ElementType, Fact, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError,
+    SourceLayout, TextVariable, Variable,
 };
 
 mod cf;
 pub mod classic;
+pub mod export;
 mod ffi;
-
-/// Runs `f` holding the process-wide netCDF/HDF5 library lock (with HDF5 error printing off on
-/// this thread): every netCDF-C call made outside this crate (the `.tet` exporter) goes through
-/// it too.
-pub use ffi::locked;
 
 use cf::Unpacking;
 use classic::{ClassicHeader, HeaderError};
@@ -334,7 +332,7 @@ struct VarLoc {
     /// The id of the variable's group.
     ncid: c_int,
     varid: c_int,
-    /// 0-d in the file (delivered as shape `[1]`).
+    /// 0-d in the file (an empty shape).
     scalar: bool,
 }
 
@@ -451,7 +449,7 @@ impl NcSource {
     }
 
     /// How many variables are read directly from their stored chunks (see
-    /// [`NcSource::attach_direct_chunks`]); the rest go through netCDF-C.
+    /// `NcSource::attach_direct_chunks`); the rest go through netCDF-C.
     pub fn direct_chunk_variables(&self) -> usize {
         self.plans
             .iter()
@@ -1081,23 +1079,16 @@ impl<'o> Builder<'o> {
         enum_info: Option<EnumInfo>,
     ) -> Result<()> {
         let ndims = p.shape.len();
-        let mut v = Variable::new(
-            p.full.clone(),
-            t,
-            if loc.scalar { vec![1] } else { p.shape },
-        );
+        let mut v = Variable::new(p.full.clone(), t, p.shape);
         v.attrs = p.attrs;
-        if loc.scalar {
-            v.notes.push("0-d scalar stored as shape [1]".into());
-        } else {
+        if !loc.scalar {
             v.dims = Some(p.dim_names);
         }
         if p.coordinate {
             v.role = Role::Coordinate;
         }
         if !p.unlimited.is_empty() {
-            v.facts
-                .push(("unlimited_dims".into(), AttrValue::TextList(p.unlimited)));
+            v.facts.push(Fact::UnlimitedDims(p.unlimited));
         }
         if self.model.is_netcdf4() && !loc.scalar {
             v.layout = match self.layout(loc, ndims, &p.full)? {
@@ -1106,17 +1097,8 @@ impl<'o> Builder<'o> {
             };
         }
         if let Some(e) = enum_info {
-            v.facts
-                .push(("enum_type".into(), AttrValue::Text(e.name.clone())));
-            v.facts.push((
-                "enum_mapping".into(),
-                AttrValue::TextList(
-                    e.members
-                        .iter()
-                        .map(|(n, val)| format!("{n}={val}"))
-                        .collect(),
-                ),
-            ));
+            v.facts.push(Fact::EnumType(e.name.clone()));
+            v.facts.push(Fact::EnumMapping(e.members.clone()));
             v.notes.push(format!(
                 "netCDF enum '{}': stored as its underlying {} codes; names in enum_mapping",
                 e.name, e.base
@@ -1148,13 +1130,10 @@ impl<'o> Builder<'o> {
                             },
                         ));
                     }
-                    v.facts
-                        .push(("unpacked_from".into(), AttrValue::Text(t.name().into())));
-                    v.facts.extend(
-                        dropped
-                            .into_iter()
-                            .map(|(k, val)| (format!("packed:{k}"), val)),
-                    );
+                    v.facts.push(Fact::Unpacked {
+                        packed_type: t.name().into(),
+                        packing: dropped,
+                    });
                     v.notes.push(u.describe());
                     v.dtype = u.out;
                     self.push(v, ReadPlan::Unpack(loc, u));

@@ -7,66 +7,14 @@ mod common;
 
 use std::path::Path;
 
-use common::{corpus_dir, corpus_files, find, read_all, sha_hex, widen};
+use common::{corpus_files, packed_type, packing, read_all, unpacking};
 use serde_json::Value;
-use tet_netcdf::{open_bytes, open_path, Container, NcImporter};
-use tet_source::{AttrValue, Confidence, ElementType, Importer, OpenOptions, Role, Source};
-
-fn sidecar(path: &Path) -> Value {
-    let text = std::fs::read_to_string(format!("{}.expect.json", path.display())).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// A sidecar attribute value matches a typed attribute: strings exactly, numbers by value.
-fn attr_matches(attr: &AttrValue, json: &Value) -> bool {
-    fn num(v: &Value) -> Option<f64> {
-        match v {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) if s == "NaN" => Some(f64::NAN),
-            Value::String(s) if s == "Infinity" => Some(f64::INFINITY),
-            Value::String(s) if s == "-Infinity" => Some(f64::NEG_INFINITY),
-            _ => None,
-        }
-    }
-    let nums: Vec<f64> = match attr {
-        AttrValue::Text(s) => return json.as_str() == Some(s.as_str()),
-        AttrValue::TextList(l) => {
-            return json.as_array().is_some_and(|a| {
-                a.iter()
-                    .map(Value::as_str)
-                    .eq(l.iter().map(|s| Some(s.as_str())))
-            })
-        }
-        AttrValue::I8(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::I16(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::U16(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::U32(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::I64(v) => v.iter().map(|&x| x as f64).collect(),
-        AttrValue::U64(v) => v.iter().map(|&x| x as f64).collect(),
-        AttrValue::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
-        AttrValue::F64(v) => v.clone(),
-    };
-    let want: Vec<Option<f64>> = match json {
-        Value::Array(a) => a.iter().map(num).collect(),
-        v => vec![num(v)],
-    };
-    // serde_json (without `float_roundtrip`) may parse a float 1 ulp off: f32 values compare
-    // as f32, the others within a relative 1e-15.
-    let f32_attr = matches!(attr, AttrValue::F32(_));
-    let close = |w: f64, g: f64| {
-        (w.is_nan() && g.is_nan())
-            || w == g
-            || (f32_attr && w as f32 == g as f32)
-            || (w - g).abs() <= 1e-15 * g.abs()
-    };
-    want.len() == nums.len()
-        && want
-            .iter()
-            .zip(&nums)
-            .all(|(w, &g)| w.is_some_and(|w| close(w, g)))
-}
+use tet_netcdf::{open_bytes, open_path, Container, NcImporter, NcSource};
+use tet_source::{AttrValue, Confidence, ElementType, Fact, Importer, OpenOptions, Source};
+use tet_testkit::{
+    attr_matches, check_sidecar_array, corpus_dir, find, json_strs, json_u64s, sha_hex, sidecar,
+    var_index,
+};
 
 /// A sidecar attribute type (`<i2`, `|i1[3]`, `str`, `float`, `list[2]`) matches the variant.
 fn attr_type_matches(attr: &AttrValue, t: &str) -> bool {
@@ -92,13 +40,42 @@ fn attr_type_matches(attr: &AttrValue, t: &str) -> bool {
     ok && len.is_none_or(|l| l == n) && (len.is_some() || n == 1)
 }
 
+/// [`attr_matches`], and float attributes within what the sidecar's parsing may lose:
+/// serde_json (without `float_roundtrip`) may parse a float 1 ulp off (`1e20f32`, written as
+/// `1.0000000200408773e+20`, parses one below), so f32 values may also compare as f32 and the
+/// others within a relative 1e-15.
+fn attr_matches_as_parsed(attr: &AttrValue, json: &Value) -> bool {
+    let (got, f32_attr): (Vec<f64>, bool) = match attr {
+        AttrValue::F32(v) => (v.iter().map(|&x| f64::from(x)).collect(), true),
+        AttrValue::F64(v) => (v.clone(), false),
+        _ => return attr_matches(attr, json),
+    };
+    let want: Vec<&Value> = match json {
+        Value::Array(a) => a.iter().collect(),
+        scalar => vec![scalar],
+    };
+    let close =
+        |w: f64, g: f64| (f32_attr && w as f32 == g as f32) || (w - g).abs() <= 1e-15 * g.abs();
+    want.len() == got.len()
+        && want.iter().zip(&got).all(|(&w, &g)| {
+            attr_matches(&AttrValue::F64(vec![g]), w) || w.as_f64().is_some_and(|w| close(w, g))
+        })
+}
+
+/// `ours` hold exactly the sidecar's attributes `values` (none when it has none), value for
+/// value, each of the type `types` names for it.
 fn check_attrs(ctx: &str, ours: &[(String, AttrValue)], values: &Value, types: &Value) {
     let values = values.as_object().cloned().unwrap_or_default();
-    for (k, jv) in &values {
-        let a = find(ours, k).unwrap_or_else(|| panic!("{ctx}: no attribute {k} in {ours:?}"));
+    let mut a: Vec<&str> = ours.iter().map(|(k, _)| k.as_str()).collect();
+    let mut b: Vec<&str> = values.keys().map(String::as_str).collect();
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "{ctx}: attribute names");
+    for (k, a) in ours {
+        let j = &values[k];
         assert!(
-            attr_matches(a, jv),
-            "{ctx}: attribute {k} = {a:?}, sidecar {jv}"
+            attr_matches_as_parsed(a, j),
+            "{ctx}: attribute {k} = {a:?}, sidecar {j}"
         );
         if let Some(t) = types.get(k).and_then(Value::as_str) {
             assert!(
@@ -107,34 +84,10 @@ fn check_attrs(ctx: &str, ours: &[(String, AttrValue)], values: &Value, types: &
             );
         }
     }
-    let mut a: Vec<&str> = ours.iter().map(|(k, _)| k.as_str()).collect();
-    let mut b: Vec<&str> = values.keys().map(String::as_str).collect();
-    a.sort_unstable();
-    b.sort_unstable();
-    assert_eq!(a, b, "{ctx}: attribute names");
 }
 
-fn shape_of(a: &Value) -> Vec<u64> {
-    a["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap().to_string())
-        .collect()
-}
-
-fn check_file(path: &Path) {
-    let name = path.file_name().unwrap().to_string_lossy().to_string();
-    let expect = sidecar(path);
-    let src = open_path(path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+/// The format facts of an opened corpus file: data model, which read path its variables take.
+fn check_container(name: &str, src: &NcSource, expect: &Value) {
     assert!(
         src.skipped().is_empty(),
         "{name}: skipped {:?}",
@@ -157,133 +110,115 @@ fn check_file(path: &Path) {
         expect["container"]["data_model"].as_str().unwrap(),
         "{name}: data model"
     );
+}
 
-    let arrays = expect["arrays"].as_array().unwrap();
-    let numeric: Vec<&Value> = arrays
-        .iter()
-        .filter(|a| !a["stored_dtype"].is_null())
-        .collect();
-    let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
-    let want: Vec<&str> = numeric
-        .iter()
-        .map(|a| a["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, want, "{name}: numeric variables in order");
+/// Numeric variable `i` of `src` against its sidecar array `a`: name, shape, dims, role, type,
+/// stored values (widened, hashed), attributes, storage facts, dimension labels.
+fn check_numeric(name: &str, src: &NcSource, i: usize, a: &Value) {
+    let ctx = format!("{name}/{}", a["name"].as_str().unwrap());
+    let v = &src.variables()[i];
+    let mut a = a.clone();
+    if json_u64s(&a["shape"]).is_empty() {
+        // A 0-d variable has no dims (the sidecar lists none) and no note about its rank.
+        assert_eq!(a["dims"], Value::Array(Vec::new()), "{ctx}: scalar dims");
+        a["dims"] = Value::Null;
+        assert!(!v.notes.iter().any(|n| n.contains("0-d")), "{ctx}");
+    }
+    check_sidecar_array(name, src, i, &a, read_all);
+    check_attrs(&ctx, &v.attrs, &a["attributes"], &a["attribute_types"]);
+    check_storage(&ctx, v, &a["storage"]);
+    check_coord_labels(&ctx, src, &a["coords"]);
+}
 
-    for (i, a) in numeric.iter().enumerate() {
-        let aname = a["name"].as_str().unwrap();
-        let ctx = format!("{name}/{aname}");
-        let v = &src.variables()[i];
-        let shape = shape_of(a);
-        if shape.is_empty() {
-            assert_eq!(v.shape, vec![1], "{ctx}: scalar shape");
-            assert_eq!(v.dims, None, "{ctx}: scalar dims");
-            assert!(v.notes.iter().any(|n| n.contains("0-d scalar")), "{ctx}");
-        } else {
-            assert_eq!(v.shape, shape, "{ctx}: shape");
-            assert_eq!(v.dims, Some(strings(&a["dims"])), "{ctx}: dims");
-        }
-        let role = match a["role"].as_str().unwrap() {
-            "coordinate" => Role::Coordinate,
-            _ => Role::Data,
-        };
-        assert_eq!(v.role, role, "{ctx}: role");
-        assert_eq!(
-            v.dtype.name(),
-            a["source_tag"].as_str().unwrap(),
-            "{ctx}: dtype"
-        );
-        let bytes = widen(v.dtype, read_all(&src, i));
-        assert_eq!(
-            bytes.len() as u64,
-            a["nbytes_stored"].as_u64().unwrap(),
-            "{ctx}: stored bytes"
-        );
-        assert_eq!(
-            sha_hex(&bytes),
-            a["sha256"].as_str().unwrap(),
-            "{ctx}: sha256"
-        );
-        check_attrs(&ctx, &v.attrs, &a["attributes"], &a["attribute_types"]);
-
-        // Storage facts of netCDF-4 variables.
-        let st = &a["storage"];
-        match &st["chunking"] {
-            Value::Array(c) => {
-                let c: Vec<u64> = c.iter().map(|x| x.as_u64().unwrap()).collect();
-                assert_eq!(v.layout.chunk_shape.as_ref(), Some(&c), "{ctx}: chunks");
-            }
-            _ => assert_eq!(v.layout.chunk_shape, None, "{ctx}: chunks"),
-        }
-        let f = &st["filters"];
-        assert_eq!(
-            v.layout.compressed,
-            f["zlib"].as_bool() == Some(true),
-            "{ctx}: compressed"
-        );
-        if let Some(level) = f["complevel"].as_u64() {
-            assert!(
-                v.layout.filters.contains(&format!("deflate({level})")),
-                "{ctx}: {:?}",
-                v.layout.filters
+/// Storage facts of netCDF-4 variables: chunk shape, deflate level, shuffle.
+fn check_storage(ctx: &str, v: &tet_source::Variable, st: &Value) {
+    match &st["chunking"] {
+        c @ Value::Array(_) => {
+            assert_eq!(
+                v.layout.chunk_shape.as_ref(),
+                Some(&json_u64s(c)),
+                "{ctx}: chunks"
             );
         }
-        assert_eq!(
-            v.layout.filters.iter().any(|f| f == "shuffle"),
-            f["shuffle"].as_bool() == Some(true),
-            "{ctx}: shuffle in {:?}",
+        _ => assert_eq!(v.layout.chunk_shape, None, "{ctx}: chunks"),
+    }
+    let f = &st["filters"];
+    assert_eq!(
+        v.layout.compressed,
+        f["zlib"].as_bool() == Some(true),
+        "{ctx}: compressed"
+    );
+    if let Some(level) = f["complevel"].as_u64() {
+        assert!(
+            v.layout.filters.contains(&format!("deflate({level})")),
+            "{ctx}: {:?}",
             v.layout.filters
         );
+    }
+    assert_eq!(
+        v.layout.filters.iter().any(|f| f == "shuffle"),
+        f["shuffle"].as_bool() == Some(true),
+        "{ctx}: shuffle in {:?}",
+        v.layout.filters
+    );
+}
 
-        // Dimensions labelled by a numeric coordinate variable get no importer labels (the
-        // engine formats the coordinate's values); string coordinates come as labels.
-        for (dim, c) in a["coords"].as_object().into_iter().flatten() {
-            let ours = src.dim_labels().iter().find(|l| &l.dim == dim);
-            let first = c["first"].as_array().unwrap();
-            if first.iter().all(Value::is_string) {
-                let l = ours.unwrap_or_else(|| panic!("{ctx}: no labels for {dim}"));
-                assert_eq!(l.labels.len() as u64, c["count"].as_u64().unwrap());
-                assert_eq!(&l.labels[..first.len()], &strings(&c["first"])[..], "{ctx}");
-            } else {
-                assert!(
-                    ours.is_none(),
-                    "{ctx}: importer labels {ours:?} for numeric {dim}"
-                );
-            }
+/// Dimensions labelled by a numeric coordinate variable get no importer labels (the engine
+/// formats the coordinate's values); string coordinates come as labels.
+fn check_coord_labels(ctx: &str, src: &NcSource, coords: &Value) {
+    for (dim, c) in coords.as_object().into_iter().flatten() {
+        let ours = src.dim_labels().iter().find(|l| &l.dim == dim);
+        let first = c["first"].as_array().unwrap();
+        if first.iter().all(Value::is_string) {
+            let l = ours.unwrap_or_else(|| panic!("{ctx}: no labels for {dim}"));
+            assert_eq!(l.labels.len() as u64, c["count"].as_u64().unwrap());
+            assert_eq!(
+                &l.labels[..first.len()],
+                &json_strs(&c["first"])[..],
+                "{ctx}"
+            );
+        } else {
+            assert!(
+                ours.is_none(),
+                "{ctx}: importer labels {ours:?} for numeric {dim}"
+            );
         }
     }
+}
 
-    // Text variables (char labels, vlen strings).
-    let text: Vec<&Value> = arrays
-        .iter()
-        .filter(|a| a["stored_dtype"].is_null())
-        .collect();
+/// Text variables (char labels, vlen strings) against the sidecar arrays with no stored type.
+fn check_texts(name: &str, src: &NcSource, text: &[&Value]) {
     assert_eq!(
         src.text_variables().len(),
         text.len(),
         "{name}: text variables"
     );
-    for (t, a) in src.text_variables().iter().zip(&text) {
+    for (t, a) in src.text_variables().iter().zip(text) {
         let ctx = format!("{name}/{}", t.name);
         assert_eq!(t.name, a["name"].as_str().unwrap());
-        assert_eq!(t.values, strings(&a["values"]), "{ctx}: values");
-        let shape = shape_of(a);
-        let dims = strings(&a["dims"]);
-        if a["role"] == "char_labels" {
-            assert_eq!(t.shape, shape[..shape.len() - 1], "{ctx}: shape");
-            assert_eq!(
-                t.dims.as_deref(),
-                Some(&dims[..dims.len() - 1]),
-                "{ctx}: dims"
-            );
+        assert_eq!(t.values, json_strs(&a["values"]), "{ctx}: values");
+        let shape = json_u64s(&a["shape"]);
+        let dims = json_strs(&a["dims"]);
+        let axes = if a["role"] == "char_labels" {
+            // The last axis is the characters of one value.
+            shape.len() - 1
         } else {
-            assert_eq!(t.shape, shape, "{ctx}: shape");
-            assert_eq!(t.dims.as_deref(), Some(&dims[..]), "{ctx}: dims");
-        }
+            shape.len()
+        };
+        assert_eq!(t.shape, shape[..axes], "{ctx}: shape");
+        assert_eq!(
+            t.dims
+                .as_ref()
+                .map(|d| d.iter().map(String::as_str).collect::<Vec<_>>()),
+            Some(dims[..axes].to_vec()),
+            "{ctx}: dims"
+        );
         check_attrs(&ctx, &t.attrs, &a["attributes"], &a["attribute_types"]);
     }
+}
 
-    // Global attributes, then group attributes as `group/path/name`.
+/// Global attributes, then group attributes as `group/path/name`.
+fn check_globals(name: &str, src: &NcSource, expect: &Value) {
     let mut globals = expect["global_attributes"].as_object().cloned().unwrap();
     let mut types = expect["global_attribute_types"]
         .as_object()
@@ -302,16 +237,12 @@ fn check_file(path: &Path) {
         &Value::Object(globals),
         &Value::Object(types),
     );
+}
 
-    // The CF-unpacked view of packed variables.
-    let unpacked = open_path(
-        path,
-        &OpenOptions {
-            unpack: true,
-            ..OpenOptions::default()
-        },
-    )
-    .unwrap();
+/// The CF-unpacked view of packed variables (`numeric`: the sidecar arrays of the variables of
+/// `src`, in order); the others are as in the raw view.
+fn check_unpacked(name: &str, path: &Path, src: &NcSource, numeric: &[&Value]) {
+    let unpacked = open_path(path, &unpacking()).unwrap();
     for (i, a) in numeric.iter().enumerate() {
         let v = &unpacked.variables()[i];
         let ctx = format!("{name}/{} (unpacked)", v.name);
@@ -343,7 +274,7 @@ fn check_file(path: &Path) {
         for k in ["scale_factor", "add_offset", "valid_min", "valid_max"] {
             assert!(find(&v.attrs, k).is_none(), "{ctx}: {k} kept");
             assert!(
-                find(&v.facts, &format!("packed:{k}")).is_some(),
+                find(packing(&v.facts).unwrap_or(&[]), k).is_some(),
                 "{ctx}: {k} not in facts"
             );
         }
@@ -352,11 +283,7 @@ fn check_file(path: &Path) {
             other => panic!("{ctx}: _FillValue {other:?}"),
         }
         let from = src.variables()[i].dtype.name();
-        assert_eq!(
-            find(&v.facts, "unpacked_from"),
-            Some(&AttrValue::Text(from.into())),
-            "{ctx}"
-        );
+        assert_eq!(packed_type(&v.facts), Some(from), "{ctx}");
         assert!(v.notes.iter().any(|n| n.contains("CF-unpacked")), "{ctx}");
         for (j, w) in cf["first"].as_array().unwrap().iter().enumerate() {
             let x = f32::from_le_bytes(bytes[j * 4..j * 4 + 4].try_into().unwrap());
@@ -366,6 +293,59 @@ fn check_file(path: &Path) {
             }
         }
     }
+}
+
+fn check_file(path: &Path) {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let expect = sidecar(path);
+    let src = open_path(path, &OpenOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+    check_container(&name, &src, &expect);
+
+    let arrays = expect["arrays"].as_array().unwrap();
+    let (numeric, text): (Vec<&Value>, Vec<&Value>) =
+        arrays.iter().partition(|a| !a["stored_dtype"].is_null());
+    let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
+    let want: Vec<&str> = numeric
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, want, "{name}: numeric variables in order");
+    for (i, a) in numeric.iter().enumerate() {
+        check_numeric(&name, &src, i, a);
+    }
+    check_texts(&name, &src, &text);
+    check_globals(&name, &src, &expect);
+    check_unpacked(&name, path, &src, &numeric);
+}
+
+/// The float tolerance of [`attr_matches_as_parsed`] covers the sidecar parser's error and no
+/// more; other attributes compare exactly.
+#[test]
+fn attribute_floats_allow_only_the_parsing_error() {
+    use serde_json::json;
+    let parsed: Value = serde_json::from_str("1.0000000200408773e+20").unwrap();
+    assert!(attr_matches_as_parsed(&AttrValue::F32(vec![1e20]), &parsed));
+    assert!(!attr_matches_as_parsed(
+        &AttrValue::F32(vec![1e20]),
+        &json!(1.0001e20)
+    ));
+    assert!(!attr_matches_as_parsed(
+        &AttrValue::F64(vec![0.25]),
+        &json!(0.250_000_1)
+    ));
+    assert!(attr_matches_as_parsed(
+        &AttrValue::F64(vec![f64::NAN, 1.0]),
+        &json!(["NaN", 1.0])
+    ));
+    assert!(!attr_matches_as_parsed(
+        &AttrValue::F64(vec![1.0]),
+        &json!([1.0, 2.0])
+    ));
+    assert!(!attr_matches_as_parsed(&AttrValue::I32(vec![2]), &json!(3)));
+    assert!(!attr_matches_as_parsed(
+        &AttrValue::Text("a".into()),
+        &json!("b")
+    ));
 }
 
 #[test]
@@ -390,13 +370,18 @@ fn memory_open_matches_file_open() {
     }
 }
 
-#[test]
-fn classic_station_names_are_text_not_labels_of_a_numeric_coordinate() {
-    let src = open_path(
-        &corpus_dir().join("nc3_classic.nc"),
+/// The classic-format corpus file `nc3_classic.nc`.
+fn open_classic() -> NcSource {
+    open_path(
+        &corpus_dir("netcdf").join("nc3_classic.nc"),
         &OpenOptions::default(),
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn classic_station_names_are_text_not_labels_of_a_numeric_coordinate() {
+    let src = open_classic();
     let t = &src.text_variables()[0];
     assert_eq!(t.name, "station_name");
     assert_eq!(t.values, ["ALPHA", "BRAVO-12", "C"]);
@@ -405,9 +390,11 @@ fn classic_station_names_are_text_not_labels_of_a_numeric_coordinate() {
     assert!(src.dim_labels().is_empty(), "{:?}", src.dim_labels());
     // record variables carry the unlimited dimension as a fact
     let temp = src.variables().iter().find(|v| v.name == "temp").unwrap();
-    assert_eq!(
-        find(&temp.facts, "unlimited_dims"),
-        Some(&AttrValue::TextList(vec!["time".into()]))
+    assert!(
+        temp.facts
+            .contains(&Fact::UnlimitedDims(vec!["time".into()])),
+        "{:?}",
+        temp.facts
     );
 }
 
@@ -431,27 +418,23 @@ fn identify_by_signature_then_extension() {
         );
     }
     let h5 = b"\x89HDF\r\n\x1a\n\x02\x08\x08\x00\x00\x00\x00\x00";
-    assert_eq!(
-        NcImporter.identify(Path::new("a.nc4"), h5),
-        Confidence::Magic
-    );
-    assert_eq!(NcImporter.identify(Path::new("a.h5"), h5), Confidence::No);
-    assert_eq!(NcImporter.identify(Path::new("a.bin"), h5), Confidence::No);
     let mut ub = vec![0u8; 600];
     ub[512..520].copy_from_slice(&h5[..8]);
     assert_eq!(Container::sniff(&ub), Some(Container::Hdf5));
-    assert_eq!(
-        NcImporter.identify(Path::new("a.NC"), b"garbage"),
-        Confidence::Extension
-    );
-    assert_eq!(
-        NcImporter.identify(Path::new("a.npy"), b"\x93NUMPY"),
-        Confidence::No
-    );
-    assert_eq!(
-        NcImporter.identify(Path::new("a.h5"), b"CDF\x02"),
-        Confidence::Magic
-    );
+    for (name, head, want) in [
+        ("a.nc4", &h5[..], Confidence::Magic),
+        ("a.h5", h5, Confidence::No),
+        ("a.bin", h5, Confidence::No),
+        ("a.NC", b"garbage", Confidence::Extension),
+        ("a.npy", b"\x93NUMPY", Confidence::No),
+        ("a.h5", b"CDF\x02", Confidence::Magic),
+    ] {
+        assert_eq!(
+            NcImporter.identify(Path::new(name), head),
+            want,
+            "{name}: {head:?}"
+        );
+    }
     assert_eq!(NcImporter.id(), "nc");
     assert_eq!(NcImporter.name(), "NetCDF 3/4");
     assert_eq!(NcImporter.extensions(), &["nc", "nc3", "nc4", "cdf"]);
@@ -459,16 +442,8 @@ fn identify_by_signature_then_extension() {
 
 #[test]
 fn region_requests_are_checked() {
-    let src = open_path(
-        &corpus_dir().join("nc3_classic.nc"),
-        &OpenOptions::default(),
-    )
-    .unwrap();
-    let temp = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "temp")
-        .unwrap();
+    let src = open_classic();
+    let temp = var_index(&src, "temp");
     let mut out = vec![0u8; 4];
     assert!(src
         .read_region(temp, &[6, 0, 0], &[1, 1, 1], &mut out)
@@ -489,13 +464,10 @@ fn region_requests_are_checked() {
     src.read_region(temp, &[0, 0, 0], &[6, 4, 5], &mut shifted[1..])
         .unwrap();
     assert_eq!(&shifted[1..], &whole[..]);
-    // The scalar `crs` (0-d, delivered as [1]).
-    let crs = src
-        .variables()
-        .iter()
-        .position(|v| v.name == "crs")
-        .unwrap();
-    src.read_region(crs, &[0], &[1], &mut out).unwrap();
+    // The scalar `crs` (0-d: an empty region).
+    let crs = var_index(&src, "crs");
+    assert!(src.variables()[crs].shape.is_empty());
+    src.read_region(crs, &[], &[], &mut out).unwrap();
     assert_eq!(i32::from_le_bytes(out.clone().try_into().unwrap()), 7);
     assert_eq!(src.variables()[crs].dtype, ElementType::I32);
 }

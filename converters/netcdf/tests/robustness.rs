@@ -11,17 +11,7 @@ use tet_source::{OpenOptions, Source};
 /// 16 MiB are left out: a flipped bit can make a dimension huge, and a netCDF-4 variable of
 /// unallocated chunks legitimately reads as fill values, however large.
 fn read_everything(src: &dyn Source) -> Vec<Option<Vec<u8>>> {
-    src.variables()
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let n = v.byte_len().filter(|&n| n <= 16 << 20)? as usize;
-            let mut out = vec![0u8; n];
-            let zeros = vec![0u64; v.shape.len()];
-            src.read_region(i, &zeros, &v.shape, &mut out).ok()?;
-            Some(out)
-        })
-        .collect()
+    tet_testkit::read_each_whole(src, 16 << 20)
 }
 
 fn options() -> [OpenOptions; 2] {

@@ -1,6 +1,6 @@
-//! From a numpy dtype to the variables it becomes: a plain numeric dtype is one variable; a
-//! record dtype is one variable per (nested) field; a complex dtype is two (real, imaginary);
-//! sub-array fields add trailing axes. Each leaf knows where its elements sit inside one array
+//! From a numpy dtype to the variables it becomes: a plain numeric dtype (complex included) is
+//! one variable; a record dtype is one variable per (nested) field; sub-array fields add
+//! trailing axes. Each leaf knows where its elements sit inside one array
 //! element (byte offset, and a byte stride per trailing axis). Fixed-length strings (`S`, `U`)
 //! are text leaves.
 //!
@@ -17,8 +17,7 @@ use crate::header::{Dtype, Plain};
 /// One variable derived from (part of) a dtype.
 #[derive(Debug, Clone)]
 pub(crate) struct Leaf {
-    /// Path below the array name (`["price"]`, `["pos", "x"]`, `["real"]`); empty for a plain
-    /// array.
+    /// Path below the array name (`["price"]`, `["pos", "x"]`); empty for a plain array.
     pub path: Vec<String>,
     /// Byte offset of the leaf's first element inside one array element (record).
     pub offset: u64,
@@ -33,7 +32,8 @@ pub(crate) enum LeafKind {
     /// Numbers that map to an element type.
     Numeric {
         elem: ElementType,
-        /// The stored bytes are big-endian (and wider than one byte).
+        /// The stored bytes are big-endian (and wider than one byte); for a complex type, each
+        /// of its two parts is.
         swap: bool,
         attrs: Attrs,
         notes: Vec<String>,
@@ -113,6 +113,8 @@ fn numeric(ts: &TypeStr) -> Option<ElementType> {
         (TypeChar::Float, 2) => ElementType::F16,
         (TypeChar::Float, 4) => ElementType::F32,
         (TypeChar::Float, 8) => ElementType::F64,
+        (TypeChar::Complex, 8) => ElementType::C64,
+        (TypeChar::Complex, 16) => ElementType::C128,
         _ => return None,
     })
 }
@@ -251,33 +253,6 @@ fn plain(
                     swap: big,
                 },
             ));
-        }
-        TypeChar::Complex if matches!(ts.size_field(), 8 | 16) => {
-            let (elem, half) = if ts.size_field() == 8 {
-                (ElementType::F32, 4)
-            } else {
-                (ElementType::F64, 8)
-            };
-            for (part, off) in [("real", 0u64), ("imag", half)] {
-                let mut p = path.to_vec();
-                p.push(part.to_string());
-                out.push(leaf(
-                    p,
-                    offset + off,
-                    LeafKind::Numeric {
-                        elem,
-                        swap: big,
-                        attrs: vec![
-                            ("complex_part".into(), AttrValue::Text(part.into())),
-                            ("complex_dtype".into(), AttrValue::Text(tag.clone())),
-                        ],
-                        notes: vec![format!(
-                            "{} part of a complex {tag} value, split into '…/real' and '…/imag' {elem} datasets",
-                            if part == "real" { "real" } else { "imaginary" }
-                        )],
-                    },
-                ));
-            }
         }
         TypeChar::DateTime | TypeChar::TimeDelta if ts.size_field() == 8 => {
             let Some(u) = ts.time_units() else {

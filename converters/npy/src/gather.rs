@@ -1,6 +1,6 @@
 //! Strided gather: copies a hyper-rectangle out of a strided byte layout into C-order,
 //! little-endian output. Every source layout this crate meets (C or Fortran order, record
-//! fields, sub-array axes, complex parts) is a base offset plus one byte stride per axis.
+//! fields, sub-array axes) is a base offset plus one byte stride per axis.
 
 use tet_source::{Result, SourceError};
 
@@ -10,6 +10,9 @@ pub(crate) enum Fix {
     None,
     /// Reverse the bytes of each element (big-endian source).
     Swap,
+    /// Reverse the bytes of each half of each element (big-endian complex source: the real
+    /// and the imaginary part are swapped separately).
+    SwapParts,
     /// Map any non-zero byte to 1 (numpy bool).
     Bool,
 }
@@ -103,6 +106,7 @@ pub(crate) fn gather(
                 2 => copy_strided::<2>(dst, data, off, inner_st),
                 4 => copy_strided::<4>(dst, data, off, inner_st),
                 8 => copy_strided::<8>(dst, data, off, inner_st),
+                16 => copy_strided::<16>(dst, data, off, inner_st),
                 _ => {
                     let mut src = off;
                     for d in dst.chunks_exact_mut(esize) {
@@ -156,6 +160,7 @@ fn finish(out: &mut [u8], esize: usize, fix: Fix) {
             1 => {}
             n => out.chunks_exact_mut(n).for_each(|c| c.reverse()),
         },
+        Fix::SwapParts => finish(out, esize / 2, Fix::Swap),
         Fix::Bool => out.iter_mut().for_each(|b| *b = u8::from(*b != 0)),
     }
 }
@@ -193,5 +198,21 @@ mod tests {
             fix: Fix::None,
         };
         assert!(gather(&data, &l, &[0], &[2], &mut out).is_err());
+    }
+
+    #[test]
+    fn swaps_each_half_of_a_complex_value() {
+        // One big-endian c8 (1.5, -2.0), read as a 0-d value.
+        let data: Vec<u8> = [1.5f32.to_be_bytes(), (-2.0f32).to_be_bytes()].concat();
+        let l = Layout {
+            base: 0,
+            strides: Vec::new(),
+            esize: 8,
+            fix: Fix::SwapParts,
+        };
+        let mut out = [0u8; 8];
+        gather(&data, &l, &[], &[], &mut out).unwrap();
+        let want: Vec<u8> = [1.5f32.to_le_bytes(), (-2.0f32).to_le_bytes()].concat();
+        assert_eq!(out[..], want[..]);
     }
 }

@@ -15,8 +15,9 @@
 //!   those, not this crate). Big-endian data is byte-swapped; bool bytes are delivered as 0/1.
 //! - `datetime64[u]` / `timedelta64[u]` → `I64` with a `units` attribute (`"seconds since
 //!   1970-01-01"`, `"seconds"`; datetimes also get `calendar = "proleptic_gregorian"`).
-//! - Complex `c8` / `c16` → two variables `<name>/real` and `<name>/imag` (`F32` / `F64`) with
-//!   attributes `complex_part` (`"real"`/`"imag"`) and `complex_dtype` (`"c64"`/`"c128"`).
+//! - Complex `c8` / `c16` (whole arrays or record fields) → one variable of
+//!   [`ElementType::C64`] / [`ElementType::C128`], delivered as interleaved (real, imaginary)
+//!   little-endian pairs (a big-endian value has each part byte-swapped); the engine splits it.
 //! - Record (structured) dtypes → one variable per field, `<name>/<field>`, nested records
 //!   joined with `/`; sub-array fields (`('x', '<f4', (3,))`) add trailing axes; unnamed
 //!   `|V` padding fields are ignored.
@@ -37,8 +38,9 @@
 //! - Raw `V` fields, `f16`/`c32` (extended precision) and object arrays have no numeric form:
 //!   [`SourceError::Unsupported`], or listed in [`Source::skipped`] when
 //!   [`OpenOptions::skip_unsupported`] is set.
-//! - A 0-d array becomes shape `[1]`; a Fortran-order array is delivered in C order (same shape,
-//!   same values). Both are recorded in [`Variable::notes`]. Empty arrays are fine.
+//! - A 0-d array becomes a 0-d variable (empty shape; a sub-array field of a 0-d record has just
+//!   the sub-array's axes); a Fortran-order array is delivered in C order (same shape, same
+//!   values), which is recorded in [`Variable::notes`]. Empty arrays are fine.
 //! - The format has no attributes: no global attributes, none per variable beyond the above.
 //!
 //! # Storage
@@ -46,11 +48,11 @@
 //! Files are memory-mapped. A `.npy` and a *stored* `.npz` member are read in place. A
 //! *deflated* `.npz` member cannot be read at random: on first use it is inflated once (thread
 //! safe, `OnceLock`) into an anonymous temporary file, which is then mapped, so memory stays
-//! bounded. [`Source::contiguous_bytes`] lends a plain (non-record, non-complex) C-order
-//! little-endian or single-byte variable whole: in place for stored data, from the inflated
-//! file for a deflated member (inflating it if needed); a bool variable only when all its bytes
-//! are 0 or 1. The CRC-32 of a member is checked on first use (a stored member's by one pass over
-//! the mapped bytes, a deflated one's while inflating); a mismatch fails every read of it.
+//! bounded. [`Source::contiguous_bytes`] lends a plain (non-record) C-order little-endian or
+//! single-byte variable whole: in place for stored data, from the inflated file for a deflated
+//! member (inflating it if needed); a bool variable only when all its bytes are 0 or 1. The
+//! CRC-32 of a member is checked on first use (a stored member's by one pass over the mapped
+//! bytes, a deflated one's while inflating); a mismatch fails every read of it.
 //!
 //! The header dict is parsed by this crate (a bounded parser, see `header.rs`); element types
 //! are described with `npyz`'s `DType` / `TypeStr`, whose type-string parser validates them.
@@ -68,11 +70,13 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use tet_source::mapped::FileBytes;
 use tet_source::{
     check_region, extension_confidence, CharAxis, Confidence, ElementType, FileExtent, Importer,
     OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 
+pub mod export;
 mod fields;
 mod gather;
 mod header;
@@ -199,7 +203,7 @@ impl std::fmt::Debug for NpySource {
 
 /// The bytes of a file: mapped (with the file kept open for file-to-file copies), or in memory.
 enum Bytes {
-    Map(memmap2::Mmap, std::fs::File),
+    Map(FileBytes, std::fs::File),
     Mem(Arc<[u8]>),
 }
 
@@ -218,10 +222,7 @@ fn map_file(path: &Path) -> Result<Bytes> {
     if file.metadata()?.len() == 0 {
         return Ok(Bytes::Mem(Arc::from(&[][..])));
     }
-    // SAFETY: the mapping is read-only; like every mmap-based reader we rely on the input not
-    // being truncated or rewritten by another process while it is converted.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::Map(map, file))
+    Ok(Bytes::Map(FileBytes::map(&file)?, file))
 }
 
 /// The bytes of one `.npy` (the whole file, or one `.npz` member).
@@ -307,7 +308,7 @@ impl NpySource {
     /// large the input is. Sparse (strided) regions are left alone: their pages are shared
     /// with neighbouring regions.
     fn release(&self, map: &VarMap, data: &[u8], start: &[u64], count: &[u64], out_len: usize) {
-        let mapped: &memmap2::Mmap = match &self.payloads[map.payload] {
+        let mapped: &FileBytes = match &self.payloads[map.payload] {
             Payload::InPlace { .. } => match &self.container {
                 Bytes::Map(m, _) => m,
                 Bytes::Mem(_) => return,
@@ -340,13 +341,7 @@ impl NpySource {
             return;
         };
         let Some(sub) = data.get(lo..hi) else { return };
-        if let Some((off, len)) = tet_source::whole_pages(mapped, sub) {
-            // SAFETY: a read-only, file-backed mapping: MADV_DONTNEED only unmaps the pages,
-            // a later access reads the same bytes back from the file.
-            unsafe {
-                let _ = mapped.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, len);
-            }
-        }
+        mapped.release(sub);
     }
 }
 
@@ -368,9 +363,9 @@ fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<
     let tmp = w.into_inner().map_err(|e| err(&e.into_error()))?;
     let mut tmp = tmp;
     tmp.flush().map_err(|e| err(&e))?;
-    // SAFETY: the temporary file is anonymous (already unlinked) and owned here; nothing else
-    // writes to it after this point.
-    let map = unsafe { memmap2::Mmap::map(&tmp) }.map_err(|e| err(&e))?;
+    // The temporary file is anonymous (already unlinked, so no other process can open it) and
+    // owned here; nothing writes to it after this point, as `FileBytes::map` requires.
+    let map = FileBytes::map(&tmp).map_err(|e| err(&e))?;
     Ok(Bytes::Map(map, tmp))
 }
 
@@ -569,206 +564,238 @@ impl<'o> Builder<'o> {
             Err(reason) => return self.unsupported(name.to_string(), reason),
         };
         let record = h.dtype.num_bytes().unwrap_or(0) as u64;
-        let scalar = h.shape.is_empty();
-        let shape: Vec<u64> = if scalar { vec![1] } else { h.shape.clone() };
-        let fortran = h.fortran_order && shape.len() > 1;
-        // Byte stride of each array axis; saturating is harmless because an empty array is
-        // never read.
-        let mut strides = vec![0u64; shape.len()];
-        let mut acc = record;
-        if h.fortran_order {
-            for (s, &d) in strides.iter_mut().zip(&shape) {
-                *s = acc;
-                acc = acc.saturating_mul(d);
-            }
-        } else {
-            for (s, &d) in strides.iter_mut().zip(&shape).rev() {
-                *s = acc;
-                acc = acc.saturating_mul(d);
-            }
-        }
-        let is_record = matches!(h.dtype, Dtype::Record(_));
+        let array = ArrayCtx {
+            name,
+            h,
+            from,
+            strides: axis_strides(&h.shape, record, h.fortran_order),
+            record,
+            trailing,
+        };
         for leaf in leaves {
-            let Leaf {
-                path,
-                offset,
-                sub_axes,
-                kind,
-            } = leaf;
-            let full = if path.is_empty() {
+            let full = if leaf.path.is_empty() {
                 name.to_string()
             } else {
-                format!("{name}/{}", path.join("/"))
+                format!("{name}/{}", leaf.path.join("/"))
             };
-            let (elem, swap, attrs, leaf_notes) = match kind {
-                LeafKind::Unsupported(reason) => {
-                    self.unsupported(full, reason)?;
-                    continue;
-                }
-                LeafKind::Text { utf32, chars, swap } => {
-                    if self.name_taken(&full) {
-                        self.unsupported(
-                            full.clone(),
-                            format!("another dataset is already named '{full}'"),
-                        )?;
-                        continue;
-                    }
-                    let mut tshape = h.shape.clone();
-                    let mut tstrides = if scalar { Vec::new() } else { strides.clone() };
-                    for &(n, st) in &sub_axes {
-                        tshape.push(n);
-                        tstrides.push(st);
-                    }
-                    let esize = chars.checked_mul(if utf32 { 4 } else { 1 });
-                    let total = tshape
-                        .iter()
-                        .try_fold(esize.unwrap_or(u64::MAX), |a, &d| a.checked_mul(d));
-                    let values = tshape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-                    let fits = total.is_some_and(|t| t <= MAX_TEXT_BYTES)
-                        && values.is_some_and(|n| n <= MAX_TEXT_VALUES);
-                    if !fits {
-                        let strings = values.map_or("too many".to_string(), |n| n.to_string());
-                        self.unsupported(
-                            full,
-                            format!(
-                                "string array of {strings} values of {chars} characters is over \
-                                 what the .tet footer keeps as text ({} MiB, {MAX_TEXT_VALUES} \
-                                 values)",
-                                MAX_TEXT_BYTES >> 20
-                            ),
-                        )?;
-                        continue;
-                    }
-                    let base = (h.data_offset as u64)
-                        .checked_add(offset)
-                        .ok_or_else(|| SourceError::malformed("offset overflows"))?;
-                    self.texts.push(PendingText {
-                        name: full,
-                        payload: from.payload,
-                        layout: Layout {
-                            base,
-                            strides: tstrides,
-                            esize: usize::try_from(esize.unwrap_or(0)).unwrap_or(0),
-                            fix: Fix::None,
-                        },
-                        shape: tshape,
-                        utf32,
-                        chars,
-                        swap,
-                    });
-                    continue;
-                }
-                LeafKind::Numeric {
-                    elem,
-                    swap,
-                    attrs,
-                    notes,
-                } => (elem, swap, attrs, notes),
-            };
-            if self.name_taken(&full) {
-                self.unsupported(
+            match &leaf.kind {
+                LeafKind::Unsupported(reason) => self.unsupported(full, reason.clone())?,
+                _ if self.name_taken(&full) => self.unsupported(
                     full.clone(),
                     format!("another dataset is already named '{full}'"),
-                )?;
-                continue;
+                )?,
+                LeafKind::Text { utf32, chars, swap } => {
+                    self.add_text(&array, full, &leaf, *utf32, *chars, *swap)?;
+                }
+                LeafKind::Numeric { .. } => self.add_numeric(&array, full, leaf)?,
             }
-            let mut vshape = shape.clone();
-            let mut vstrides = strides.clone();
-            for &(n, st) in &sub_axes {
-                vshape.push(n);
-                vstrides.push(st);
-            }
-            let esize = elem.size() as u64;
-            vshape
-                .iter()
-                .try_fold(esize, |a, &d| a.checked_mul(d.max(1)))
-                .ok_or_else(|| {
-                    SourceError::malformed(format!(
-                        "{}: '{full}' of shape {vshape:?} overflows",
-                        from.what
-                    ))
-                })?;
-            let mut notes = Vec::new();
-            if scalar {
-                notes.push("0-d scalar stored as shape [1]".to_string());
-            }
-            if fortran {
-                notes.push(
-                    "Fortran-order (column-major) array delivered in C order; shape and values unchanged"
-                        .to_string(),
-                );
-            }
-            if is_record {
-                let field = full
-                    .strip_prefix(name)
-                    .unwrap_or(&full)
-                    .trim_start_matches('/');
-                notes.push(format!(
-                    "field '{field}' of the record (structured) array '{name}', split into one dataset per field"
-                ));
-            }
-            if !sub_axes.is_empty() {
-                let dims: Vec<String> = sub_axes.iter().map(|(n, _)| n.to_string()).collect();
-                notes.push(format!(
-                    "sub-array field of shape ({},) stored as trailing axes",
-                    dims.join(", ")
-                ));
-            }
-            notes.extend(leaf_notes);
-            if trailing > 0 {
-                notes.push(format!(
-                    "{trailing} bytes after the array data in the {} were ignored",
-                    from.what
-                ));
-            }
-            let base = (h.data_offset as u64)
-                .checked_add(offset)
-                .ok_or_else(|| SourceError::malformed("offset overflows"))?;
-            let fix = if elem == ElementType::Bool {
-                Fix::Bool
-            } else if swap {
-                Fix::Swap
-            } else {
-                Fix::None
-            };
-            let lendable = path.is_empty()
-                && sub_axes.is_empty()
-                && record == esize
-                && !swap
-                && is_c_contiguous(&vshape, &vstrides, esize);
-            self.maps.push(VarMap {
-                payload: from.payload,
-                layout: Layout {
-                    base,
-                    strides: vstrides,
-                    esize: esize as usize,
-                    fix,
-                },
-                lendable,
-                bool_clean: OnceLock::new(),
-            });
-            self.vars.push(Variable {
-                name: full,
-                dtype: elem,
-                shape: vshape,
-                dims: None,
-                attrs,
-                layout: SourceLayout {
-                    chunk_shape: None,
-                    compressed: from.compressed,
-                    filters: if from.compressed {
-                        vec!["deflate".to_string()]
-                    } else {
-                        Vec::new()
-                    },
-                },
-                role: tet_source::Role::Data,
-                notes,
-                facts: Vec::new(),
-            });
         }
         Ok(())
     }
+
+    /// Adds a string leaf (a whole `S`/`U` array or such a field) as a pending text variable.
+    fn add_text(
+        &mut self,
+        array: &ArrayCtx,
+        full: String,
+        leaf: &Leaf,
+        utf32: bool,
+        chars: u64,
+        swap: bool,
+    ) -> Result<()> {
+        let mut tshape = array.h.shape.clone();
+        let mut tstrides = array.strides.clone();
+        for &(n, st) in &leaf.sub_axes {
+            tshape.push(n);
+            tstrides.push(st);
+        }
+        let esize = chars.checked_mul(if utf32 { 4 } else { 1 });
+        let total = tshape
+            .iter()
+            .try_fold(esize.unwrap_or(u64::MAX), |a, &d| a.checked_mul(d));
+        let values = tshape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+        let fits = total.is_some_and(|t| t <= MAX_TEXT_BYTES)
+            && values.is_some_and(|n| n <= MAX_TEXT_VALUES);
+        if !fits {
+            let strings = values.map_or("too many".to_string(), |n| n.to_string());
+            return self.unsupported(
+                full,
+                format!(
+                    "string array of {strings} values of {chars} characters is over what the \
+                     .tet footer keeps as text ({} MiB, {MAX_TEXT_VALUES} values)",
+                    MAX_TEXT_BYTES >> 20
+                ),
+            );
+        }
+        let base = (array.h.data_offset as u64)
+            .checked_add(leaf.offset)
+            .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+        self.texts.push(PendingText {
+            name: full,
+            payload: array.from.payload,
+            layout: Layout {
+                base,
+                strides: tstrides,
+                esize: usize::try_from(esize.unwrap_or(0)).unwrap_or(0),
+                fix: Fix::None,
+            },
+            shape: tshape,
+            utf32,
+            chars,
+            swap,
+        });
+        Ok(())
+    }
+
+    /// Adds a numeric leaf as a variable (of the array's shape plus the leaf's sub-array axes;
+    /// empty for a 0-d array of a plain type).
+    fn add_numeric(&mut self, array: &ArrayCtx, full: String, leaf: Leaf) -> Result<()> {
+        let LeafKind::Numeric {
+            elem,
+            swap,
+            attrs,
+            notes: leaf_notes,
+        } = leaf.kind
+        else {
+            return Ok(());
+        };
+        let mut vshape = array.h.shape.clone();
+        let mut vstrides = array.strides.clone();
+        for &(n, st) in &leaf.sub_axes {
+            vshape.push(n);
+            vstrides.push(st);
+        }
+        let esize = elem.size() as u64;
+        vshape
+            .iter()
+            .try_fold(esize, |a, &d| a.checked_mul(d.max(1)))
+            .ok_or_else(|| {
+                SourceError::malformed(format!(
+                    "{}: '{full}' of shape {vshape:?} overflows",
+                    array.from.what
+                ))
+            })?;
+        let mut notes = array.notes_for(&full, &leaf.sub_axes);
+        notes.extend(leaf_notes);
+        if array.trailing > 0 {
+            notes.push(format!(
+                "{} bytes after the array data in the {} were ignored",
+                array.trailing, array.from.what
+            ));
+        }
+        let base = (array.h.data_offset as u64)
+            .checked_add(leaf.offset)
+            .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+        let fix = match (elem, swap) {
+            (ElementType::Bool, _) => Fix::Bool,
+            (_, false) => Fix::None,
+            (_, true) if elem.complex_component().is_some() => Fix::SwapParts,
+            (_, true) => Fix::Swap,
+        };
+        let lendable = leaf.path.is_empty()
+            && leaf.sub_axes.is_empty()
+            && array.record == esize
+            && !swap
+            && is_c_contiguous(&vshape, &vstrides, esize);
+        self.maps.push(VarMap {
+            payload: array.from.payload,
+            layout: Layout {
+                base,
+                strides: vstrides,
+                esize: esize as usize,
+                fix,
+            },
+            lendable,
+            bool_clean: OnceLock::new(),
+        });
+        let compressed = array.from.compressed;
+        self.vars.push(Variable {
+            name: full,
+            dtype: elem,
+            shape: vshape,
+            dims: None,
+            attrs,
+            layout: SourceLayout {
+                chunk_shape: None,
+                compressed,
+                filters: if compressed {
+                    vec!["deflate".to_string()]
+                } else {
+                    Vec::new()
+                },
+            },
+            role: tet_source::Role::Data,
+            notes,
+            facts: Vec::new(),
+        });
+        Ok(())
+    }
+}
+
+/// One array being added: what all its leaves share.
+struct ArrayCtx<'a> {
+    /// The array's name (the leaves' names extend it).
+    name: &'a str,
+    h: &'a Header,
+    from: &'a Origin<'a>,
+    /// Byte stride of each array axis (none for a 0-d array).
+    strides: Vec<u64>,
+    /// Bytes of one array element (record).
+    record: u64,
+    /// Bytes after the array data in its payload.
+    trailing: u64,
+}
+
+impl ArrayCtx<'_> {
+    /// The notes every variable of the array gets, before its leaf's own: Fortran order,
+    /// record field, sub-array axes.
+    fn notes_for(&self, full: &str, sub_axes: &[(u64, u64)]) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.h.fortran_order && self.h.shape.len() > 1 {
+            notes.push(
+                "Fortran-order (column-major) array delivered in C order; shape and values unchanged"
+                    .to_string(),
+            );
+        }
+        if matches!(self.h.dtype, Dtype::Record(_)) {
+            let field = full
+                .strip_prefix(self.name)
+                .unwrap_or(full)
+                .trim_start_matches('/');
+            notes.push(format!(
+                "field '{field}' of the record (structured) array '{}', split into one dataset per field",
+                self.name
+            ));
+        }
+        if !sub_axes.is_empty() {
+            let dims: Vec<String> = sub_axes.iter().map(|(n, _)| n.to_string()).collect();
+            notes.push(format!(
+                "sub-array field of shape ({},) stored as trailing axes",
+                dims.join(", ")
+            ));
+        }
+        notes
+    }
+}
+
+/// Byte stride of each axis of an array of `shape` whose elements are `record` bytes, in C or
+/// Fortran order. Saturating is harmless: an array whose strides saturate is empty, and an
+/// empty array is never read.
+fn axis_strides(shape: &[u64], record: u64, fortran: bool) -> Vec<u64> {
+    let mut strides = vec![0u64; shape.len()];
+    let mut acc = record;
+    if fortran {
+        for (s, &d) in strides.iter_mut().zip(shape) {
+            *s = acc;
+            acc = acc.saturating_mul(d);
+        }
+    } else {
+        for (s, &d) in strides.iter_mut().zip(shape).rev() {
+            *s = acc;
+            acc = acc.saturating_mul(d);
+        }
+    }
+    strides
 }
 
 /// Reads and decodes the values of a string array.

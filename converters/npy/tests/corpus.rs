@@ -1,127 +1,82 @@
 //! Every `.npy` / `.npz` of the public corpus against its `.expect.json` sidecar.
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tet_npy::{NpyImporter, NpzImporter};
 use tet_source::{Confidence, ElementType, Importer, OpenOptions, Source};
+use tet_testkit::{
+    complex_part, corpus_dir, corpus_files, json_u64s, read_all, sha_hex, sidecar, widen,
+};
 
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/public/npy"
-);
+use common::{importer_for, open_file};
 
-fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
-        .expect("corpus directory")
-        .map(|e| e.unwrap().path())
-        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("npy" | "npz")))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 20, "corpus looks incomplete: {files:?}");
-    files
+/// The bytes `.tet` stores for `raw` of `dtype` (the engine's widening), which must be of the
+/// sidecar's `stored_dtype`.
+fn stored(dtype: ElementType, raw: &[u8], stored_dtype: &str) -> Vec<u8> {
+    let (bytes, name) = widen(dtype, raw);
+    assert_eq!(name, stored_dtype, "dtype mismatch");
+    bytes
 }
 
-fn importer_for(path: &Path) -> Box<dyn Importer> {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("npz") => Box::new(NpzImporter),
-        _ => Box::new(NpyImporter),
-    }
+/// A variable a sidecar array expands to.
+struct Want {
+    name: String,
+    shape: Vec<u64>,
+    /// The complex type, when the sidecar gives the hashes of its real and imaginary parts.
+    complex: Option<ElementType>,
+    /// `(stored dtype, sha256)` of the whole variable, or of its real then imaginary part.
+    parts: Vec<(String, String)>,
 }
 
-/// Reads a whole variable with `read_region`.
-fn read_all(src: &dyn Source, var: usize) -> Vec<u8> {
-    let v = &src.variables()[var];
-    let len = v.byte_len().unwrap() as usize;
-    let mut out = vec![0u8; len];
-    let start = vec![0; v.shape.len()];
-    src.read_region(var, &start, &v.shape, &mut out).unwrap();
-    out
-}
-
-/// Widens the importer's bytes as the engine would, to the sidecar's `stored_dtype`.
-fn widen(dtype: ElementType, bytes: &[u8], stored: &str) -> Vec<u8> {
-    match (dtype, stored) {
-        (ElementType::I8, "i16") => bytes
-            .iter()
-            .flat_map(|&b| i16::from(b as i8).to_le_bytes())
-            .collect(),
-        (ElementType::Bool, "u8") => bytes.to_vec(),
-        (d, s) => {
-            assert_eq!(d.name(), s, "dtype mismatch");
-            bytes.to_vec()
-        }
-    }
-}
-
-fn sha(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn shape_of(a: &Value) -> Vec<u64> {
-    let s: Vec<u64> = a["shape"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap())
-        .collect();
-    if s.is_empty() {
-        vec![1]
-    } else {
-        s
-    }
-}
-
-/// `(dataset name, stored dtype, sha256, shape)` a sidecar array expands to.
-fn expected_datasets(a: &Value) -> Vec<(String, String, String, Vec<u64>)> {
+/// The variables a sidecar array expands to.
+fn expected_variables(a: &Value) -> Vec<Want> {
     let name = a["name"].as_str().unwrap();
-    let shape = shape_of(a);
+    // Empty for a 0-d array: the importer delivers it 0-d.
+    let shape = json_u64s(&a["shape"]);
+    let text = |v: &Value| v.as_str().unwrap().to_string();
     if let Some(fields) = a.get("fields").and_then(Value::as_array) {
         return fields
             .iter()
-            .map(|f| {
-                (
-                    format!("{name}/{}", f["name"].as_str().unwrap()),
-                    f["stored_dtype"].as_str().unwrap().to_string(),
-                    f["sha256"].as_str().unwrap().to_string(),
-                    shape.clone(),
-                )
+            .map(|f| Want {
+                name: format!("{name}/{}", f["name"].as_str().unwrap()),
+                shape: shape.clone(),
+                complex: None,
+                parts: vec![(text(&f["stored_dtype"]), text(&f["sha256"]))],
             })
             .collect();
     }
     if let Some(c) = a.get("components") {
         let dtype = c["dtype"].as_str().unwrap();
-        return ["real", "imag"]
-            .iter()
-            .map(|part| {
-                (
-                    format!("{name}/{part}"),
-                    dtype.to_string(),
-                    c[part].as_str().unwrap().to_string(),
-                    shape.clone(),
-                )
-            })
-            .collect();
+        let part_type = [ElementType::F32, ElementType::F64]
+            .into_iter()
+            .find(|t| t.name() == dtype)
+            .unwrap();
+        return vec![Want {
+            name: name.to_string(),
+            shape,
+            complex: part_type.complex_of(),
+            parts: ["real", "imag"]
+                .iter()
+                .map(|part| (dtype.to_string(), text(&c[part])))
+                .collect(),
+        }];
     }
-    vec![(
-        name.to_string(),
-        a["stored_dtype"].as_str().unwrap().to_string(),
-        a["sha256"].as_str().unwrap().to_string(),
+    vec![Want {
+        name: name.to_string(),
         shape,
-    )]
+        complex: None,
+        parts: vec![(text(&a["stored_dtype"]), text(&a["sha256"]))],
+    }]
 }
 
 #[test]
 fn corpus_matches_sidecars() {
     let mut checked = 0;
-    for path in corpus_files() {
-        let sidecar = PathBuf::from(format!("{}.expect.json", path.display()));
-        let expect: Value =
-            serde_json::from_str(&std::fs::read_to_string(&sidecar).unwrap()).unwrap();
+    let files = corpus_files("npy", &["npy", "npz"]);
+    assert!(files.len() >= 20, "corpus looks incomplete: {files:?}");
+    for path in files {
+        let expect = sidecar(&path);
         let importer = importer_for(&path);
         let head: Vec<u8> = std::fs::read(&path)
             .unwrap()
@@ -155,26 +110,44 @@ fn corpus_matches_sidecars() {
         let src = opened.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let mut want = Vec::new();
         for a in expect["arrays"].as_array().unwrap() {
-            want.extend(expected_datasets(a));
+            want.extend(expected_variables(a));
         }
         let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
             names,
-            want.iter().map(|w| w.0.as_str()).collect::<Vec<_>>(),
+            want.iter().map(|w| w.name.as_str()).collect::<Vec<_>>(),
             "{}",
             path.display()
         );
         assert!(src.skipped().is_empty());
-        for (i, (name, stored, hash, shape)) in want.iter().enumerate() {
+        for (i, w) in want.iter().enumerate() {
+            let name = &w.name;
             let v = &src.variables()[i];
-            assert_eq!(&v.shape, shape, "{name}");
+            assert_eq!(v.shape, w.shape, "{name}");
+            // (read_all also checks what contiguous_bytes lends.)
             let raw = read_all(src.as_ref(), i);
-            if let Some(lent) = src.contiguous_bytes(i) {
-                assert_eq!(lent, &raw[..], "{name}: contiguous_bytes differs");
+            match w.complex {
+                Some(c) => {
+                    assert_eq!(v.dtype, c, "{name}");
+                    for (k, (dtype, hash)) in w.parts.iter().enumerate() {
+                        let part = complex_part(&raw, c, k);
+                        let bytes = stored(c.complex_component().unwrap(), &part, dtype);
+                        assert_eq!(
+                            &sha_hex(&bytes),
+                            hash,
+                            "{}: {name} part {k}",
+                            path.display()
+                        );
+                        checked += 1;
+                    }
+                }
+                None => {
+                    let (dtype, hash) = &w.parts[0];
+                    let bytes = stored(v.dtype, &raw, dtype);
+                    assert_eq!(&sha_hex(&bytes), hash, "{}: {name}", path.display());
+                    checked += 1;
+                }
             }
-            let bytes = widen(v.dtype, &raw, stored);
-            assert_eq!(&sha(&bytes), hash, "{}: {name}", path.display());
-            checked += 1;
         }
     }
     assert!(checked >= 30, "only {checked} datasets checked");
@@ -182,13 +155,12 @@ fn corpus_matches_sidecars() {
 
 #[test]
 fn corpus_metadata() {
-    let open = |f: &str| -> Box<dyn Source> {
-        let p = Path::new(CORPUS).join(f);
-        importer_for(&p).open(&p, &OpenOptions::default()).unwrap()
-    };
+    let open = |f: &str| -> Box<dyn Source> { open_file(&corpus_dir("npy").join(f)) };
+    // A 0-d array is a 0-d variable; the engine records how it stores it, not the importer.
     let s = open("scalar_0d.npy");
-    assert_eq!(s.variables()[0].shape, vec![1]);
-    assert!(s.variables()[0].notes.iter().any(|n| n.contains("0-d")));
+    assert_eq!(s.variables()[0].shape, Vec::<u64>::new());
+    assert!(s.variables()[0].notes.is_empty());
+    assert_eq!(read_all(s.as_ref(), 0), 3.25f64.to_le_bytes());
 
     let s = open("fortran_order_f64.npy");
     assert!(s.variables()[0].notes.iter().any(|n| n.contains("Fortran")));
@@ -207,17 +179,15 @@ fn corpus_metadata() {
     let s = open("dtype_bool.npy");
     assert_eq!(s.variables()[0].dtype, ElementType::Bool);
 
+    // A complex array is one complex variable: no split, no attributes, no notes.
     let s = open("dtype_c64.npy");
-    let re = &s.variables()[0];
-    assert_eq!(re.dtype, ElementType::F32);
-    assert!(re
-        .attrs
-        .iter()
-        .any(|(k, v)| k == "complex_part" && *v == tet_source::AttrValue::Text("real".into())));
-    assert!(re
-        .attrs
-        .iter()
-        .any(|(k, v)| k == "complex_dtype" && *v == tet_source::AttrValue::Text("c64".into())));
+    assert_eq!(s.variables().len(), 1);
+    let c = &s.variables()[0];
+    assert_eq!(c.name, "dtype_c64");
+    assert_eq!(c.dtype, ElementType::C64);
+    assert!(c.attrs.is_empty());
+    assert!(c.notes.is_empty());
+    assert!(c.facts.is_empty());
 
     let s = open("arrays_compressed.npz");
     for v in s.variables() {

@@ -3,36 +3,23 @@
 //! datetime64/timedelta64 with multiplied units, the `=` / `|` byte-order spellings, record
 //! fields with an empty name. Every value is compared with what `np.load` returned.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
-use tet_npy::{NpyImporter, NpzImporter};
-use tet_source::{AttrValue, ElementType, Importer, OpenOptions, Source};
+use tet_source::{AttrValue, ElementType, Source};
+use tet_testkit::{find, json_strs, json_u64s, read_all, var_index};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/issue12");
 
 fn open(file: &str) -> Box<dyn Source> {
-    let importer: Box<dyn Importer> = if file.ends_with(".npz") {
-        Box::new(NpzImporter)
-    } else {
-        Box::new(NpyImporter)
-    };
-    importer
-        .open(&Path::new(FIXTURES).join(file), &OpenOptions::default())
-        .unwrap_or_else(|e| panic!("{file}: {e}"))
+    common::open_file(&Path::new(FIXTURES).join(file))
 }
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn u64s(v: &Value) -> Vec<u64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap())
-        .collect()
 }
 
 #[test]
@@ -57,7 +44,7 @@ fn values_are_what_numpy_loads() {
         let want: BTreeSet<&str> = datasets.keys().map(String::as_str).collect();
         assert_eq!(got, want, "{file}");
         for (name, e) in datasets {
-            let shape = u64s(&e["shape"]);
+            let shape = json_u64s(&e["shape"]);
             if e["kind"] == "text" {
                 let t = src
                     .text_variables()
@@ -65,24 +52,14 @@ fn values_are_what_numpy_loads() {
                     .find(|t| &t.name == name)
                     .unwrap();
                 assert_eq!(t.shape, shape, "{file}: {name}");
-                let want: Vec<&str> = e["text"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|s| s.as_str().unwrap())
-                    .collect();
-                assert_eq!(t.values, want, "{file}: {name}");
+                assert_eq!(t.values, json_strs(&e["text"]), "{file}: {name}");
                 assert_eq!(
                     t.char_axis.as_ref().map(|c| c.len),
                     e.get("char_len").and_then(Value::as_u64),
                     "{file}: {name}"
                 );
             } else {
-                let i = src
-                    .variables()
-                    .iter()
-                    .position(|v| &v.name == name)
-                    .unwrap();
+                let i = var_index(src.as_ref(), name);
                 let v = &src.variables()[i];
                 assert_eq!(v.shape, shape, "{file}: {name}");
                 assert_eq!(
@@ -90,12 +67,10 @@ fn values_are_what_numpy_loads() {
                     e["elem"].as_str().unwrap(),
                     "{file}: {name}"
                 );
-                let mut out = vec![0u8; v.byte_len().unwrap() as usize];
-                src.read_region(i, &vec![0; v.shape.len()], &v.shape, &mut out)
-                    .unwrap();
+                let out = read_all(src.as_ref(), i);
                 assert_eq!(hex(&out), e["le_hex"].as_str().unwrap(), "{file}: {name}");
                 if let Some(units) = e.get("units").and_then(Value::as_str) {
-                    let got = v.attrs.iter().find(|(k, _)| k == "units").map(|(_, a)| a);
+                    let got = find(&v.attrs, "units");
                     assert_eq!(got, Some(&AttrValue::Text(units.into())), "{file}: {name}");
                 }
             }

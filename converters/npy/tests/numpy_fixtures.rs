@@ -3,14 +3,30 @@
 //! complex128, Fortran-order records with sub-arrays, a latin-1 field name, a version-2.0 header,
 //! a 0-d record, a sub-array of records, and a compressed `.npz` with a folder in a key.
 
+mod common;
+
 use std::path::Path;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use tet_npy::{NpyImporter, NpzImporter};
-use tet_source::{Importer, OpenOptions};
+use tet_source::Source;
+use tet_testkit::{complex_part, read_all, sha_hex};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+/// The bytes of dataset `name` as `make.py` hashes them: a variable's, or the real or the
+/// imaginary part (`<x>/real`, `<x>/imag`) of the complex variable `<x>`.
+fn dataset_bytes(src: &dyn Source, name: &str) -> Option<Vec<u8>> {
+    let vars = src.variables();
+    if let Some(i) = vars.iter().position(|v| v.name == name) {
+        return Some(read_all(src, i));
+    }
+    let (base, part) = name.rsplit_once('/')?;
+    let k = ["real", "imag"].iter().position(|p| *p == part)?;
+    let i = vars.iter().position(|v| v.name == base)?;
+    let complex = vars[i].dtype;
+    complex.complex_component()?;
+    Some(complex_part(&read_all(src, i), complex, k))
+}
 
 #[test]
 fn numpy_written_files() {
@@ -19,35 +35,16 @@ fn numpy_written_files() {
             .unwrap();
     let mut checked = 0;
     for (file, datasets) in expect.as_object().unwrap() {
-        let path = Path::new(FIXTURES).join(file);
-        let importer: Box<dyn Importer> = if file.ends_with(".npz") {
-            Box::new(NpzImporter)
-        } else {
-            Box::new(NpyImporter)
-        };
-        let src = importer
-            .open(&path, &OpenOptions::default())
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let src = common::open_file(&Path::new(FIXTURES).join(file));
         assert!(src.skipped().is_empty(), "{file}: {:?}", src.skipped());
         for (name, hash) in datasets.as_object().unwrap() {
             if name == "__count__" {
                 assert_eq!(src.variables().len() as u64, hash.as_u64().unwrap());
                 continue;
             }
-            let i = src
-                .variables()
-                .iter()
-                .position(|v| &v.name == name)
+            let out = dataset_bytes(src.as_ref(), name)
                 .unwrap_or_else(|| panic!("{file}: no dataset {name}"));
-            let v = &src.variables()[i];
-            let mut out = vec![0u8; v.byte_len().unwrap() as usize];
-            src.read_region(i, &vec![0; v.shape.len()], &v.shape, &mut out)
-                .unwrap();
-            let got: String = Sha256::digest(&out)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            assert_eq!(got, hash.as_str().unwrap(), "{file}: {name}");
+            assert_eq!(sha_hex(&out), hash.as_str().unwrap(), "{file}: {name}");
             checked += 1;
         }
     }

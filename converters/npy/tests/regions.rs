@@ -8,6 +8,7 @@ use common::{npy_bytes, npz_bytes, py_shape};
 use proptest::prelude::*;
 use tet_npy::{open_npy_bytes, open_npz_bytes, NpySource};
 use tet_source::{ElementType, OpenOptions, Source};
+use tet_testkit::XorShift;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Prim {
@@ -82,8 +83,10 @@ impl Prim {
             Prim::U4 => ElementType::U32,
             Prim::U8 => ElementType::U64,
             Prim::F2 => ElementType::F16,
-            Prim::F4 | Prim::C8 => ElementType::F32,
-            Prim::F8 | Prim::C16 => ElementType::F64,
+            Prim::F4 => ElementType::F32,
+            Prim::F8 => ElementType::F64,
+            Prim::C8 => ElementType::C64,
+            Prim::C16 => ElementType::C128,
         }
     }
 }
@@ -109,41 +112,29 @@ struct ExpLeaf {
     sub: Vec<u64>,
     sub_stride: usize,
     esize: usize,
-    big: bool,
+    /// Big-endian: the bytes of each unit of this many bytes (an element, or each part of a
+    /// complex element) are reversed; 1 when nothing is swapped.
+    swap_unit: usize,
     is_bool: bool,
     elem: ElementType,
 }
 
 fn prim_leaves(prim: Prim, big: bool, suffix: &str, offset: usize, sub: &[u64]) -> Vec<ExpLeaf> {
-    let base = ExpLeaf {
+    // A complex element is one value whose two parts are swapped separately.
+    let unit = match prim {
+        Prim::C8 | Prim::C16 => prim.size() / 2,
+        _ => prim.size(),
+    };
+    vec![ExpLeaf {
         suffix: suffix.to_string(),
         offset,
         sub: sub.to_vec(),
         sub_stride: prim.size(),
         esize: prim.size(),
-        big,
+        swap_unit: if big { unit } else { 1 },
         is_bool: prim == Prim::B1,
         elem: prim.elem(),
-    };
-    match prim {
-        Prim::C8 | Prim::C16 => {
-            let half = prim.size() / 2;
-            vec![
-                ExpLeaf {
-                    suffix: format!("{suffix}/real"),
-                    esize: half,
-                    ..base.clone()
-                },
-                ExpLeaf {
-                    suffix: format!("{suffix}/imag"),
-                    esize: half,
-                    offset: offset + half,
-                    ..base
-                },
-            ]
-        }
-        _ => vec![base],
-    }
+    }]
 }
 
 impl Spec {
@@ -232,15 +223,7 @@ fn shape() -> impl Strategy<Value = Vec<u64>> {
 
 /// A small deterministic byte generator.
 fn bytes(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    XorShift(seed | 1).bytes(n)
 }
 
 fn lin(idx: &[u64], shape: &[u64], fortran: bool) -> u64 {
@@ -278,8 +261,8 @@ fn reference(
         let j = lin(&full[a..], &leaf.sub, false) as usize;
         let pos = r * rec + leaf.offset + j * leaf.sub_stride;
         let mut e = data[pos..pos + leaf.esize].to_vec();
-        if leaf.big {
-            e.reverse();
+        for unit in e.chunks_exact_mut(leaf.swap_unit) {
+            unit.reverse();
         }
         if leaf.is_bool {
             e[0] = u8::from(e[0] != 0);
@@ -336,7 +319,8 @@ proptest! {
         let leaves = spec.leaves();
         let vars = src.variables();
         prop_assert_eq!(vars.len(), leaves.len());
-        let ashape: Vec<u64> = if shape.is_empty() { vec![1] } else { shape.clone() };
+        // A 0-d array's variables have just their sub-array axes.
+        let ashape = shape.clone();
         let mut picks = picks.into_iter().cycle();
         for (i, (v, leaf)) in vars.iter().zip(&leaves).enumerate() {
             prop_assert_eq!(&v.name, &format!("{name}{}", leaf.suffix));

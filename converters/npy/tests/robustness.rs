@@ -6,14 +6,10 @@ mod common;
 use common::{npy_bytes, npz_bytes};
 use tet_npy::{open_npy_bytes, open_npz_bytes, NpySource};
 use tet_source::{OpenOptions, Source, SourceError};
-
-const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/public/npy"
-);
+use tet_testkit::{corpus_dir, XorShift};
 
 fn corpus(name: &str) -> Vec<u8> {
-    std::fs::read(format!("{CORPUS}/{name}")).unwrap()
+    std::fs::read(corpus_dir("npy").join(name)).unwrap()
 }
 
 /// Reads every variable whole (when it is small enough) and lends it; errors are fine.
@@ -27,11 +23,16 @@ fn exercise(src: &NpySource) {
         let mut out = vec![0u8; len as usize];
         let start = vec![0; v.shape.len()];
         let _ = src.read_region(i, &start, &v.shape, &mut out);
-        // A bad request is refused, not a panic.
+        // A bad request is refused, not a panic: a region past the end, or (a 0-d variable
+        // has no end to go past) of the wrong rank.
         let mut one = vec![0u8; v.dtype.size()];
-        let past: Vec<u64> = v.shape.clone();
+        let past: Vec<u64> = if v.shape.is_empty() {
+            vec![0]
+        } else {
+            v.shape.clone()
+        };
         assert!(src
-            .read_region(i, &past, &vec![1; v.shape.len()], &mut one)
+            .read_region(i, &past, &vec![1; past.len()], &mut one)
             .is_err());
     }
     assert!(src
@@ -48,16 +49,6 @@ fn try_open(npz: bool, bytes: &[u8], skip: bool) -> Result<NpySource, SourceErro
         open_npz_bytes(bytes, &opts)
     } else {
         open_npy_bytes("x", bytes, &opts)
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 }
 
@@ -97,24 +88,14 @@ fn every_truncation() {
 
 #[test]
 fn random_byte_flips() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
     for f in FILES {
         let bytes = corpus(f);
         let npz = f.ends_with(".npz");
         let rounds = if npz { 1500 } else { 3000 };
         for _ in 0..rounds {
-            let mut b = bytes.clone();
-            let flips = 1 + rng.next() % 4;
-            for _ in 0..flips {
-                let pos = (rng.next() % b.len() as u64) as usize;
-                // Aim at the header/zip structures more often than at the data.
-                let pos = if rng.next().is_multiple_of(2) {
-                    pos % 160.min(b.len())
-                } else {
-                    pos
-                };
-                b[pos] = rng.next() as u8;
-            }
+            // Aim at the header/zip structures more often than at the data.
+            let (b, _) = rng.damage(&bytes, 160);
             for skip in [false, true] {
                 if let Ok(src) = try_open(npz, &b, skip) {
                     exercise(&src);

@@ -1,16 +1,25 @@
-//! The importer plug-in API of tet-convert.
+//! The data model of tet-convert: what a file holds, in typed terms, shared by the importers,
+//! the engine and the exporters.
 //!
 //! An importer knows one file format and nothing of `.tet`. It does two things:
 //!
 //! 1. [`Importer::identify`] looks at a path and the first bytes of the file and says how sure it
 //!    is that the file is its format (magic bytes first, the extension only as a tie-break);
 //! 2. [`Importer::open`] opens the file as a [`Source`]: a list of [`Variable`]s (name, element
-//!    type, shape, dimension names, typed attributes, the source's own chunking) whose values are
-//!    read region by region with [`Source::read_region`] as little-endian, C-order bytes.
+//!    type as the file holds it — complex and 0-d included —, shape, dimension names, typed
+//!    attributes, typed [`Fact`]s, the source's own chunking) whose values are read region by
+//!    region with [`Source::read_region`] as little-endian, C-order bytes.
 //!
-//! Everything the engine does afterwards (planning chunks, widening types that `.tet` has no tag
-//! for, compressing, writing the footer and the history row) is format-agnostic and lives in the
-//! `tet` crate. Importers never depend on it, and it never knows a format's quirks.
+//! Everything the engine does afterwards (lowering to what `.tet` can store: widening, 0-d,
+//! complex parts; planning chunks, compressing, writing the footer and the history row) is
+//! format-agnostic and lives in the `tet` crate. Importers never depend on it, and it never knows
+//! a format's quirks. In the other direction, [`export`] is what a format's exporter receives:
+//! the arrays the file held, raised back by the engine, and their values chunk by chunk.
+
+#![warn(missing_docs)]
+
+pub mod export;
+pub mod mapped;
 
 use std::fmt;
 use std::path::Path;
@@ -18,25 +27,41 @@ use std::path::Path;
 /// The element type of a source variable, as the importer delivers its bytes.
 ///
 /// This is a superset of the `.tet` dtypes: `I8`, `Bool` and `BF16` have no `.tet` tag and are
-/// widened by the engine (i8 → i16, bool → u8, bf16 → f32), which records it.
+/// widened by the engine (i8 → i16, bool → u8, bf16 → f32), which records it; `C64` / `C128`
+/// are split by the engine into a real and an imaginary dataset. An importer delivers what the
+/// file holds and never lowers a type itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ElementType {
     /// One byte, 0 or 1.
     Bool,
+    /// Signed 8-bit integer.
     I8,
+    /// Unsigned 8-bit integer.
     U8,
+    /// Signed 16-bit integer.
     I16,
+    /// Unsigned 16-bit integer.
     U16,
+    /// Signed 32-bit integer.
     I32,
+    /// Unsigned 32-bit integer.
     U32,
+    /// Signed 64-bit integer.
     I64,
+    /// Unsigned 64-bit integer.
     U64,
     /// IEEE 754 half precision.
     F16,
     /// bfloat16 (the top half of an f32).
     BF16,
+    /// IEEE 754 single precision.
     F32,
+    /// IEEE 754 double precision.
     F64,
+    /// A complex number of two `F32` (real, then imaginary), as NumPy's `c8`.
+    C64,
+    /// A complex number of two `F64` (real, then imaginary), as NumPy's `c16`.
+    C128,
 }
 
 impl ElementType {
@@ -46,7 +71,26 @@ impl ElementType {
             ElementType::Bool | ElementType::I8 | ElementType::U8 => 1,
             ElementType::I16 | ElementType::U16 | ElementType::F16 | ElementType::BF16 => 2,
             ElementType::I32 | ElementType::U32 | ElementType::F32 => 4,
-            ElementType::I64 | ElementType::U64 | ElementType::F64 => 8,
+            ElementType::I64 | ElementType::U64 | ElementType::F64 | ElementType::C64 => 8,
+            ElementType::C128 => 16,
+        }
+    }
+
+    /// The type of each of the two parts of a complex type (`None` for a real type).
+    pub fn complex_component(self) -> Option<ElementType> {
+        match self {
+            ElementType::C64 => Some(ElementType::F32),
+            ElementType::C128 => Some(ElementType::F64),
+            _ => None,
+        }
+    }
+
+    /// The complex type whose parts are `self` (`F32` → `C64`, `F64` → `C128`).
+    pub fn complex_of(self) -> Option<ElementType> {
+        match self {
+            ElementType::F32 => Some(ElementType::C64),
+            ElementType::F64 => Some(ElementType::C128),
+            _ => None,
         }
     }
 
@@ -66,6 +110,8 @@ impl ElementType {
             ElementType::BF16 => "bf16",
             ElementType::F32 => "f32",
             ElementType::F64 => "f64",
+            ElementType::C64 => "c64",
+            ElementType::C128 => "c128",
         }
     }
 }
@@ -79,26 +125,219 @@ impl fmt::Display for ElementType {
 /// A typed attribute value, kept losslessly.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
+    /// One string.
     Text(String),
+    /// A list of strings.
     TextList(Vec<String>),
+    /// Signed 8-bit integers.
     I8(Vec<i8>),
+    /// Unsigned 8-bit integers (also bytes and booleans).
     U8(Vec<u8>),
+    /// Signed 16-bit integers.
     I16(Vec<i16>),
+    /// Unsigned 16-bit integers.
     U16(Vec<u16>),
+    /// Signed 32-bit integers.
     I32(Vec<i32>),
+    /// Unsigned 32-bit integers.
     U32(Vec<u32>),
+    /// Signed 64-bit integers.
     I64(Vec<i64>),
+    /// Unsigned 64-bit integers.
     U64(Vec<u64>),
+    /// Single-precision floats.
     F32(Vec<f32>),
+    /// Double-precision floats.
     F64(Vec<f64>),
 }
 
 /// Attributes in the order the source lists them.
 pub type Attrs = Vec<(String, AttrValue)>;
 
-/// The fact key that records the shape of a multi-dimensional attribute `name`.
-pub fn attr_shape_key(name: &str) -> String {
-    format!("attr_shape:{name}")
+/// A fact about a variable or a file that is not one of its attributes but must survive the
+/// conversion, typed. The engine records facts in the footer's extension metadata as
+/// `key → value` entries ([`Fact::entries`]) and reads them back with [`Fact::from_entries`];
+/// the set is closed: what only one format needs goes into [`Fact::Private`], which only that
+/// format's own code reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fact {
+    /// The shape of the multi-dimensional attribute `attr` (its values are flattened in C order
+    /// in the attributes). For a file-level fact, `attr` is the group path joined with `/`.
+    AttrShape {
+        /// The attribute's name.
+        attr: String,
+        /// Its extents, outermost first.
+        shape: Vec<u64>,
+    },
+    /// The name of the enumeration type whose integer codes the variable stores.
+    EnumType(String),
+    /// The enumeration's members: name and integer value, in the source's order.
+    EnumMapping(Vec<(String, i128)>),
+    /// Other names under which the same data is reachable in the source (links).
+    Aliases(Vec<String>),
+    /// The source object this variable was taken from, when its name differs (a field of a
+    /// compound dataset, a member of an array type).
+    SourceDataset(String),
+    /// The variable's dimensions that are unlimited (growable) in the source.
+    UnlimitedDims(Vec<String>),
+    /// CF packing was undone (`--unpack`): the type the values were packed in (the source
+    /// format's own name for it) and the packing attributes that were consumed.
+    Unpacked {
+        /// The packed type's name in the source format (`short`, `i16`…).
+        packed_type: String,
+        /// The packing attributes (`scale_factor`, `add_offset`, …) as the source had them.
+        packing: Attrs,
+    },
+    /// Set by the engine, never by an importer: this stored dataset is the real or the
+    /// imaginary part of the complex variable whose name it extends by `/real` or `/imag`.
+    ComplexPart {
+        /// `true` for the imaginary part.
+        imag: bool,
+        /// The complex type (`C64` or `C128`).
+        complex: ElementType,
+    },
+    /// A fact only `format` (an importer id, see [`Importer::id`]) reads back; `key` is recorded
+    /// as it is.
+    Private {
+        /// The importer id of the format that reads it back.
+        format: String,
+        /// The footer key, recorded as it is.
+        key: String,
+        /// The value.
+        value: AttrValue,
+    },
+}
+
+/// Footer keys of the typed facts (see [`Fact::entries`]).
+mod fact_keys {
+    pub const ATTR_SHAPE: &str = "attr_shape:";
+    pub const ENUM_TYPE: &str = "enum_type";
+    pub const ENUM_MAPPING: &str = "enum_mapping";
+    pub const ALIASES: &str = "aliases";
+    pub const SOURCE_DATASET: &str = "source_dataset";
+    pub const UNLIMITED_DIMS: &str = "unlimited_dims";
+    pub const UNPACKED_FROM: &str = "unpacked_from";
+    pub const PACKED: &str = "packed:";
+    pub const COMPLEX_PART: &str = "complex_part";
+    pub const COMPLEX_DTYPE: &str = "complex_dtype";
+}
+
+impl Fact {
+    /// A format's private fact.
+    pub fn private(format: &str, key: impl Into<String>, value: AttrValue) -> Fact {
+        Fact::Private {
+            format: format.to_string(),
+            key: key.into(),
+            value,
+        }
+    }
+
+    /// The `key → value` entries that record this fact in the footer (one, except for
+    /// [`Fact::Unpacked`], which records each consumed packing attribute as `packed:<name>`).
+    pub fn entries(&self) -> Vec<(String, AttrValue)> {
+        use fact_keys::*;
+        let text = |s: &str| AttrValue::Text(s.to_string());
+        let list = |l: &[String]| AttrValue::TextList(l.to_vec());
+        match self {
+            Fact::AttrShape { attr, shape } => {
+                vec![(format!("{ATTR_SHAPE}{attr}"), AttrValue::U64(shape.clone()))]
+            }
+            Fact::EnumType(t) => vec![(ENUM_TYPE.into(), text(t))],
+            Fact::EnumMapping(m) => vec![(
+                ENUM_MAPPING.into(),
+                AttrValue::TextList(m.iter().map(|(n, v)| format!("{n}={v}")).collect()),
+            )],
+            Fact::Aliases(a) => vec![(ALIASES.into(), list(a))],
+            Fact::SourceDataset(d) => vec![(SOURCE_DATASET.into(), text(d))],
+            Fact::UnlimitedDims(d) => vec![(UNLIMITED_DIMS.into(), list(d))],
+            Fact::Unpacked {
+                packed_type,
+                packing,
+            } => std::iter::once((UNPACKED_FROM.to_string(), text(packed_type)))
+                .chain(
+                    packing
+                        .iter()
+                        .map(|(k, v)| (format!("{PACKED}{k}"), v.clone())),
+                )
+                .collect(),
+            Fact::ComplexPart { imag, complex } => vec![
+                (
+                    COMPLEX_PART.into(),
+                    text(if *imag { "imag" } else { "real" }),
+                ),
+                (COMPLEX_DTYPE.into(), text(complex.name())),
+            ],
+            Fact::Private { key, value, .. } => vec![(key.clone(), value.clone())],
+        }
+    }
+
+    /// The entries of a list of facts, in order.
+    pub fn all_entries(facts: &[Fact]) -> Attrs {
+        facts.iter().flat_map(Fact::entries).collect()
+    }
+
+    /// The facts recorded as `entries` (the inverse of [`Fact::all_entries`]). An entry that is
+    /// no typed fact, or whose value has another type than the fact's, comes back as
+    /// [`Fact::Private`] with an empty `format`, so nothing recorded is lost.
+    pub fn from_entries(entries: &[(String, AttrValue)]) -> Vec<Fact> {
+        use fact_keys::*;
+        let mut out: Vec<Fact> = Vec::new();
+        for (k, v) in entries {
+            let typed = match (k.as_str(), v) {
+                (ENUM_TYPE, AttrValue::Text(t)) => Some(Fact::EnumType(t.clone())),
+                (ENUM_MAPPING, AttrValue::TextList(l)) => l
+                    .iter()
+                    .map(|e| {
+                        let (n, v) = e.rsplit_once('=')?;
+                        Some((n.to_string(), v.parse().ok()?))
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .map(Fact::EnumMapping),
+                (ALIASES, AttrValue::TextList(l)) => Some(Fact::Aliases(l.clone())),
+                (SOURCE_DATASET, AttrValue::Text(t)) => Some(Fact::SourceDataset(t.clone())),
+                (UNLIMITED_DIMS, AttrValue::TextList(l)) => Some(Fact::UnlimitedDims(l.clone())),
+                (UNPACKED_FROM, AttrValue::Text(t)) => Some(Fact::Unpacked {
+                    packed_type: t.clone(),
+                    packing: Vec::new(),
+                }),
+                (key, AttrValue::U64(shape)) if key.starts_with(ATTR_SHAPE) => {
+                    Some(Fact::AttrShape {
+                        attr: key[ATTR_SHAPE.len()..].to_string(),
+                        shape: shape.clone(),
+                    })
+                }
+                (COMPLEX_PART, AttrValue::Text(p)) if p == "real" || p == "imag" => {
+                    Some(Fact::ComplexPart {
+                        imag: p == "imag",
+                        complex: ElementType::C64,
+                    })
+                }
+                (COMPLEX_DTYPE, AttrValue::Text(t)) if t == "c64" || t == "c128" => {
+                    match out.last_mut() {
+                        Some(Fact::ComplexPart { complex, .. }) => {
+                            *complex = if t == "c64" {
+                                ElementType::C64
+                            } else {
+                                ElementType::C128
+                            };
+                            continue;
+                        }
+                        _ => None,
+                    }
+                }
+                (key, value) if key.starts_with(PACKED) => match out.last_mut() {
+                    Some(Fact::Unpacked { packing, .. }) => {
+                        packing.push((key[PACKED.len()..].to_string(), value.clone()));
+                        continue;
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            out.push(typed.unwrap_or_else(|| Fact::private("", k.clone(), v.clone())));
+        }
+        out
+    }
 }
 
 /// What a variable is for.
@@ -129,7 +368,8 @@ pub struct Variable {
     pub name: String,
     /// Element type of the bytes [`Source::read_region`] produces.
     pub dtype: ElementType,
-    /// Shape; a 0-d source value is reported as `[1]` (and noted).
+    /// Shape; empty for a 0-d (scalar) value, which the engine stores as shape `[1]` and
+    /// records as such.
     pub shape: Vec<u64>,
     /// One name per axis, when the source names its dimensions.
     pub dims: Option<Vec<String>>,
@@ -139,15 +379,14 @@ pub struct Variable {
     pub layout: SourceLayout,
     /// Data or coordinate.
     pub role: Role,
-    /// Transformations the importer applied that a reader should know of (e.g. "0-d scalar
-    /// stored as shape [1]", "Fortran order transposed to C order"). Recorded in the footer.
+    /// Transformations of the values the importer applied that a reader should know of, in
+    /// prose (e.g. "Fortran order transposed to C order", "decoded from simple_packing").
+    /// Recorded in the footer. What the engine does to store the variable (0-d, complex,
+    /// widening) is recorded by the engine, never here.
     pub notes: Vec<String>,
-    /// Facts about the variable that are not attributes of the source but must survive (an enum's
-    /// name → value mapping, soft-link aliases, the lossy encoding it was decoded from, the shape
-    /// of a multi-dimensional attribute as `attr_shape:<name>` = u64 extents, its values being
-    /// flattened in C order in `attrs`…): kept typed in the footer's extension metadata, never
-    /// mixed into `attrs`.
-    pub facts: Attrs,
+    /// Facts about the variable that are not attributes of the source but must survive (see
+    /// [`Fact`]): kept typed in the footer's extension metadata, never mixed into `attrs`.
+    pub facts: Vec<Fact>,
 }
 
 impl Variable {
@@ -183,7 +422,9 @@ impl Variable {
 /// the engine lists it in the report and the footer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
+    /// The item's name (a variable, an attribute as `owner/name`, a group…).
     pub name: String,
+    /// Why it has no `.tet` form.
     pub reason: String,
 }
 
@@ -192,11 +433,15 @@ pub struct Skipped {
 /// in the footer's extension metadata and lists it in the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextVariable {
+    /// Name: group path joined with `/`.
     pub name: String,
+    /// Shape (without a character axis).
     pub shape: Vec<u64>,
+    /// One name per axis, when the source names its dimensions.
     pub dims: Option<Vec<String>>,
     /// The values in C order (`product(shape)` of them).
     pub values: Vec<String>,
+    /// Attributes, typed.
     pub attrs: Attrs,
     /// Set when the source stores the strings as a fixed-length character array (NetCDF
     /// `char name(station, name_strlen)`): its trailing string-length axis, which `shape` and
@@ -218,13 +463,16 @@ pub struct CharAxis {
 /// engine formats their values itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DimLabels {
+    /// The dimension's name.
     pub dim: String,
+    /// One label per position.
     pub labels: Vec<String>,
 }
 
 /// Errors an importer returns.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
+    /// Reading the file failed; the I/O error is kept as it is.
     #[error("{0}")]
     Io(#[from] std::io::Error),
     /// The bytes are not a valid file of the format (truncated, corrupt, inconsistent header).
@@ -242,14 +490,17 @@ pub enum SourceError {
 }
 
 impl SourceError {
+    /// A [`SourceError::Malformed`] with this message.
     pub fn malformed(msg: impl Into<String>) -> Self {
         SourceError::Malformed(msg.into())
     }
+    /// A [`SourceError::Unsupported`] with this message.
     pub fn unsupported(msg: impl Into<String>) -> Self {
         SourceError::Unsupported(msg.into())
     }
 }
 
+/// The result of an importer call.
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
 
 /// An opened input.
@@ -262,11 +513,10 @@ pub trait Source: Send + Sync {
         &[]
     }
 
-    /// Facts about the file that are not attributes but must survive, typed (as
-    /// [`Variable::facts`] for one variable), e.g. `attr_shape:<group/name>` = the shape of a
-    /// multi-dimensional group attribute, whose values [`Source::global_attrs`] gives flattened
-    /// in C order.
-    fn global_facts(&self) -> &[(String, AttrValue)] {
+    /// Facts about the file that are not attributes but must survive (as [`Variable::facts`]
+    /// for one variable), e.g. [`Fact::AttrShape`] of a multi-dimensional group attribute, whose
+    /// values [`Source::global_attrs`] gives flattened in C order.
+    fn global_facts(&self) -> &[Fact] {
         &[]
     }
 
@@ -329,6 +579,7 @@ pub trait Source: Send + Sync {
 /// A variable's bytes inside a file (see [`Source::file_extent`]).
 #[derive(Debug, Clone, Copy)]
 pub struct FileExtent<'a> {
+    /// The open file.
     pub file: &'a std::fs::File,
     /// Byte offset of the variable's first element.
     pub offset: u64,

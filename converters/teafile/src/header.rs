@@ -372,6 +372,36 @@ fn read_i32(bytes: &[u8], at: usize, order: ByteOrder) -> Option<i32> {
 /// ItemEnd before ItemStart or beyond the end of the file, sections that run past ItemStart,
 /// fields outside the item, time fields that name no field, duplicated sections.
 pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
+    let (order, item_start, item_end, section_count) = mandatory_header(bytes)?;
+    let mut header = TeaHeader {
+        byte_order: order,
+        item_start,
+        item_end,
+        file_len: bytes.len() as u64,
+        sections: Vec::with_capacity(section_count),
+        item: None,
+        time: None,
+        content: None,
+        name_values: Vec::new(),
+        item_count: 0,
+        trailing_bytes: 0,
+        problems: Vec::new(),
+    };
+    if let Some(time_raw) = parse_sections(bytes, &mut header, section_count)? {
+        header.time = Some(resolve_time(&header, time_raw)?);
+    }
+    if let Some(item) = &header.item {
+        let size = u64::from(item.size);
+        let area = header.item_area_len();
+        header.item_count = area / size;
+        header.trailing_bytes = area % size;
+    }
+    Ok(header)
+}
+
+/// The 32-byte mandatory header, checked against the file: byte order, ItemStart, ItemEnd and
+/// the section count.
+fn mandatory_header(bytes: &[u8]) -> Result<(ByteOrder, u64, u64, usize)> {
     let file_len = bytes.len() as u64;
     if file_len < MANDATORY_HEADER_LEN {
         return Err(malformed(format!(
@@ -428,26 +458,24 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
             "SectionCount {section_count_raw} cannot fit in the {header_room} bytes between the header and ItemStart {item_start}"
         )));
     }
-    let section_count = section_count_raw as usize;
+    Ok((order, item_start, item_end, section_count_raw as usize))
+}
+
+/// The time section as stored: epoch days, ticks per day, time field offsets.
+type TimeRaw = (i64, i64, Vec<u32>);
+
+/// Parses the `section_count` sections between the mandatory header and ItemStart into
+/// `header`; the time section as stored, when there is one (its fields are resolved once the
+/// item section is known).
+fn parse_sections(
+    bytes: &[u8],
+    header: &mut TeaHeader,
+    section_count: usize,
+) -> Result<Option<TimeRaw>> {
+    let (order, item_start) = (header.byte_order, header.item_start);
     // item_start <= file_len <= usize::MAX because `bytes` is in memory.
     let header_end = item_start as usize;
-
-    let mut header = TeaHeader {
-        byte_order: order,
-        item_start,
-        item_end,
-        file_len,
-        sections: Vec::with_capacity(section_count),
-        item: None,
-        time: None,
-        content: None,
-        name_values: Vec::new(),
-        item_count: 0,
-        trailing_bytes: 0,
-        problems: Vec::new(),
-    };
-    let mut time_raw: Option<(i64, i64, Vec<u32>)> = None;
-
+    let mut time_raw = None;
     let mut pos = MANDATORY_HEADER_LEN as usize;
     for i in 0..section_count {
         let number = i + 1;
@@ -483,7 +511,6 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
                     ))
                 })?
         };
-        let body = &bytes[body_start..body_end];
         if matches!(
             id,
             SECTION_ITEM | SECTION_TIME | SECTION_CONTENT | SECTION_NAME_VALUE
@@ -495,7 +522,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
             )));
         }
         let mut cur = Cursor {
-            buf: body,
+            buf: &bytes[body_start..body_end],
             pos: 0,
             base: body_start as u64,
             order,
@@ -505,7 +532,7 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
             SECTION_ITEM => header.item = Some(parse_item_section(&mut cur)?),
             SECTION_TIME => time_raw = Some(parse_time_section(&mut cur)?),
             SECTION_CONTENT => header.content = Some(cur.string("content description")?),
-            SECTION_NAME_VALUE => parse_name_values(&mut cur, &mut header)?,
+            SECTION_NAME_VALUE => parse_name_values(&mut cur, header)?,
             _ => {} // unknown or custom section: skipped by its offset
         }
         header.sections.push(SectionInfo {
@@ -516,44 +543,41 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
         });
         pos = body_end;
     }
+    Ok(time_raw)
+}
 
-    if let Some((epoch_days, ticks_per_day, field_offsets)) = time_raw {
-        let mut fields: Vec<usize> = Vec::new();
-        for &off in &field_offsets {
-            let item = header.item.as_ref().ok_or_else(|| {
+/// The time section with its time fields found among the item's fields.
+fn resolve_time(
+    header: &TeaHeader,
+    (epoch_days, ticks_per_day, field_offsets): TimeRaw,
+) -> Result<TimeInfo> {
+    let mut fields: Vec<usize> = Vec::new();
+    for &off in &field_offsets {
+        let item = header.item.as_ref().ok_or_else(|| {
+            malformed(format!(
+                "time section names a time field at offset {off}, but the file has no item section"
+            ))
+        })?;
+        let idx = item
+            .fields
+            .iter()
+            .position(|f| f.offset == off)
+            .ok_or_else(|| {
                 malformed(format!(
-                    "time section names a time field at offset {off}, but the file has no item section"
+                    "time section names a time field at offset {off}, but no field of item '{}' starts there",
+                    item.name
                 ))
             })?;
-            let idx = item
-                .fields
-                .iter()
-                .position(|f| f.offset == off)
-                .ok_or_else(|| {
-                    malformed(format!(
-                        "time section names a time field at offset {off}, but no field of item '{}' starts there",
-                        item.name
-                    ))
-                })?;
-            if !fields.contains(&idx) {
-                fields.push(idx);
-            }
+        if !fields.contains(&idx) {
+            fields.push(idx);
         }
-        header.time = Some(TimeInfo {
-            epoch_days,
-            ticks_per_day,
-            field_offsets,
-            fields,
-        });
     }
-
-    if let Some(item) = &header.item {
-        let size = u64::from(item.size);
-        let area = header.item_area_len();
-        header.item_count = area / size;
-        header.trailing_bytes = area % size;
-    }
-    Ok(header)
+    Ok(TimeInfo {
+        epoch_days,
+        ticks_per_day,
+        field_offsets,
+        fields,
+    })
 }
 
 fn parse_item_section(cur: &mut Cursor<'_>) -> Result<ItemInfo> {

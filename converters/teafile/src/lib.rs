@@ -65,8 +65,9 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
+
+use tet_source::mapped::FileBytes;
 
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Importer,
@@ -118,49 +119,13 @@ impl Importer for TeaImporter {
 
 /// Opens a TeaFile on disk (memory-mapped when larger than 1 MiB).
 pub fn open_path(path: &Path, options: &OpenOptions) -> Result<TeaSource> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    let data = if len < MMAP_THRESHOLD {
-        let mut buf = Vec::with_capacity(len as usize);
-        file.read_to_end(&mut buf)?;
-        Backing::Owned(buf)
-    } else {
-        // SAFETY: the map is read-only and private to this source. As with every memory-mapped
-        // reader, the file must not be truncated by another process while it is open; all
-        // accesses are bounds-checked against the length fixed at open time.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
-        Backing::Mapped(map)
-    };
+    let data = FileBytes::open(&mut File::open(path)?, MMAP_THRESHOLD)?;
     TeaSource::new(data, options)
 }
 
 /// Opens a TeaFile held in memory (the pure, file-system-free entry point used by fuzzing).
 pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<TeaSource> {
-    TeaSource::new(Backing::Owned(bytes.into()), options)
-}
-
-enum Backing {
-    Owned(Vec<u8>),
-    Mapped(memmap2::Mmap),
-}
-
-impl std::fmt::Debug for Backing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Backing::Owned(_) => "in memory",
-            Backing::Mapped(_) => "memory-mapped",
-        };
-        write!(f, "{} bytes {kind}", self.bytes().len())
-    }
-}
-
-impl Backing {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Backing::Owned(v) => v,
-            Backing::Mapped(m) => m,
-        }
-    }
+    TeaSource::new(FileBytes::Owned(bytes.into()), options)
 }
 
 /// Where one variable's values sit inside an item.
@@ -173,7 +138,7 @@ struct FieldPlan {
 /// An opened TeaFile.
 #[derive(Debug)]
 pub struct TeaSource {
-    data: Backing,
+    data: FileBytes,
     header: TeaHeader,
     /// Absolute offset of the first item.
     item_start: usize,
@@ -225,192 +190,241 @@ fn uuid_text(b: &[u8; 16]) -> String {
     s
 }
 
+/// Skips `name` (with `skip_unsupported`: listed in `skipped`) or fails.
+fn unsupported(
+    options: &OpenOptions,
+    skipped: &mut Vec<Skipped>,
+    name: String,
+    reason: String,
+) -> Result<()> {
+    if options.skip_unsupported {
+        skipped.push(Skipped { name, reason });
+        Ok(())
+    } else {
+        Err(SourceError::unsupported(format!("{name}: {reason}")))
+    }
+}
+
+/// The variable name of field `fi` (1-based in messages): its name, or `field_<n>` when empty,
+/// with `/` replaced by `_`, made unique among `taken` (and added to it). Each change is noted.
+fn field_name(
+    fi: usize,
+    f: &FieldInfo,
+    taken: &mut HashSet<String>,
+    notes: &mut Vec<String>,
+) -> String {
+    let mut base = if f.name.is_empty() {
+        notes.push(format!(
+            "TeaFile field {} has an empty name; named field_{}",
+            fi + 1,
+            fi + 1
+        ));
+        format!("field_{}", fi + 1)
+    } else {
+        f.name.clone()
+    };
+    if base.contains('/') {
+        let replaced = base.replace('/', "_");
+        notes.push(format!(
+            "TeaFile field name '{base}' contains '/'; named '{replaced}'"
+        ));
+        base = replaced;
+    }
+    let name = unique_name(&base, taken);
+    if name != base {
+        notes.push(format!(
+            "TeaFile field name '{base}' is already taken; named '{name}'"
+        ));
+    }
+    taken.insert(name.clone());
+    name
+}
+
+/// Adds the time attributes of field `fi` when the time section lists it; the field's role
+/// (the first time field, the event time, is the coordinate).
+fn time_attrs(header: &TeaHeader, fi: usize, attrs: &mut Attrs, notes: &mut Vec<String>) -> Role {
+    let Some(t) = &header.time else {
+        return Role::Data;
+    };
+    let Some(pos) = t.fields.iter().position(|&tf| tf == fi) else {
+        return Role::Data;
+    };
+    attrs.push(("time_epoch_days".into(), AttrValue::I64(vec![t.epoch_days])));
+    attrs.push((
+        "time_ticks_per_day".into(),
+        AttrValue::I64(vec![t.ticks_per_day]),
+    ));
+    attrs.push((
+        "is_event_time".into(),
+        AttrValue::U8(vec![u8::from(pos == 0)]),
+    ));
+    match cf_units(t.epoch_days, t.ticks_per_day) {
+        Some(u) => {
+            attrs.push(("units".into(), AttrValue::Text(u)));
+            attrs.push((
+                "calendar".into(),
+                AttrValue::Text("proleptic_gregorian".into()),
+            ));
+        }
+        None => notes.push(format!(
+            "time epoch {} days after 0001-01-01 is outside years 1-9999: no CF units written",
+            t.epoch_days
+        )),
+    }
+    if pos == 0 {
+        Role::Coordinate
+    } else {
+        Role::Data
+    }
+}
+
+/// The variable of field `fi`, of element type `dtype`; its name is made unique among `taken`.
+fn field_variable(
+    header: &TeaHeader,
+    fi: usize,
+    f: &FieldInfo,
+    dtype: ElementType,
+    taken: &mut HashSet<String>,
+) -> Variable {
+    let mut notes = Vec::new();
+    let name = field_name(fi, f, taken, &mut notes);
+    let mut attrs: Attrs = vec![
+        (
+            "teafile_field_type".into(),
+            AttrValue::I32(vec![f.field_type]),
+        ),
+        (
+            "teafile_field_type_name".into(),
+            AttrValue::Text(field_type_name(f.field_type).to_string()),
+        ),
+        (
+            "teafile_field_offset".into(),
+            AttrValue::I32(vec![f.offset as i32]),
+        ),
+    ];
+    if name != f.name {
+        attrs.push(("teafile_field_name".into(), AttrValue::Text(f.name.clone())));
+    }
+    let role = time_attrs(header, fi, &mut attrs, &mut notes);
+    Variable {
+        name,
+        dtype,
+        shape: vec![header.item_count],
+        dims: None,
+        attrs,
+        layout: SourceLayout {
+            chunk_shape: None,
+            compressed: false,
+            filters: Vec::new(),
+        },
+        role,
+        notes,
+        facts: Vec::new(),
+    }
+}
+
+/// One variable per field of a type with a `.tet` form (the others are unsupported), all on
+/// the one dimension: the event time field, or `index`.
+fn field_variables(
+    header: &TeaHeader,
+    options: &OpenOptions,
+    skipped: &mut Vec<Skipped>,
+) -> Result<(Vec<Variable>, Vec<FieldPlan>)> {
+    let mut variables: Vec<Variable> = Vec::new();
+    let mut plans: Vec<FieldPlan> = Vec::new();
+    let mut field_var: Vec<Option<usize>> = Vec::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    for (fi, f) in header.item.iter().flat_map(|i| i.fields.iter().enumerate()) {
+        let Some(dtype) = element_type(f.field_type) else {
+            unsupported(
+                options,
+                skipped,
+                format!("field '{}'", f.name),
+                format!(
+                    "TeaFile field type {} (0x{:x}) at offset {} has no tet form",
+                    field_type_name(f.field_type),
+                    f.field_type,
+                    f.offset
+                ),
+            )?;
+            field_var.push(None);
+            continue;
+        };
+        plans.push(FieldPlan {
+            offset: f.offset as usize,
+            size: dtype.size(),
+        });
+        field_var.push(Some(variables.len()));
+        variables.push(field_variable(header, fi, f, dtype, &mut taken));
+    }
+    let time_fields: &[usize] = header.time.as_ref().map_or(&[], |t| &t.fields);
+    let event_var = time_fields
+        .first()
+        .and_then(|&fi| field_var.get(fi).copied().flatten());
+    let dim = match event_var {
+        Some(v) => variables[v].name.clone(),
+        None => unique_name("index", &taken),
+    };
+    for v in &mut variables {
+        v.dims = Some(vec![dim.clone()]);
+    }
+    Ok((variables, plans))
+}
+
+/// What the file holds that is not read: sections this importer does not interpret, and a
+/// partial item at the end of the item area.
+fn uninterpreted(header: &TeaHeader) -> Vec<Skipped> {
+    let mut skipped = Vec::new();
+    for s in &header.sections {
+        if !matches!(
+            s.id,
+            SECTION_ITEM | SECTION_TIME | SECTION_CONTENT | SECTION_NAME_VALUE
+        ) {
+            skipped.push(Skipped {
+                name: format!("section 0x{:x}", s.id),
+                reason: format!(
+                    "{} TeaFile section (id {}, {} bytes at offset {}) is not interpreted",
+                    if s.id > 0xffff { "custom" } else { "unknown" },
+                    s.id,
+                    s.body_len,
+                    s.offset
+                ),
+            });
+        }
+    }
+    if header.item.is_some() && header.trailing_bytes > 0 {
+        skipped.push(Skipped {
+            name: "trailing partial item".to_string(),
+            reason: format!(
+                "the item area ends with {} bytes, less than one item of {} bytes; they are not an item",
+                header.trailing_bytes,
+                header.item.as_ref().map_or(0, |i| i.size)
+            ),
+        });
+    }
+    skipped
+}
+
 impl TeaSource {
-    fn new(data: Backing, options: &OpenOptions) -> Result<TeaSource> {
+    fn new(data: FileBytes, options: &OpenOptions) -> Result<TeaSource> {
         let header = parse_header(data.bytes())?;
         let mut skipped: Vec<Skipped> = Vec::new();
-        let unsupported = |name: String, reason: String, skipped: &mut Vec<Skipped>| {
-            if options.skip_unsupported {
-                skipped.push(Skipped { name, reason });
-                Ok(())
-            } else {
-                Err(SourceError::unsupported(format!("{name}: {reason}")))
-            }
-        };
-
         for p in &header.problems {
-            unsupported(p.name.clone(), p.reason.clone(), &mut skipped)?;
+            unsupported(options, &mut skipped, p.name.clone(), p.reason.clone())?;
         }
         if header.item.is_none() && header.item_area_len() > 0 {
             unsupported(
+                options,
+                &mut skipped,
                 "item area".to_string(),
                 format!(
                     "{} bytes of items but no item section describing their layout",
                     header.item_area_len()
                 ),
-                &mut skipped,
             )?;
         }
-
-        // Fields → variables.
-        let mut variables: Vec<Variable> = Vec::new();
-        let mut plans: Vec<FieldPlan> = Vec::new();
-        let mut field_var: Vec<Option<usize>> = Vec::new();
-        let mut taken: HashSet<String> = HashSet::new();
-        let item_count = header.item_count;
-        let time_fields: &[usize] = header.time.as_ref().map_or(&[], |t| &t.fields);
-        if let Some(item) = &header.item {
-            for (fi, f) in item.fields.iter().enumerate() {
-                let tname = field_type_name(f.field_type);
-                let Some(dtype) = element_type(f.field_type) else {
-                    unsupported(
-                        format!("field '{}'", f.name),
-                        format!(
-                            "TeaFile field type {tname} (0x{:x}) at offset {} has no tet form",
-                            f.field_type, f.offset
-                        ),
-                        &mut skipped,
-                    )?;
-                    field_var.push(None);
-                    continue;
-                };
-                let mut notes = Vec::new();
-                let mut base = if f.name.is_empty() {
-                    notes.push(format!(
-                        "TeaFile field {} has an empty name; named field_{}",
-                        fi + 1,
-                        fi + 1
-                    ));
-                    format!("field_{}", fi + 1)
-                } else {
-                    f.name.clone()
-                };
-                if base.contains('/') {
-                    let replaced = base.replace('/', "_");
-                    notes.push(format!(
-                        "TeaFile field name '{base}' contains '/'; named '{replaced}'"
-                    ));
-                    base = replaced;
-                }
-                let name = unique_name(&base, &taken);
-                if name != base {
-                    notes.push(format!(
-                        "TeaFile field name '{base}' is already taken; named '{name}'"
-                    ));
-                }
-                taken.insert(name.clone());
-
-                let mut attrs: Attrs = vec![
-                    (
-                        "teafile_field_type".into(),
-                        AttrValue::I32(vec![f.field_type]),
-                    ),
-                    (
-                        "teafile_field_type_name".into(),
-                        AttrValue::Text(tname.to_string()),
-                    ),
-                    (
-                        "teafile_field_offset".into(),
-                        AttrValue::I32(vec![f.offset as i32]),
-                    ),
-                ];
-                if name != f.name {
-                    attrs.push(("teafile_field_name".into(), AttrValue::Text(f.name.clone())));
-                }
-                let mut role = Role::Data;
-                if let (Some(t), Some(pos)) =
-                    (&header.time, time_fields.iter().position(|&tf| tf == fi))
-                {
-                    attrs.push(("time_epoch_days".into(), AttrValue::I64(vec![t.epoch_days])));
-                    attrs.push((
-                        "time_ticks_per_day".into(),
-                        AttrValue::I64(vec![t.ticks_per_day]),
-                    ));
-                    attrs.push((
-                        "is_event_time".into(),
-                        AttrValue::U8(vec![u8::from(pos == 0)]),
-                    ));
-                    match cf_units(t.epoch_days, t.ticks_per_day) {
-                        Some(u) => {
-                            attrs.push(("units".into(), AttrValue::Text(u)));
-                            attrs.push((
-                                "calendar".into(),
-                                AttrValue::Text("proleptic_gregorian".into()),
-                            ));
-                        }
-                        None => notes.push(format!(
-                            "time epoch {} days after 0001-01-01 is outside years 1-9999: no CF units written",
-                            t.epoch_days
-                        )),
-                    }
-                    if pos == 0 {
-                        role = Role::Coordinate;
-                    }
-                }
-                let size = dtype.size();
-                plans.push(FieldPlan {
-                    offset: f.offset as usize,
-                    size,
-                });
-                field_var.push(Some(variables.len()));
-                variables.push(Variable {
-                    name,
-                    dtype,
-                    shape: vec![item_count],
-                    dims: None,
-                    attrs,
-                    layout: SourceLayout {
-                        chunk_shape: None,
-                        compressed: false,
-                        filters: Vec::new(),
-                    },
-                    role,
-                    notes,
-                    facts: Vec::new(),
-                });
-            }
-        }
-
-        // The one dimension: the event time field, or `index`.
-        let event_var = time_fields
-            .first()
-            .and_then(|&fi| field_var.get(fi).copied().flatten());
-        let dim = match event_var {
-            Some(v) => variables[v].name.clone(),
-            None => unique_name("index", &taken),
-        };
-        for v in &mut variables {
-            v.dims = Some(vec![dim.clone()]);
-        }
-
-        for s in &header.sections {
-            if !matches!(
-                s.id,
-                SECTION_ITEM | SECTION_TIME | SECTION_CONTENT | SECTION_NAME_VALUE
-            ) {
-                skipped.push(Skipped {
-                    name: format!("section 0x{:x}", s.id),
-                    reason: format!(
-                        "{} TeaFile section (id {}, {} bytes at offset {}) is not interpreted",
-                        if s.id > 0xffff { "custom" } else { "unknown" },
-                        s.id,
-                        s.body_len,
-                        s.offset
-                    ),
-                });
-            }
-        }
-        if header.item.is_some() && header.trailing_bytes > 0 {
-            skipped.push(Skipped {
-                name: "trailing partial item".to_string(),
-                reason: format!(
-                    "the item area ends with {} bytes, less than one item of {} bytes; they are not an item",
-                    header.trailing_bytes,
-                    header.item.as_ref().map_or(0, |i| i.size)
-                ),
-            });
-        }
-
+        let (variables, plans) = field_variables(&header, options, &mut skipped)?;
+        skipped.extend(uninterpreted(&header));
         let global_attrs = global_attributes(&header);
 
         let item_start = usize::try_from(header.item_start)
@@ -567,14 +581,7 @@ impl Source for TeaSource {
         }?;
         // The items are copied out: drop their whole pages from the resident set (they stay in
         // the page cache), so resident memory does not grow with the file.
-        if let Backing::Mapped(m) = &self.data {
-            if let Some((o, l)) = tet_source::whole_pages(m, src) {
-                // SAFETY: read-only file-backed mapping: the pages read back unchanged.
-                unsafe {
-                    let _ = m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l);
-                }
-            }
-        }
+        self.data.release(src);
         Ok(())
     }
 

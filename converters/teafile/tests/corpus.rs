@@ -2,122 +2,22 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, Confidence, ElementType, Importer, OpenOptions, Role, Source};
+use tet_source::{AttrValue, Confidence, Importer, OpenOptions, Role, Source};
 use tet_teafile::{open_bytes, ByteOrder, TeaImporter};
-
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/public/teafile")
-}
+use tet_testkit::{
+    assert_attrs_equal, attr_matches, check_sidecar_array, corpus_dir, find, read_all_in_pieces,
+    sidecar,
+};
 
 fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .expect("corpus directory ../shared/corpus/public/teafile")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tea"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .tea files in the corpus");
-    files
+    tet_testkit::corpus_files("teafile", &["tea"])
 }
 
-fn sidecar(path: &Path) -> Value {
-    let mut p = path.as_os_str().to_owned();
-    p.push(".expect.json");
-    let text = std::fs::read_to_string(PathBuf::from(p)).expect("sidecar");
-    serde_json::from_str(&text).expect("sidecar JSON")
-}
-
-/// The whole variable as little-endian bytes of its element type, read in a few pieces.
-fn read_all(src: &dyn Source, var: usize) -> Vec<u8> {
-    let v = &src.variables()[var];
-    let n = v.shape[0];
-    let size = v.dtype.size();
-    let mut out = vec![0u8; n as usize * size];
-    // Read in uneven pieces to exercise region offsets.
-    let mut start = 0u64;
-    let mut step = 1u64;
-    while start < n {
-        let c = step.min(n - start);
-        let a = start as usize * size;
-        let b = (start + c) as usize * size;
-        src.read_region(var, &[start], &[c], &mut out[a..b])
-            .expect("read_region");
-        start += c;
-        step = step * 2 + 1;
-    }
-    let mut whole = vec![0u8; out.len()];
-    src.read_region(var, &[0], &[n], &mut whole).unwrap();
-    assert_eq!(whole, out, "piecewise and whole reads differ");
-    if let Some(c) = src.contiguous_bytes(var) {
-        assert_eq!(c, &out[..], "contiguous_bytes differs from read_region");
-    }
-    out
-}
-
-/// Bytes as the sidecar hashes them: in the stored dtype (i8 widened to i16).
-fn stored_bytes(dtype: ElementType, bytes: Vec<u8>) -> Vec<u8> {
-    match dtype {
-        ElementType::I8 => bytes
-            .iter()
-            .flat_map(|&b| i16::from(b as i8).to_le_bytes())
-            .collect(),
-        ElementType::Bool => bytes,
-        _ => bytes,
-    }
-}
-
-fn sha_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Compares a typed attribute with a sidecar JSON value: numbers by value, strings exactly,
-/// booleans as 0/1.
-fn attr_matches(attr: &AttrValue, json: &Value) -> bool {
-    fn one<T: Copy>(v: &[T]) -> Option<T> {
-        (v.len() == 1).then(|| v[0])
-    }
-    let int = |x: i128| match json {
-        Value::Number(n) => n
-            .as_i64()
-            .map(i128::from)
-            .or(n.as_u64().map(i128::from))
-            .is_some_and(|j| j == x),
-        Value::Bool(b) => i128::from(*b) == x,
-        _ => false,
-    };
-    let float = |x: f64| match json {
-        Value::Number(n) => n.as_f64().is_some_and(|j| j == x),
-        Value::String(s) => match s.as_str() {
-            "NaN" => x.is_nan(),
-            "Infinity" => x == f64::INFINITY,
-            "-Infinity" => x == f64::NEG_INFINITY,
-            _ => false,
-        },
-        _ => false,
-    };
-    match attr {
-        AttrValue::Text(s) => json.as_str() == Some(s.as_str()),
-        AttrValue::I8(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::U8(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::I16(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::U16(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::I32(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::U32(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::I64(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::U64(v) => one(v).is_some_and(|x| int(x.into())),
-        AttrValue::F32(v) => one(v).is_some_and(|x| float(x.into())),
-        AttrValue::F64(v) => one(v).is_some_and(float),
-        AttrValue::TextList(_) => false,
-    }
-}
-
-fn find<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a AttrValue> {
-    attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+/// A corpus file opened by the importer.
+fn open_corpus(name: &str) -> Box<dyn Source> {
+    TeaImporter
+        .open(&corpus_dir("teafile").join(name), &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn check_file(path: &Path) {
@@ -146,46 +46,12 @@ fn check_file(path: &Path) {
 
     for (i, a) in arrays.iter().enumerate() {
         let aname = a["name"].as_str().unwrap();
-        let var_index = src
-            .variables()
-            .iter()
-            .position(|v| v.name == aname)
-            .unwrap_or_else(|| panic!("{name}: no variable {aname}"));
-        assert_eq!(var_index, i, "{name}: variable order");
-        let v = &src.variables()[var_index];
-        let shape: Vec<u64> = a["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
-        assert_eq!(v.shape, shape, "{name}/{aname}: shape");
-        let dims: Option<Vec<String>> = a["dims"]
-            .as_array()
-            .map(|d| d.iter().map(|x| x.as_str().unwrap().to_string()).collect());
-        assert_eq!(v.dims, dims, "{name}/{aname}: dims");
-        let role = match a["role"].as_str().unwrap() {
-            "coordinate" => Role::Coordinate,
-            "data" => Role::Data,
-            r => panic!("{name}/{aname}: unexpected role {r}"),
-        };
-        assert_eq!(v.role, role, "{name}/{aname}: role");
-        let source_tag = a["source_tag"].as_str().unwrap();
-        assert_eq!(v.dtype.name(), source_tag, "{name}/{aname}: dtype");
+        // Name (so the order too), shape, dims, role, type; the values, read in pieces,
+        // against the hash.
+        check_sidecar_array(&name, src.as_ref(), i, a, read_all_in_pieces);
+        let v = &src.variables()[i];
         assert_eq!(v.layout.chunk_shape, None);
         assert!(!v.layout.compressed);
-
-        let bytes = stored_bytes(v.dtype, read_all(src.as_ref(), var_index));
-        assert_eq!(
-            bytes.len() as u64,
-            a["nbytes_stored"].as_u64().unwrap(),
-            "{name}/{aname}: stored bytes"
-        );
-        assert_eq!(
-            sha_hex(&bytes),
-            a["sha256"].as_str().unwrap(),
-            "{name}/{aname}: sha256"
-        );
 
         for (k, jv) in a["attributes"].as_object().unwrap() {
             let av = find(&v.attrs, k).unwrap_or_else(|| panic!("{name}/{aname}: no attr {k}"));
@@ -195,7 +61,7 @@ fn check_file(path: &Path) {
             );
         }
         // The event time carries CF units the engine can label with ISO 8601.
-        if role == Role::Coordinate {
+        if v.role == Role::Coordinate {
             let t = &expect["container"]["time"];
             let tpd = t["ticks_per_day"].as_i64().unwrap();
             let epoch = t["epoch"].as_i64().unwrap();
@@ -210,21 +76,11 @@ fn check_file(path: &Path) {
         }
     }
 
-    let globals = expect["global_attributes"].as_object().unwrap();
-    for (k, jv) in globals {
-        let av = find(src.global_attrs(), k).unwrap_or_else(|| panic!("{name}: no global {k}"));
-        assert!(
-            attr_matches(av, jv),
-            "{name}: global {k} = {av:?}, sidecar {jv}"
-        );
-    }
-    let ours: Vec<&str> = src.global_attrs().iter().map(|(k, _)| k.as_str()).collect();
-    let theirs: Vec<&str> = globals.keys().map(|k| k.as_str()).collect();
-    let mut a = ours.clone();
-    let mut b = theirs.clone();
-    a.sort();
-    b.sort();
-    assert_eq!(a, b, "{name}: global attribute keys");
+    assert_attrs_equal(
+        &format!("{name}: global"),
+        src.global_attrs(),
+        &expect["global_attributes"],
+    );
     for (k, t) in expect["global_attribute_types"].as_object().unwrap() {
         let av = find(src.global_attrs(), k).unwrap();
         let ok = match t.as_str().unwrap() {
@@ -303,7 +159,7 @@ fn corpus_files_match_sidecars() {
 
 #[test]
 fn corrupt_itemstart_message() {
-    let p = corpus_dir().join("corrupt_itemstart.tea");
+    let p = corpus_dir("teafile").join("corrupt_itemstart.tea");
     let err = TeaImporter
         .open(&p, &OpenOptions::default())
         .err()
@@ -359,7 +215,7 @@ fn every_truncation_is_handled() {
 /// is reported as skipped.
 #[test]
 fn trailing_partial_item_is_reported() {
-    let bytes = std::fs::read(corpus_dir().join("tick_full.tea")).unwrap();
+    let bytes = std::fs::read(corpus_dir("teafile").join("tick_full.tea")).unwrap();
     let cut = &bytes[..bytes.len() - 5];
     let src = open_bytes(cut, &OpenOptions::default()).unwrap();
     assert_eq!(src.item_count(), 99);
@@ -372,12 +228,7 @@ fn trailing_partial_item_is_reported() {
 /// A big-endian file and its little-endian twin give the same values.
 #[test]
 fn both_byte_orders_agree_with_sidecar_values() {
-    let src = TeaImporter
-        .open(
-            &corpus_dir().join("big_endian_tick.tea"),
-            &OpenOptions::default(),
-        )
-        .unwrap();
+    let src = open_corpus("big_endian_tick.tea");
     let mut t = vec![0u8; 8];
     src.read_region(0, &[0], &[1], &mut t).unwrap();
     assert_eq!(i64::from_le_bytes(t.try_into().unwrap()), 1711000004159);
@@ -386,12 +237,7 @@ fn both_byte_orders_agree_with_sidecar_values() {
 
 #[test]
 fn region_requests_are_checked() {
-    let src = TeaImporter
-        .open(
-            &corpus_dir().join("primitive_double.tea"),
-            &OpenOptions::default(),
-        )
-        .unwrap();
+    let src = open_corpus("primitive_double.tea");
     let mut out = vec![0u8; 8];
     assert!(src.read_region(0, &[64], &[1], &mut out).is_err());
     assert!(src.read_region(1, &[0], &[1], &mut out).is_err());

@@ -2,6 +2,7 @@
 
 use tet_source::{AttrValue, OpenOptions, Role, Source, SourceError};
 use tet_teafile::{open_bytes, ByteOrder, TeaSource};
+use tet_testkit::find as attr;
 
 /// A little-endian TeaFile builder over raw sections.
 struct Build {
@@ -109,10 +110,6 @@ fn tick() -> Build {
             &[(4, 0, "Time"), (10, 8, "Price"), (4, 16, "Volume")],
         ),
     )
-}
-
-fn attr<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a AttrValue> {
-    attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 #[test]

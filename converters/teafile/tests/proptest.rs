@@ -4,6 +4,7 @@
 use proptest::prelude::*;
 use tet_source::{AttrValue, ElementType, OpenOptions, Role, Source, SourceError};
 use tet_teafile::{open_bytes, TeaSource};
+use tet_testkit::find as attr;
 
 const NET_DECIMAL: i32 = 0x200;
 
@@ -343,10 +344,6 @@ fn arb_tea() -> impl Strategy<Value = Tea> {
     })
 }
 
-fn attr<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a AttrValue> {
-    attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-}
-
 fn elem(ty: i32) -> ElementType {
     match ty {
         1 => ElementType::I8,
@@ -556,15 +553,10 @@ proptest! {
 }
 
 fn corpus() -> Vec<Vec<u8>> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/corpus/public/teafile");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tea"))
-        .collect();
-    files.sort();
-    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+    tet_testkit::corpus_files("teafile", &["tea"])
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect()
 }
 
 /// Opens the bytes both ways and reads every variable whole; must never panic.

@@ -6,8 +6,10 @@
 //! order, encoding → filter → compression pipeline, optional NaN/Inf masks) and optional footer
 //! frames, closed by a postamble. Messages written by a streaming encoder have total length 0
 //! and carry their index and metadata in the footer. Decoding is done by ECMWF's `tensogram`
-//! crate (built with its pure-Rust codecs only); this crate finds the messages, checks them,
-//! and maps them.
+//! crate (built with zstd, lz4 and szip — pure Rust — and zfp and sz3, which build vendored
+//! C/C++ libraries; blosc2 with this crate's feature `blosc2`, off by default, see Cargo.toml:
+//! c-blosc2's bundled zstd collides with zstd-sys at link time); this crate finds the messages,
+//! checks them, and maps them.
 //!
 //! # Mapping
 //!
@@ -15,15 +17,22 @@
 //!   `message_<m>/object_<i>` (both 0-based). Element types: `float16` → [`ElementType::F16`],
 //!   `bfloat16` → [`ElementType::BF16`] and `int8` → [`ElementType::I8`] (the engine widens
 //!   those two), the other integer and float types to the same width, `bitmask` → `U8` (bits
-//!   unpacked MSB-first to one 0/1 byte per element, noted), `complex64` / `complex128` → two
-//!   variables `<name>/real` and `<name>/imag` (`F32` / `F64`) with the attributes
-//!   `complex_part` and `complex_dtype` (`c64` / `c128`), as the NPY importer does. A 0-d object
-//!   (shape `[]`) becomes shape `[1]` (noted). Values are delivered little-endian whatever the
-//!   object's byte order. Ranks above 8 are delivered as they are (the engine decides).
-//! * **Values**: the decoded values. NaN / ±Inf positions recorded in the object's masks are
-//!   restored (canonical quiet NaN, ±Inf; noted). Lossy encodings are decoded: `simple_packing`
-//!   gives the decoded `f64` values, with the note `lossy encoding simple_packing: values are
-//!   the decoded f64` and the packing parameters among the facts.
+//!   unpacked MSB-first to one 0/1 byte per element, noted), `complex64` / `complex128` →
+//!   [`ElementType::C64`] / [`ElementType::C128`] (interleaved real and imaginary parts; the
+//!   engine splits them). A 0-d object (shape `[]`) is a 0-d variable. Values are delivered
+//!   little-endian whatever the object's byte order (each part of a complex value swapped on
+//!   its own). Ranks above 8 are delivered as they are (the engine decides).
+//! * **Values**: the decoded values, exactly as tensogram's decoder returns them. NaN / ±Inf
+//!   positions recorded in the object's masks are restored (canonical quiet NaN, ±Inf; noted).
+//!   Lossy stages are decoded and recorded as such: `simple_packing` gives the decoded `f64`
+//!   values, with the note `lossy encoding simple_packing: values are the decoded f64`; the
+//!   lossy compressors `zfp` and `sz3` give the decoded `f64` values, with the note `lossy
+//!   compression zfp(mode=fixed_rate, rate=16.0): values are the decoded f64` (the codec and
+//!   its parameters). Either way the fact `tensogram_lossy` names the lossy stage and its
+//!   parameters in the same form (`sz3(error_bound=0.001, error_bound_mode=abs)`,
+//!   `simple_packing(binary_scale_factor=-5, bits_per_value=12, …)`), and the parameters are
+//!   also among the `tensogram_params.<key>` facts. `blosc2` (any of its inner codecs; feature
+//!   `blosc2`) is lossless.
 //! * **Variable attributes**: the object's metadata (`base[i]` of its message) without the
 //!   library's `_reserved_` section (tensor shape/strides/dtype, repeated from the descriptor),
 //!   flattened to dotted keys with typed values (`{"mars": {"param": "2t"}}` → `mars.param` =
@@ -39,8 +48,11 @@
 //! * **Facts** (footer extension metadata, per variable): `tensogram_message`,
 //!   `tensogram_object`, `tensogram_dtype`, `tensogram_byte_order`, `tensogram_encoding`,
 //!   `tensogram_filter`, `tensogram_compression`, `tensogram_params.<key>` (codec parameters),
-//!   `tensogram_masks` (the mask kinds present) and `tensogram_encoder` (name and version of the
+//!   `tensogram_lossy` (the lossy stage, above), `tensogram_masks` (the mask kinds present)
+//!   and `tensogram_encoder` (name and version of the
 //!   writing library; its wall-clock time and uuid are left out: they change on every run).
+//!   None of them is one of the typed facts of `tet_source`: all are [`Fact::Private`] facts of
+//!   the `tgm` format.
 //! * **Layout**: no source chunking; `compressed` when the object has a compression or an
 //!   encoding (so `--codec auto` compresses), `filters` lists the pipeline stages.
 //!
@@ -56,16 +68,44 @@
 //!   message at byte X: …`. An uncompressed payload must have exactly the size its shape and
 //!   dtype imply; an lz4 payload must declare that size.
 //! * Descriptors: `ndim` / strides inconsistent with the shape, a shape whose size overflows,
-//!   `simple_packing` on anything but float64, missing codec parameters, masks on a bitmask.
-//! * Unsupported (an error unless `skip_unsupported`, then listed in [`Source::skipped`]):
-//!   compressions not compiled into this build (`blosc2`, `zfp`, `sz3`, …): `message 0 object
-//!   1: compression 'blosc2' is not supported by this build (supported: none, zstd, lz4,
-//!   szip)`; likewise unknown encodings and filters, mask methods other than none / rle /
-//!   roaring / zstd / lz4, and strides that are not C order.
+//!   `simple_packing` on anything but float64, missing or mistyped codec parameters (szip's
+//!   integers, zfp's mode and its rate / precision / tolerance, sz3's error-bound mode and
+//!   bound, blosc2's codec name and level when present), masks on a bitmask.
+//! * Unsupported (an error unless `skip_unsupported`, then listed in [`Source::skipped`]), one
+//!   line naming the object and the reason:
+//!   - compressions this build does not decode: `message 0 object 1: compression 'brotli' is
+//!     not supported by this build (supported: none, zstd, lz4, szip, blosc2, zfp, sz3)`
+//!     (without the feature `blosc2`, blosc2 too); likewise blosc2 inner codecs, zfp modes and
+//!     sz3 error-bound modes tensogram does not know, unknown encodings and filters, mask
+//!     methods other than none / rle / roaring / zstd / lz4 / blosc2 (blosc2 with the
+//!     feature), and strides that are not C order;
+//!   - `zfp` or `sz3` on anything but a plain float64 object (another dtype, or after an
+//!     encoding or a filter): tensogram's compressors read their input as native `f64` values
+//!     whatever the dtype, so such an object does not decode to what was written (tensogram
+//!     itself returns bytes of the wrong size, or values scrambled beyond the error bound):
+//!     `message 0 object 1: compression 'zfp' on a float32 object: tensogram's zfp codec
+//!     compresses its input as float64 values, so only plain float64 objects decode to their
+//!     values`.
 //! * Wire versions other than 3.
 //!
-//! At read time the frame's xxh3 hash is verified when the writer stored one; a mismatch (or any
-//! decoder error) fails the read with the message and object named.
+//! A message with no data object is valid (it contributes no variable and nothing is
+//! skipped): tensogram's streaming encoder, finished before any object, writes one whose
+//! preamble declares a footer hash frame it then leaves out (there is nothing to hash), so a
+//! declared but absent hash frame is accepted in a message without data objects only.
+//!
+//! At read time the frame's xxh3 hash is verified when the writer stored one (tensogram's
+//! default), before the payload reaches a decoder; a mismatch (or any decoder error) fails the
+//! read with the message and object named.
+//!
+//! **Known limitation**: the sz3 and (feature `blosc2`) blosc2 decoders are C/C++ (SZ3,
+//! c-blosc2 2.21.3) and trust their input more than the rest of this importer. A payload that
+//! was damaged or crafted *and* still carries a matching frame hash (or none) can crash the
+//! process inside them (SIGABRT when SZ3 throws a C++ exception through tensogram's FFI;
+//! SIGSEGV in c-blosc2's frame parser), which no importer can catch in-process — about 1.6 % of
+//! randomly damaged hash-less payloads in `tests/codecs.rs`. `tet-convert` converts every input
+//! in a supervised worker process, so such a file costs one failed row; embedders opening
+//! untrusted `.tgm` files with these codecs should do the same. zfp, and every pure-Rust codec,
+//! hold up.
 //!
 //! # Memory and threads
 //!
@@ -91,19 +131,25 @@ use tensogram::{
     ByteOrder, CompressionBackend, DataObjectDescriptor, DecodeOptions, Dtype, TensogramError,
 };
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Importer,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Importer,
     OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, Variable,
 };
 
 mod meta;
 mod scan;
 
-use scan::{Backing, Span};
+use scan::{Backing, ReadAt, Span};
 
 /// The compressions this build decodes (for the error message; `rle` and `roaring` are also
 /// accepted on bitmask objects).
-const SUPPORTED_COMPRESSIONS: &str = "none, zstd, lz4, szip";
+#[cfg(feature = "blosc2")]
+const SUPPORTED_COMPRESSIONS: &str = "none, zstd, lz4, szip, blosc2, zfp, sz3";
+#[cfg(not(feature = "blosc2"))]
+const SUPPORTED_COMPRESSIONS: &str = "none, zstd, lz4, szip, zfp, sz3";
 /// Mask methods this build decodes.
+#[cfg(feature = "blosc2")]
+const SUPPORTED_MASK_METHODS: &str = "none, rle, roaring, zstd, lz4, blosc2";
+#[cfg(not(feature = "blosc2"))]
 const SUPPORTED_MASK_METHODS: &str = "none, rle, roaring, zstd, lz4";
 
 /// The Tensogram importer plug-in (`tgm`).
@@ -141,18 +187,7 @@ const MMAP_THRESHOLD: u64 = 1 << 20;
 
 /// Opens a `.tgm` file (memory-mapped when larger than 1 MiB).
 pub fn open_path(path: &Path, options: &OpenOptions) -> Result<TgmSource> {
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let backing = if len < MMAP_THRESHOLD {
-        let mut buf = Vec::with_capacity(len as usize);
-        std::io::Read::read_to_end(&mut file, &mut buf)?;
-        Backing::Owned(buf)
-    } else {
-        // SAFETY: the map is read-only and private to this source. As with every memory-mapped
-        // reader, the file must not be truncated by another process while it is open; all
-        // accesses are bounds-checked against the length fixed at open time.
-        Backing::Mapped(unsafe { memmap2::Mmap::map(&file)? })
-    };
+    let backing = Backing::open(&mut std::fs::File::open(path)?, MMAP_THRESHOLD)?;
     TgmSource::new(backing, options)
 }
 
@@ -204,10 +239,8 @@ impl ObjectInfo {
 /// How a variable's values come out of its object's decoded bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Part {
-    /// The elements as they are.
+    /// The elements as they are (a complex element is its (real, imaginary) pair).
     Whole,
-    /// Component `index` (0 real, 1 imaginary) of `size`-byte components of complex elements.
-    Component { index: usize, size: usize },
     /// Bit `7 - i % 8` of byte `i / 8`, as a 0/1 byte.
     Bits,
 }
@@ -250,14 +283,17 @@ enum Problem {
     Unsupported(String),
 }
 
-/// What an object becomes.
+/// What an object becomes: one variable.
 struct ObjectPlan {
-    /// One entry per variable: name suffix, element type, part.
-    outputs: Vec<(Option<&'static str>, ElementType, Part)>,
+    elem: ElementType,
+    part: Part,
     swap_unit: usize,
     decoded_len: usize,
     notes: Vec<String>,
     filters: Vec<String>,
+    /// The lossy stage of the pipeline and its parameters (`zfp(mode=fixed_rate, rate=16)`),
+    /// when there is one: the values are its decoded output, not the values written.
+    lossy: Option<String>,
 }
 
 /// What `framing::decode_message` tells about one message, owned.
@@ -294,11 +330,13 @@ fn guarded<T>(f: impl FnOnce() -> tensogram::Result<T>) -> std::result::Result<T
 /// decoded), so that corrupt metadata, index or hash frames are refused at open. Also requires
 /// every metadata, index and hash frame the preamble flags declare to be there: a frame whose
 /// type was damaged (an index read as metadata, say) would otherwise pass unnoticed, since the
-/// hash does not cover the frame header.
+/// hash does not cover the frame header. (A message without data frames may leave out the hash
+/// frames it declares: tensogram's streaming encoder writes none when no object came.)
 fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
     use tensogram::wire::{FrameHeader, FrameType};
     let declared = be_u16(bytes, 10).unwrap_or(0);
     let mut observed = 0u16;
+    let mut data_frames = 0usize;
     let end = bytes.len().saturating_sub(24);
     let mut pos = 24;
     while pos + 16 <= end {
@@ -319,7 +357,11 @@ fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
             FrameType::FooterIndex => 8,
             FrameType::HeaderHash => 0x10,
             FrameType::FooterHash => 0x20,
-            FrameType::PrecederMetadata | FrameType::NTensorFrame => 0,
+            FrameType::NTensorFrame => {
+                data_frames += 1;
+                0
+            }
+            FrameType::PrecederMetadata => 0,
         };
         if header.frame_type != FrameType::NTensorFrame {
             let frame = &bytes[pos..frame_end];
@@ -329,7 +371,12 @@ fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
         // Padding to the next 8-byte boundary of the frame, as tensogram's reader skips it.
         pos += (frame_end - pos).div_ceil(8) * 8;
     }
-    let missing = declared & 0x3f & !observed;
+    let mut missing = declared & 0x3f & !observed;
+    if data_frames == 0 {
+        // A hash frame lists the hashes of the data objects: tensogram's streaming encoder
+        // declares its footer hash frame up front but writes none when no object came.
+        missing &= !0x30;
+    }
     if missing != 0 {
         let names: Vec<&str> = [
             "header metadata",
@@ -431,6 +478,62 @@ fn plan_object(
     desc: &DataObjectDescriptor,
     payload_len: usize,
 ) -> std::result::Result<ObjectPlan, Problem> {
+    let n = check_shape(desc)?;
+    let mut notes = Vec::new();
+    let mut filters = Vec::new();
+    let bits_per_value = check_encoding(desc, &mut filters, &mut notes)?;
+    check_filter(desc, &mut filters)?;
+    let lossy_codec = check_compression(desc, &mut filters)?;
+    check_masks(desc, &mut notes)?;
+    let lossy = match (bits_per_value, lossy_codec) {
+        (Some(_), _) => Some(param_list(desc, "simple_packing", "sp_")),
+        (None, Some(codec)) => {
+            let stage = param_list(desc, codec, &format!("{codec}_"));
+            notes.push(format!(
+                "lossy compression {stage}: values are the decoded f64"
+            ));
+            Some(stage)
+        }
+        (None, None) => None,
+    };
+    let decoded_len = check_sizes(desc, n, bits_per_value, payload_len)?;
+    let (elem, part, unit) = element_of(desc.dtype, bits_per_value.is_some());
+    if part == Part::Bits {
+        notes.push("bitmask unpacked MSB-first to one u8 (0 or 1) per element".to_string());
+    }
+    let swap_unit = if desc.byte_order == ByteOrder::Big {
+        unit
+    } else {
+        1
+    };
+    Ok(ObjectPlan {
+        elem,
+        part,
+        swap_unit,
+        decoded_len,
+        notes,
+        filters,
+        lossy,
+    })
+}
+
+/// A pipeline stage and its parameters, `stage(key=value, …)`: the parameters whose names start
+/// with `prefix` (without it), in key order.
+fn param_list(desc: &DataObjectDescriptor, stage: &str, prefix: &str) -> String {
+    let params: Vec<String> = desc
+        .params
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(prefix)?, v)))
+        .map(|(k, v)| match v {
+            Value::Text(t) => format!("{k}={t}"),
+            other => format!("{k}={}", meta::json(other)),
+        })
+        .collect();
+    format!("{stage}({})", params.join(", "))
+}
+
+/// Checks `ndim` and the strides against the shape (C order only); the element count.
+fn check_shape(desc: &DataObjectDescriptor) -> std::result::Result<u64, Problem> {
     let shape = &desc.shape;
     if desc.ndim != shape.len() as u64 {
         return Err(Problem::Malformed(format!(
@@ -463,59 +566,67 @@ fn plan_object(
             )));
         }
     }
+    Ok(n)
+}
 
-    let dtype = desc.dtype;
-    let mut notes = Vec::new();
-    let mut filters = Vec::new();
-
-    // Encoding.
-    let simple_packing = match desc.encoding.as_str() {
-        "none" => false,
-        "simple_packing" => true,
+/// Checks the encoding stage; the bits per value of a `simple_packing` object (`None` for no
+/// encoding).
+fn check_encoding(
+    desc: &DataObjectDescriptor,
+    filters: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) -> std::result::Result<Option<u64>, Problem> {
+    match desc.encoding.as_str() {
+        "none" => return Ok(None),
+        "simple_packing" => {}
         other => {
             return Err(Problem::Unsupported(format!(
                 "encoding '{other}' is not supported by this build (supported: none, \
                  simple_packing)"
             )))
         }
-    };
-    let mut bits_per_value = 0u64;
-    if simple_packing {
-        if dtype != Dtype::Float64 {
-            return Err(Problem::Malformed(format!(
-                "simple_packing applies to float64 objects only, this one is {dtype}"
-            )));
-        }
-        require_ints(
-            desc,
-            "simple_packing",
-            &[
-                "sp_binary_scale_factor",
-                "sp_decimal_scale_factor",
-                "sp_bits_per_value",
-            ],
-        )?;
-        if !matches!(
-            desc.params.get("sp_reference_value"),
-            Some(Value::Float(_) | Value::Integer(_))
-        ) {
-            return Err(Problem::Malformed(
-                "simple_packing needs the number parameter 'sp_reference_value'".to_string(),
-            ));
-        }
-        bits_per_value = match int_param(desc, "sp_bits_per_value") {
-            Some(b @ 0..=64) => b as u64,
-            other => {
-                return Err(Problem::Malformed(format!(
-                    "simple_packing bits per value {other:?} is outside 0..=64"
-                )))
-            }
-        };
-        filters.push(format!("simple_packing({bits_per_value} bits)"));
-        notes.push("lossy encoding simple_packing: values are the decoded f64".to_string());
     }
+    if desc.dtype != Dtype::Float64 {
+        return Err(Problem::Malformed(format!(
+            "simple_packing applies to float64 objects only, this one is {}",
+            desc.dtype
+        )));
+    }
+    require_ints(
+        desc,
+        "simple_packing",
+        &[
+            "sp_binary_scale_factor",
+            "sp_decimal_scale_factor",
+            "sp_bits_per_value",
+        ],
+    )?;
+    if !matches!(
+        desc.params.get("sp_reference_value"),
+        Some(Value::Float(_) | Value::Integer(_))
+    ) {
+        return Err(Problem::Malformed(
+            "simple_packing needs the number parameter 'sp_reference_value'".to_string(),
+        ));
+    }
+    let bits_per_value = match int_param(desc, "sp_bits_per_value") {
+        Some(b @ 0..=64) => b as u64,
+        other => {
+            return Err(Problem::Malformed(format!(
+                "simple_packing bits per value {other:?} is outside 0..=64"
+            )))
+        }
+    };
+    filters.push(format!("simple_packing({bits_per_value} bits)"));
+    notes.push("lossy encoding simple_packing: values are the decoded f64".to_string());
+    Ok(Some(bits_per_value))
+}
 
-    // Filter.
+/// Checks the filter stage.
+fn check_filter(
+    desc: &DataObjectDescriptor,
+    filters: &mut Vec<String>,
+) -> std::result::Result<(), Problem> {
     match desc.filter.as_str() {
         "none" => {}
         "shuffle" => {
@@ -528,8 +639,14 @@ fn plan_object(
             )))
         }
     }
+    Ok(())
+}
 
-    // Compression.
+/// Checks the compression stage; the name of a lossy codec (`zfp`, `sz3`).
+fn check_compression(
+    desc: &DataObjectDescriptor,
+    filters: &mut Vec<String>,
+) -> std::result::Result<Option<&'static str>, Problem> {
     let compression = desc.compression.as_str();
     match compression {
         "none" => {}
@@ -542,11 +659,23 @@ fn plan_object(
             require_ints(desc, "szip", &["szip_rsi", "szip_block_size", "szip_flags"])?;
             filters.push("szip".to_string());
         }
+        "blosc2" if cfg!(feature = "blosc2") => filters.push(check_blosc2(desc)?),
+        "zfp" => {
+            check_zfp(desc)?;
+            filters.push(param_list(desc, "zfp", "zfp_"));
+            return Ok(Some("zfp"));
+        }
+        "sz3" => {
+            check_sz3(desc)?;
+            filters.push(param_list(desc, "sz3", "sz3_"));
+            return Ok(Some("sz3"));
+        }
         "rle" | "roaring" => {
-            if dtype != Dtype::Bitmask {
+            if desc.dtype != Dtype::Bitmask {
                 return Err(Problem::Malformed(format!(
                     "compression '{compression}' applies to bitmask objects only, this one is \
-                     {dtype}"
+                     {}",
+                    desc.dtype
                 )));
             }
             filters.push(compression.to_string());
@@ -558,63 +687,202 @@ fn plan_object(
             )))
         }
     }
+    Ok(None)
+}
 
-    // Masks.
-    if let Some(masks) = &desc.masks {
-        let present: Vec<(&str, &tensogram::MaskDescriptor)> = [
-            ("nan", masks.nan.as_ref()),
-            ("inf+", masks.pos_inf.as_ref()),
-            ("inf-", masks.neg_inf.as_ref()),
-        ]
-        .into_iter()
-        .filter_map(|(k, m)| m.map(|m| (k, m)))
-        .collect();
-        for (kind, m) in &present {
-            if !matches!(
-                m.method.as_str(),
-                "none" | "rle" | "roaring" | "zstd" | "lz4"
-            ) {
-                return Err(Problem::Unsupported(format!(
-                    "{kind} mask method '{}' is not supported by this build (supported: \
-                     {SUPPORTED_MASK_METHODS})",
-                    m.method
-                )));
+/// The parameter `key` of a pipeline stage, when present: it must be text.
+fn text_param<'d>(
+    desc: &'d DataObjectDescriptor,
+    stage: &str,
+    key: &str,
+) -> std::result::Result<Option<&'d str>, Problem> {
+    match desc.params.get(key) {
+        None => Ok(None),
+        Some(Value::Text(t)) => Ok(Some(t)),
+        Some(_) => Err(Problem::Malformed(format!(
+            "{stage} parameter '{key}' is not text"
+        ))),
+    }
+}
+
+/// Requires the number parameter `key` (a float or an integer) of a pipeline stage.
+fn require_number(
+    desc: &DataObjectDescriptor,
+    stage: &str,
+    key: &str,
+) -> std::result::Result<(), Problem> {
+    match desc.params.get(key) {
+        Some(Value::Float(_) | Value::Integer(_)) => Ok(()),
+        _ => Err(Problem::Malformed(format!(
+            "{stage} needs the number parameter '{key}', which is missing or not a number"
+        ))),
+    }
+}
+
+/// Checks a blosc2 stage (`blosc2_codec` and `blosc2_clevel` are optional, as for tensogram's
+/// writer, which defaults them to lz4 and 5); its name in the layout's filter list.
+fn check_blosc2(desc: &DataObjectDescriptor) -> std::result::Result<String, Problem> {
+    let codec = text_param(desc, "blosc2", "blosc2_codec")?.unwrap_or("lz4");
+    if !BLOSC2_CODECS.contains(&codec) {
+        return Err(Problem::Unsupported(format!(
+            "blosc2 codec '{codec}' is not supported by this build (supported: {})",
+            BLOSC2_CODECS.join(", ")
+        )));
+    }
+    if !desc.params.contains_key("blosc2_clevel") {
+        return Ok(format!("blosc2({codec})"));
+    }
+    require_ints(desc, "blosc2", &["blosc2_clevel"])?;
+    match int_param(desc, "blosc2_clevel") {
+        Some(l) if i32::try_from(l).is_ok() => Ok(format!("blosc2({codec}, {l})")),
+        l => Err(Problem::Malformed(format!(
+            "blosc2 level {l:?} is outside the i32 range"
+        ))),
+    }
+}
+
+/// The codecs tensogram's blosc2 stage knows.
+const BLOSC2_CODECS: [&str; 5] = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"];
+
+/// zfp and sz3 compress the stage's input bytes as float64 values (tensogram's compressors read
+/// them as native `f64`, whatever the dtype): only a float64 object with no encoding and no
+/// filter comes back as values. Any other pipeline decodes to something else than what was
+/// written (tensogram itself returns bytes of the wrong size or scrambled values), so it is
+/// refused with the reason.
+fn require_plain_float64(
+    desc: &DataObjectDescriptor,
+    codec: &str,
+) -> std::result::Result<(), Problem> {
+    let why = if desc.dtype != Dtype::Float64 {
+        format!("a {} object", desc.dtype)
+    } else if desc.encoding != "none" {
+        format!("the output of encoding '{}'", desc.encoding)
+    } else if desc.filter != "none" {
+        format!("the output of filter '{}'", desc.filter)
+    } else {
+        return Ok(());
+    };
+    Err(Problem::Unsupported(format!(
+        "compression '{codec}' on {why}: tensogram's {codec} codec compresses its input as \
+         float64 values, so only plain float64 objects decode to their values"
+    )))
+}
+
+/// Checks a zfp stage: a plain float64 object and the parameters of its mode.
+fn check_zfp(desc: &DataObjectDescriptor) -> std::result::Result<(), Problem> {
+    require_plain_float64(desc, "zfp")?;
+    let Some(mode) = text_param(desc, "zfp", "zfp_mode")? else {
+        return Err(Problem::Malformed(
+            "zfp needs the text parameter 'zfp_mode'".to_string(),
+        ));
+    };
+    match mode {
+        "fixed_rate" => require_number(desc, "zfp fixed_rate", "zfp_rate"),
+        "fixed_accuracy" => require_number(desc, "zfp fixed_accuracy", "zfp_tolerance"),
+        "fixed_precision" => {
+            require_ints(desc, "zfp fixed_precision", &["zfp_precision"])?;
+            match int_param(desc, "zfp_precision") {
+                Some(p) if u32::try_from(p).is_ok() => Ok(()),
+                p => Err(Problem::Malformed(format!(
+                    "zfp precision {p:?} is outside the u32 range"
+                ))),
             }
         }
-        if !present.is_empty() {
-            if dtype == Dtype::Bitmask {
-                return Err(Problem::Malformed(
-                    "NaN/Inf masks on a bitmask object".to_string(),
-                ));
-            }
-            let kinds: Vec<&str> = present.iter().map(|(k, _)| *k).collect();
-            notes.push(format!(
-                "non-finite values restored from the tensogram masks ({}): canonical quiet \
-                 NaN and ±Inf",
-                kinds.join(", ")
-            ));
+        other => Err(Problem::Unsupported(format!(
+            "zfp mode '{other}' is not supported by this build (supported: fixed_rate, \
+             fixed_precision, fixed_accuracy)"
+        ))),
+    }
+}
+
+/// Checks an sz3 stage: a plain float64 object, its error-bound mode and bound.
+fn check_sz3(desc: &DataObjectDescriptor) -> std::result::Result<(), Problem> {
+    require_plain_float64(desc, "sz3")?;
+    let Some(mode) = text_param(desc, "sz3", "sz3_error_bound_mode")? else {
+        return Err(Problem::Malformed(
+            "sz3 needs the text parameter 'sz3_error_bound_mode'".to_string(),
+        ));
+    };
+    if !matches!(mode, "abs" | "rel" | "psnr") {
+        return Err(Problem::Unsupported(format!(
+            "sz3 error bound mode '{mode}' is not supported by this build (supported: abs, \
+             rel, psnr)"
+        )));
+    }
+    require_number(desc, "sz3", "sz3_error_bound")
+}
+
+/// Checks the NaN / Inf masks (methods this build decodes, never on a bitmask) and notes the
+/// restoration.
+fn check_masks(
+    desc: &DataObjectDescriptor,
+    notes: &mut Vec<String>,
+) -> std::result::Result<(), Problem> {
+    let Some(masks) = &desc.masks else {
+        return Ok(());
+    };
+    let present: Vec<(&str, &tensogram::MaskDescriptor)> = [
+        ("nan", masks.nan.as_ref()),
+        ("inf+", masks.pos_inf.as_ref()),
+        ("inf-", masks.neg_inf.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(k, m)| m.map(|m| (k, m)))
+    .collect();
+    for (kind, m) in &present {
+        let known = matches!(
+            m.method.as_str(),
+            "none" | "rle" | "roaring" | "zstd" | "lz4"
+        ) || (cfg!(feature = "blosc2") && m.method == "blosc2");
+        if !known {
+            return Err(Problem::Unsupported(format!(
+                "{kind} mask method '{}' is not supported by this build (supported: \
+                 {SUPPORTED_MASK_METHODS})",
+                m.method
+            )));
         }
     }
+    if !present.is_empty() {
+        if desc.dtype == Dtype::Bitmask {
+            return Err(Problem::Malformed(
+                "NaN/Inf masks on a bitmask object".to_string(),
+            ));
+        }
+        let kinds: Vec<&str> = present.iter().map(|(k, _)| *k).collect();
+        notes.push(format!(
+            "non-finite values restored from the tensogram masks ({}): canonical quiet NaN \
+             and ±Inf",
+            kinds.join(", ")
+        ));
+    }
+    Ok(())
+}
 
-    // Sizes: the encoded stream (before compression) and the decoded bytes.
+/// Checks the payload size against the encoded stream `n` elements make (before compression);
+/// the length of the decoded bytes.
+fn check_sizes(
+    desc: &DataObjectDescriptor,
+    n: u64,
+    bits_per_value: Option<u64>,
+    payload_len: usize,
+) -> std::result::Result<usize, Problem> {
+    let (shape, dtype) = (&desc.shape, desc.dtype);
     let too_big = || Problem::Malformed(format!("shape {shape:?} of {dtype} is too large"));
     let width = dtype.byte_width() as u64;
-    let encoded_len: u64 = if simple_packing {
-        n.checked_mul(bits_per_value)
-            .ok_or_else(too_big)?
-            .div_ceil(8)
+    let encoded_len: u64 = if let Some(bits) = bits_per_value {
+        n.checked_mul(bits).ok_or_else(too_big)?.div_ceil(8)
     } else if dtype == Dtype::Bitmask {
         n.div_ceil(8)
     } else {
         n.checked_mul(width).ok_or_else(too_big)?
     };
-    let decoded_len: u64 = if simple_packing {
+    let decoded_len: u64 = if bits_per_value.is_some() {
         n.checked_mul(8).ok_or_else(too_big)?
     } else {
         encoded_len
     };
     let decoded_len = usize::try_from(decoded_len).map_err(|_| too_big())?;
-    match compression {
+    match desc.compression.as_str() {
         "none" if payload_len as u64 != encoded_len => {
             return Err(Problem::Malformed(format!(
                 "the payload is {payload_len} bytes, shape {shape:?} of {dtype} needs \
@@ -630,64 +898,32 @@ fn plan_object(
         }
         _ => {}
     }
+    Ok(decoded_len)
+}
 
-    let mut outputs = Vec::new();
-    let swap_unit = match dtype {
-        Dtype::Complex64 | Dtype::Complex128 => {
-            let (et, size, short) = if dtype == Dtype::Complex64 {
-                (ElementType::F32, 4, "complex64")
-            } else {
-                (ElementType::F64, 8, "complex128")
-            };
-            outputs.push((Some("real"), et, Part::Component { index: 0, size }));
-            outputs.push((Some("imag"), et, Part::Component { index: 1, size }));
-            notes.push(format!(
-                "{short} object split into its real and imaginary parts"
-            ));
-            size
-        }
-        Dtype::Bitmask => {
-            outputs.push((None, ElementType::U8, Part::Bits));
-            notes.push("bitmask unpacked MSB-first to one u8 (0 or 1) per element".to_string());
-            1
-        }
-        _ => {
-            let et = if simple_packing {
-                ElementType::F64
-            } else {
-                match dtype {
-                    Dtype::Float16 => ElementType::F16,
-                    Dtype::Bfloat16 => ElementType::BF16,
-                    Dtype::Float32 => ElementType::F32,
-                    Dtype::Float64 => ElementType::F64,
-                    Dtype::Int8 => ElementType::I8,
-                    Dtype::Int16 => ElementType::I16,
-                    Dtype::Int32 => ElementType::I32,
-                    Dtype::Int64 => ElementType::I64,
-                    Dtype::Uint8 => ElementType::U8,
-                    Dtype::Uint16 => ElementType::U16,
-                    Dtype::Uint32 => ElementType::U32,
-                    Dtype::Uint64 => ElementType::U64,
-                    // Handled above.
-                    Dtype::Complex64 | Dtype::Complex128 | Dtype::Bitmask => ElementType::U8,
-                }
-            };
-            outputs.push((None, et, Part::Whole));
-            et.size()
-        }
+/// What the elements of an object of `dtype` are delivered as: element type, how they come
+/// out of the decoded bytes, and the unit a big-endian object is byte-swapped in (each part
+/// of a complex element on its own).
+fn element_of(dtype: Dtype, simple_packing: bool) -> (ElementType, Part, usize) {
+    let et = match dtype {
+        Dtype::Complex64 => return (ElementType::C64, Part::Whole, 4),
+        Dtype::Complex128 => return (ElementType::C128, Part::Whole, 8),
+        Dtype::Bitmask => return (ElementType::U8, Part::Bits, 1),
+        _ if simple_packing => ElementType::F64,
+        Dtype::Float16 => ElementType::F16,
+        Dtype::Bfloat16 => ElementType::BF16,
+        Dtype::Float32 => ElementType::F32,
+        Dtype::Float64 => ElementType::F64,
+        Dtype::Int8 => ElementType::I8,
+        Dtype::Int16 => ElementType::I16,
+        Dtype::Int32 => ElementType::I32,
+        Dtype::Int64 => ElementType::I64,
+        Dtype::Uint8 => ElementType::U8,
+        Dtype::Uint16 => ElementType::U16,
+        Dtype::Uint32 => ElementType::U32,
+        Dtype::Uint64 => ElementType::U64,
     };
-    let swap_unit = if desc.byte_order == ByteOrder::Big {
-        swap_unit
-    } else {
-        1
-    };
-    Ok(ObjectPlan {
-        outputs,
-        swap_unit,
-        decoded_len,
-        notes,
-        filters,
-    })
+    (et, Part::Whole, et.size())
 }
 
 /// The declared decoded size at the start of an lz4 payload must match the descriptor.
@@ -725,254 +961,281 @@ fn check_lz4_prefix(
     Ok(())
 }
 
+/// The parts of a [`TgmSource`] collected while its messages are opened.
+struct Opening<'o> {
+    options: &'o OpenOptions,
+    /// The file holds one message (whose `_extra_` becomes the global attributes).
+    single: bool,
+    messages: Vec<MessageInfo>,
+    objects: Vec<ObjectInfo>,
+    variables: Vec<Variable>,
+    plans: Vec<Plan>,
+    skipped: Vec<Skipped>,
+    global_attrs: Attrs,
+}
+
+/// Facts of the Tensogram format: none is one of the typed [`Fact`]s (they describe the
+/// message, the object and its pipeline), so all are the importer's own.
+fn tgm_facts(entries: Attrs) -> impl Iterator<Item = Fact> {
+    entries.into_iter().map(|(k, v)| Fact::private("tgm", k, v))
+}
+
+/// The data frames of a parsed message as `(offset in the message, length, hashed)`: each
+/// must end before the postamble, and the index, when there is one, must list exactly them.
+fn data_frames(
+    parsed: &ParsedMessage,
+    bytes: &[u8],
+    length: u64,
+    corrupt: impl Fn(String) -> SourceError,
+) -> Result<Vec<(u64, u64, bool)>> {
+    let mut frames = Vec::with_capacity(parsed.objects.len());
+    for (i, (_, _, off, _)) in parsed.objects.iter().enumerate() {
+        let (fflags, flen) = match (be_u16(bytes, off + 6), be_u64(bytes, off + 8)) {
+            (Some(f), Some(l)) => (f, l),
+            _ => return Err(corrupt(format!("object {i}: frame header cut short"))),
+        };
+        let end = (*off as u64).checked_add(flen);
+        if end.is_none_or(|e| e > length - 24) {
+            return Err(corrupt(format!(
+                "object {i}: its data frame at message byte {off} runs into the postamble"
+            )));
+        }
+        frames.push((*off as u64, flen, fflags & 2 != 0));
+    }
+    if let Some((offs, lens)) = &parsed.index {
+        let ours: Vec<u64> = frames.iter().map(|f| f.0).collect();
+        let our_lens: Vec<u64> = frames.iter().map(|f| f.1).collect();
+        if *offs != ours || *lens != our_lens {
+            return Err(corrupt(format!(
+                "its index lists data frames at {offs:?} (lengths {lens:?}), the message holds \
+                 them at {ours:?} (lengths {our_lens:?})"
+            )));
+        }
+    }
+    Ok(frames)
+}
+
+/// The facts of one object, before those of its message: position, pipeline, codec
+/// parameters, masks, and the metadata as JSON when `lossy` (its flattening lost something).
+fn object_facts<'v>(
+    m: usize,
+    i: usize,
+    desc: &DataObjectDescriptor,
+    lossy: bool,
+    metadata: impl IntoIterator<Item = (&'v str, &'v Value)>,
+) -> Vec<Fact> {
+    let text = |s: &str| AttrValue::Text(s.to_string());
+    let byte_order = match desc.byte_order {
+        ByteOrder::Big => "big",
+        ByteOrder::Little => "little",
+    };
+    let mut facts: Attrs = vec![
+        ("tensogram_message".into(), AttrValue::I64(vec![m as i64])),
+        ("tensogram_object".into(), AttrValue::I64(vec![i as i64])),
+        ("tensogram_dtype".into(), text(&desc.dtype.to_string())),
+        ("tensogram_byte_order".into(), text(byte_order)),
+        ("tensogram_encoding".into(), text(&desc.encoding)),
+        ("tensogram_filter".into(), text(&desc.filter)),
+        ("tensogram_compression".into(), text(&desc.compression)),
+    ];
+    meta::flatten_entries(
+        "tensogram_params",
+        desc.params.iter().map(|(k, v)| (k.as_str(), v)),
+        &mut facts,
+    );
+    if let Some(masks) = &desc.masks {
+        let kinds: Vec<String> = [
+            ("nan", masks.nan.is_some()),
+            ("inf+", masks.pos_inf.is_some()),
+            ("inf-", masks.neg_inf.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, p)| *p)
+        .map(|(k, _)| k.to_string())
+        .collect();
+        if !kinds.is_empty() {
+            facts.push(("tensogram_masks".into(), AttrValue::TextList(kinds)));
+        }
+    }
+    if lossy {
+        facts.push((
+            "tensogram_metadata_json".into(),
+            AttrValue::Text(meta::json_entries(metadata)),
+        ));
+    }
+    tgm_facts(facts).collect()
+}
+
+impl Opening<'_> {
+    /// Adds the objects of message `m` (whose bytes are `bytes`).
+    fn add_message(&mut self, m: usize, span: &Span, bytes: &[u8]) -> Result<()> {
+        let Span {
+            offset,
+            length,
+            streaming,
+            flags,
+        } = *span;
+        let corrupt = |detail: String| {
+            SourceError::malformed(format!(
+                "corrupt Tensogram message {m} at byte {offset}: {detail}"
+            ))
+        };
+        let parsed = parse_message(bytes).map_err(corrupt)?;
+        let frames = data_frames(&parsed, bytes, length, corrupt)?;
+        let message_facts = self.message_facts(&parsed);
+        for (i, (desc, payload_len, _, payload_head)) in parsed.objects.iter().enumerate() {
+            let name = format!("message_{m}/object_{i}");
+            let plan = match plan_object(desc, *payload_len).and_then(|p| {
+                if desc.compression == "lz4" {
+                    check_lz4_prefix(desc, payload_head).map_err(Problem::Malformed)?;
+                }
+                Ok(p)
+            }) {
+                Ok(p) => p,
+                Err(Problem::Malformed(why)) => {
+                    return Err(corrupt(format!("object {i}: {why}")));
+                }
+                Err(Problem::Unsupported(why)) => {
+                    if self.options.skip_unsupported {
+                        self.skipped.push(Skipped { name, reason: why });
+                        continue;
+                    }
+                    return Err(SourceError::unsupported(format!(
+                        "message {m} object {i}: {why}"
+                    )));
+                }
+            };
+            let (frame_off, frame_len, verify_hash) = frames[i];
+            self.objects.push(ObjectInfo {
+                message: m,
+                object: i,
+                frame_offset: offset + frame_off,
+                frame_len,
+                verify_hash,
+                swap_unit: plan.swap_unit,
+                decoded_len: plan.decoded_len,
+                ranged: desc.encoding == "none"
+                    && desc.filter == "none"
+                    && desc.compression == "none"
+                    && desc.dtype != Dtype::Bitmask
+                    && desc.dtype.byte_width() > 0,
+            });
+            self.add_variable(name, (m, i), desc, &parsed, plan, &message_facts);
+        }
+        self.messages.push(MessageInfo {
+            offset,
+            length,
+            streaming,
+            preamble_flags: flags,
+            object_count: parsed.objects.len(),
+        });
+        Ok(())
+    }
+
+    /// The facts every variable of a message shares: its `_extra_` map (flattened, unless the
+    /// file has one message, whose `_extra_` is the global attributes) and the encoder.
+    fn message_facts(&mut self, parsed: &ParsedMessage) -> Vec<Fact> {
+        let extra = parsed.extra.iter().map(|(k, v)| (k.as_str(), v));
+        let mut facts: Attrs = Vec::new();
+        if self.single {
+            if meta::flatten_entries("", extra.clone(), &mut self.global_attrs) {
+                facts.push((
+                    "tensogram_extra_json".into(),
+                    AttrValue::Text(meta::json_entries(extra)),
+                ));
+            }
+        } else if meta::flatten_entries("tensogram_message_extra", extra.clone(), &mut facts) {
+            facts.push((
+                "tensogram_message_extra_json".into(),
+                AttrValue::Text(meta::json_entries(extra)),
+            ));
+        }
+        if let Some(e) = &parsed.encoder {
+            facts.push(("tensogram_encoder".into(), AttrValue::Text(e.clone())));
+        }
+        tgm_facts(facts).collect()
+    }
+
+    /// Adds the variable of object `i` of message `m` (the object just added).
+    fn add_variable(
+        &mut self,
+        name: String,
+        (m, i): (usize, usize),
+        desc: &DataObjectDescriptor,
+        parsed: &ParsedMessage,
+        plan: ObjectPlan,
+        message_facts: &[Fact],
+    ) {
+        // Attributes: the object's metadata without `_reserved_`.
+        let entries = parsed
+            .base
+            .get(i)
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != tensogram::RESERVED_KEY)
+            .map(|(k, v)| (k.as_str(), v));
+        let mut attrs: Attrs = Vec::new();
+        let lossy = meta::flatten_entries("", entries.clone(), &mut attrs);
+        let mut facts = object_facts(m, i, desc, lossy, entries);
+        if let Some(stage) = &plan.lossy {
+            // The values are a lossy stage's decoded output: which stage, with its parameters.
+            facts.extend(tgm_facts(vec![(
+                "tensogram_lossy".into(),
+                AttrValue::Text(stage.clone()),
+            )]));
+        }
+        facts.extend_from_slice(message_facts);
+        self.variables.push(Variable {
+            name,
+            dtype: plan.elem,
+            shape: desc.shape.clone(),
+            dims: None,
+            attrs,
+            layout: SourceLayout {
+                chunk_shape: None,
+                compressed: desc.compression != "none" || desc.encoding != "none",
+                filters: plan.filters,
+            },
+            role: tet_source::Role::Data,
+            notes: plan.notes,
+            facts,
+        });
+        self.plans.push(Plan {
+            object: self.objects.len() - 1,
+            part: plan.part,
+        });
+    }
+}
+
 impl TgmSource {
     fn new(backing: Backing, options: &OpenOptions) -> Result<TgmSource> {
         let spans = scan::scan(&backing)?;
-        let single = spans.len() == 1;
-        let mut messages = Vec::with_capacity(spans.len());
-        let mut objects: Vec<ObjectInfo> = Vec::new();
-        let mut variables: Vec<Variable> = Vec::new();
-        let mut plans: Vec<Plan> = Vec::new();
-        let mut skipped: Vec<Skipped> = Vec::new();
-        let mut global_attrs: Attrs = Vec::new();
-
+        let mut opening = Opening {
+            options,
+            single: spans.len() == 1,
+            messages: Vec::with_capacity(spans.len()),
+            objects: Vec::new(),
+            variables: Vec::new(),
+            plans: Vec::new(),
+            skipped: Vec::new(),
+            global_attrs: Vec::new(),
+        };
         for (m, span) in spans.iter().enumerate() {
-            let Span {
-                offset,
-                length,
-                streaming,
-                flags,
-            } = *span;
-            let bytes = backing.read(offset, length)?;
-            let corrupt = |detail: String| {
-                SourceError::malformed(format!(
-                    "corrupt Tensogram message {m} at byte {offset}: {detail}"
-                ))
-            };
-            let parsed = parse_message(bytes).map_err(corrupt)?;
-
-            // Every data frame must end before the postamble; the index must list them.
-            let mut frames = Vec::with_capacity(parsed.objects.len());
-            for (i, (_, _, off, _)) in parsed.objects.iter().enumerate() {
-                let (fflags, flen) = match (be_u16(bytes, off + 6), be_u64(bytes, off + 8)) {
-                    (Some(f), Some(l)) => (f, l),
-                    _ => return Err(corrupt(format!("object {i}: frame header cut short"))),
-                };
-                let end = (*off as u64).checked_add(flen);
-                if end.is_none_or(|e| e > length - 24) {
-                    return Err(corrupt(format!(
-                        "object {i}: its data frame at message byte {off} runs into the postamble"
-                    )));
-                }
-                frames.push((*off as u64, flen, fflags & 2 != 0));
-            }
-            if let Some((offs, lens)) = &parsed.index {
-                let ours: Vec<u64> = frames.iter().map(|f| f.0).collect();
-                let our_lens: Vec<u64> = frames.iter().map(|f| f.1).collect();
-                if *offs != ours || *lens != our_lens {
-                    return Err(corrupt(format!(
-                        "its index lists data frames at {offs:?} (lengths {lens:?}), the \
-                         message holds them at {ours:?} (lengths {our_lens:?})"
-                    )));
-                }
-            }
-
-            let extra = parsed.extra.iter().map(|(k, v)| (k.as_str(), v));
-            let mut message_facts: Attrs = Vec::new();
-            if single {
-                if meta::flatten_entries("", extra.clone(), &mut global_attrs) {
-                    message_facts.push((
-                        "tensogram_extra_json".into(),
-                        AttrValue::Text(meta::json_entries(extra)),
-                    ));
-                }
-            } else {
-                let lossy = meta::flatten_entries(
-                    "tensogram_message_extra",
-                    extra.clone(),
-                    &mut message_facts,
-                );
-                if lossy {
-                    message_facts.push((
-                        "tensogram_message_extra_json".into(),
-                        AttrValue::Text(meta::json_entries(extra)),
-                    ));
-                }
-            }
-            if let Some(e) = &parsed.encoder {
-                message_facts.push(("tensogram_encoder".into(), AttrValue::Text(e.clone())));
-            }
-
-            for (i, (desc, payload_len, _, payload_head)) in parsed.objects.iter().enumerate() {
-                let name = format!("message_{m}/object_{i}");
-                let plan = match plan_object(desc, *payload_len).and_then(|p| {
-                    if desc.compression == "lz4" {
-                        check_lz4_prefix(desc, payload_head).map_err(Problem::Malformed)?;
-                    }
-                    Ok(p)
-                }) {
-                    Ok(p) => p,
-                    Err(Problem::Malformed(why)) => {
-                        return Err(corrupt(format!("object {i}: {why}")));
-                    }
-                    Err(Problem::Unsupported(why)) => {
-                        if options.skip_unsupported {
-                            skipped.push(Skipped { name, reason: why });
-                            continue;
-                        }
-                        return Err(SourceError::unsupported(format!(
-                            "message {m} object {i}: {why}"
-                        )));
-                    }
-                };
-
-                let (frame_off, frame_len, verify_hash) = frames[i];
-                let object_index = objects.len();
-                objects.push(ObjectInfo {
-                    message: m,
-                    object: i,
-                    frame_offset: offset + frame_off,
-                    frame_len,
-                    verify_hash,
-                    swap_unit: plan.swap_unit,
-                    decoded_len: plan.decoded_len,
-                    ranged: desc.encoding == "none"
-                        && desc.filter == "none"
-                        && desc.compression == "none"
-                        && desc.dtype != Dtype::Bitmask
-                        && desc.dtype.byte_width() > 0,
-                });
-
-                // Attributes: the object's metadata without `_reserved_`.
-                let entry = parsed.base.get(i);
-                let entries = entry
-                    .into_iter()
-                    .flatten()
-                    .filter(|(k, _)| k.as_str() != tensogram::RESERVED_KEY)
-                    .map(|(k, v)| (k.as_str(), v));
-                let mut attrs: Attrs = Vec::new();
-                let lossy = meta::flatten_entries("", entries.clone(), &mut attrs);
-
-                let mut facts: Attrs = vec![
-                    ("tensogram_message".into(), AttrValue::I64(vec![m as i64])),
-                    ("tensogram_object".into(), AttrValue::I64(vec![i as i64])),
-                    (
-                        "tensogram_dtype".into(),
-                        AttrValue::Text(desc.dtype.to_string()),
-                    ),
-                    (
-                        "tensogram_byte_order".into(),
-                        AttrValue::Text(
-                            match desc.byte_order {
-                                ByteOrder::Big => "big",
-                                ByteOrder::Little => "little",
-                            }
-                            .into(),
-                        ),
-                    ),
-                    (
-                        "tensogram_encoding".into(),
-                        AttrValue::Text(desc.encoding.clone()),
-                    ),
-                    (
-                        "tensogram_filter".into(),
-                        AttrValue::Text(desc.filter.clone()),
-                    ),
-                    (
-                        "tensogram_compression".into(),
-                        AttrValue::Text(desc.compression.clone()),
-                    ),
-                ];
-                meta::flatten_entries(
-                    "tensogram_params",
-                    desc.params.iter().map(|(k, v)| (k.as_str(), v)),
-                    &mut facts,
-                );
-                if let Some(masks) = &desc.masks {
-                    let kinds: Vec<String> = [
-                        ("nan", masks.nan.is_some()),
-                        ("inf+", masks.pos_inf.is_some()),
-                        ("inf-", masks.neg_inf.is_some()),
-                    ]
-                    .into_iter()
-                    .filter(|(_, p)| *p)
-                    .map(|(k, _)| k.to_string())
-                    .collect();
-                    if !kinds.is_empty() {
-                        facts.push(("tensogram_masks".into(), AttrValue::TextList(kinds)));
-                    }
-                }
-                if lossy {
-                    facts.push((
-                        "tensogram_metadata_json".into(),
-                        AttrValue::Text(meta::json_entries(entries)),
-                    ));
-                }
-                facts.extend(message_facts.iter().cloned());
-
-                let mut notes = Vec::new();
-                let shape = if desc.shape.is_empty() {
-                    notes.push("0-d scalar stored as shape [1]".to_string());
-                    vec![1]
-                } else {
-                    desc.shape.clone()
-                };
-                notes.extend(plan.notes.iter().cloned());
-                let layout = SourceLayout {
-                    chunk_shape: None,
-                    compressed: desc.compression != "none" || desc.encoding != "none",
-                    filters: plan.filters.clone(),
-                };
-                for (suffix, dtype, part) in &plan.outputs {
-                    let mut attrs = attrs.clone();
-                    let name = match suffix {
-                        Some(s) => {
-                            attrs.push(("complex_part".into(), AttrValue::Text(s.to_string())));
-                            attrs.push((
-                                "complex_dtype".into(),
-                                AttrValue::Text(
-                                    if desc.dtype == Dtype::Complex64 {
-                                        "c64"
-                                    } else {
-                                        "c128"
-                                    }
-                                    .into(),
-                                ),
-                            ));
-                            format!("{name}/{s}")
-                        }
-                        None => name.clone(),
-                    };
-                    variables.push(Variable {
-                        name,
-                        dtype: *dtype,
-                        shape: shape.clone(),
-                        dims: None,
-                        attrs,
-                        layout: layout.clone(),
-                        role: tet_source::Role::Data,
-                        notes: notes.clone(),
-                        facts: facts.clone(),
-                    });
-                    plans.push(Plan {
-                        object: object_index,
-                        part: *part,
-                    });
-                }
-            }
-
+            let bytes = backing.read(span.offset, span.length)?;
+            opening.add_message(m, span, bytes)?;
             backing.release(bytes);
-            messages.push(MessageInfo {
-                offset,
-                length,
-                streaming,
-                preamble_flags: flags,
-                object_count: parsed.objects.len(),
-            });
         }
-
+        let Opening {
+            messages,
+            objects,
+            variables,
+            plans,
+            skipped,
+            global_attrs,
+            ..
+        } = opening;
         let verified = (0..objects.len()).map(|_| OnceLock::new()).collect();
-        Ok(TgmSource {
+        let src = TgmSource {
             backing,
             messages,
             objects,
@@ -983,7 +1246,15 @@ impl TgmSource {
             cache: Mutex::new(Cache::default()),
             verified,
             decoded: Condvar::new(),
-        })
+        };
+        // An object without elements is never read, so its frame hash would never be checked:
+        // a descriptor damaged into an empty shape would pass. Check those frames now.
+        for (i, o) in src.objects.iter().enumerate() {
+            if o.decoded_len == 0 {
+                src.verify_once(i)?;
+            }
+        }
+        Ok(src)
     }
 
     /// The messages of the file, in order.
@@ -1241,7 +1512,11 @@ fn copy_region(
     out: &mut [u8],
 ) -> Result<()> {
     let rank = shape.len();
-    if rank == 0 || count.contains(&0) {
+    if rank == 0 {
+        // A 0-d object: its one element.
+        return copy_region(data, &[1], &[0], &[1], part, size, out);
+    }
+    if count.contains(&0) {
         return Ok(());
     }
     // Element strides of the whole array.
@@ -1271,14 +1546,6 @@ fn copy_region(
                 let len = run as usize * size;
                 let from = data.get(a..a + len).ok_or_else(outside)?;
                 out[d0 * size..d0 * size + len].copy_from_slice(from);
-            }
-            Part::Component { index, size: cs } => {
-                let a = src as usize * 2 * cs;
-                let from = data.get(a..a + run as usize * 2 * cs).ok_or_else(outside)?;
-                let to = &mut out[d0 * cs..(d0 + run as usize) * cs];
-                for (o, e) in to.chunks_exact_mut(cs).zip(from.chunks_exact(2 * cs)) {
-                    o.copy_from_slice(&e[index * cs..(index + 1) * cs]);
-                }
             }
             Part::Bits => {
                 let last = (src + run - 1) as usize / 8;
@@ -1414,22 +1681,20 @@ mod tests {
     }
 
     #[test]
-    fn region_copy_components_and_bits() {
-        // Two complex64-like elements: (1, 2), (3, 4) as u32 components.
-        let data: Vec<u8> = [1u32, 2, 3, 4]
+    fn region_copy_complex_scalars_and_bits() {
+        // Three complex64 elements (1, 2), (3, 4), (5, 6): copied as (real, imaginary) pairs.
+        let data: Vec<u8> = [1f32, 2., 3., 4., 5., 6.]
             .iter()
             .flat_map(|x| x.to_le_bytes())
             .collect();
+        let mut out = vec![0u8; 16];
+        copy_region(&data, &[3], &[1], &[2], Part::Whole, 8, &mut out).unwrap();
+        assert_eq!(out, data[8..]);
+        // A 0-d object has one element.
         let mut out = vec![0u8; 8];
-        let part = Part::Component { index: 1, size: 4 };
-        copy_region(&data, &[2], &[0], &[2], part, 4, &mut out).unwrap();
-        assert_eq!(
-            out,
-            [2u32, 4]
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect::<Vec<_>>()
-        );
+        copy_region(&data[..8], &[], &[], &[], Part::Whole, 8, &mut out).unwrap();
+        assert_eq!(out, data[..8]);
+        assert!(copy_region(&data[..4], &[], &[], &[], Part::Whole, 8, &mut out).is_err());
         let bits = [0b1010_0000u8, 0b1000_0000];
         let mut out = vec![0u8; 7];
         copy_region(&bits, &[9], &[2], &[7], Part::Bits, 1, &mut out).unwrap();

@@ -29,35 +29,22 @@ const FRAME_HEADER: u64 = 16;
 const MIN_MESSAGE: u64 = PREAMBLE + POSTAMBLE;
 
 /// Where the bytes come from: a buffer, or a read-only memory map of the file.
-pub(crate) enum Backing {
-    Owned(Vec<u8>),
-    Mapped(memmap2::Mmap),
+pub(crate) use tet_source::mapped::FileBytes as Backing;
+
+/// Bounds-checked reads of a file's bytes.
+pub(crate) trait ReadAt {
+    /// The file's length in bytes.
+    fn len(&self) -> u64;
+    /// The `len` bytes at `offset`, which must lie inside the file.
+    fn read(&self, offset: u64, len: u64) -> Result<&[u8]>;
 }
 
-impl std::fmt::Debug for Backing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Backing::Owned(_) => "in memory",
-            Backing::Mapped(_) => "memory-mapped",
-        };
-        write!(f, "{} bytes {kind}", self.bytes().len())
-    }
-}
-
-impl Backing {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Backing::Owned(v) => v,
-            Backing::Mapped(m) => m,
-        }
-    }
-
-    pub(crate) fn len(&self) -> u64 {
+impl ReadAt for Backing {
+    fn len(&self) -> u64 {
         self.bytes().len() as u64
     }
 
-    /// The `len` bytes at `offset`, which must lie inside the file.
-    pub(crate) fn read(&self, offset: u64, len: u64) -> Result<&[u8]> {
+    fn read(&self, offset: u64, len: u64) -> Result<&[u8]> {
         let all = self.bytes();
         offset
             .checked_add(len)
@@ -69,21 +56,6 @@ impl Backing {
                     all.len()
                 ))
             })
-    }
-
-    /// Drops the whole pages of `sub` (a slice returned by [`Backing::read`]) from the resident
-    /// set once they have been used, so that resident memory does not grow with the file. They
-    /// stay in the page cache. A no-op for a buffer.
-    pub(crate) fn release(&self, sub: &[u8]) {
-        if let Backing::Mapped(m) = self {
-            if let Some((o, l)) = tet_source::whole_pages(m, sub) {
-                // SAFETY: a read-only, file-backed private mapping: dropped pages read back
-                // unchanged from the file on the next access.
-                unsafe {
-                    let _ = m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, o, l);
-                }
-            }
-        }
     }
 }
 
@@ -169,55 +141,64 @@ fn message_at(b: &Backing, pos: u64, n: u64) -> Result<Span> {
     }
     let flags = be16(&head[10..12]);
     let total = be64(&head[16..24]);
-
     if total > 0 {
-        if total < MIN_MESSAGE {
-            return Err(corrupt(
-                pos,
-                format!("total length {total} is below the {MIN_MESSAGE}-byte minimum"),
-            ));
-        }
-        if total > avail {
-            return Err(truncated(
-                pos,
-                n,
-                format!("the message declares {total} bytes, {avail} remain"),
-            ));
-        }
-        let post_at = pos + total - POSTAMBLE;
-        let post = b.read(post_at, POSTAMBLE)?;
-        if post[16..24] != END_MAGIC[..] {
-            return Err(corrupt(
-                pos,
-                format!(
-                    "no end magic \"39277777\" at byte {} where its {total}-byte length ends",
-                    post_at + 16
-                ),
-            ));
-        }
-        let mirror = be64(&post[8..16]);
-        if mirror != 0 && mirror != total {
-            return Err(corrupt(
-                pos,
-                format!("the postamble says {mirror} bytes, the preamble {total}"),
-            ));
-        }
-        let first_footer = be64(&post[0..8]);
-        if !(PREAMBLE..=total - POSTAMBLE).contains(&first_footer) {
-            return Err(corrupt(
-                pos,
-                format!("first footer offset {first_footer} lies outside the message"),
-            ));
-        }
-        return Ok(Span {
-            offset: pos,
-            length: total,
-            streaming: false,
-            flags,
-        });
+        sized_message(b, pos, n, total, flags)
+    } else {
+        streamed_message(b, pos, n, flags)
     }
+}
 
-    // Streaming: walk the frames up to the postamble.
+/// The message at `pos` whose preamble declares `total` (> 0) bytes.
+fn sized_message(b: &Backing, pos: u64, n: u64, total: u64, flags: u16) -> Result<Span> {
+    let avail = n - pos;
+    if total < MIN_MESSAGE {
+        return Err(corrupt(
+            pos,
+            format!("total length {total} is below the {MIN_MESSAGE}-byte minimum"),
+        ));
+    }
+    if total > avail {
+        return Err(truncated(
+            pos,
+            n,
+            format!("the message declares {total} bytes, {avail} remain"),
+        ));
+    }
+    let post_at = pos + total - POSTAMBLE;
+    let post = b.read(post_at, POSTAMBLE)?;
+    if post[16..24] != END_MAGIC[..] {
+        return Err(corrupt(
+            pos,
+            format!(
+                "no end magic \"39277777\" at byte {} where its {total}-byte length ends",
+                post_at + 16
+            ),
+        ));
+    }
+    let mirror = be64(&post[8..16]);
+    if mirror != 0 && mirror != total {
+        return Err(corrupt(
+            pos,
+            format!("the postamble says {mirror} bytes, the preamble {total}"),
+        ));
+    }
+    let first_footer = be64(&post[0..8]);
+    if !(PREAMBLE..=total - POSTAMBLE).contains(&first_footer) {
+        return Err(corrupt(
+            pos,
+            format!("first footer offset {first_footer} lies outside the message"),
+        ));
+    }
+    Ok(Span {
+        offset: pos,
+        length: total,
+        streaming: false,
+        flags,
+    })
+}
+
+/// The streamed message at `pos` (total length 0): its frames are walked up to the postamble.
+fn streamed_message(b: &Backing, pos: u64, n: u64, flags: u16) -> Result<Span> {
     let mut p = pos + PREAMBLE;
     loop {
         let left = n.saturating_sub(p);
@@ -229,76 +210,89 @@ fn message_at(b: &Backing, pos: u64, n: u64) -> Result<Span> {
             ));
         }
         let tag = b.read(p, 2)?;
-        if tag[..] == b"FR"[..] {
-            if left < FRAME_HEADER {
-                return Err(truncated(
-                    pos,
-                    n,
-                    format!("the frame at byte {p} is cut inside its header"),
-                ));
-            }
-            let h = b.read(p, FRAME_HEADER)?;
-            let frame_type = be16(&h[2..4]);
-            let frame_len = be64(&h[8..16]);
-            if !matches!(frame_type, 1..=3 | 5..=9) {
-                return Err(corrupt(
-                    pos,
-                    format!("unknown frame type {frame_type} at byte {p}"),
-                ));
-            }
-            let min = if frame_type == 9 { 36 } else { 28 };
-            if frame_len < min {
-                return Err(corrupt(
-                    pos,
-                    format!("the frame at byte {p} declares {frame_len} bytes, less than {min}"),
-                ));
-            }
-            if frame_len > left {
-                return Err(truncated(
-                    pos,
-                    n,
-                    format!("the frame at byte {p} declares {frame_len} bytes, {left} remain"),
-                ));
-            }
-            let end = p + frame_len;
-            if b.read(end - 4, 4)?[..] != b"ENDF"[..] {
-                return Err(corrupt(
-                    pos,
-                    format!("the frame at byte {p} does not end with ENDF"),
-                ));
-            }
-            // Next frame: the next 8-byte boundary of the message. `end` ≤ n, no overflow.
-            let rel = end - pos;
-            p = pos + rel.div_ceil(8) * 8;
-        } else {
-            if left < POSTAMBLE {
-                return Err(truncated(
-                    pos,
-                    n,
-                    format!("the stream ends at byte {n}, inside its postamble at byte {p}"),
-                ));
-            }
-            let post = b.read(p, POSTAMBLE)?;
-            if post[16..24] != END_MAGIC[..] {
-                return Err(corrupt(
-                    pos,
-                    format!("neither a frame nor the postamble at byte {p}"),
-                ));
-            }
-            let length = p + POSTAMBLE - pos;
-            let mirror = be64(&post[8..16]);
-            if mirror != 0 && mirror != length {
-                return Err(corrupt(
-                    pos,
-                    format!("the postamble says {mirror} bytes, the frames span {length}"),
-                ));
-            }
-            return Ok(Span {
-                offset: pos,
-                length,
-                streaming: true,
-                flags,
-            });
+        if tag[..] != b"FR"[..] {
+            return postamble_at(b, pos, n, p, flags);
         }
+        let end = frame_end(b, pos, n, p)?;
+        // Next frame: the next 8-byte boundary of the message. `end` ≤ n, no overflow.
+        let rel = end - pos;
+        p = pos + rel.div_ceil(8) * 8;
     }
+}
+
+/// The end of the frame at `p` (which starts with `FR`) of the streamed message at `pos`.
+fn frame_end(b: &Backing, pos: u64, n: u64, p: u64) -> Result<u64> {
+    let left = n.saturating_sub(p);
+    if left < FRAME_HEADER {
+        return Err(truncated(
+            pos,
+            n,
+            format!("the frame at byte {p} is cut inside its header"),
+        ));
+    }
+    let h = b.read(p, FRAME_HEADER)?;
+    let frame_type = be16(&h[2..4]);
+    let frame_len = be64(&h[8..16]);
+    if !matches!(frame_type, 1..=3 | 5..=9) {
+        return Err(corrupt(
+            pos,
+            format!("unknown frame type {frame_type} at byte {p}"),
+        ));
+    }
+    let min = if frame_type == 9 { 36 } else { 28 };
+    if frame_len < min {
+        return Err(corrupt(
+            pos,
+            format!("the frame at byte {p} declares {frame_len} bytes, less than {min}"),
+        ));
+    }
+    if frame_len > left {
+        return Err(truncated(
+            pos,
+            n,
+            format!("the frame at byte {p} declares {frame_len} bytes, {left} remain"),
+        ));
+    }
+    let end = p + frame_len;
+    if b.read(end - 4, 4)?[..] != b"ENDF"[..] {
+        return Err(corrupt(
+            pos,
+            format!("the frame at byte {p} does not end with ENDF"),
+        ));
+    }
+    Ok(end)
+}
+
+/// The streamed message at `pos` whose first position that is not a frame is `p`: there must
+/// be its postamble.
+fn postamble_at(b: &Backing, pos: u64, n: u64, p: u64, flags: u16) -> Result<Span> {
+    let left = n.saturating_sub(p);
+    if left < POSTAMBLE {
+        return Err(truncated(
+            pos,
+            n,
+            format!("the stream ends at byte {n}, inside its postamble at byte {p}"),
+        ));
+    }
+    let post = b.read(p, POSTAMBLE)?;
+    if post[16..24] != END_MAGIC[..] {
+        return Err(corrupt(
+            pos,
+            format!("neither a frame nor the postamble at byte {p}"),
+        ));
+    }
+    let length = p + POSTAMBLE - pos;
+    let mirror = be64(&post[8..16]);
+    if mirror != 0 && mirror != length {
+        return Err(corrupt(
+            pos,
+            format!("the postamble says {mirror} bytes, the frames span {length}"),
+        ));
+    }
+    Ok(Span {
+        offset: pos,
+        length,
+        streaming: true,
+        flags,
+    })
 }

@@ -11,35 +11,8 @@ use serde_json::Value;
 use tet_source::{AttrValue, Confidence, ElementType, Importer, OpenOptions, Role, Source};
 use tet_tensogram::{open_bytes, TgmImporter};
 
-fn f64s(dtype: ElementType, bytes: &[u8]) -> Vec<f64> {
-    match dtype {
-        ElementType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
-        ElementType::F64 => bytes
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect(),
-        ElementType::U8 => bytes.iter().map(|&b| f64::from(b)).collect(),
-        ElementType::U16 => bytes
-            .chunks_exact(2)
-            .map(|c| f64::from(u16::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
-        ElementType::I32 => bytes
-            .chunks_exact(4)
-            .map(|c| f64::from(i32::from_le_bytes(c.try_into().unwrap())))
-            .collect(),
-        ElementType::I64 => bytes
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
-            .collect(),
-        d => panic!("no stats for {d}"),
-    }
-}
-
 fn check_stats(what: &str, dtype: ElementType, bytes: &[u8], stats: &Value) {
-    let v = f64s(dtype, bytes);
+    let v = as_f64s(dtype, bytes);
     assert_eq!(
         stats["count"].as_u64(),
         Some(v.len() as u64),
@@ -62,6 +35,81 @@ fn check_stats(what: &str, dtype: ElementType, bytes: &[u8], stats: &Value) {
     assert_eq!(stats["max"].as_f64(), Some(max), "{what}: max");
 }
 
+/// The facts, layout and notes of one variable against its sidecar entry `a`.
+fn check_facts(what: &str, v: &tet_source::Variable, a: &Value) {
+    // Facts: position and pipeline.
+    let fact = |k: &str| find_fact(&v.facts, k).unwrap_or_else(|| panic!("{what}: fact {k}"));
+    assert!(attr_matches(fact("tensogram_message"), &a["message_index"]));
+    assert!(attr_matches(fact("tensogram_object"), &a["object_index"]));
+    let t = &a["tensogram"];
+    for k in ["encoding", "filter", "compression", "byte_order"] {
+        assert!(
+            attr_matches(fact(&format!("tensogram_{k}")), &t[k]),
+            "{what}: {k}"
+        );
+    }
+    let mut params = Vec::new();
+    flatten_json("tensogram_params", &t["params"], &mut params);
+    let ours: Vec<&str> = fact_keys(&v.facts)
+        .into_iter()
+        .filter(|k| k.starts_with("tensogram_params."))
+        .collect();
+    assert_eq!(ours.len(), params.len(), "{what}: params {ours:?}");
+    for (k, j) in &params {
+        assert!(attr_matches(fact(k), j), "{what}: {k}");
+    }
+    let masks = t["masks"].as_array().unwrap();
+    if masks.is_empty() {
+        assert!(find_fact(&v.facts, "tensogram_masks").is_none());
+    } else {
+        let AttrValue::TextList(ours) = fact("tensogram_masks") else {
+            panic!("{what}: masks fact")
+        };
+        let mut ours = ours.clone();
+        ours.sort();
+        let theirs: Vec<&str> = masks.iter().map(|m| m.as_str().unwrap()).collect();
+        assert_eq!(ours, theirs, "{what}: masks");
+        assert!(v.notes.iter().any(|n| n.contains("restored")), "{what}");
+    }
+    assert_eq!(
+        v.layout.compressed,
+        t["compression"] != "none" || t["encoding"] != "none",
+        "{what}: compressed"
+    );
+    assert_eq!(v.layout.chunk_shape, None);
+    let lossy = t["encoding"] == "simple_packing";
+    assert_eq!(
+        v.notes
+            .iter()
+            .any(|n| n == "lossy encoding simple_packing: values are the decoded f64"),
+        lossy,
+        "{what}: {:?}",
+        v.notes
+    );
+    // The lossy stage is named with its parameters.
+    match find_fact(&v.facts, "tensogram_lossy") {
+        Some(AttrValue::Text(stage)) => {
+            assert!(
+                lossy && stage.starts_with("simple_packing(bin"),
+                "{what}: {stage}"
+            )
+        }
+        other => assert!(!lossy && other.is_none(), "{what}: {other:?}"),
+    }
+    assert!(find_fact(&v.facts, "tensogram_metadata_json").is_none());
+    assert!(
+        matches!(find_fact(&v.facts, "tensogram_encoder"), Some(AttrValue::Text(e)) if e == "tensogram 0.24.0"),
+        "{what}: encoder"
+    );
+    // Nothing of `_reserved_` leaks into attributes or facts.
+    assert!(v
+        .attrs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .chain(fact_keys(&v.facts))
+        .all(|k| !k.contains("_reserved_") && !k.contains("uuid") && !k.contains("time")));
+}
+
 fn check_file(path: &Path) {
     let file = path.file_name().unwrap().to_string_lossy().to_string();
     let expect = sidecar(path);
@@ -70,51 +118,34 @@ fn check_file(path: &Path) {
         TgmImporter.identify(Path::new("x.bin"), &head[..16]),
         Confidence::Magic
     );
-    let opened = TgmImporter.open(path, &OpenOptions::default());
-    if let Some(err) = expect.get("expect_error") {
-        let e = opened
-            .err()
-            .unwrap_or_else(|| panic!("{file}: must be refused ({err})"));
-        eprintln!("{file}: refused as expected: {e}");
-        return;
-    }
-    let src = opened.unwrap_or_else(|e| panic!("{file}: {e}"));
+    let src = match (
+        TgmImporter.open(path, &OpenOptions::default()),
+        expect.get("expect_error"),
+    ) {
+        (Ok(src), None) => src,
+        (Err(e), None) => panic!("{file}: {e}"),
+        (Ok(_), Some(err)) => panic!("{file}: must be refused ({err})"),
+        (Err(e), Some(_)) => {
+            eprintln!("{file}: refused as expected: {e}");
+            return;
+        }
+    };
     assert!(src.skipped().is_empty(), "{file}: {:?}", src.skipped());
     assert!(src.parallel_reads());
 
     let arrays = expect["arrays"].as_array().unwrap();
-    let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
     let want: Vec<&str> = arrays.iter().map(|a| a["name"].as_str().unwrap()).collect();
-    assert_eq!(names, want, "{file}: variables");
+    assert_eq!(variable_names(src.as_ref()), want, "{file}: variables");
 
     for (i, a) in arrays.iter().enumerate() {
         let v = &src.variables()[i];
         let what = format!("{file}/{}", v.name);
-        let shape: Vec<u64> = a["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
-        assert_eq!(v.shape, shape, "{what}: shape");
+        // Name, shape, dims, role, type; values read in pieces, widened, against the stored
+        // type, byte count and SHA-256.
+        let raw = check_sidecar_array(&file, src.as_ref(), i, a, read_in_pieces);
         assert!(a["dims"].is_null() && v.dims.is_none(), "{what}: dims");
         assert_eq!(a["role"], "data");
         assert_eq!(v.role, Role::Data);
-        assert_eq!(v.dtype.name(), a["source_tag"].as_str().unwrap(), "{what}");
-
-        let raw = read_in_pieces(src.as_ref(), i);
-        let (stored, stored_type) = widen(v.dtype, &raw);
-        assert_eq!(stored_type, a["stored_dtype"].as_str().unwrap(), "{what}");
-        assert_eq!(
-            stored.len() as u64,
-            a["nbytes_stored"].as_u64().unwrap(),
-            "{what}: stored bytes"
-        );
-        assert_eq!(
-            sha_hex(&stored),
-            a["sha256"].as_str().unwrap(),
-            "{what}: sha256"
-        );
         check_stats(&what, v.dtype, &raw, &a["stats"]);
 
         // Attributes: the object's metadata minus `_reserved_`, flattened.
@@ -127,68 +158,7 @@ fn check_file(path: &Path) {
             "{what}: metadata name"
         );
 
-        // Facts: position and pipeline.
-        let fact = |k: &str| find(&v.facts, k).unwrap_or_else(|| panic!("{what}: fact {k}"));
-        assert!(attr_matches(fact("tensogram_message"), &a["message_index"]));
-        assert!(attr_matches(fact("tensogram_object"), &a["object_index"]));
-        let t = &a["tensogram"];
-        for k in ["encoding", "filter", "compression", "byte_order"] {
-            assert!(
-                attr_matches(fact(&format!("tensogram_{k}")), &t[k]),
-                "{what}: {k}"
-            );
-        }
-        let mut params = Vec::new();
-        flatten_json("tensogram_params", &t["params"], &mut params);
-        let ours: Vec<&str> = v
-            .facts
-            .iter()
-            .filter(|(k, _)| k.starts_with("tensogram_params."))
-            .map(|(k, _)| k.as_str())
-            .collect();
-        assert_eq!(ours.len(), params.len(), "{what}: params {ours:?}");
-        for (k, j) in &params {
-            assert!(attr_matches(fact(k), j), "{what}: {k}");
-        }
-        let masks = t["masks"].as_array().unwrap();
-        if masks.is_empty() {
-            assert!(find(&v.facts, "tensogram_masks").is_none());
-        } else {
-            let AttrValue::TextList(ours) = fact("tensogram_masks") else {
-                panic!("{what}: masks fact")
-            };
-            let mut ours = ours.clone();
-            ours.sort();
-            let theirs: Vec<&str> = masks.iter().map(|m| m.as_str().unwrap()).collect();
-            assert_eq!(ours, theirs, "{what}: masks");
-            assert!(v.notes.iter().any(|n| n.contains("restored")), "{what}");
-        }
-        assert_eq!(
-            v.layout.compressed,
-            t["compression"] != "none" || t["encoding"] != "none",
-            "{what}: compressed"
-        );
-        assert_eq!(v.layout.chunk_shape, None);
-        let lossy = t["encoding"] == "simple_packing";
-        assert_eq!(
-            v.notes
-                .iter()
-                .any(|n| n == "lossy encoding simple_packing: values are the decoded f64"),
-            lossy,
-            "{what}: {:?}",
-            v.notes
-        );
-        assert!(find(&v.facts, "tensogram_metadata_json").is_none());
-        assert!(
-            matches!(find(&v.facts, "tensogram_encoder"), Some(AttrValue::Text(e)) if e == "tensogram 0.24.0"),
-            "{what}: encoder"
-        );
-        // Nothing of `_reserved_` leaks into attributes or facts.
-        assert!(v
-            .attrs
-            .iter()
-            .chain(&v.facts)
-            .all(|(k, _)| !k.contains("_reserved_") && !k.contains("uuid") && !k.contains("time")));
+        check_facts(&what, v, a);
     }
 
     assert_attrs_equal(
@@ -215,14 +185,18 @@ fn check_file(path: &Path) {
             // Each message's `_extra_` survives as facts of its variables.
             let index = j["index"].as_u64().unwrap();
             for v in tgm.variables() {
-                if find(&v.facts, "tensogram_message") != Some(&AttrValue::I64(vec![index as i64]))
+                if find_fact(&v.facts, "tensogram_message")
+                    != Some(&AttrValue::I64(vec![index as i64]))
                 {
                     continue;
                 }
                 let mut extra = Vec::new();
                 flatten_json("tensogram_message_extra", &j["extra"], &mut extra);
                 for (k, e) in &extra {
-                    assert!(attr_matches(find(&v.facts, k).unwrap(), e), "{file}: {k}");
+                    assert!(
+                        attr_matches(find_fact(&v.facts, k).unwrap(), e),
+                        "{file}: {k}"
+                    );
                 }
             }
         }
@@ -258,7 +232,7 @@ fn nested_metadata_is_flattened_and_typed() {
     );
     assert_eq!(v.layout.filters, vec!["shuffle", "zstd(5)"]);
     assert_eq!(
-        find(&v.facts, "tensogram_params.zstd_level"),
+        find_fact(&v.facts, "tensogram_params.zstd_level"),
         Some(&AttrValue::I64(vec![5]))
     );
     let raw = &src.variables()[1];
@@ -269,18 +243,15 @@ fn nested_metadata_is_flattened_and_typed() {
 #[test]
 fn masks_restore_canonical_non_finite_values() {
     let src = open_bytes(corpus("nan_inf_masks.tgm"), &OpenOptions::default()).unwrap();
-    let a = read_all(&src, 0);
-    let nans = a
-        .chunks_exact(8)
-        .filter(|c| u64::from_le_bytes((*c).try_into().unwrap()) == 0x7ff8_0000_0000_0000)
-        .count();
-    assert_eq!(nans, 4);
-    let b = read_all(&src, 1);
-    let nans = b
-        .chunks_exact(4)
-        .filter(|c| u32::from_le_bytes((*c).try_into().unwrap()) == 0x7fc0_0000)
-        .count();
-    assert_eq!(nans, 80);
+    // Canonical quiet NaNs: f64 in the first object, f32 in the second.
+    let count = |bytes: &[u8], width: usize, bits: u64| {
+        bytes
+            .chunks_exact(width)
+            .filter(|c| c.iter().rev().fold(0u64, |x, &b| x << 8 | u64::from(b)) == bits)
+            .count()
+    };
+    assert_eq!(count(&read_all(&src, 0), 8, 0x7ff8_0000_0000_0000), 4);
+    assert_eq!(count(&read_all(&src, 1), 4, 0x7fc0_0000), 80);
 }
 
 #[test]
@@ -290,11 +261,11 @@ fn simple_packing_says_it_is_lossy() {
         assert_eq!(v.dtype, ElementType::F64);
         assert!(v.layout.compressed);
         assert_eq!(
-            find(&v.facts, "tensogram_encoding"),
+            find_fact(&v.facts, "tensogram_encoding"),
             Some(&AttrValue::Text("simple_packing".into()))
         );
-        assert!(find(&v.facts, "tensogram_params.sp_bits_per_value").is_some());
-        assert!(find(&v.facts, "tensogram_params.sp_reference_value").is_some());
+        assert!(find_fact(&v.facts, "tensogram_params.sp_bits_per_value").is_some());
+        assert!(find_fact(&v.facts, "tensogram_params.sp_reference_value").is_some());
     }
     assert_eq!(
         src.variables()[1].layout.filters,
@@ -312,7 +283,7 @@ fn streaming_and_multi_message_layouts() {
     assert_eq!(starts, vec![0, 1552, 2304]);
     assert!(src.global_attrs().is_empty());
     assert_eq!(
-        find(&src.variables()[2].facts, "tensogram_message_extra.version"),
+        find_fact(&src.variables()[2].facts, "tensogram_message_extra.version"),
         Some(&AttrValue::I64(vec![3]))
     );
 }
@@ -322,18 +293,13 @@ fn identify_and_names() {
     assert_eq!(TgmImporter.id(), "tgm");
     assert_eq!(TgmImporter.name(), "Tensogram");
     assert_eq!(TgmImporter.extensions(), &["tgm"]);
-    assert_eq!(
-        TgmImporter.identify(Path::new("a/B.TGM"), b"nothing"),
-        Confidence::Extension
-    );
-    assert_eq!(
-        TgmImporter.identify(Path::new("a/b.npy"), b"\x93NUMPY"),
-        Confidence::No
-    );
-    assert_eq!(
-        TgmImporter.identify(Path::new("a/b"), b"TENSOGRM\x00\x03"),
-        Confidence::Magic
-    );
+    for (path, head, want) in [
+        ("a/B.TGM", &b"nothing"[..], Confidence::Extension),
+        ("a/b.npy", b"\x93NUMPY", Confidence::No),
+        ("a/b", b"TENSOGRM\x00\x03", Confidence::Magic),
+    ] {
+        assert_eq!(TgmImporter.identify(Path::new(path), head), want, "{path}");
+    }
 }
 
 /// Many threads reading chunk regions of the same objects at once get the same bytes.

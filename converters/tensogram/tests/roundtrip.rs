@@ -1,6 +1,7 @@
 //! Files written with tensogram's own encoder (buffered and streaming, every dtype, C shapes of
-//! rank 0–3, the codecs of this build, both byte orders) read back exactly: values compared with
-//! the encoder's input (and with `tensogram::decode` for the lossy encoding).
+//! rank 0–3, the lossless codecs of this build — blosc2 with each inner codec included — both
+//! byte orders) read back exactly: values compared with the encoder's input (and with
+//! `tensogram::decode` for the lossy encoding; zfp and sz3 are in tests/codecs.rs).
 
 mod common;
 
@@ -10,8 +11,8 @@ use ciborium::Value as Cbor;
 use common::*;
 use proptest::prelude::*;
 use tensogram::{
-    ByteOrder, CompressionBackend, DataObjectDescriptor, DecodeOptions, Dtype, EncodeOptions,
-    GlobalMetadata, StreamingEncoder,
+    ByteOrder, CompressionBackend, DataObjectDescriptor, DecodeOptions, Dtype, GlobalMetadata,
+    StreamingEncoder,
 };
 use tet_source::{AttrValue, ElementType, Importer, OpenOptions, Source};
 use tet_tensogram::{open_bytes, TgmImporter};
@@ -33,24 +34,6 @@ const DTYPES: &[Dtype] = &[
     Dtype::Uint64,
     Dtype::Bitmask,
 ];
-
-fn encode_options() -> EncodeOptions {
-    EncodeOptions {
-        threads: 1,
-        compression_backend: CompressionBackend::Ffi,
-        allow_nan: true,
-        allow_inf: true,
-        ..EncodeOptions::default()
-    }
-}
-
-fn c_strides(shape: &[u64]) -> Vec<u64> {
-    let mut s = vec![1u64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        s[k] = s[k + 1] * shape[k + 1];
-    }
-    s
-}
 
 fn desc(
     shape: &[u64],
@@ -74,18 +57,22 @@ fn desc(
     if compression == "zstd" {
         params.insert("zstd_level".into(), Cbor::Integer(3.into()));
     }
+    // `blosc2/<codec>`: blosc2 with that inner codec (and a level from the codec's name).
+    let compression = if let Some(codec) = compression.strip_prefix("blosc2/") {
+        params.insert("blosc2_codec".into(), Cbor::Text(codec.to_string()));
+        params.insert(
+            "blosc2_clevel".into(),
+            Cbor::Integer((1 + codec.len() as u64 % 9).into()),
+        );
+        "blosc2"
+    } else {
+        compression
+    };
     DataObjectDescriptor {
-        obj_type: "ntensor".into(),
-        ndim: shape.len() as u64,
-        shape: shape.to_vec(),
-        strides: c_strides(shape),
-        dtype,
-        byte_order: order,
-        encoding: "none".into(),
         filter: filter.into(),
         compression: compression.into(),
-        masks: None,
         params,
+        ..base_desc(shape, dtype, order)
     }
 }
 
@@ -168,19 +155,9 @@ fn expected(dtype: Dtype, n: usize, le: &[u8]) -> Vec<(&'static str, ElementType
         Dtype::Uint16 => simple(ElementType::U16),
         Dtype::Uint32 => simple(ElementType::U32),
         Dtype::Uint64 => simple(ElementType::U64),
-        Dtype::Complex64 | Dtype::Complex128 => {
-            let (cs, e) = if dtype == Dtype::Complex64 {
-                (4, ElementType::F32)
-            } else {
-                (8, ElementType::F64)
-            };
-            let part = |p: usize| -> Vec<u8> {
-                le.chunks(2 * cs)
-                    .flat_map(|c| c[p * cs..(p + 1) * cs].to_vec())
-                    .collect()
-            };
-            vec![("/real", e, part(0)), ("/imag", e, part(1))]
-        }
+        // Complex: one variable of interleaved (real, imaginary) little-endian pairs.
+        Dtype::Complex64 => simple(ElementType::C64),
+        Dtype::Complex128 => simple(ElementType::C128),
         Dtype::Bitmask => vec![(
             "",
             ElementType::U8,
@@ -194,6 +171,17 @@ fn compressions(dtype: Dtype, shuffle: bool) -> Vec<&'static str> {
     // szip codes samples of at most 32 bits (bytes when shuffled).
     if dtype != Dtype::Bitmask && (shuffle || dtype.byte_width() <= 4) {
         c.push("szip");
+    }
+    // blosc2 (feature) needs a whole-byte type size (tensogram's writer cannot blosc2 a
+    // bitmask).
+    if cfg!(feature = "blosc2") && dtype != Dtype::Bitmask {
+        c.extend([
+            "blosc2/blosclz",
+            "blosc2/lz4",
+            "blosc2/lz4hc",
+            "blosc2/zlib",
+            "blosc2/zstd",
+        ]);
     }
     c
 }
@@ -214,7 +202,7 @@ fn case() -> impl Strategy<Value = Case> {
         prop::collection::vec(0u64..6, 0..4),
         any::<bool>(),
         any::<bool>(),
-        0usize..4,
+        0usize..9,
         any::<u64>(),
     )
         .prop_map(|(d, shape, big, shuffle, compression, seed)| {
@@ -253,11 +241,8 @@ fn encode_message(cases: &[Case], streaming: bool) -> Option<(Vec<u8>, Expected)
         let (wire, le) = data(c.dtype, n as usize, order, c.seed);
         descs.push(desc(&c.shape, c.dtype, order, filter, comp));
         wires.push(wire);
-        let shape = if c.shape.is_empty() {
-            vec![1]
-        } else {
-            c.shape.clone()
-        };
+        // A 0-d object is a 0-d variable.
+        let shape = c.shape.clone();
         for (suffix, e, bytes) in expected(c.dtype, n as usize, &le) {
             want.push((format!("object_{i}{suffix}"), e, shape.clone(), bytes));
         }
@@ -288,6 +273,11 @@ fn encode_message(cases: &[Case], streaming: bool) -> Option<(Vec<u8>, Expected)
     Some((bytes, want))
 }
 
+/// One buffered message of `objects` with no global metadata.
+fn encode_plain(objects: &[(&DataObjectDescriptor, &[u8])]) -> Vec<u8> {
+    tensogram::encode(&GlobalMetadata::default(), objects, &encode_options()).unwrap()
+}
+
 fn check(bytes: Vec<u8>, messages: &[Expected]) {
     let src = open_bytes(bytes, &OpenOptions::default()).unwrap();
     let mut want = Vec::new();
@@ -301,9 +291,8 @@ fn check(bytes: Vec<u8>, messages: &[Expected]) {
             ));
         }
     }
-    let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
     let want_names: Vec<&str> = want.iter().map(|w| w.0.as_str()).collect();
-    assert_eq!(names, want_names);
+    assert_eq!(variable_names(&src), want_names);
     for (i, (name, e, shape, bytes)) in want.iter().enumerate() {
         let v = &src.variables()[i];
         assert_eq!(v.dtype, *e, "{name}");
@@ -326,23 +315,27 @@ fn check(bytes: Vec<u8>, messages: &[Expected]) {
     }
 }
 
+/// `cases` encoded as one message (buffered or streamed) read back exactly; rejected as a
+/// property-test case when the encoder refuses them.
+fn check_one_message(cases: &[Case], streaming: bool) -> Result<(), TestCaseError> {
+    let encoded = encode_message(cases, streaming);
+    prop_assume!(encoded.is_some());
+    let (bytes, want) = encoded.unwrap();
+    check(bytes, &[want]);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
     fn one_buffered_message(cases in prop::collection::vec(case(), 1..4)) {
-        let encoded = encode_message(&cases, false);
-        prop_assume!(encoded.is_some());
-        let (bytes, want) = encoded.unwrap();
-        check(bytes, &[want]);
+        check_one_message(&cases, false)?;
     }
 
     #[test]
     fn one_streamed_message(cases in prop::collection::vec(case(), 1..4)) {
-        let encoded = encode_message(&cases, true);
-        prop_assume!(encoded.is_some());
-        let (bytes, want) = encoded.unwrap();
-        check(bytes, &[want]);
+        check_one_message(&cases, true)?;
     }
 
     #[test]
@@ -423,12 +416,7 @@ fn non_finite_values_round_trip_through_masks() {
             le.clone()
         };
         let d = desc(&[n as u64], dtype, order, "none", "zstd");
-        let bytes = tensogram::encode(
-            &GlobalMetadata::default(),
-            &[(&d, &wire)],
-            &encode_options(),
-        )
-        .unwrap();
+        let bytes = encode_plain(&[(&d, &wire)]);
         let src = open_bytes(bytes, &OpenOptions::default()).unwrap();
         assert_eq!(read_all(&src, 0), le);
         assert!(src.variables()[0]
@@ -465,12 +453,7 @@ fn simple_packing_matches_the_library() {
             .insert("sp_bits_per_value".into(), Cbor::Integer(bits.into()));
         d.params
             .insert("sp_decimal_scale_factor".into(), Cbor::Integer(0.into()));
-        let bytes = tensogram::encode(
-            &GlobalMetadata::default(),
-            &[(&d, &wire)],
-            &encode_options(),
-        )
-        .unwrap();
+        let bytes = encode_plain(&[(&d, &wire)]);
         let opts = DecodeOptions {
             compression_backend: CompressionBackend::Ffi,
             threads: 1,
@@ -501,27 +484,32 @@ fn simple_packing_matches_the_library() {
             .notes
             .contains(&"lossy encoding simple_packing: values are the decoded f64".to_string()));
         assert_eq!(
-            find(&v.facts, "tensogram_params.sp_bits_per_value"),
+            find_fact(&v.facts, "tensogram_params.sp_bits_per_value"),
             Some(&AttrValue::I64(vec![bits]))
         );
     }
 }
 
-/// A 0-d object becomes shape [1], noted.
+/// A 0-d object is a 0-d variable (the engine notes how it stores it, not the importer).
 #[test]
-fn scalars_become_shape_one() {
+fn scalars_are_zero_d() {
     let d = desc(&[], Dtype::Int16, ByteOrder::Big, "none", "none");
-    let bytes = tensogram::encode(
-        &GlobalMetadata::default(),
-        &[(&d, &[0x12u8, 0x34][..])],
-        &encode_options(),
-    )
-    .unwrap();
+    let bytes = encode_plain(&[(&d, &[0x12u8, 0x34][..])]);
     let src = open_bytes(bytes, &OpenOptions::default()).unwrap();
     let v = &src.variables()[0];
-    assert_eq!(v.shape, vec![1]);
-    assert!(v.notes.iter().any(|n| n.contains("0-d")));
+    assert_eq!(v.shape, Vec::<u64>::new());
+    assert!(v.notes.iter().all(|n| !n.contains("0-d")));
     assert_eq!(read_all(&src, 0), vec![0x34, 0x12]);
+    // Compressed, so read from the decoded object rather than straight from the payload.
+    let d = desc(&[], Dtype::Complex128, ByteOrder::Big, "none", "zstd");
+    let wire: Vec<u8> = [1.5f64.to_be_bytes(), (-2.5f64).to_be_bytes()].concat();
+    let bytes = encode_plain(&[(&d, &wire[..])]);
+    let src = open_bytes(bytes, &OpenOptions::default()).unwrap();
+    let v = &src.variables()[0];
+    assert!(v.notes.is_empty(), "{:?}", v.notes);
+    assert_eq!((v.dtype, v.shape.len()), (ElementType::C128, 0));
+    let want = [1.5f64.to_le_bytes(), (-2.5f64).to_le_bytes()].concat();
+    assert_eq!(read_all(&src, 0), want);
 }
 
 /// A truncated message in a file of several is refused, naming where it starts.
@@ -567,12 +555,7 @@ fn large_file_is_mapped_and_read_by_regions() {
     );
     let b = desc(&[1000], Dtype::Uint16, ByteOrder::Big, "none", "none");
     let b_wire: Vec<u8> = (0..1000u16).flat_map(|x| x.to_be_bytes()).collect();
-    let bytes = tensogram::encode(
-        &GlobalMetadata::default(),
-        &[(&a, &values[..]), (&b, &b_wire[..])],
-        &encode_options(),
-    )
-    .unwrap();
+    let bytes = encode_plain(&[(&a, &values[..]), (&b, &b_wire[..])]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.tgm");
     // At least two messages and more than 1 MiB, however well zstd shrinks the first object.

@@ -18,17 +18,19 @@
 //!
 //! * **Variables**: one per array, named by its path from the store root without the leading
 //!   slash (`temperature`, `station/counts`), sorted by name. A store whose root is itself an
-//!   array gives one variable named after the directory (`x.zarr` → `x`). A 0-d array becomes
-//!   shape `[1]` (with a note).
+//!   array gives one variable named after the directory (`x.zarr` → `x`). A 0-d array is a 0-d
+//!   variable (empty shape; a 0-d string array is a text variable of shape `[1]`).
 //! * **Element types**: `bool` → [`ElementType::Bool`] (bytes normalised to 0/1), `int8` →
 //!   `I8`, `int16`…`int64`, `uint8`…`uint64`, `float16` → `F16`, `bfloat16` → `BF16`,
 //!   `float32`, `float64` as they are (the engine widens i8, bool and bf16). `int2`/`int4`
 //!   (`uint2`/`uint4`) are delivered one value per byte as `I8` (`U8`), `numpy.datetime64` /
 //!   `numpy.timedelta64` as their `I64` counts; both with a note and the data type in the facts.
-//!   Complex arrays (`complex64`, `complex128`, `complex_float16/32/64`, `complex_bfloat16`)
-//!   become two variables `<name>/real` and `<name>/imag` of the component type. Big-endian
-//!   data (`"endian": "big"`, v2 `">f8"`) is read through zarrs, which returns native
-//!   (little-endian) bytes.
+//!   `complex64` / `complex_float32` and `complex128` / `complex_float64` → [`ElementType::C64`]
+//!   / [`ElementType::C128`] (interleaved real and imaginary parts, as zarrs decodes them; the
+//!   engine splits them). `complex_float16` and `complex_bfloat16`, whose parts have no complex
+//!   element type, become two variables `<name>/real` and `<name>/imag` of the part type, with
+//!   a note and the data type in the facts. Big-endian data (`"endian": "big"`, v2 `">f8"`) is
+//!   read through zarrs, which returns native (little-endian) bytes.
 //! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
 //!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order. Other data types
 //!   (`bytes`, raw bits `r*`, sub-byte floats, `optional`, …) are unsupported.
@@ -81,7 +83,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Importer,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Importer,
     OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 use unsafe_cell_slice::UnsafeCellSlice;
@@ -96,6 +98,7 @@ use zarrs::plugin::{ExtensionName, PluginCreateError};
 
 pub mod attrs;
 pub mod datetime;
+pub mod export;
 pub mod filters;
 pub mod guard;
 pub mod scaleoffset;
@@ -564,16 +567,15 @@ enum ReadKind {
     Direct,
     /// Bytes normalised to 0/1.
     Bool,
-    /// One component (0 real, 1 imaginary) of a complex array.
-    ComplexPart(usize),
+    /// Part 0 (real) or 1 (imaginary) of an array of complex numbers whose parts have no
+    /// complex element type (`complex_float16`, `complex_bfloat16`).
+    Part(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Reader {
     array: usize,
     kind: ReadKind,
-    /// The array is 0-d (the variable is shape `[1]`).
-    scalar: bool,
 }
 
 /// What a Zarr data type becomes.
@@ -834,38 +836,39 @@ impl std::fmt::Debug for ZarrSource {
     }
 }
 
-impl ZarrSource {
-    fn add_array(
-        &mut self,
-        fs: &Arc<FilesystemStore>,
-        rel: &str,
-        name: &str,
-        meta: ArrayMetadata,
-    ) -> std::result::Result<(), Problem> {
-        if let ArrayMetadata::V3(m) = &meta {
-            if let Some((field, _)) = m
-                .additional_fields
-                .iter()
-                .find(|(_, f)| f.must_understand())
-            {
-                return Err(Problem::Unsupported(format!(
-                    "metadata field '{field}' is not understood (must_understand)"
-                )));
-            }
-        }
-        let (filters, compressed) = codec_summary(&meta);
-        let fill_json = match &meta {
-            ArrayMetadata::V3(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
-            ArrayMetadata::V2(m) => serde_json::to_string(&m.fill_value).unwrap_or_default(),
+/// What `add_array` knows of an array before it is opened with zarrs.
+struct ArrayMeta {
+    /// Codec descriptions and whether any of them compresses.
+    filters: Vec<String>,
+    compressed: bool,
+    /// The JSON fill value.
+    fill_json: String,
+    /// The JSON data type.
+    dt_json: String,
+    /// The regular chunk shape.
+    grid_chunks: Option<Vec<u64>>,
+    /// The chunk shape when every stored chunk is one plain zstd frame.
+    frames: Option<Vec<u64>>,
+    /// The configuration of the sharding codec (v3).
+    sharding: Option<Map<String, Value>>,
+}
+
+impl ArrayMeta {
+    fn of(meta: &ArrayMetadata) -> Self {
+        let (filters, compressed) = codec_summary(meta);
+        let (fill_json, dt_json) = match meta {
+            ArrayMetadata::V3(m) => (
+                serde_json::to_string(&m.fill_value).unwrap_or_default(),
+                serde_json::to_string(&m.data_type).unwrap_or_default(),
+            ),
+            ArrayMetadata::V2(m) => (
+                serde_json::to_string(&m.fill_value).unwrap_or_default(),
+                serde_json::to_string(&m.dtype).unwrap_or_default(),
+            ),
         };
-        let meta_is_v2 = matches!(meta, ArrayMetadata::V2(_));
-        let dt_json = match &meta {
-            ArrayMetadata::V3(m) => serde_json::to_string(&m.data_type).unwrap_or_default(),
-            ArrayMetadata::V2(m) => serde_json::to_string(&m.dtype).unwrap_or_default(),
-        };
-        let grid_chunks = regular_chunk_shape(&meta);
-        let frames = grid_chunks.clone().filter(|_| zstd_frames_only(&meta));
-        let sharding_config = match &meta {
+        let grid_chunks = regular_chunk_shape(meta);
+        let frames = grid_chunks.clone().filter(|_| zstd_frames_only(meta));
+        let sharding = match meta {
             ArrayMetadata::V3(m) => m
                 .codecs
                 .iter()
@@ -874,9 +877,107 @@ impl ZarrSource {
                 .map(|c| serde_json::Map::clone(c)),
             ArrayMetadata::V2(_) => None,
         };
+        ArrayMeta {
+            filters,
+            compressed,
+            fill_json,
+            dt_json,
+            grid_chunks,
+            frames,
+            sharding,
+        }
+    }
+}
+
+/// Refuses metadata fields that must be understood (v3), which no reader here understands.
+fn check_must_understand(meta: &ArrayMetadata) -> std::result::Result<(), Problem> {
+    if let ArrayMetadata::V3(m) = meta {
+        if let Some((field, _)) = m
+            .additional_fields
+            .iter()
+            .find(|(_, f)| f.must_understand())
+        {
+            return Err(Problem::Unsupported(format!(
+                "metadata field '{field}' is not understood (must_understand)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The v3 name of the array's data type, and its JSON as recorded (a v2 datetime64 /
+/// timedelta64, see [`datetime`], is recorded as the v3 data type is).
+fn data_type_of(array: &Array<Store>, meta_is_v2: bool, dt_json: String) -> (String, String) {
+    let type_name = array
+        .data_type()
+        .name_v3()
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|| array.data_type().to_string());
+    let dt_json = match (meta_is_v2, type_name.as_str()) {
+        (true, "numpy.datetime64" | "numpy.timedelta64") => serde_json::json!({
+            "name": type_name,
+            "configuration": Value::Object(
+                array.data_type().configuration(zarrs::plugin::ZarrVersion::V3).into()
+            ),
+        })
+        .to_string(),
+        _ => dt_json,
+    };
+    (type_name, dt_json)
+}
+
+/// The dimension names, the attributes, and the facts every variable of the array shares (fill
+/// value, partial v3 dimension names).
+fn dims_attrs_facts(
+    array: &Array<Store>,
+    rank: usize,
+    fill_json: String,
+) -> (Option<Vec<String>>, Attrs, Vec<Fact>) {
+    let raw_attrs = array.attributes();
+    let xr_dims = xarray_dims(raw_attrs, rank);
+    let mut facts: Vec<Fact> = vec![Fact::private(
+        "zarr",
+        "zarr_fill_value",
+        AttrValue::Text(fill_json),
+    )];
+    let named: Option<Vec<String>> = match array.dimension_names() {
+        Some(names) => {
+            let all: Option<Vec<String>> = names.iter().cloned().collect();
+            if all.is_none() && names.iter().any(Option::is_some) {
+                facts.push(Fact::private(
+                    "zarr",
+                    "zarr_dimension_names",
+                    AttrValue::Text(serde_json::to_string(names).unwrap_or_default()),
+                ));
+            }
+            all
+        }
+        None => None,
+    };
+    let dims = named.or_else(|| xr_dims.clone()).filter(|d| !d.is_empty());
+    let skip: &[&str] = if xr_dims.is_some() && (dims == xr_dims || rank == 0) {
+        &["_ARRAY_DIMENSIONS"]
+    } else {
+        &[]
+    };
+    let attrs = attrs::map_to_attrs(raw_attrs, skip);
+    (dims, attrs, facts)
+}
+
+impl ZarrSource {
+    fn add_array(
+        &mut self,
+        fs: &Arc<FilesystemStore>,
+        rel: &str,
+        name: &str,
+        meta: ArrayMetadata,
+    ) -> std::result::Result<(), Problem> {
+        check_must_understand(&meta)?;
+        let am = ArrayMeta::of(&meta);
+        let meta_is_v2 = matches!(meta, ArrayMetadata::V2(_));
         let node_path = format!("/{rel}");
         let store = Arc::new(GuardedStore::new(fs.clone(), None));
-        let mut array = Array::new_with_metadata(store, &node_path, meta).map_err(|e| {
+        let array = Array::new_with_metadata(store, &node_path, meta).map_err(|e| {
             if is_unsupported(&e) {
                 Problem::Unsupported(e.to_string())
             } else {
@@ -885,213 +986,77 @@ impl ZarrSource {
         })?;
         let malformed =
             |msg: String| Problem::Error(SourceError::malformed(format!("array '{name}': {msg}")));
-
-        let type_name = array
-            .data_type()
-            .name_v3()
-            .map(|c| c.into_owned())
-            .unwrap_or_else(|| array.data_type().to_string());
-        // A v2 datetime64/timedelta64 (see `datetime`) is recorded as the v3 data type is.
-        let dt_json = match (&meta_is_v2, type_name.as_str()) {
-            (true, "numpy.datetime64" | "numpy.timedelta64") => serde_json::json!({
-                "name": type_name,
-                "configuration": Value::Object(
-                    array.data_type().configuration(zarrs::plugin::ZarrVersion::V3).into()
-                ),
-            })
-            .to_string(),
-            _ => dt_json,
-        };
+        let (type_name, dt_json) = data_type_of(&array, meta_is_v2, am.dt_json);
         let mapped = map_data_type(&type_name).ok_or_else(|| {
             Problem::Unsupported(format!("data type {type_name} has no .tet form"))
         })?;
 
-        let zshape = array.shape().to_vec();
-        let rank = zshape.len();
-        let count = product(&zshape)
-            .ok_or_else(|| malformed(format!("shape {zshape:?} has too many elements")))?;
+        let shape = array.shape().to_vec();
+        let rank = shape.len();
+        let count = product(&shape)
+            .ok_or_else(|| malformed(format!("shape {shape:?} has too many elements")))?;
         let elem = array.data_type().fixed_size();
         if let Some(size) = elem {
             count
                 .checked_mul(size as u64)
-                .ok_or_else(|| malformed(format!("shape {zshape:?} has too many bytes")))?;
+                .ok_or_else(|| malformed(format!("shape {shape:?} has too many bytes")))?;
         }
-
-        // The unit zarrs decodes at once: the chunk, or the inner chunk of a shard.
-        let mut decode_unit = grid_chunks.clone();
-        if array.is_sharded() {
-            let inner: Option<Vec<u64>> = array
-                .effective_subchunk_shape()
-                .map(|s| s.iter().map(|c| c.get()).collect());
-            if let (Some(shard), Some(inner)) = (&grid_chunks, &inner) {
-                if shard.len() == inner.len() {
-                    let per_shard = shard
-                        .iter()
-                        .zip(inner)
-                        .try_fold(1u64, |a, (&s, &i)| a.checked_mul(s.div_ceil(i.max(1))));
-                    let per_shard = per_shard.filter(|&n| n <= MAX_CHUNKS_PER_SHARD);
-                    let Some(per_shard) = per_shard else {
-                        return Err(Problem::Unsupported(format!(
-                            "shards of {shard:?} in inner chunks of {inner:?} have more than {MAX_CHUNKS_PER_SHARD} inner chunks"
-                        )));
-                    };
-                    // Whole shards are checked against their index before zarrs slices them.
-                    let index = sharding_config
-                        .as_ref()
-                        .and_then(|c| ShardIndex::from_configuration(c, per_shard));
-                    if index.is_some() {
-                        array = array.with_storage(Arc::new(GuardedStore::new(fs.clone(), index)));
-                    }
-                }
-            }
-            decode_unit = inner;
-        }
-        if let (Some(unit), Some(size)) = (&decode_unit, elem) {
-            let bytes = product(unit).and_then(|n| n.checked_mul(size as u64));
-            if bytes.is_none_or(|b| b > MAX_DECODED_CHUNK) {
+        let (array, chunk_shape) = decode_chunk_shape(
+            fs,
+            array,
+            am.grid_chunks,
+            am.sharding.as_ref(),
+            elem,
+            &shape,
+        )?;
+        let (dims, attrs, facts) = dims_attrs_facts(&array, rank, am.fill_json);
+        if let Mapped::Text { utf32 } = mapped {
+            if count > MAX_TEXT_ELEMENTS {
                 return Err(Problem::Unsupported(format!(
-                    "a chunk of {unit:?} elements decodes to more than {MAX_DECODED_CHUNK} bytes at once"
+                    "{type_name} array of {count} strings is more than the {MAX_TEXT_ELEMENTS} held in memory"
                 )));
             }
-        }
-        let chunk_shape = decode_unit
-            .filter(|c| c.len() == rank && rank > 0)
-            .map(|c| {
-                c.iter()
-                    .zip(&zshape)
-                    .map(|(&c, &d)| c.min(d.max(1)))
-                    .collect::<Vec<u64>>()
-            });
-
-        // Dimensions and attributes.
-        let raw_attrs = array.attributes().clone();
-        let xr_dims = xarray_dims(&raw_attrs, rank);
-        let mut facts: Attrs = vec![("zarr_fill_value".into(), AttrValue::Text(fill_json))];
-        let named: Option<Vec<String>> = match array.dimension_names() {
-            Some(names) => {
-                let all: Option<Vec<String>> = names.iter().cloned().collect();
-                if all.is_none() && names.iter().any(Option::is_some) {
-                    facts.push((
-                        "zarr_dimension_names".into(),
-                        AttrValue::Text(serde_json::to_string(names).unwrap_or_default()),
-                    ));
-                }
-                all
+            let values = read_text(&array, utf32, &self.codec_options)
+                .map_err(|e| malformed(format!("cannot read its strings: {e}")))?;
+            if values.len() as u64 != count {
+                return Err(malformed(format!(
+                    "{} strings read, {count} expected",
+                    values.len()
+                )));
             }
-            None => None,
-        };
-        let dims = named.or_else(|| xr_dims.clone()).filter(|d| !d.is_empty());
-        let skip: &[&str] = if xr_dims.is_some() && (dims == xr_dims || rank == 0) {
-            &["_ARRAY_DIMENSIONS"]
-        } else {
-            &[]
-        };
-        let attrs = attrs::map_to_attrs(&raw_attrs, skip);
-
-        let mut notes = Vec::new();
-        let scalar = rank == 0;
-        let shape = if scalar {
-            notes.push("0-d scalar stored as shape [1]".to_string());
-            vec![1]
-        } else {
-            zshape.clone()
-        };
+            self.text_variables.push(TextVariable {
+                name: name.to_string(),
+                // A 0-d string array keeps the shape [1] it always had here.
+                shape: if rank == 0 { vec![1] } else { shape },
+                dims,
+                values,
+                attrs,
+                char_axis: None,
+            });
+            return Ok(());
+        }
         let basename = name.rsplit('/').next().unwrap_or(name);
         let role = match &dims {
             Some(d) if rank == 1 && d[0] == basename => Role::Coordinate,
             _ => Role::Data,
         };
-        let layout = SourceLayout {
-            chunk_shape,
-            compressed,
-            filters,
-        };
-
-        let index = self.arrays.len();
-        let mut new_vars: Vec<(Variable, Reader)> = Vec::new();
-        let var = |vname: String, dtype: ElementType, notes: Vec<String>, facts: Attrs| Variable {
-            name: vname,
-            dtype,
-            shape: shape.clone(),
-            dims: dims.clone(),
-            attrs: attrs.clone(),
-            layout: layout.clone(),
+        let base = Variable {
+            name: name.to_string(),
+            dtype: ElementType::U8,
+            shape,
+            dims,
+            attrs,
+            layout: SourceLayout {
+                chunk_shape,
+                compressed: am.compressed,
+                filters: am.filters,
+            },
             role,
-            notes,
+            notes: Vec::new(),
             facts,
         };
-        let reader = |kind| Reader {
-            array: index,
-            kind,
-            scalar,
-        };
-        match mapped {
-            Mapped::Numeric(t, note) => {
-                let mut n = notes.clone();
-                let mut f = facts.clone();
-                if let Some(note) = note {
-                    n.push(note);
-                    f.push(("zarr_data_type".into(), AttrValue::Text(dt_json)));
-                }
-                new_vars.push((var(name.to_string(), t, n, f), reader(ReadKind::Direct)));
-            }
-            Mapped::Bool => new_vars.push((
-                var(
-                    name.to_string(),
-                    ElementType::Bool,
-                    notes.clone(),
-                    facts.clone(),
-                ),
-                reader(ReadKind::Bool),
-            )),
-            Mapped::Complex(t) => {
-                if elem != Some(2 * t.size()) {
-                    return Err(Problem::Unsupported(format!(
-                        "complex data type {type_name} of {elem:?} bytes"
-                    )));
-                }
-                for (part, label) in ["real", "imag"].iter().enumerate() {
-                    let mut n = notes.clone();
-                    n.push(format!("{label} part of the {type_name} array '{name}'"));
-                    // The facts the NPY and Tensogram importers record for complex parts.
-                    let mut f = facts.clone();
-                    f.push(("complex_part".into(), AttrValue::Text((*label).into())));
-                    let tag = match t {
-                        ElementType::F32 => "c64",
-                        ElementType::F64 => "c128",
-                        _ => type_name.as_str(),
-                    };
-                    f.push(("complex_dtype".into(), AttrValue::Text(tag.into())));
-                    let mut v = var(format!("{name}/{label}"), t, n, f);
-                    v.role = Role::Data;
-                    new_vars.push((v, reader(ReadKind::ComplexPart(part))));
-                }
-            }
-            Mapped::Text { utf32 } => {
-                if count > MAX_TEXT_ELEMENTS {
-                    return Err(Problem::Unsupported(format!(
-                        "{type_name} array of {count} strings is more than the {MAX_TEXT_ELEMENTS} held in memory"
-                    )));
-                }
-                let values = read_text(&array, utf32, &self.codec_options)
-                    .map_err(|e| malformed(format!("cannot read its strings: {e}")))?;
-                if values.len() as u64 != count {
-                    return Err(malformed(format!(
-                        "{} strings read, {count} expected",
-                        values.len()
-                    )));
-                }
-                self.text_variables.push(TextVariable {
-                    name: name.to_string(),
-                    shape,
-                    dims,
-                    values,
-                    attrs,
-                    char_axis: None,
-                });
-                return Ok(());
-            }
-        }
+        let index = self.arrays.len();
+        let new_vars = mapped_variables(mapped, base, &type_name, dt_json, elem)?;
         if matches!(mapped_size(&new_vars), Some(s) if elem.is_some_and(|e| e != s)) {
             return Err(Problem::Unsupported(format!(
                 "data type {type_name} is {elem:?} bytes per element, expected {:?}",
@@ -1099,11 +1064,12 @@ impl ZarrSource {
             )));
         }
         self.arrays.push(array);
-        for (v, r) in new_vars {
-            let whole_frames = matches!(r.kind, ReadKind::Direct) && !r.scalar;
-            self.frames.push(frames.clone().filter(|_| whole_frames));
+        for (v, kind) in new_vars {
+            // A 0-d array's one chunk is not offered as a frame.
+            let whole_frames = matches!(kind, ReadKind::Direct) && rank > 0;
+            self.frames.push(am.frames.clone().filter(|_| whole_frames));
             self.variables.push(v);
-            self.readers.push(r);
+            self.readers.push(Reader { array: index, kind });
         }
         Ok(())
     }
@@ -1153,11 +1119,130 @@ impl ZarrSource {
     }
 }
 
+/// The shape zarrs decodes at once (the chunk, or the inner chunk of a shard) clipped to the
+/// array's shape, after checking that it is not too large; a sharded array whose shards have
+/// an index gets a store that checks whole shards against it.
+fn decode_chunk_shape(
+    fs: &Arc<FilesystemStore>,
+    mut array: Array<Store>,
+    grid_chunks: Option<Vec<u64>>,
+    sharding: Option<&Map<String, Value>>,
+    elem: Option<usize>,
+    shape: &[u64],
+) -> std::result::Result<(Array<Store>, Option<Vec<u64>>), Problem> {
+    let rank = shape.len();
+    let mut decode_unit = grid_chunks.clone();
+    if array.is_sharded() {
+        let inner: Option<Vec<u64>> = array
+            .effective_subchunk_shape()
+            .map(|s| s.iter().map(|c| c.get()).collect());
+        if let (Some(shard), Some(inner)) = (&grid_chunks, &inner) {
+            if shard.len() == inner.len() {
+                let per_shard = shard
+                    .iter()
+                    .zip(inner)
+                    .try_fold(1u64, |a, (&s, &i)| a.checked_mul(s.div_ceil(i.max(1))));
+                let per_shard = per_shard.filter(|&n| n <= MAX_CHUNKS_PER_SHARD);
+                let Some(per_shard) = per_shard else {
+                    return Err(Problem::Unsupported(format!(
+                        "shards of {shard:?} in inner chunks of {inner:?} have more than {MAX_CHUNKS_PER_SHARD} inner chunks"
+                    )));
+                };
+                // Whole shards are checked against their index before zarrs slices them.
+                let index = sharding.and_then(|c| ShardIndex::from_configuration(c, per_shard));
+                if index.is_some() {
+                    array = array.with_storage(Arc::new(GuardedStore::new(fs.clone(), index)));
+                }
+            }
+        }
+        decode_unit = inner;
+    }
+    if let (Some(unit), Some(size)) = (&decode_unit, elem) {
+        let bytes = product(unit).and_then(|n| n.checked_mul(size as u64));
+        if bytes.is_none_or(|b| b > MAX_DECODED_CHUNK) {
+            return Err(Problem::Unsupported(format!(
+                "a chunk of {unit:?} elements decodes to more than {MAX_DECODED_CHUNK} bytes at once"
+            )));
+        }
+    }
+    let chunk_shape = decode_unit
+        .filter(|c| c.len() == rank && rank > 0)
+        .map(|c| {
+            c.iter()
+                .zip(shape)
+                .map(|(&c, &d)| c.min(d.max(1)))
+                .collect::<Vec<u64>>()
+        });
+    Ok((array, chunk_shape))
+}
+
+/// The variables a numeric, bool or complex array becomes (`base` with its type, notes and
+/// facts completed), each with how it is read.
+fn mapped_variables(
+    mapped: Mapped,
+    base: Variable,
+    type_name: &str,
+    dt_json: String,
+    elem: Option<usize>,
+) -> std::result::Result<Vec<(Variable, ReadKind)>, Problem> {
+    let typed = |dtype| Variable {
+        dtype,
+        ..base.clone()
+    };
+    Ok(match mapped {
+        Mapped::Numeric(t, note) => {
+            let mut v = typed(t);
+            if let Some(note) = note {
+                v.notes.push(note);
+                v.facts.push(Fact::private(
+                    "zarr",
+                    "zarr_data_type",
+                    AttrValue::Text(dt_json),
+                ));
+            }
+            vec![(v, ReadKind::Direct)]
+        }
+        Mapped::Bool => vec![(typed(ElementType::Bool), ReadKind::Bool)],
+        Mapped::Complex(t) => {
+            if elem != Some(2 * t.size()) {
+                return Err(Problem::Unsupported(format!(
+                    "complex data type {type_name} of {elem:?} bytes"
+                )));
+            }
+            match t.complex_of() {
+                // complex64 / complex128: one complex variable, as zarrs decodes it.
+                Some(c) => vec![(typed(c), ReadKind::Direct)],
+                // No complex type of these parts: the real and the imaginary part each.
+                None => ["real", "imag"]
+                    .iter()
+                    .enumerate()
+                    .map(|(part, label)| {
+                        let mut v = typed(t);
+                        v.name = format!("{}/{label}", base.name);
+                        v.role = Role::Data;
+                        v.notes.push(format!(
+                            "{label} part of the {type_name} array '{}'",
+                            base.name
+                        ));
+                        v.facts.push(Fact::private(
+                            "zarr",
+                            "zarr_data_type",
+                            AttrValue::Text(dt_json.clone()),
+                        ));
+                        (v, ReadKind::Part(part))
+                    })
+                    .collect(),
+            }
+        }
+        Mapped::Text { .. } => Vec::new(),
+    })
+}
+
 /// The element size of the first new variable.
-fn mapped_size(vars: &[(Variable, Reader)]) -> Option<usize> {
-    let (v, r) = vars.first()?;
-    Some(match r.kind {
-        ReadKind::ComplexPart(_) => 2 * v.dtype.size(),
+fn mapped_size(vars: &[(Variable, ReadKind)]) -> Option<usize> {
+    let (v, kind) = vars.first()?;
+    Some(match kind {
+        ReadKind::Part(_) => 2 * v.dtype.size(),
         _ => v.dtype.size(),
     })
 }
@@ -1260,7 +1345,7 @@ impl Source for ZarrSource {
         }
         let r = self.readers[var];
         let array = &self.arrays[r.array];
-        let subset = if r.scalar {
+        let subset = if v.shape.is_empty() {
             ArraySubset::new_with_shape(Vec::new())
         } else {
             ArraySubset::new_with_start_shape(start.to_vec(), count.to_vec())
@@ -1276,7 +1361,7 @@ impl Source for ZarrSource {
                 }
                 Ok(())
             }
-            ReadKind::ComplexPart(part) => {
+            ReadKind::Part(part) => {
                 let mut both = vec![0u8; out.len() * 2];
                 self.decode_into(array, &subset, &mut both, 2 * size)?;
                 for (dst, src) in out.chunks_exact_mut(size).zip(both.chunks_exact(2 * size)) {

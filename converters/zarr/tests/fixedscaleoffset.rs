@@ -6,9 +6,10 @@
 mod common;
 
 use tet_source::{ElementType, OpenOptions, Source};
+use tet_testkit::{json_u64s, read_all};
 use tet_zarr::open_store;
 
-use common::{expected_array, first_difference, fixture_dir, fixture_expect, read_all, sub_block};
+use common::{assert_reads_as, expected_array, fixture_dir, fixture_expect};
 
 #[test]
 fn values_are_bit_for_bit_what_numcodecs_decodes() {
@@ -27,12 +28,7 @@ fn values_are_bit_for_bit_what_numcodecs_decodes() {
             let name = a["name"].as_str().unwrap();
             let (want, idx) = expected_array("fixedscaleoffset", store, name, &src);
             let v = &src.variables()[idx];
-            let shape: Vec<u64> = a["shape"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap())
-                .collect();
+            let shape = json_u64s(&a["shape"]);
             assert_eq!(v.shape, shape, "{store}/{name}");
             let (ty, elem) = match a["dtype"].as_str().unwrap() {
                 "float64" => (ElementType::F64, 8),
@@ -50,21 +46,8 @@ fn values_are_bit_for_bit_what_numcodecs_decodes() {
                 v.layout.filters
             );
 
-            let got = read_all(&src, idx);
-            if let Some(d) = first_difference(&got, &want, elem) {
-                panic!("{store}/{name}: {d}");
-            }
-
-            // A sub-region that cuts chunks (partial decodes).
-            let start: Vec<u64> = shape.iter().map(|&n| n / 3).collect();
-            let count: Vec<u64> = shape.iter().map(|&n| n - n / 3 - n / 4).collect();
-            let n: u64 = count.iter().product();
-            let mut part = vec![0u8; n as usize * elem];
-            src.read_region(idx, &start, &count, &mut part).unwrap();
-            let want_part = sub_block(&want, &shape, elem, &start, &count);
-            if let Some(d) = first_difference(&part, &want_part, elem) {
-                panic!("{store}/{name} region {start:?}+{count:?}: {d}");
-            }
+            let ctx = format!("{store}/{name}");
+            assert_reads_as(&ctx, &src, idx, &want, &shape, elem, |n| n - n / 3 - n / 4);
             checked += 1;
         }
     }

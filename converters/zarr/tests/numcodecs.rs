@@ -8,9 +8,10 @@ mod common;
 
 use serde_json::Value;
 use tet_source::{OpenOptions, Source};
+use tet_testkit::{json_strs, json_u64s};
 use tet_zarr::open_store;
 
-use common::{expected_array, first_difference, fixture_dir, fixture_expect, read_all, sub_block};
+use common::{assert_reads_as, expected_array, fixture_dir, fixture_expect};
 
 fn elem_size(dtype: &str) -> usize {
     match dtype {
@@ -20,6 +21,15 @@ fn elem_size(dtype: &str) -> usize {
         "int64" | "uint64" | "float64" => 8,
         other => panic!("{other}"),
     }
+}
+
+/// Checks every array of `stores` (names in the fixture's `expect.json`); returns how many.
+fn check_stores(stores: &[&str]) -> usize {
+    let expect = fixture_expect("numcodecs");
+    stores
+        .iter()
+        .map(|store| check_store(store, expect["stores"][store].as_array().unwrap()))
+        .sum()
 }
 
 fn check_store(store: &str, arrays: &[Value]) -> usize {
@@ -32,12 +42,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
     let mut checked = 0;
     for a in arrays {
         let name = a["name"].as_str().unwrap();
-        let shape: Vec<u64> = a["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
+        let shape = json_u64s(&a["shape"]);
         if let Some(values) = a.get("values") {
             let t = src
                 .text_variables()
@@ -45,13 +50,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
                 .find(|t| t.name == name)
                 .unwrap_or_else(|| panic!("{store}: no text variable {name}"));
             assert_eq!(t.shape, shape, "{store}/{name}");
-            let want: Vec<&str> = values
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_str().unwrap())
-                .collect();
-            assert_eq!(t.values, want, "{store}/{name}");
+            assert_eq!(t.values, json_strs(values), "{store}/{name}");
             checked += 1;
             continue;
         }
@@ -60,20 +59,11 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
         assert_eq!(v.shape, shape, "{store}/{name}");
         let elem = elem_size(a["dtype"].as_str().unwrap());
         assert_eq!(v.dtype.size(), elem, "{store}/{name}");
-        let got = read_all(&src, idx);
-        if let Some(d) = first_difference(&got, &want, elem) {
-            panic!("{store}/{name}: {d}");
-        }
-        // A sub-region that cuts chunks (partial decodes), the unwritten chunk included.
-        let start: Vec<u64> = shape.iter().map(|&n| n / 3).collect();
-        let count: Vec<u64> = shape.iter().map(|&n| n - n / 3 - 1.min(n / 4)).collect();
-        let n: u64 = count.iter().product();
-        let mut part = vec![0u8; n as usize * elem];
-        src.read_region(idx, &start, &count, &mut part).unwrap();
-        let want_part = sub_block(&want, &shape, elem, &start, &count);
-        if let Some(d) = first_difference(&part, &want_part, elem) {
-            panic!("{store}/{name} region {start:?}+{count:?}: {d}");
-        }
+        // The region includes the never-written chunk.
+        let ctx = format!("{store}/{name}");
+        assert_reads_as(&ctx, &src, idx, &want, &shape, elem, |n| {
+            n - n / 3 - 1.min(n / 4)
+        });
         checked += 1;
     }
     checked
@@ -81,12 +71,7 @@ fn check_store(store: &str, arrays: &[Value]) -> usize {
 
 #[test]
 fn compressors_and_checksums_decode_as_zarr_python_reads_them() {
-    let expect = fixture_expect("numcodecs");
-    let stores = expect["stores"].as_object().unwrap();
-    let mut checked = 0;
-    for store in ["codecs_v2.zarr", "codecs_v3.zarr"] {
-        checked += check_store(store, stores[store].as_array().unwrap());
-    }
+    let checked = check_stores(&["codecs_v2.zarr", "codecs_v3.zarr"]);
     assert_eq!(checked, 10 + 11);
 }
 
@@ -117,12 +102,7 @@ fn v3_stores_use_zarr_python_numcodecs_names() {
 
 #[test]
 fn filters_decode_as_numcodecs_decodes_them() {
-    let expect = fixture_expect("numcodecs");
-    let stores = expect["stores"].as_object().unwrap();
-    let mut checked = 0;
-    for store in ["filters_v2.zarr", "filters_v3.zarr"] {
-        checked += check_store(store, stores[store].as_array().unwrap());
-    }
+    let checked = check_stores(&["filters_v2.zarr", "filters_v3.zarr"]);
     assert_eq!(checked, 14 + 12);
 }
 

@@ -4,13 +4,14 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use tet_source::{OpenOptions, Source, SourceError};
+use tet_testkit::{copy_tree, corpus_dir, files_below};
 use tet_zarr::open_store;
 
-use common::{bytes, copy_tree, corpus_dir, files_below, store, write_meta};
+use common::{bytes, store, write_meta};
 
 /// Opens and reads every variable of the store: their values, or the first error.
 fn open_and_read(root: &Path) -> Result<Vec<Vec<u8>>, SourceError> {
@@ -34,6 +35,17 @@ fn open_and_read(root: &Path) -> Result<Vec<Vec<u8>>, SourceError> {
 fn one_line(e: &SourceError) {
     let s = e.to_string();
     assert!(!s.is_empty() && !s.contains('\n'), "not one line: {s:?}");
+}
+
+/// A store `<name>.zarr` in `dir` whose only node is the root's `zarr.json` holding `text`:
+/// opening and reading it must fail, with one line, which is returned with the store.
+fn refusal(dir: &Path, name: &str, text: &str) -> (PathBuf, SourceError) {
+    let root = dir.join(format!("{name}.zarr"));
+    write_meta(&root, "", "zarr.json", text);
+    let e = open_and_read(&root).expect_err(text);
+    one_line(&e);
+    eprintln!("{name}: {e}");
+    (root, e)
 }
 
 fn array_meta(extra: Value) -> String {
@@ -108,11 +120,7 @@ fn malformed_metadata_is_refused() {
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join(format!("m{i}.zarr"));
-        write_meta(&root, "", "zarr.json", text);
-        let e = open_and_read(&root).expect_err(text);
-        one_line(&e);
-        eprintln!("malformed case {i}: {e}");
+        let (_, e) = refusal(dir.path(), &format!("malformed{i}"), text);
         assert!(e.to_string().contains(want), "case {i} {text}: {e}");
         assert!(!matches!(e, SourceError::Unsupported(_)), "case {i}: {e}");
     }
@@ -147,11 +155,7 @@ fn unsupported_metadata_is_named() {
     ];
     for (i, (text, want)) in cases.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join(format!("u{i}.zarr"));
-        write_meta(&root, "", "zarr.json", text);
-        let e = open_and_read(&root).expect_err(text);
-        one_line(&e);
-        eprintln!("unsupported case {i}: {e}");
+        let (root, e) = refusal(dir.path(), &format!("unsupported{i}"), text);
         assert!(matches!(e, SourceError::Unsupported(_)), "case {i}: {e}");
         assert!(e.to_string().contains(want), "case {i}: {e}");
         // With skip_unsupported the array is listed as skipped instead.
@@ -180,7 +184,7 @@ fn unsupported_metadata_is_named() {
 
 #[test]
 fn malformed_child_metadata_names_the_file() {
-    let src = corpus_dir().join("climate.zarr");
+    let src = corpus_dir("zarr").join("climate.zarr");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("c.zarr");
     copy_tree(&src, &root);
@@ -414,7 +418,7 @@ fn corrupt_shard_index_is_an_error() {
 /// either work or fail cleanly.
 #[test]
 fn corpus_truncations_and_flips_never_panic() {
-    let src = corpus_dir().join("climate.zarr");
+    let src = corpus_dir("zarr").join("climate.zarr");
     let dir = tempfile::tempdir().unwrap();
     let clean = dir.path().join("clean.zarr");
     copy_tree(&src, &clean);

@@ -7,9 +7,10 @@ mod common;
 
 use serde_json::Value;
 use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
+use tet_testkit::{read_all, sub_block, var_index};
 use tet_zarr::open_store;
 
-use common::{fixture_dir, fixture_expect, read_all, sub_block};
+use common::{fixture_dir, fixture_expect, zarr_fact};
 
 #[test]
 fn v2_datetimes_read_as_zarr_python_reads_them() {
@@ -27,7 +28,7 @@ fn v2_datetimes_read_as_zarr_python_reads_them() {
         let want =
             std::fs::read(fixture_dir("types").join(format!("expect/time_v2.zarr__{name}.le")))
                 .unwrap();
-        let idx = src.variables().iter().position(|v| v.name == name).unwrap();
+        let idx = var_index(&src, name);
         let v = &src.variables()[idx];
         assert_eq!(v.dtype, ElementType::I64, "{name}");
         let got = read_all(&src, idx);
@@ -42,15 +43,11 @@ fn v2_datetimes_read_as_zarr_python_reads_them() {
             "{name}"
         );
         // The data type is recorded as the v3 one: unit and scale factor.
-        let dt = v
-            .facts
-            .iter()
-            .find(|(k, _)| k == "zarr_data_type")
-            .map(|(_, f)| f.clone());
+        let dt = zarr_fact(&v.facts, "zarr_data_type");
         let Some(AttrValue::Text(dt)) = dt else {
             panic!("{name}: no zarr_data_type fact: {:?}", v.facts)
         };
-        let dt: Value = serde_json::from_str(&dt).unwrap();
+        let dt: Value = serde_json::from_str(dt).unwrap();
         let conf = &dt["configuration"];
         assert_eq!(conf["unit"], a["unit"], "{name}: {dt}");
         assert_eq!(conf["scale_factor"], a["scale_factor"], "{name}: {dt}");

@@ -9,12 +9,14 @@ use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
-use tet_source::{AttrValue, ElementType, Importer, OpenOptions, Role, Source, SourceError};
+use tet_source::{AttrValue, ElementType, Fact, Importer, OpenOptions, Role, Source, SourceError};
 use tet_zarr::{open_store, ZarrImporter, ZarrSource};
 use zarrs::array::{Array, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 
-use common::{bytes, f32_bytes, read_all, store, sub_block, write_meta};
+use tet_testkit::{put_block, read_all, sub_block, var_index};
+
+use common::{bytes, f32_bytes, store, write_meta, zarr_fact};
 
 fn bytes_codec(endian: &str) -> Value {
     json!({"name": "bytes", "configuration": {"endian": endian}})
@@ -74,35 +76,6 @@ fn fill_bytes(n: usize, value: &[u8]) -> Vec<u8> {
         .cycle()
         .take(n * value.len())
         .collect()
-}
-
-/// Overwrites block `start..start+count` of `full` (C order) with `block`.
-fn put_block(
-    full: &mut [u8],
-    shape: &[u64],
-    elem: usize,
-    start: &[u64],
-    count: &[u64],
-    block: &[u8],
-) {
-    let n: u64 = count.iter().product();
-    let rank = shape.len();
-    let mut idx = vec![0u64; rank];
-    for i in 0..n as usize {
-        let mut off = 0u64;
-        for d in 0..rank {
-            off = off * shape[d] + start[d] + idx[d];
-        }
-        let o = off as usize * elem;
-        full[o..o + elem].copy_from_slice(&block[i * elem..(i + 1) * elem]);
-        for d in (0..rank).rev() {
-            idx[d] += 1;
-            if idx[d] < count[d] {
-                break;
-            }
-            idx[d] = 0;
-        }
-    }
 }
 
 /// Writes the v3 test store; returns what each numeric array must read as.
@@ -597,7 +570,7 @@ fn write_v3_store(root: &Path) -> Vec<Expect> {
     out.push(Expect {
         name: "scalar",
         dtype: ElementType::F64,
-        shape: vec![1],
+        shape: vec![],
         data: d,
         chunk_hint: None,
         compressed: false,
@@ -629,7 +602,7 @@ fn write_v3_store(root: &Path) -> Vec<Expect> {
         compressed: false,
     });
 
-    // Complex: split into real and imaginary parts.
+    // Complex: one complex64 variable of (real, imaginary) pairs.
     write_meta(
         root,
         "cplx",
@@ -652,21 +625,11 @@ fn write_v3_store(root: &Path) -> Vec<Expect> {
         })
         .collect();
     store(root, "cplx", &[0], &[4], c.clone());
-    let re: Vec<u8> = c.chunks_exact(8).flat_map(|e| e[..4].to_vec()).collect();
-    let im: Vec<u8> = c.chunks_exact(8).flat_map(|e| e[4..].to_vec()).collect();
     out.push(Expect {
-        name: "cplx/real",
-        dtype: ElementType::F32,
+        name: "cplx",
+        dtype: ElementType::C64,
         shape: vec![4],
-        data: re,
-        chunk_hint: Some(vec![3]),
-        compressed: false,
-    });
-    out.push(Expect {
-        name: "cplx/imag",
-        dtype: ElementType::F32,
-        shape: vec![4],
-        data: im,
+        data: c,
         chunk_hint: Some(vec![3]),
         compressed: false,
     });
@@ -717,13 +680,6 @@ fn written() -> &'static Written {
     })
 }
 
-fn var_index(src: &dyn Source, name: &str) -> usize {
-    src.variables()
-        .iter()
-        .position(|v| v.name == name)
-        .unwrap_or_else(|| panic!("no variable {name}"))
-}
-
 #[test]
 fn v3_store_reads_back_what_was_written() {
     let w = written();
@@ -731,12 +687,8 @@ fn v3_store_reads_back_what_was_written() {
     assert!(src.skipped().is_empty(), "{:?}", src.skipped());
     let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
     assert_eq!(names.len(), w.expect.len(), "{names:?}");
-    // Sorted by array name; a complex array's parts stay together, real first.
-    let arrays: Vec<&str> = names
-        .iter()
-        .map(|n| n.trim_end_matches("/real").trim_end_matches("/imag"))
-        .collect();
-    assert!(arrays.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
+    // Sorted by array name.
+    assert!(names.windows(2).all(|w| w[0] <= w[1]), "{names:?}");
     for e in &w.expect {
         let i = var_index(src, e.name);
         let v = &src.variables()[i];
@@ -784,30 +736,38 @@ fn v3_store_metadata() {
             "zstd(level=1,checksum=false)"
         ]
     );
-    // A 0-d scalar.
+    // A 0-d scalar is a 0-d variable (the engine notes how it stores it, not the importer).
     let s = v("scalar");
-    assert_eq!(s.shape, vec![1]);
-    assert!(s.notes.iter().any(|n| n.contains("0-d")));
+    assert_eq!(s.shape, Vec::<u64>::new());
+    assert!(s.notes.is_empty());
     assert_eq!(s.dims, None);
+    assert_eq!(s.layout.chunk_shape, None);
     // Partial dimension names are kept as a fact only.
     let p = v("partial_dims");
     assert_eq!(p.dims, None);
-    assert!(p.facts.iter().any(|(k, _)| k == "zarr_dimension_names"));
-    // Complex parts.
-    let re = v("cplx/real");
-    assert_eq!(re.dims, Some(vec!["k".into()]));
+    assert!(zarr_fact(&p.facts, "zarr_dimension_names").is_some());
+    // A complex array is one variable, with its dimensions and attributes, and nothing said
+    // about complex numbers (the engine splits it and records that).
+    let c = v("cplx");
+    assert_eq!(c.dims, Some(vec!["k".into()]));
     assert_eq!(
-        re.attrs,
+        c.attrs,
         vec![("kind".into(), AttrValue::Text("wave".into()))]
     );
-    assert!(re
-        .notes
-        .iter()
-        .any(|n| n.contains("real part of the complex64")));
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+    assert_eq!(
+        c.facts
+            .iter()
+            .flat_map(Fact::entries)
+            .map(|(k, _)| k)
+            .collect::<Vec<_>>(),
+        ["zarr_fill_value"]
+    );
     // Fill value fact.
-    assert!(v("missing_f32")
-        .facts
-        .contains(&("zarr_fill_value".into(), AttrValue::Text("\"NaN\"".into()))));
+    assert_eq!(
+        zarr_fact(&v("missing_f32").facts, "zarr_fill_value"),
+        Some(&AttrValue::Text("\"NaN\"".into()))
+    );
     // Global attributes: root, then groups by path.
     let g: Vec<(String, AttrValue)> = src.global_attrs().to_vec();
     assert_eq!(
@@ -1288,6 +1248,78 @@ fn datetime64_reads_as_int64_counts() {
         "{:?}",
         v.notes
     );
-    assert!(v.facts.iter().any(|(k, _)| k == "zarr_data_type"));
+    assert!(zarr_fact(&v.facts, "zarr_data_type").is_some());
     assert_eq!(read_all(&src, 0), d);
+}
+
+/// Complex numbers whose parts have no complex element type (`complex_float16`) are delivered
+/// as their real and imaginary parts, noted, with the data type in the facts; a 0-d
+/// `complex128` is one 0-d complex variable.
+#[test]
+fn complex_without_a_complex_element_type_and_0d_complex() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("c.zarr");
+    write_meta(&root, "", "zarr.json", &group(json!({})));
+    write_meta(
+        &root,
+        "h",
+        "zarr.json",
+        &v3(
+            &[3],
+            json!("complex_float16"),
+            &[3],
+            json!([0.0, 0.0]),
+            vec![bytes_codec("little")],
+            None,
+            json!({}),
+        ),
+    );
+    // (1 + 2i), (3 + 4i), (5 + 6i) as f16 bit patterns.
+    let halves: [u16; 6] = [0x3c00, 0x4000, 0x4200, 0x4400, 0x4500, 0x4600];
+    let d: Vec<u8> = halves.iter().flat_map(|h| h.to_le_bytes()).collect();
+    store(&root, "h", &[0], &[3], d.clone());
+    write_meta(
+        &root,
+        "z",
+        "zarr.json",
+        &v3(
+            &[],
+            json!("complex128"),
+            &[],
+            json!([0.0, 0.0]),
+            vec![bytes_codec("big")],
+            None,
+            json!({}),
+        ),
+    );
+    // `store` takes native (little-endian) bytes; the `bytes` codec writes them big-endian.
+    let z: Vec<u8> = [1.5f64.to_le_bytes(), (-2.5f64).to_le_bytes()].concat();
+    store(&root, "z", &[], &[], z);
+    let src = open_store(&root, &OpenOptions::default()).unwrap();
+    let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["h/real", "h/imag", "z"]);
+    for (i, part) in ["real", "imag"].iter().enumerate() {
+        let v = &src.variables()[i];
+        assert_eq!(v.dtype, ElementType::F16);
+        assert_eq!(v.shape, vec![3]);
+        let want: Vec<u8> = d
+            .chunks_exact(4)
+            .flat_map(|e| e[2 * i..2 * i + 2].to_vec())
+            .collect();
+        assert_eq!(read_all(&src, i), want, "{part}");
+        assert!(
+            v.notes
+                .contains(&format!("{part} part of the complex_float16 array 'h'")),
+            "{:?}",
+            v.notes
+        );
+        assert!(zarr_fact(&v.facts, "zarr_data_type").is_some());
+    }
+    let v = &src.variables()[2];
+    assert_eq!((v.dtype, v.shape.len()), (ElementType::C128, 0));
+    assert!(v.notes.is_empty());
+    assert_eq!(
+        read_all(&src, 2),
+        [1.5f64.to_le_bytes(), (-2.5f64).to_le_bytes()].concat()
+    );
 }

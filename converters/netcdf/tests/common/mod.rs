@@ -1,79 +1,45 @@
-//! Helpers shared by the integration tests.
+//! Helpers shared by the integration tests (the corpus, reads and digests come from
+//! `tet-testkit`; what is here is NetCDF's own).
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, ElementType, Source};
+use tet_source::{AttrValue, Fact, OpenOptions, Source};
 
-pub fn corpus_dir() -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/corpus/public/netcdf"
-    ))
-    .to_path_buf()
-}
-
+/// The public NetCDF corpus files (`.nc`), sorted; there must be at least the four the tests
+/// were written against.
 pub fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
-        .expect("corpus directory shared/corpus/public/netcdf")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "nc"))
-        .collect();
-    files.sort();
+    let files = tet_testkit::corpus_files("netcdf", &["nc"]);
     assert!(files.len() >= 4, "corpus .nc files missing: {files:?}");
     files
 }
 
-/// A whole variable as little-endian bytes, read slab by slab along axis 0 and checked against
-/// one whole read.
+/// A whole variable as little-endian bytes, read whole and slab by slab along axis 0 (the two
+/// must agree).
 pub fn read_all(src: &dyn Source, var: usize) -> Vec<u8> {
-    let v = &src.variables()[var];
-    let size = v.dtype.size();
-    let n = v.element_count().unwrap() as usize;
-    let mut whole = vec![0u8; n * size];
-    let zeros = vec![0u64; v.shape.len()];
-    src.read_region(var, &zeros, &v.shape, &mut whole)
-        .unwrap_or_else(|e| panic!("{}: {e}", v.name));
-    if v.shape[0] > 0 {
-        let slab = n / v.shape[0] as usize * size;
-        let mut pieces = Vec::with_capacity(whole.len());
-        for i in 0..v.shape[0] {
-            let mut start = zeros.clone();
-            start[0] = i;
-            let mut count = v.shape.clone();
-            count[0] = 1;
-            let mut buf = vec![0u8; slab];
-            src.read_region(var, &start, &count, &mut buf).unwrap();
-            pieces.extend_from_slice(&buf);
-        }
-        assert_eq!(
-            pieces, whole,
-            "{}: slab reads differ from a whole read",
-            v.name
-        );
-    }
-    whole
+    tet_testkit::read_all_in_slabs(src, var)
 }
 
-/// Bytes as stored in `.tet`: i8 widened to i16 (what the engine does).
-pub fn widen(dtype: ElementType, bytes: Vec<u8>) -> Vec<u8> {
-    match dtype {
-        ElementType::I8 => bytes
-            .iter()
-            .flat_map(|&b| i16::from(b as i8).to_le_bytes())
-            .collect(),
-        _ => bytes,
+/// The options that open the CF-unpacked view of packed variables.
+pub fn unpacking() -> OpenOptions {
+    OpenOptions {
+        unpack: true,
+        ..OpenOptions::default()
     }
 }
 
-pub fn sha_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+/// The packing attributes of a CF-unpacked variable (its [`Fact::Unpacked`]).
+pub fn packing(facts: &[Fact]) -> Option<&[(String, AttrValue)]> {
+    facts.iter().find_map(|f| match f {
+        Fact::Unpacked { packing, .. } => Some(packing.as_slice()),
+        _ => None,
+    })
 }
 
-pub fn find<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a AttrValue> {
-    attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+/// The type a CF-unpacked variable was packed in (its [`Fact::Unpacked`]).
+pub fn packed_type(facts: &[Fact]) -> Option<&str> {
+    facts.iter().find_map(|f| match f {
+        Fact::Unpacked { packed_type, .. } => Some(packed_type.as_str()),
+        _ => None,
+    })
 }

@@ -1,7 +1,26 @@
-//! Test helpers: writing `.npy` and `.npz` bytes.
+//! Test helpers: writing `.npy` and `.npz` bytes, opening files by their extension.
 #![allow(dead_code)]
 
 use std::io::Write;
+use std::path::Path;
+
+use tet_npy::{NpyImporter, NpzImporter};
+use tet_source::{Importer, OpenOptions, Source};
+
+/// The importer of a file: NPZ for `.npz`, NPY otherwise.
+pub fn importer_for(path: &Path) -> Box<dyn Importer> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("npz") => Box::new(NpzImporter),
+        _ => Box::new(NpyImporter),
+    }
+}
+
+/// Opens a `.npy` or `.npz` file with the default options; panics naming it when it fails.
+pub fn open_file(path: &Path) -> Box<dyn Source> {
+    importer_for(path)
+        .open(path, &OpenOptions::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// Formats a Python shape tuple: `()`, `(3,)`, `(3, 4)`.
 pub fn py_shape(shape: &[u64]) -> String {

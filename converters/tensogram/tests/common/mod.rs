@@ -1,223 +1,171 @@
-//! Shared test helpers: corpus access, reading whole variables, the engine's widening, hashing,
-//! attribute comparison with sidecar JSON, and a builder of hand-made (hash-less) messages.
+//! Shared test helpers of this crate: the corpus of `.tgm` files, reads in pieces (slabs and a
+//! sub-box), facts of the format, encoder settings, damage, and a builder of hand-made
+//! (hash-less) messages. What every converter needs comes from `tet-testkit`.
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ciborium::Value as Cbor;
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, ElementType, Source};
+use tensogram::{ByteOrder, CompressionBackend, DataObjectDescriptor, Dtype, EncodeOptions};
+use tet_source::{AttrValue, Fact, Source, SourceError};
+use tet_tensogram::{open_bytes, TgmSource};
 
-pub const CORPUS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/corpus/public/tensogram"
-);
+// Not every test binary uses every one.
+#[allow(unused_imports)]
+pub use tet_testkit::{
+    as_f64s, assert_attrs_equal, attr_matches, check_sidecar_array, find, first_difference,
+    flatten_json, json_u64s, read_all, read_all_in_pieces, sha_hex, sidecar, sub_block, XorShift,
+};
 
+/// The public corpus `.tgm` files, sorted (at least five: a missing corpus fails).
 pub fn corpus_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(CORPUS)
-        .expect("corpus directory ../shared/corpus/public/tensogram")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "tgm"))
-        .collect();
-    files.sort();
+    let files = tet_testkit::corpus_files("tensogram", &["tgm"]);
     assert!(files.len() >= 5, "corpus looks incomplete: {files:?}");
     files
 }
 
+/// The bytes of the corpus file `name`.
 pub fn corpus(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(CORPUS).join(name)).unwrap()
-}
-
-pub fn sidecar(path: &Path) -> Value {
-    let mut p = path.as_os_str().to_owned();
-    p.push(".expect.json");
-    serde_json::from_str(&std::fs::read_to_string(PathBuf::from(p)).unwrap()).unwrap()
-}
-
-/// The whole variable in one read.
-pub fn read_all(src: &dyn Source, var: usize) -> Vec<u8> {
-    let v = &src.variables()[var];
-    let mut out = vec![0u8; v.byte_len().unwrap() as usize];
-    let start = vec![0; v.shape.len()];
-    src.read_region(var, &start, &v.shape, &mut out).unwrap();
-    out
+    let path = tet_testkit::corpus_dir("tensogram").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The whole variable read in uneven slabs of the first axis (and, for rank ≥ 2, a sub-box),
-/// checked against the whole read.
+/// checked against the whole read ([`read_all`]).
 pub fn read_in_pieces(src: &dyn Source, var: usize) -> Vec<u8> {
-    let whole = read_all(src, var);
+    let whole = read_all_in_pieces(src, var);
     let v = &src.variables()[var];
-    let size = v.dtype.size();
     let rank = v.shape.len();
-    let row: usize = v.shape[1..].iter().product::<u64>() as usize * size;
-    let mut out = vec![0u8; whole.len()];
-    let (mut s, mut step) = (0u64, 1u64);
-    while s < v.shape[0] {
-        let c = step.min(v.shape[0] - s);
-        let mut start = vec![0; rank];
-        start[0] = s;
-        let mut count = v.shape.clone();
-        count[0] = c;
-        let a = s as usize * row;
-        let b = (s + c) as usize * row;
-        src.read_region(var, &start, &count, &mut out[a..b])
-            .unwrap();
-        s += c;
-        step = step * 2 + 1;
-    }
-    assert_eq!(
-        out, whole,
-        "{}: slab reads differ from the whole read",
-        v.name
-    );
     if rank >= 2 && v.shape.iter().all(|&d| d >= 2) {
         // The box [1.., 1.., …] against the whole read.
+        let size = v.dtype.size();
         let start = vec![1u64; rank];
         let count: Vec<u64> = v.shape.iter().map(|d| d - 1).collect();
         let n: u64 = count.iter().product();
         let mut sub = vec![0u8; n as usize * size];
         src.read_region(var, &start, &count, &mut sub).unwrap();
-        let mut expect = Vec::new();
-        let mut idx = vec![0u64; rank];
-        for _ in 0..n {
-            let mut lin = 0u64;
-            for k in 0..rank {
-                lin = lin * v.shape[k] + start[k] + idx[k];
-            }
-            let a = lin as usize * size;
-            expect.extend_from_slice(&whole[a..a + size]);
-            for k in (0..rank).rev() {
-                idx[k] += 1;
-                if idx[k] < count[k] {
-                    break;
-                }
-                idx[k] = 0;
-            }
-        }
+        let expect = sub_block(&whole, &v.shape, size, &start, &count);
         assert_eq!(sub, expect, "{}: sub-box read", v.name);
     }
     whole
 }
 
-/// The bytes as the engine stores them (i8 → i16, bf16 → f32, bool → u8) and the stored type.
-pub fn widen(dtype: ElementType, bytes: &[u8]) -> (Vec<u8>, &'static str) {
-    match dtype {
-        ElementType::I8 => (
-            bytes
-                .iter()
-                .flat_map(|&b| i16::from(b as i8).to_le_bytes())
-                .collect(),
-            "i16",
-        ),
-        ElementType::BF16 => (
-            bytes
-                .chunks_exact(2)
-                .flat_map(|c| (u32::from(u16::from_le_bytes([c[0], c[1]])) << 16).to_le_bytes())
-                .collect(),
-            "f32",
-        ),
-        ElementType::Bool => (bytes.to_vec(), "u8"),
-        d => (bytes.to_vec(), d.name()),
-    }
+/// The names of the variables of `src`, in order.
+pub fn variable_names(src: &dyn Source) -> Vec<&str> {
+    src.variables().iter().map(|v| v.name.as_str()).collect()
 }
 
-pub fn sha_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
+/// Every variable of the source read whole (one read each): `Ok` with all values, or the first
+/// error.
+pub fn read_everything(src: &TgmSource) -> Result<Vec<Vec<u8>>, SourceError> {
+    (0..src.variables().len())
+        .map(|i| {
+            let v = &src.variables()[i];
+            let mut out = vec![0u8; v.byte_len().unwrap() as usize];
+            src.read_region(i, &vec![0; v.shape.len()], &v.shape, &mut out)?;
+            Ok(out)
+        })
         .collect()
 }
 
-/// A JSON object flattened to dotted keys (arrays and scalars are leaves).
-pub fn flatten_json(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
-    match v {
-        Value::Object(m) => {
-            for (k, v) in m {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten_json(&key, v, out);
+/// How flips of single bytes of a file fared.
+#[derive(Debug, Default)]
+pub struct Flips {
+    pub at_open: usize,
+    pub at_read: usize,
+    pub harmless: usize,
+}
+
+/// Flips every byte of `bytes` with each of `masks` and opens the result: it is refused at open,
+/// or `see` (what a reader sees) fails, or it gives what `see` gives of the intact file — a
+/// flip that changes what is seen fails the test. `what` names the file in failures.
+pub fn flip_every_byte<T: PartialEq>(
+    what: &str,
+    bytes: &[u8],
+    masks: &[u8],
+    see: impl Fn(&TgmSource) -> Result<T, SourceError>,
+) -> Flips {
+    let opts = tet_source::OpenOptions::default();
+    let original = see(&open_bytes(bytes.to_vec(), &opts).unwrap()).unwrap();
+    let mut flips = Flips::default();
+    for at in 0..bytes.len() {
+        for &mask in masks {
+            let mut b = bytes.to_vec();
+            b[at] ^= mask;
+            let Ok(src) = open_bytes(b, &opts) else {
+                flips.at_open += 1;
+                continue;
+            };
+            match see(&src) {
+                Ok(seen) => {
+                    assert!(
+                        seen == original,
+                        "{what}: flipping byte {at} (^{mask:#x}) changed what is read"
+                    );
+                    flips.harmless += 1;
+                }
+                Err(_) => flips.at_read += 1,
             }
         }
-        leaf => out.push((prefix.to_string(), leaf.clone())),
+    }
+    flips
+}
+
+/// The value of the fact `key`. Every Tensogram fact is the format's own: a [`Fact::Private`]
+/// of `tgm` (checked here).
+pub fn find_fact<'a>(facts: &'a [Fact], key: &str) -> Option<&'a AttrValue> {
+    tet_testkit::private_fact(facts, "tgm", key)
+}
+
+/// The footer keys of `facts`, each fact checked to be a private `tgm` one.
+pub fn fact_keys(facts: &[Fact]) -> Vec<&str> {
+    facts
+        .iter()
+        .map(|f| match f {
+            Fact::Private { format, key, .. } if format == "tgm" => key.as_str(),
+            other => panic!("not a Tensogram fact: {other:?}"),
+        })
+        .collect()
+}
+
+// ── Encoding with the crate ─────────────────────────────────────────────────────────────────
+
+/// Single-threaded, through the C libraries, NaN and Inf allowed (masks).
+pub fn encode_options() -> EncodeOptions {
+    EncodeOptions {
+        threads: 1,
+        compression_backend: CompressionBackend::Ffi,
+        allow_nan: true,
+        allow_inf: true,
+        ..EncodeOptions::default()
     }
 }
 
-fn num_eq(json: &Value, x: f64) -> bool {
-    match json {
-        Value::Number(n) => n.as_f64().is_some_and(|j| j == x),
-        Value::Bool(b) => f64::from(u8::from(*b)) == x,
-        Value::String(s) => match s.as_str() {
-            "NaN" => x.is_nan(),
-            "Infinity" => x == f64::INFINITY,
-            "-Infinity" => x == f64::NEG_INFINITY,
-            _ => false,
-        },
-        _ => false,
+/// The C-order strides (in elements) of `shape`.
+pub fn c_strides(shape: &[u64]) -> Vec<u64> {
+    let mut s = vec![1u64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        s[k] = s[k + 1] * shape[k + 1];
     }
+    s
 }
 
-fn int_eq(json: &Value, x: i128) -> bool {
-    match json {
-        Value::Number(n) => n
-            .as_i64()
-            .map(i128::from)
-            .or(n.as_u64().map(i128::from))
-            .is_some_and(|j| j == x),
-        Value::Bool(b) => i128::from(*b) == x,
-        _ => false,
+/// A C-order descriptor of `shape` with no encoding, filter, compression, masks or parameters.
+pub fn base_desc(shape: &[u64], dtype: Dtype, order: ByteOrder) -> DataObjectDescriptor {
+    DataObjectDescriptor {
+        obj_type: "ntensor".into(),
+        ndim: shape.len() as u64,
+        shape: shape.to_vec(),
+        strides: c_strides(shape),
+        dtype,
+        byte_order: order,
+        encoding: "none".into(),
+        filter: "none".into(),
+        compression: "none".into(),
+        masks: None,
+        params: std::collections::BTreeMap::new(),
     }
-}
-
-/// A typed attribute against a sidecar JSON leaf: numbers by value, text exactly, a one-element
-/// vector against a scalar, longer vectors against arrays.
-pub fn attr_matches(attr: &AttrValue, json: &Value) -> bool {
-    fn each<T: Copy>(v: &[T], json: &Value, eq: impl Fn(&Value, T) -> bool) -> bool {
-        match json {
-            Value::Array(a) => a.len() == v.len() && a.iter().zip(v).all(|(j, &x)| eq(j, x)),
-            scalar => v.len() == 1 && eq(scalar, v[0]),
-        }
-    }
-    match attr {
-        AttrValue::Text(s) => json.as_str() == Some(s.as_str()),
-        AttrValue::TextList(l) => json.as_array().is_some_and(|a| {
-            a.len() == l.len() && a.iter().zip(l).all(|(j, s)| j.as_str() == Some(s))
-        }),
-        AttrValue::I8(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::U8(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::I16(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::U16(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::I32(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::U32(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::I64(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::U64(v) => each(v, json, |j, x| int_eq(j, x.into())),
-        AttrValue::F32(v) => each(v, json, |j, x| num_eq(j, x.into())),
-        AttrValue::F64(v) => each(v, json, num_eq),
-    }
-}
-
-/// `attrs` hold exactly the (flattened) sidecar object `expected`.
-pub fn assert_attrs_equal(what: &str, attrs: &[(String, AttrValue)], expected: &Value) {
-    let mut flat = Vec::new();
-    flatten_json("", expected, &mut flat);
-    let mut ours: Vec<&str> = attrs.iter().map(|(k, _)| k.as_str()).collect();
-    let mut theirs: Vec<&str> = flat.iter().map(|(k, _)| k.as_str()).collect();
-    ours.sort();
-    theirs.sort();
-    assert_eq!(ours, theirs, "{what}: attribute keys");
-    for (k, j) in &flat {
-        let a = &attrs.iter().find(|(n, _)| n == k).unwrap().1;
-        assert!(attr_matches(a, j), "{what}: {k} = {a:?}, sidecar {j}");
-    }
-}
-
-pub fn find<'a>(attrs: &'a [(String, AttrValue)], key: &str) -> Option<&'a AttrValue> {
-    attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v)
 }
 
 // ── Hand-made messages (no hashes) ──────────────────────────────────────────────────────────
@@ -274,10 +222,7 @@ pub fn data_frame(payload: &[u8], descriptor: &Cbor) -> Vec<u8> {
 
 /// A descriptor map with the given entries (`type` and `ndim` are added).
 pub fn descriptor(shape: &[u64], dtype: &str, extra: &[(&str, Cbor)]) -> Cbor {
-    let mut strides = vec![1u64; shape.len()];
-    for k in (0..shape.len().saturating_sub(1)).rev() {
-        strides[k] = strides[k + 1] * shape[k + 1];
-    }
+    let strides = c_strides(shape);
     let mut m = vec![
         (text("type"), text("ntensor")),
         (text("ndim"), Cbor::Integer((shape.len() as u64).into())),

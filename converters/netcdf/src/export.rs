@@ -1,0 +1,595 @@
+//! NetCDF-4 export (the other direction of this crate), through the same netCDF-C layer as the
+//! importer (module `ffi`: one error type, one lock, files closed on drop).
+//!
+//! - Groups for every `/` level of the array names; a global attribute named `group/name` (the
+//!   importer's record of a group attribute) goes back to that group.
+//! - Dimensions from the arrays' dims. Coordinate variables are defined first, so their
+//!   dimension lives in their own group; any other variable reuses a dimension of the same name
+//!   and length visible from its group (its own or an ancestor), else defines it in its own
+//!   group. A name already taken in that group with another length becomes `<name>_<length>`.
+//!   Arrays without dimension names get `<variable>_dim<k>`. A dimension the source had as
+//!   unlimited ([`Array::unlimited_dims`]) is unlimited again.
+//! - Element types ([`CAPABILITIES`]): netCDF has no bool (kept as `ubyte` 0/1 with the
+//!   attribute `dtype = "bool"`, which xarray decodes to booleans), no complex (the engine
+//!   leaves the `<x>/real` and `<x>/imag` variables, in group `<x>`), no f16 (exported as the
+//!   exact f32, with a warning). i8 is `byte`.
+//! - Attributes with their recorded netCDF types (`Text` → `char`, `TextList` → `string`).
+//!   A `_FillValue` whose type differs from the variable's is left out with a warning.
+//! - The global `history` attribute gets the model's history lines, after any existing text.
+//! - Storage: chunked along the model's chunk shape, so each `nc_put_vara` fills whole HDF5
+//!   chunks; zlib (`deflate`, default level 4, with the shuffle filter for multi-byte types),
+//!   zstd (HDF5 filter 32015, only when this netCDF-C has the zstd plugin: Debian's 4.9.0 does
+//!   not) or none.
+//! - String variables become `string` variables; those that were `char` arrays (their
+//!   [`tet_source::CharAxis`]) come back as `char` with their string-length dimension.
+//!   Malformed records are left out with a warning.
+//! - Data is written one chunk at a time with `nc_put_vara` at the chunk's region.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, CString};
+
+use netcdf_sys as nc;
+use tet_source::export::{
+    f16_to_f32, split_group, Array, Capabilities, ChunkSource, Compression, ExportError, Model,
+    Output, Result, TextEntry, Written, WrittenArray,
+};
+use tet_source::{AttrValue, ElementType, Role, TextVariable};
+
+use crate::ffi::{self, Handle, NcError};
+
+/// What netCDF-4 holds: no booleans, no complex numbers.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    has_bool: false,
+    has_complex: false,
+};
+
+/// HDF5's registered id of the zstd filter.
+const H5Z_FILTER_ZSTD: u32 = 32015;
+
+/// A library error as an [`ExportError::Target`] naming what was being done.
+fn nc<T>(what: impl FnOnce() -> String, r: std::result::Result<T, NcError>) -> Result<T> {
+    r.map_err(|e| ExportError::Target(format!("netCDF: {}: {}", what(), e.text())))
+}
+
+fn cname(s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| ExportError::Invalid(format!("name {s:?} holds a NUL byte")))
+}
+
+/// A path as netCDF-C takes it (its bytes, NUL-terminated).
+fn path_cstring(p: &std::path::Path) -> Result<CString> {
+    #[cfg(unix)]
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str()).to_vec();
+    #[cfg(not(unix))]
+    let bytes = p.to_string_lossy().into_owned().into_bytes();
+    CString::new(bytes)
+        .map_err(|_| ExportError::Invalid(format!("path {} holds a NUL byte", p.display())))
+}
+
+/// The type an array is written as: f16 becomes f32 (netCDF has no f16).
+fn written_type(e: ElementType) -> ElementType {
+    match e {
+        ElementType::F16 => ElementType::F32,
+        e => e,
+    }
+}
+
+/// The netCDF type of a written element type.
+fn xtype(e: ElementType) -> Option<nc::nc_type> {
+    Some(match e {
+        ElementType::I8 => nc::NC_BYTE,
+        ElementType::U8 | ElementType::Bool => nc::NC_UBYTE,
+        ElementType::I16 => nc::NC_SHORT,
+        ElementType::U16 => nc::NC_USHORT,
+        ElementType::I32 => nc::NC_INT,
+        ElementType::U32 => nc::NC_UINT,
+        ElementType::I64 => nc::NC_INT64,
+        ElementType::U64 => nc::NC_UINT64,
+        ElementType::F32 => nc::NC_FLOAT,
+        ElementType::F64 => nc::NC_DOUBLE,
+        ElementType::F16 | ElementType::BF16 | ElementType::C64 | ElementType::C128 => return None,
+    })
+}
+
+/// The netCDF type, count and native-endian bytes of a numeric attribute value.
+fn att_bytes(v: &AttrValue) -> Option<(nc::nc_type, usize, Vec<u8>)> {
+    macro_rules! ne {
+        ($t:expr, $xs:expr) => {
+            Some((
+                $t,
+                $xs.len(),
+                $xs.iter().flat_map(|x| x.to_ne_bytes()).collect(),
+            ))
+        };
+    }
+    match v {
+        AttrValue::I8(x) => ne!(nc::NC_BYTE, x),
+        AttrValue::U8(x) => ne!(nc::NC_UBYTE, x),
+        AttrValue::I16(x) => ne!(nc::NC_SHORT, x),
+        AttrValue::U16(x) => ne!(nc::NC_USHORT, x),
+        AttrValue::I32(x) => ne!(nc::NC_INT, x),
+        AttrValue::U32(x) => ne!(nc::NC_UINT, x),
+        AttrValue::I64(x) => ne!(nc::NC_INT64, x),
+        AttrValue::U64(x) => ne!(nc::NC_UINT64, x),
+        AttrValue::F32(x) => ne!(nc::NC_FLOAT, x),
+        AttrValue::F64(x) => ne!(nc::NC_DOUBLE, x),
+        AttrValue::Text(_) | AttrValue::TextList(_) => None,
+    }
+}
+
+/// Writes one attribute on `varid` (`NC_GLOBAL` for a group's own).
+fn put_att(ncid: c_int, varid: c_int, name: &str, v: &AttrValue, owner: &str) -> Result<()> {
+    let cn = cname(name)?;
+    let what = || format!("attribute `{name}` of {owner}");
+    match v {
+        AttrValue::Text(s) => nc(what, ffi::put_att_text(ncid, varid, &cn, s.as_bytes())),
+        AttrValue::TextList(l) => {
+            let cs: Vec<CString> = l.iter().map(|s| cname(s)).collect::<Result<_>>()?;
+            nc(what, ffi::put_att_strings(ncid, varid, &cn, &cs))
+        }
+        v => match att_bytes(v) {
+            Some((t, n, bytes)) => nc(what, ffi::put_att(ncid, varid, &cn, t, n, &bytes)),
+            None => Ok(()),
+        },
+    }
+}
+
+/// Groups by path (root = "").
+struct Groups {
+    ids: HashMap<String, c_int>,
+}
+
+impl Groups {
+    fn id(&self, path: &str) -> Result<c_int> {
+        self.ids
+            .get(path)
+            .copied()
+            .ok_or_else(|| ExportError::Invalid(format!("no group `{path}`")))
+    }
+
+    fn ensure(&mut self, path: &str) -> Result<c_int> {
+        if let Some(&id) = self.ids.get(path) {
+            return Ok(id);
+        }
+        let (parent, short) = split_group(path);
+        let pid = self.ensure(parent)?;
+        let cn = cname(short)?;
+        let id = nc(|| format!("define group `/{path}`"), ffi::def_grp(pid, &cn))?;
+        self.ids.insert(path.to_string(), id);
+        Ok(id)
+    }
+}
+
+/// Dimensions defined so far: (group path, name) → (dimid, length).
+#[derive(Default)]
+struct Dims {
+    by_group: HashMap<(String, String), (c_int, u64)>,
+}
+
+impl Dims {
+    /// The dimension `name` of length `len` seen from `group`, defined there when needed.
+    fn get(
+        &mut self,
+        groups: &Groups,
+        group: &str,
+        name: &str,
+        len: u64,
+        unlimited: bool,
+    ) -> Result<c_int> {
+        // Visible from the group: the nearest definition of the name.
+        let mut g = group;
+        loop {
+            if let Some(&(id, l)) = self.by_group.get(&(g.to_string(), name.to_string())) {
+                if l == len {
+                    return Ok(id);
+                }
+                break;
+            }
+            if g.is_empty() {
+                break;
+            }
+            g = split_group(g).0;
+        }
+        // Define it here, under a free name.
+        let mut n = name.to_string();
+        loop {
+            match self.by_group.get(&(group.to_string(), n.clone())) {
+                Some(&(id, l)) if l == len => return Ok(id),
+                Some(_) => n = format!("{n}_{len}"),
+                None => break,
+            }
+        }
+        let gid = groups.id(group)?;
+        let cn = cname(&n)?;
+        let size = if unlimited {
+            0 // NC_UNLIMITED: grows with the writes
+        } else {
+            usize::try_from(len)
+                .map_err(|_| ExportError::Invalid(format!("dimension `{n}` too long")))?
+        };
+        let id = nc(
+            || format!("define dimension `{n}` ({len}) in group `/{group}`"),
+            ffi::def_dim(gid, &cn, size),
+        )?;
+        self.by_group.insert((group.to_string(), n), (id, len));
+        Ok(id)
+    }
+}
+
+/// The dimension ids of a variable of `shape` in group `g` (names from `dims`, else
+/// `<short>_dim<k>`), defined as needed.
+fn dim_ids(
+    groups: &Groups,
+    dims: &mut Dims,
+    g: &str,
+    short: &str,
+    shape: &[u64],
+    names: Option<&Vec<String>>,
+    unlimited: &[String],
+) -> Result<Vec<c_int>> {
+    let mut ids = Vec::with_capacity(shape.len());
+    for (k, &len) in shape.iter().enumerate() {
+        let name = match names.and_then(|d| d.get(k)) {
+            Some(d) => d.clone(),
+            None => format!("{short}_dim{k}"),
+        };
+        let unlimited = unlimited.contains(&name);
+        ids.push(dims.get(groups, g, &name, len, unlimited)?);
+    }
+    Ok(ids)
+}
+
+/// A string variable defined, waiting for its values.
+struct TextVar<'m> {
+    t: &'m TextVariable,
+    gid: c_int,
+    varid: c_int,
+    /// Characters per string when the variable is a `char` array (its last axis).
+    char_len: Option<usize>,
+}
+
+/// Defines a string variable as a netCDF `string` variable, or, when it was a `char` array
+/// (its `char_axis`), as a `char` variable with that string-length dimension last.
+fn define_text<'m>(
+    t: &'m TextVariable,
+    groups: &mut Groups,
+    dims: &mut Dims,
+) -> Result<TextVar<'m>> {
+    // A `char` array's string-length axis, when every value fits it (otherwise the values,
+    // exact either way, come back as `string`).
+    let char_dim = t.char_axis.as_ref().and_then(|c| {
+        let len = usize::try_from(c.len).ok()?;
+        t.values
+            .iter()
+            .all(|v| v.len() <= len)
+            .then_some((c.dim.clone(), len))
+    });
+    let (g, short) = split_group(&t.name);
+    let gid = groups.ensure(g)?;
+    let mut dimids = dim_ids(groups, dims, g, short, &t.shape, t.dims.as_ref(), &[])?;
+    if let Some((d, len)) = &char_dim {
+        dimids.push(dims.get(groups, g, d, *len as u64, false)?);
+    }
+    let xtype = if char_dim.is_some() {
+        nc::NC_CHAR
+    } else {
+        nc::NC_STRING
+    };
+    let cn = cname(short)?;
+    let varid = nc(
+        || format!("define string variable `{}`", t.name),
+        ffi::def_var(gid, &cn, xtype, &dimids),
+    )?;
+    for (k, v) in &t.attrs {
+        put_att(gid, varid, k, v, &format!("variable `{}`", t.name))?;
+    }
+    Ok(TextVar {
+        t,
+        gid,
+        varid,
+        char_len: char_dim.map(|(_, len)| len),
+    })
+}
+
+/// Writes the values of a defined string variable.
+fn write_text(v: &TextVar<'_>) -> Result<()> {
+    let mut count: Vec<usize> =
+        v.t.shape
+            .iter()
+            .map(|&d| usize::try_from(d))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| ExportError::Invalid(format!("`{}`: too large", v.t.name)))?;
+    if let Some(len) = v.char_len {
+        // Each string NUL-padded to the string length, in C order (as netCDF-C writes them).
+        let mut text = vec![0u8; v.t.values.len().saturating_mul(len)];
+        for (row, s) in text.chunks_mut(len.max(1)).zip(&v.t.values) {
+            row[..s.len()].copy_from_slice(s.as_bytes());
+        }
+        count.push(len);
+        let start = vec![0usize; count.len()];
+        return nc(
+            || format!("write char variable `{}`", v.t.name),
+            ffi::put_vara_text(v.gid, v.varid, &start, &count, &text),
+        );
+    }
+    let cs: Vec<CString> = v.t.values.iter().map(|s| cname(s)).collect::<Result<_>>()?;
+    let start = vec![0usize; count.len()];
+    nc(
+        || format!("write string variable `{}`", v.t.name),
+        ffi::put_vara_strings(v.gid, v.varid, &start, &count, &cs),
+    )
+}
+
+/// Chunking and compression of a defined variable with elements of `size` bytes.
+fn def_storage(
+    a: &Array,
+    gid: c_int,
+    varid: c_int,
+    size: usize,
+    compression: Compression,
+) -> Result<()> {
+    let chunks: Vec<usize> = a
+        .chunk_shape
+        .iter()
+        .zip(&a.shape)
+        .map(|(&c, &s)| usize::try_from(c.min(s)))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| ExportError::Invalid(format!("`{}`: chunk too large", a.name)))?;
+    nc(
+        || format!("chunk variable `{}`", a.name),
+        ffi::def_var_chunking(gid, varid, &chunks),
+    )?;
+    match compression {
+        Compression::None => Ok(()),
+        Compression::Default | Compression::Zlib(_) => {
+            let level = match compression {
+                Compression::Zlib(l) => c_int::try_from(l).unwrap_or(9),
+                _ => 4,
+            };
+            nc(
+                || format!("deflate variable `{}`", a.name),
+                ffi::def_var_deflate(gid, varid, size > 1, level),
+            )
+        }
+        Compression::Zstd(l) => {
+            let params = [l as u32];
+            nc(
+                || format!("zstd filter on variable `{}`", a.name),
+                ffi::def_var_filter(gid, varid, H5Z_FILTER_ZSTD, &params),
+            )
+        }
+    }
+}
+
+/// Defines array `a` (dims, variable, storage, attributes, fill mode) in its group.
+fn define_array(
+    a: &Array,
+    groups: &Groups,
+    dims: &mut Dims,
+    compression: Compression,
+    warnings: &mut Vec<String>,
+) -> Result<(c_int, c_int)> {
+    let (g, short) = a.split_name();
+    let gid = groups.id(g)?;
+    let written = written_type(a.dtype);
+    let t = xtype(written).ok_or_else(|| {
+        ExportError::Invalid(format!("`{}`: netCDF has no {} type", a.name, a.dtype))
+    })?;
+    let dimids = dim_ids(
+        groups,
+        dims,
+        g,
+        short,
+        &a.shape,
+        a.dims.as_ref(),
+        &a.unlimited_dims,
+    )?;
+    let cn = cname(short)?;
+    let varid = nc(
+        || format!("define variable `{}`", a.name),
+        ffi::def_var(gid, &cn, t, &dimids),
+    )?;
+    let sized = !a.shape.is_empty() && !a.shape.contains(&0);
+    if sized {
+        def_storage(a, gid, varid, written.size(), compression)?;
+    }
+    // xarray reads a `dtype = "bool"` attribute back as booleans.
+    let bool_attr = [("dtype".to_string(), AttrValue::Text("bool".into()))];
+    let extra: &[(String, AttrValue)] = if a.bool_as_u8 { &bool_attr } else { &[] };
+    let mut has_fill = false;
+    for (k, v) in a.attrs.iter().chain(extra) {
+        if k == "_FillValue" {
+            if att_bytes(v).map(|(ty, n, _)| (ty, n)) != Some((t, 1)) {
+                warnings.push(format!(
+                    "`{}`: _FillValue {v:?} is not one {} value; left out",
+                    a.name, written
+                ));
+                continue;
+            }
+            has_fill = true;
+        }
+        put_att(gid, varid, k, v, &format!("variable `{}`", a.name))?;
+    }
+    if !has_fill && sized {
+        // Every element is written: no need for HDF5 to pre-fill the chunks.
+        nc(
+            || format!("fill mode of variable `{}`", a.name),
+            ffi::def_var_fill_off(gid, varid),
+        )?;
+    }
+    Ok((gid, varid))
+}
+
+/// The global attributes (`group/name` back to its group) and the history.
+fn write_globals(model: &Model, root: c_int, groups: &mut Groups) -> Result<()> {
+    let mut history = None;
+    for (k, v) in &model.global_attrs {
+        if k == "history" {
+            history = Some(v.clone());
+            continue;
+        }
+        // `group/name`: an attribute of that group (netCDF names cannot hold a `/`). A group
+        // with attributes but no variables is created, unless only some arrays are exported.
+        let (g, short) = split_group(k);
+        if g.is_empty() {
+            put_att(root, nc::NC_GLOBAL, k, v, "the file")?;
+        } else if groups.ids.contains_key(g) || !model.subset {
+            let gid = groups.ensure(g)?;
+            put_att(gid, nc::NC_GLOBAL, short, v, &format!("group `/{g}`"))?;
+        }
+    }
+    let lines = &model.history;
+    let history = match (history, lines.is_empty()) {
+        (Some(AttrValue::Text(old)), false) => {
+            let sep = if old.is_empty() || old.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
+            Some(AttrValue::Text(format!("{old}{sep}{}", lines.join("\n"))))
+        }
+        (None, false) => Some(AttrValue::Text(lines.join("\n"))),
+        (h, _) => h,
+    };
+    if let Some(h) = history {
+        put_att(root, nc::NC_GLOBAL, "history", &h, "the file")?;
+    }
+    Ok(())
+}
+
+/// The values of a chunk as netCDF takes them: native-endian, f16 widened to f32.
+fn native<'b>(dtype: ElementType, bytes: &'b [u8], buf: &'b mut Vec<u8>) -> &'b [u8] {
+    if dtype == ElementType::F16 {
+        buf.clear();
+        for c in bytes.chunks_exact(2) {
+            let v = f16_to_f32(u16::from_le_bytes([c[0], c[1]]));
+            buf.extend_from_slice(&v.to_ne_bytes());
+        }
+        return buf;
+    }
+    let size = dtype.size();
+    if cfg!(target_endian = "little") || size == 1 {
+        return bytes;
+    }
+    buf.clear();
+    buf.extend_from_slice(bytes);
+    for e in buf.chunks_exact_mut(size) {
+        e.reverse();
+    }
+    buf
+}
+
+/// Writes every chunk of the arrays defined as `vars` (model index, group id, variable id).
+fn write_data(
+    model: &Model,
+    chunks: &mut dyn ChunkSource,
+    vars: &[(usize, c_int, c_int)],
+) -> Result<()> {
+    let mut buf = Vec::new();
+    for &(i, gid, varid) in vars {
+        let a = &model.arrays[i];
+        for coords in a.chunk_coords() {
+            let c = chunks.chunk(i, &coords)?;
+            let to_usize = |v: &[u64]| -> Result<Vec<usize>> {
+                v.iter()
+                    .map(|&x| usize::try_from(x))
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|_| ExportError::Invalid(format!("`{}`: too large", a.name)))
+            };
+            let (start, count) = (to_usize(&c.start)?, to_usize(&c.count)?);
+            let bytes = native(a.dtype, c.bytes, &mut buf);
+            nc(
+                || format!("write `{}` chunk {coords:?}", a.name),
+                ffi::put_vara(gid, varid, &start, &count, bytes),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the model as a netCDF-4 file at `out.staging`.
+pub fn write(
+    model: &Model,
+    chunks: &mut dyn ChunkSource,
+    out: Output<'_>,
+    compression: Compression,
+) -> Result<Written> {
+    let mut warnings: Vec<String> = model
+        .arrays
+        .iter()
+        .filter(|a| a.dtype == ElementType::F16)
+        .map(|a| {
+            format!(
+                "`{}`: netCDF has no f16: values exported as f32 (exactly)",
+                a.name
+            )
+        })
+        .collect();
+    let cpath = path_cstring(out.staging)?;
+    let file = nc(
+        || format!("create {}", out.staging.display()),
+        Handle::create(&cpath),
+    )?;
+    let root = file.ncid();
+    if matches!(compression, Compression::Zstd(_)) && !ffi::filter_avail(root, H5Z_FILTER_ZSTD) {
+        return Err(ExportError::Invalid(
+            "this netCDF-C library has no zstd filter (HDF5 plugin 32015); use --compress zlib"
+                .into(),
+        ));
+    }
+    let mut groups = Groups {
+        ids: HashMap::from([(String::new(), root)]),
+    };
+    for a in &model.arrays {
+        groups.ensure(a.split_name().0)?;
+    }
+    // Coordinates first, so their dimensions live in their groups.
+    let coordinate = |a: &Array| a.role == Role::Coordinate;
+    let order = (model
+        .arrays
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| coordinate(a)))
+    .chain(
+        model
+            .arrays
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !coordinate(a)),
+    );
+    let mut dims = Dims::default();
+    let mut vars = Vec::with_capacity(model.arrays.len());
+    for (i, a) in order {
+        let (gid, varid) = define_array(a, &groups, &mut dims, compression, &mut warnings)?;
+        vars.push((i, gid, varid));
+    }
+    write_globals(model, root, &mut groups)?;
+    let mut strings = Vec::new();
+    for t in &model.text_variables {
+        match t {
+            TextEntry::Variable(v) => strings.push(define_text(v, &mut groups, &mut dims)?),
+            TextEntry::Malformed { .. } => warnings.push(format!(
+                "string variable `{}` is malformed in the footer; left out",
+                t.name()
+            )),
+        }
+    }
+    nc(|| "end of definitions".into(), ffi::enddef(root))?;
+    for v in &strings {
+        write_text(v)?;
+    }
+    write_data(model, chunks, &vars)?;
+    nc(|| format!("close {}", out.staging.display()), file.close())?;
+    let arrays = model
+        .arrays
+        .iter()
+        .map(|a| WrittenArray {
+            dtype: written_type(a.dtype),
+            ..WrittenArray::of(a)
+        })
+        .collect();
+    Ok(Written {
+        arrays,
+        reused_chunks: 0,
+        warnings,
+    })
+}
