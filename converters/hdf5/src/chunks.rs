@@ -13,9 +13,18 @@
 //!    do not shrink). Addresses and sizes are checked against the file length.
 //! 2. [`ChunkedVar::read_region`] then needs no HDF5 call at all: for every chunk intersecting
 //!    the region it reads the stored bytes with a positioned read (`pread`, so any number of
-//!    threads may read at once), runs [`decode_filters`] (the pipeline in reverse order) and
-//!    copies the intersecting part into the output. Chunks are stored full-size even at the edges
-//!    of the dataset. A chunk that was never written yields the dataset's fill value.
+//!    threads may read at once), undoes the filter pipeline in reverse order
+//!    ([`decode_filters_into`]) and copies the intersecting part into the output. Chunks are
+//!    stored full-size even at the edges of the dataset. A chunk that was never written yields
+//!    the dataset's fill value.
+//!
+//!    No buffer is allocated per chunk: each thread keeps its stored-bytes, intermediate-stage
+//!    and whole-chunk buffers from one chunk to the next (up to 64 MiB; a read that needed more
+//!    frees them when it ends). When the region holds a chunk whole and the chunk's rows are
+//!    adjacent in the output (a region of whole chunks, as the engine plans for chunked
+//!    sources), the last filter stage writes straight into the output: deflate alone inflates
+//!    into it, shuffle + deflate inflates into a reused buffer and unshuffles into it. Only a
+//!    chunk the region cuts is decoded into the thread's chunk buffer and copied from there.
 //!
 //! HDF5 1.10 can only list chunks in O(n²) (`H5Dget_chunk_info(i)` walks the index from its start
 //! on every call, and `H5Dget_chunk_info_by_coord` scans every chunk: 48 s for 40 000 chunks
