@@ -166,7 +166,7 @@ fn hdf5_zstd_filter_chunks_are_kept() {
     let file = std::fs::read(&h5).unwrap();
     let d = tempfile::tempdir().unwrap();
     let (auto, recoded) = (d.path().join("auto.tet"), d.path().join("recoded.tet"));
-    // Blosc2 has no decoder here: skipped in both runs alike.
+    // Filters without a decoder here (e.g. Blosc2 plugin codecs) are skipped in both runs alike.
     assert!(convert(&h5, &auto, &["--skip-unsupported"])
         .status
         .success());
@@ -206,4 +206,101 @@ fn hdf5_zstd_filter_chunks_are_kept() {
     let row = f.footer().unwrap().unwrap().history.last().unwrap().clone();
     assert_eq!(row.params["zstd_frames_kept"], kept.to_string());
     assert!(verify(&f, Depth::Deep).ok());
+}
+
+/// netCDF-4 variables with the zstd filter (32015, as netCDF-C 4.9+ writes it), read by the
+/// netCDF importer: netCDF-C here has no zstd plugin, so they are read from their stored
+/// chunks; whole chunks keep their frames byte for byte, edge chunks are decoded, never-written
+/// chunks read as the variable's fill value, and every value equals netCDF4-python's
+/// (`fixtures/netcdf_zstd/expect/*.le`, written by its make.py).
+#[cfg(feature = "netcdf")]
+#[test]
+fn netcdf_zstd_filter_chunks_are_kept() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/netcdf_zstd");
+    let nc = dir.join("zstd.nc");
+    let file = std::fs::read(&nc).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (auto, recoded) = (d.path().join("auto.tet"), d.path().join("recoded.tet"));
+    let out = convert(&nc, &auto, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = convert(&nc, &recoded, &["--codec", "zstd:3"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (f, g) = (
+        TetFile::open(&auto).unwrap(),
+        TetFile::open(&recoded).unwrap(),
+    );
+    let found = |frame: &[u8]| file.windows(frame.len()).any(|w| w == frame);
+    let mut kept = 0u64;
+    for name in ["t", "s", "partial", "nofill"] {
+        let i = f
+            .dataset_id(name)
+            .unwrap_or_else(|| panic!("no dataset {name}"));
+        let ds = &f.datasets[i];
+        let n = ds.shape.iter().product::<u64>() as usize * ds.dtype.size();
+        let start = vec![0; ds.shape.len()];
+        let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
+        f.read_region(i, &start, &ds.shape, &mut a).unwrap();
+        let j = g.dataset_id(name).unwrap();
+        g.read_region(j, &start, &ds.shape, &mut b).unwrap();
+        let want = std::fs::read(dir.join("expect").join(format!("{name}.le"))).unwrap();
+        assert!(a == want, "{name}: values differ from netCDF4-python's");
+        assert!(
+            b == want,
+            "{name}: decode/re-encode differs from netCDF4-python's"
+        );
+        for e in f.entries.iter().filter(|e| e.dataset_id == i as u64) {
+            if e.codec() == Some(Codec::Zstd) && found(f.stored_bytes(e).unwrap()) {
+                kept += 1;
+            }
+        }
+    }
+    // t: 3 planes x 2 whole chunks (the third, an edge, is decoded); s: 5; partial: the two
+    // written planes; nofill: the one written plane.
+    assert_eq!(kept, 6 + 5 + 2 + 1);
+    let row = f.footer().unwrap().unwrap().history.last().unwrap().clone();
+    assert_eq!(row.params["zstd_frames_kept"], kept.to_string());
+    assert!(verify(&f, Depth::Deep).ok());
+}
+
+/// A zstd-filtered netCDF-4 variable that neither netCDF-C (no plugin) nor the stored-chunk
+/// reader can take (more chunks than it tabulates) is an unsupported item naming the filter and
+/// `HDF5_PLUGIN_PATH`; `--skip-unsupported` converts the rest.
+#[cfg(feature = "netcdf")]
+#[test]
+fn an_unreadable_netcdf_filter_is_an_unsupported_item() {
+    let nc = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/netcdf_zstd/many.nc");
+    let d = tempfile::tempdir().unwrap();
+    let out_path = d.path().join("many.tet");
+    let out = convert(&nc, &out_path, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("unsupported: many: compressed with HDF5 filter 32015 (zstd(1))")
+            && err.contains("HDF5_PLUGIN_PATH")
+            && !err.contains("malformed"),
+        "{err}"
+    );
+    assert!(!out_path.exists());
+    let out = convert(&nc, &out_path, &["--skip-unsupported"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let f = TetFile::open(&out_path).unwrap();
+    let names: Vec<&str> = f.datasets.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["ok"]);
+    let mut got = vec![0u8; 4097 * 4];
+    f.read_region(0, &[0], &[4097], &mut got).unwrap();
+    let want: Vec<u8> = (0..4097i32).flat_map(|v| v.to_le_bytes()).collect();
+    assert!(got == want);
 }

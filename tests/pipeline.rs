@@ -136,6 +136,7 @@ fn source() -> Synthetic {
             values: vec!["alpha".into(), "beta".into()],
             attrs: vec![],
             char_axis: None,
+            facts: Vec::new(),
         }],
         fail_on_var: None,
         parallel: true,

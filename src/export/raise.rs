@@ -67,9 +67,13 @@ fn text_of<'a>(list: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
 
 /// The typed facts of a dataset (`tet_ext.source_facts`).
 fn facts(meta: &DatasetMeta) -> Vec<Fact> {
-    let entries: Attrs = meta
-        .extra
-        .get("source_facts")
+    facts_of(meta.extra.get("source_facts"))
+}
+
+/// The typed facts of a recorded fact list (`source_facts`, `global_facts`): entries that are
+/// not `[name, typed value]` pairs are passed over.
+fn facts_of(list: Option<&Value>) -> Vec<Fact> {
+    let entries: Attrs = list
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -213,10 +217,11 @@ fn raise(
         Some("coordinate") => Role::Coordinate,
         _ => Role::Data,
     };
-    let unlimited_dims = facts(meta)
-        .into_iter()
+    let facts = facts(meta);
+    let unlimited_dims = facts
+        .iter()
         .find_map(|f| match f {
-            Fact::UnlimitedDims(l) => Some(l),
+            Fact::UnlimitedDims(l) => Some(l.clone()),
             _ => None,
         })
         .unwrap_or_default();
@@ -230,6 +235,7 @@ fn raise(
         role,
         unlimited_dims,
         bool_as_u8,
+        facts,
     };
     let stored = Stored {
         ds: id,
@@ -342,6 +348,7 @@ impl Plan {
                 history: history_lines(&footer.history),
                 text_variables,
                 subset: !select.is_empty(),
+                global_facts: facts_of(footer.extra.get("global_facts")),
             },
             stored,
             warnings,

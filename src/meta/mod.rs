@@ -205,6 +205,10 @@ pub fn text_variables_json(vars: &[TextVariable]) -> Value {
                 if let Some(c) = &t.char_axis {
                     v["char_dim"] = json!({"name": c.dim, "len": c.len});
                 }
+                // Only when there are some: records of variables without facts are unchanged.
+                if !t.facts.is_empty() {
+                    v["facts"] = attrs_to_json(&Fact::all_entries(&t.facts));
+                }
                 v
             })
             .collect(),
@@ -259,6 +263,23 @@ pub fn text_variable_from_json(t: &Value) -> Option<TextVariable> {
             len: c.get("len")?.as_u64()?,
         })
     });
+    let facts = t
+        .get("facts")
+        .and_then(Value::as_array)
+        .map(|a| {
+            let entries: Vec<(String, AttrValue)> = a
+                .iter()
+                .filter_map(|p| {
+                    let p = p.as_array()?;
+                    Some((
+                        p.first()?.as_str()?.to_string(),
+                        crate::format::footer::attr_from_json(p.get(1)?)?,
+                    ))
+                })
+                .collect();
+            Fact::from_entries(&entries)
+        })
+        .unwrap_or_default();
     Some(TextVariable {
         name,
         shape,
@@ -266,6 +287,7 @@ pub fn text_variable_from_json(t: &Value) -> Option<TextVariable> {
         values,
         attrs,
         char_axis,
+        facts,
     })
 }
 
@@ -424,6 +446,7 @@ mod tests {
                     dim: "name_strlen".into(),
                     len: 8,
                 }),
+                facts: vec![Fact::UnlimitedDims(vec!["station".into()])],
             },
             TextVariable {
                 name: "s".into(),
@@ -432,6 +455,7 @@ mod tests {
                 values: vec![],
                 attrs: vec![],
                 char_axis: None,
+                facts: Vec::new(),
             },
         ];
         let json = text_variables_json(&vars);

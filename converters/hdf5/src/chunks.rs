@@ -38,9 +38,12 @@
 //! [`lzf_decompress`]; libhdf5 itself cannot read it), and the common plugin filters, which
 //! libhdf5 reads only with a plugin: Blosc (32001, PyTables' default; one Blosc 1.x buffer,
 //! decoded by c-blosc from `blosc-src`, the build Zarr uses), Zstandard (32015, hdf5plugin's;
-//! plain frames, `zstd`), bzip2 (307, one stream, `bzip2`) and LZ4 (32004, the HDF Group
-//! filter's block framing, see [`lz4_decompress`]; blocks decoded by `lz4_flex`). A dataset with
-//! any other filter (szip, scale-offset, n-bit, Blosc2, …), a non-chunked layout, or a datatype
+//! plain frames, `zstd`), bzip2 (307, one stream, `bzip2`), LZ4 (32004, the HDF Group
+//! filter's block framing, see [`lz4_decompress`]; blocks decoded by `lz4_flex`) and Blosc2
+//! (32026, hdf5plugin's and PyTables'; one Blosc2 frame per chunk, parsed by [`crate::blosc2`],
+//! its chunks decoded by `blosc2-pure-rs`). A dataset with any other filter (szip,
+//! scale-offset, n-bit, …), a Blosc2 codec or filter that decoder lacks (see
+//! [`crate::blosc2::unsupported_variant`]), a non-chunked layout, or a datatype
 //! with variable-length parts is reported as [`ChunkAccess::Library`] with the reason: read it
 //! with `H5Dread` (libhdf5 loads filter plugins from `HDF5_PLUGIN_PATH`).
 //!
@@ -119,7 +122,7 @@ pub const FILTER_BLOSC: i32 = 32001;
 pub const FILTER_LZ4: i32 = 32004;
 /// Registered id of the Zstandard filter (hdf5plugin's).
 pub const FILTER_ZSTD: i32 = 32015;
-/// Registered id of the Blosc2 filter (PyTables, hdf5plugin): not decoded here.
+/// Registered id of the Blosc2 filter (PyTables, hdf5plugin; see [`crate::blosc2`]).
 pub const FILTER_BLOSC2: i32 = 32026;
 
 /// Datasets with up to this many allocated chunks get a chunk table at open. Listing the chunks
@@ -217,6 +220,9 @@ impl FilterSpec {
             FILTER_ZSTD => Some(Filter::Zstd),
             FILTER_BZIP2 => Some(Filter::Bzip2),
             FILTER_LZ4 => Some(Filter::Lz4),
+            FILTER_BLOSC2 => crate::blosc2::unsupported_variant(&self.cd_values)
+                .is_none()
+                .then_some(Filter::Blosc2),
             _ => None,
         }
     }
@@ -241,6 +247,8 @@ pub enum Filter {
     Bzip2,
     /// The HDF5 LZ4 filter's framing of LZ4 blocks (see [`lz4_decompress`]).
     Lz4,
+    /// One Blosc2 contiguous frame (see [`crate::blosc2`]).
+    Blosc2,
 }
 
 /// A chunk that could not be decoded.
@@ -467,13 +475,19 @@ fn decode_stages(
                 unshuffle(input, elem_size, dst);
                 len = n;
             }
-            Filter::Lzf | Filter::Blosc | Filter::Zstd | Filter::Bzip2 | Filter::Lz4 => {
+            Filter::Lzf
+            | Filter::Blosc
+            | Filter::Zstd
+            | Filter::Bzip2
+            | Filter::Lz4
+            | Filter::Blosc2 => {
                 // These decoders size their own output from the stream.
                 let v = match *f {
                     Filter::Lzf => lzf_decompress(input, bound)?,
                     Filter::Blosc => blosc_decompress(input, bound)?,
                     Filter::Zstd => zstd_decompress(input, bound)?,
                     Filter::Bzip2 => bzip2_decompress(input, bound)?,
+                    Filter::Blosc2 => crate::blosc2::blosc2_decompress(input, bound)?,
                     _ => lz4_decompress(input, bound)?,
                 };
                 len = v.len();
@@ -1505,6 +1519,27 @@ impl ChunkedVar {
         Ok(self
             .stored_chunk(file, grid_pos)?
             .and_then(|(stored, mask, _)| (mask == 0).then_some(stored)))
+    }
+
+    /// [`Self::zstd_frame`] of the chunk whose region is exactly `start .. start + count` (one
+    /// whole chunk of the grid); `None` for any other region.
+    pub fn zstd_frame_of_region(
+        &self,
+        file: &File,
+        start: &[u64],
+        count: &[u64],
+    ) -> Result<Option<Vec<u8>>> {
+        if start.len() != self.chunk.len() || count != self.chunk.as_slice() {
+            return Ok(None);
+        }
+        let mut grid_pos = Vec::with_capacity(start.len());
+        for (&s, &c) in start.iter().zip(&self.chunk) {
+            if c == 0 || s % c != 0 {
+                return Ok(None);
+            }
+            grid_pos.push(s / c);
+        }
+        self.zstd_frame(file, &grid_pos)
     }
 
     /// Reads the region `start .. start + count` as little-endian C-order bytes (numeric

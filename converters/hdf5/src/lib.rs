@@ -106,6 +106,7 @@
 //! out of bounds or an endless loop in `H5HG__protect`). Truncated files are refused cleanly.
 //! Skipped attributes are named `<object>/@<attribute>` (`@<attribute>` for the root group).
 
+pub mod blosc2;
 pub mod chunks;
 mod types;
 pub mod vds;
@@ -1358,6 +1359,7 @@ impl Walker<'_> {
             values,
             attrs: d.f.attrs.clone(),
             char_axis: None,
+            facts: Vec::new(),
         });
         Ok(())
     }
@@ -1570,7 +1572,12 @@ impl H5Source {
 /// Why a filter can be decoded neither here nor by libhdf5: names the filter once (`filter
 /// blosc2 (id 32026)`, `filter lzo (id 305)`) and where libhdf5 looked for a plugin.
 fn filter_unavailable(s: &FilterSpec) -> String {
-    let named = s.named();
+    let mut named = s.named();
+    if s.id == chunks::FILTER_BLOSC2 {
+        if let Some(why) = blosc2::unsupported_variant(&s.cd_values) {
+            named = format!("{named} with {why}");
+        }
+    }
     let (major, minor, patch) = hdf5::library_version();
     let paths = plugin_paths();
     let searched = if paths.is_empty() {
@@ -2084,19 +2091,7 @@ impl Source for H5Source {
         let Some((cv, file)) = self.direct_whole(var) else {
             return Ok(None);
         };
-        // Exactly one chunk of the grid.
-        let chunk = cv.chunk_shape();
-        if start.len() != chunk.len() || count != chunk {
-            return Ok(None);
-        }
-        let mut grid_pos = Vec::with_capacity(chunk.len());
-        for (&s, &c) in start.iter().zip(chunk) {
-            if c == 0 || s % c != 0 {
-                return Ok(None);
-            }
-            grid_pos.push(s / c);
-        }
-        cv.zstd_frame(&self.files[file].os, &grid_pos)
+        cv.zstd_frame_of_region(&self.files[file].os, start, count)
     }
 
     fn file_extent(&self, var: usize) -> Option<FileExtent<'_>> {

@@ -2,9 +2,9 @@
 //! value for value with what h5py, with hdf5plugin's filter plugins, reads from them
 //! (`tests/fixtures/expect_filters.json`):
 //!
-//! * Blosc (every compressor, each shuffle mode), Zstandard, bzip2 and LZ4 chunks are decoded
-//!   by this crate (direct chunk access), with no plugin in libhdf5; Blosc2 is refused naming
-//!   the filter and `HDF5_PLUGIN_PATH`, or skipped with `skip_unsupported`.
+//! * Blosc (every compressor, each shuffle mode), Zstandard, bzip2, LZ4 and Blosc2 chunks are
+//!   decoded by this crate (direct chunk access), with no plugin in libhdf5 (Blosc2 in depth:
+//!   `tests/blosc2.rs`).
 //! * N-bit integers come out as their container type, sign-extended; HDF5 time values as their
 //!   stored integers, recorded; compound datasets whose field names collide after `/` → `_`
 //!   are an unsupported item, not a failure of the whole file.
@@ -34,11 +34,6 @@ fn skip_opts() -> OpenOptions {
         skip_unsupported: true,
         ..OpenOptions::default()
     }
-}
-
-/// Whether a plugin directory was given to libhdf5 (then Blosc2 may be readable).
-fn plugin_path_set() -> bool {
-    std::env::var_os("HDF5_PLUGIN_PATH").is_some()
 }
 
 /// The element type and little-endian bytes h5py's reading stands for.
@@ -108,11 +103,11 @@ fn check_values(file: &str, src: &dyn Source, except: &[&str]) -> usize {
 #[test]
 fn plugin_filters_are_decoded_here_value_for_value() {
     let src = open_path(&fixture("filters.h5"), &skip_opts()).unwrap();
-    let n = check_values("filters.h5", &src, &["blosc2/lz4"]);
-    assert_eq!(n, 32);
+    let n = check_values("filters.h5", &src, &[]);
+    assert_eq!(n, 33);
     // Read by direct chunk access: no libhdf5 plugin involved.
     let direct = src.direct_chunk_variables();
-    for prefix in ["blosc/", "zstd/", "bzip2/", "lz4/"] {
+    for prefix in ["blosc/", "zstd/", "bzip2/", "lz4/", "blosc2/"] {
         let names: Vec<&str> = src
             .variables()
             .iter()
@@ -127,7 +122,7 @@ fn plugin_filters_are_decoded_here_value_for_value() {
     // The filters were applied (HDF5 stores a chunk unfiltered when an optional filter cannot
     // shrink it): every dataset but the incompressible one has filtered chunks.
     for v in src.variables() {
-        if v.name == "plain" || v.name == "blosc/noise_u1" || v.name.starts_with("blosc2") {
+        if v.name == "plain" || v.name == "blosc/noise_u1" {
             continue;
         }
         let masks = filter_masks(&v.name);
@@ -151,25 +146,6 @@ fn pytables_blosc_arrays_convert() {
         "{:?}",
         v.layout
     );
-}
-
-#[test]
-fn blosc2_is_refused_naming_the_filter_and_the_plugin_path() {
-    if plugin_path_set() {
-        // libhdf5 may load hdf5plugin's Blosc2 from there: see tests/plugin_path.rs.
-        eprintln!("HDF5_PLUGIN_PATH is set: the refusal is not checked");
-        return;
-    }
-    let err = open_path(&fixture("filters.h5"), &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
-    let msg = err.to_string();
-    assert!(msg.contains("dataset 'blosc2/lz4'"), "{msg}");
-    assert!(msg.contains("filter blosc2 (id 32026)"), "{msg}");
-    assert!(msg.contains("HDF5_PLUGIN_PATH"), "{msg}");
-    assert!(!msg.contains("filter filter"), "{msg}");
-    let src = open_path(&fixture("filters.h5"), &skip_opts()).unwrap();
-    let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(skipped, ["blosc2/lz4"]);
 }
 
 #[test]

@@ -13,7 +13,9 @@
 //!   attribute `dtype = "bool"`, which xarray decodes to booleans), no complex (the engine
 //!   leaves the `<x>/real` and `<x>/imag` variables, in group `<x>`), no f16 (exported as the
 //!   exact f32, with a warning). i8 is `byte`.
-//! - Attributes with their recorded netCDF types (`Text` → `char`, `TextList` → `string`).
+//! - Attributes with their recorded netCDF types (`Text` → `char`, `TextList` → `string`; the
+//!   importer's private facts (module `hints`) make a `Text` a one-value `string`, text Latin-1
+//!   bytes, and integers an enum attribute whose enum type is defined again in the group).
 //!   A `_FillValue` whose type differs from the variable's is left out with a warning.
 //! - The global `history` attribute gets the model's history lines, after any existing text.
 //! - Storage: chunked along the model's chunk shape, so each `nc_put_vara` fills whole HDF5
@@ -21,21 +23,28 @@
 //!   zstd (HDF5 filter 32015, only when this netCDF-C has the zstd plugin: Debian's 4.9.0 does
 //!   not) or none.
 //! - String variables become `string` variables; those that were `char` arrays (their
-//!   [`tet_source::CharAxis`]) come back as `char` with their string-length dimension.
-//!   Malformed records are left out with a warning.
+//!   [`tet_source::CharAxis`]) come back as `char` with their string-length dimension, a 0-d
+//!   `char` (fact `nc_type`) as a 0-d `char`; values recorded as Latin-1 (`nc_text_encoding`)
+//!   as those bytes; unlimited dimensions as they were. Malformed records are left out with a
+//!   warning.
+//! - Dimensions no variable used (the file facts `nc_unused_dim:`) are defined again, with
+//!   their groups (not when only some arrays are exported).
 //! - Data is written one chunk at a time with `nc_put_vara` at the chunk's region.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, CString};
+
+mod hints;
 
 use netcdf_sys as nc;
 use tet_source::export::{
     f16_to_f32, split_group, Array, Capabilities, ChunkSource, Compression, ExportError, Model,
     Output, Result, TextEntry, Written, WrittenArray,
 };
-use tet_source::{AttrValue, ElementType, Role, TextVariable};
+use tet_source::{AttrValue, ElementType, Fact, Role, TextVariable};
 
 use crate::ffi::{self, Handle, NcError};
+use hints::{AttrHints, EnumTypes, TextHints};
 
 /// What netCDF-4 holds: no booleans, no complex numbers.
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -116,18 +125,79 @@ fn att_bytes(v: &AttrValue) -> Option<(nc::nc_type, usize, Vec<u8>)> {
     }
 }
 
-/// Writes one attribute on `varid` (`NC_GLOBAL` for a group's own).
-fn put_att(ncid: c_int, varid: c_int, name: &str, v: &AttrValue, owner: &str) -> Result<()> {
+/// The owner of attributes in the output: its group and variable (`NC_GLOBAL` for the group's
+/// own), its name in messages, and what the importer recorded of its attributes.
+struct Owner<'a> {
+    gid: c_int,
+    varid: c_int,
+    what: String,
+    hints: &'a AttrHints,
+}
+
+/// A string as a C string (`what` names it in the error when it holds a NUL byte).
+fn c_bytes(b: Vec<u8>, what: &dyn Fn() -> String) -> Result<CString> {
+    CString::new(b).map_err(|_| ExportError::Invalid(format!("{}: holds a NUL byte", what())))
+}
+
+/// Writes attribute `name` (recorded as `key`: `group/name` for a group's) of `o` with its
+/// recorded netCDF type: an enum type, `string` for a single-valued string attribute that was
+/// one, `char` for other text; text recorded as Latin-1 as those bytes.
+/// Attribute names netCDF-C keeps for itself (its HDF5 bookkeeping and dimension scales):
+/// writing one fails with `NC_ENAMEINUSE`. PyTables' node classes (`CLASS`, `NAME`), kept in
+/// the `.tet`, are left out of a netCDF export with a warning.
+const RESERVED_ATTRS: [&str; 10] = [
+    "CLASS",
+    "NAME",
+    "REFERENCE_LIST",
+    "DIMENSION_LIST",
+    "_Netcdf4Coordinates",
+    "_Netcdf4Dimid",
+    "_NCProperties",
+    "_SuperblockVersion",
+    "_IsNetcdf4",
+    "_nc3_strict",
+];
+
+/// Whether attribute `name` of `what` can be written; if not, the warning says why.
+fn writable_attr(name: &str, what: &dyn Fn() -> String, warnings: &mut Vec<String>) -> bool {
+    if RESERVED_ATTRS.contains(&name) {
+        warnings.push(format!(
+            "attribute `{name}` of {}: the name is reserved by netCDF-4; left out",
+            what()
+        ));
+        return false;
+    }
+    true
+}
+
+fn put_att(o: &Owner, name: &str, key: &str, v: &AttrValue, enums: &mut EnumTypes) -> Result<()> {
     let cn = cname(name)?;
-    let what = || format!("attribute `{name}` of {owner}");
+    let what = || format!("attribute `{name}` of {}", o.what);
+    if let Some(e) = o.hints.enum_type(key) {
+        if let Some((_, n, bytes)) = att_bytes(v).filter(|(t, ..)| Some(*t) == xtype(e.base)) {
+            let id = enums.id(o.gid, e)?;
+            return nc(what, ffi::put_att(o.gid, o.varid, &cn, id, n, &bytes));
+        }
+    }
     match v {
-        AttrValue::Text(s) => nc(what, ffi::put_att_text(ncid, varid, &cn, s.as_bytes())),
+        AttrValue::Text(s) => {
+            let b = o.hints.bytes(key, s, &what)?;
+            if o.hints.is_string(key) {
+                let c = c_bytes(b, &what)?;
+                nc(what, ffi::put_att_strings(o.gid, o.varid, &cn, &[c]))
+            } else {
+                nc(what, ffi::put_att_text(o.gid, o.varid, &cn, &b))
+            }
+        }
         AttrValue::TextList(l) => {
-            let cs: Vec<CString> = l.iter().map(|s| cname(s)).collect::<Result<_>>()?;
-            nc(what, ffi::put_att_strings(ncid, varid, &cn, &cs))
+            let cs: Vec<CString> = l
+                .iter()
+                .map(|s| c_bytes(o.hints.bytes(key, s, &what)?, &what))
+                .collect::<Result<_>>()?;
+            nc(what, ffi::put_att_strings(o.gid, o.varid, &cn, &cs))
         }
         v => match att_bytes(v) {
-            Some((t, n, bytes)) => nc(what, ffi::put_att(ncid, varid, &cn, t, n, &bytes)),
+            Some((t, n, bytes)) => nc(what, ffi::put_att(o.gid, o.varid, &cn, t, n, &bytes)),
             None => Ok(()),
         },
     }
@@ -243,33 +313,69 @@ struct TextVar<'m> {
     t: &'m TextVariable,
     gid: c_int,
     varid: c_int,
-    /// Characters per string when the variable is a `char` array (its last axis).
+    /// The values' bytes (Latin-1 when recorded so, else UTF-8).
+    bytes: Vec<Vec<u8>>,
+    /// Characters per string when the variable is a `char` array (its last axis; 1 for a 0-d
+    /// `char` variable, which has no such axis).
     char_len: Option<usize>,
+    /// The `char` variable has that string-length axis (all but a 0-d `char` variable).
+    char_axis: bool,
+}
+
+/// The unlimited dimensions among `facts`.
+fn unlimited_of(facts: &[Fact]) -> &[String] {
+    facts
+        .iter()
+        .find_map(|f| match f {
+            Fact::UnlimitedDims(d) => Some(d.as_slice()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Defines a string variable as a netCDF `string` variable, or, when it was a `char` array
-/// (its `char_axis`), as a `char` variable with that string-length dimension last.
+/// (its `char_axis`), as a `char` variable with that string-length dimension last, or as a 0-d
+/// `char` variable when it was one; its dimensions unlimited as they were.
 fn define_text<'m>(
     t: &'m TextVariable,
     groups: &mut Groups,
     dims: &mut Dims,
+    enums: &mut EnumTypes,
+    warnings: &mut Vec<String>,
 ) -> Result<TextVar<'m>> {
+    let hints = TextHints::of(&t.facts);
+    let bytes = hints.bytes(&t.values, &|| format!("string variable `{}`", t.name))?;
     // A `char` array's string-length axis, when every value fits it (otherwise the values,
     // exact either way, come back as `string`).
     let char_dim = t.char_axis.as_ref().and_then(|c| {
         let len = usize::try_from(c.len).ok()?;
-        t.values
+        bytes
             .iter()
             .all(|v| v.len() <= len)
             .then_some((c.dim.clone(), len))
     });
+    let scalar_char =
+        hints.scalar_char && t.char_axis.is_none() && bytes.iter().all(|b| b.len() <= 1);
+    let unlimited = unlimited_of(&t.facts);
     let (g, short) = split_group(&t.name);
+    // A `string` value cannot hold NUL (netCDF-C takes C strings), a `char` array can: values
+    // with an inner NUL go to a `char` variable with a string-length axis of their own (exact
+    // as long as no value ends with NUL, which the padding would swallow).
+    let char_dim = char_dim.or_else(|| {
+        let inner_nul = bytes.iter().any(|b| b.contains(&0));
+        let trailing_nul = bytes.iter().any(|b| b.last() == Some(&0));
+        (inner_nul && !trailing_nul && !scalar_char && !t.shape.is_empty()).then(|| {
+            let len = bytes.iter().map(Vec::len).max().unwrap_or(1).max(1);
+            (format!("{short}_strlen"), len)
+        })
+    });
     let gid = groups.ensure(g)?;
-    let mut dimids = dim_ids(groups, dims, g, short, &t.shape, t.dims.as_ref(), &[])?;
+    let mut dimids = dim_ids(groups, dims, g, short, &t.shape, t.dims.as_ref(), unlimited)?;
     if let Some((d, len)) = &char_dim {
-        dimids.push(dims.get(groups, g, d, *len as u64, false)?);
+        let unl = unlimited.contains(d);
+        dimids.push(dims.get(groups, g, d, *len as u64, unl)?);
     }
-    let xtype = if char_dim.is_some() {
+    let xtype = if char_dim.is_some() || scalar_char {
         nc::NC_CHAR
     } else {
         nc::NC_STRING
@@ -279,14 +385,25 @@ fn define_text<'m>(
         || format!("define string variable `{}`", t.name),
         ffi::def_var(gid, &cn, xtype, &dimids),
     )?;
+    let attr_hints = AttrHints::of(&t.facts);
+    let owner = Owner {
+        gid,
+        varid,
+        what: format!("variable `{}`", t.name),
+        hints: &attr_hints,
+    };
     for (k, v) in &t.attrs {
-        put_att(gid, varid, k, v, &format!("variable `{}`", t.name))?;
+        if writable_attr(k, &|| owner.what.clone(), warnings) {
+            put_att(&owner, k, k, v, enums)?;
+        }
     }
     Ok(TextVar {
         t,
         gid,
         varid,
-        char_len: char_dim.map(|(_, len)| len),
+        bytes,
+        char_axis: char_dim.is_some(),
+        char_len: char_dim.map(|(_, len)| len).or(scalar_char.then_some(1)),
     })
 }
 
@@ -300,18 +417,25 @@ fn write_text(v: &TextVar<'_>) -> Result<()> {
             .map_err(|_| ExportError::Invalid(format!("`{}`: too large", v.t.name)))?;
     if let Some(len) = v.char_len {
         // Each string NUL-padded to the string length, in C order (as netCDF-C writes them).
-        let mut text = vec![0u8; v.t.values.len().saturating_mul(len)];
-        for (row, s) in text.chunks_mut(len.max(1)).zip(&v.t.values) {
-            row[..s.len()].copy_from_slice(s.as_bytes());
+        let mut text = vec![0u8; v.bytes.len().saturating_mul(len)];
+        for (row, s) in text.chunks_mut(len.max(1)).zip(&v.bytes) {
+            row[..s.len()].copy_from_slice(s);
         }
-        count.push(len);
+        if v.char_axis {
+            count.push(len);
+        }
         let start = vec![0usize; count.len()];
         return nc(
             || format!("write char variable `{}`", v.t.name),
             ffi::put_vara_text(v.gid, v.varid, &start, &count, &text),
         );
     }
-    let cs: Vec<CString> = v.t.values.iter().map(|s| cname(s)).collect::<Result<_>>()?;
+    let what = || format!("string variable `{}`", v.t.name);
+    let cs: Vec<CString> = v
+        .bytes
+        .iter()
+        .map(|b| c_bytes(b.clone(), &what))
+        .collect::<Result<_>>()?;
     let start = vec![0usize; count.len()];
     nc(
         || format!("write string variable `{}`", v.t.name),
@@ -366,6 +490,7 @@ fn define_array(
     groups: &Groups,
     dims: &mut Dims,
     compression: Compression,
+    enums: &mut EnumTypes,
     warnings: &mut Vec<String>,
 ) -> Result<(c_int, c_int)> {
     let (g, short) = a.split_name();
@@ -396,6 +521,13 @@ fn define_array(
     let bool_attr = [("dtype".to_string(), AttrValue::Text("bool".into()))];
     let extra: &[(String, AttrValue)] = if a.bool_as_u8 { &bool_attr } else { &[] };
     let mut has_fill = false;
+    let hints = AttrHints::of(&a.facts);
+    let owner = Owner {
+        gid,
+        varid,
+        what: format!("variable `{}`", a.name),
+        hints: &hints,
+    };
     for (k, v) in a.attrs.iter().chain(extra) {
         if k == "_FillValue" {
             if att_bytes(v).map(|(ty, n, _)| (ty, n)) != Some((t, 1)) {
@@ -407,7 +539,9 @@ fn define_array(
             }
             has_fill = true;
         }
-        put_att(gid, varid, k, v, &format!("variable `{}`", a.name))?;
+        if writable_attr(k, &|| owner.what.clone(), warnings) {
+            put_att(&owner, k, k, v, enums)?;
+        }
     }
     if !has_fill && sized {
         // Every element is written: no need for HDF5 to pre-fill the chunks.
@@ -420,7 +554,20 @@ fn define_array(
 }
 
 /// The global attributes (`group/name` back to its group) and the history.
-fn write_globals(model: &Model, root: c_int, groups: &mut Groups) -> Result<()> {
+fn write_globals(
+    model: &Model,
+    root: c_int,
+    groups: &mut Groups,
+    enums: &mut EnumTypes,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    let hints = AttrHints::of(&model.global_facts);
+    let owner = |gid: c_int, what: String| Owner {
+        gid,
+        varid: nc::NC_GLOBAL,
+        what,
+        hints: &hints,
+    };
     let mut history = None;
     for (k, v) in &model.global_attrs {
         if k == "history" {
@@ -431,10 +578,14 @@ fn write_globals(model: &Model, root: c_int, groups: &mut Groups) -> Result<()> 
         // with attributes but no variables is created, unless only some arrays are exported.
         let (g, short) = split_group(k);
         if g.is_empty() {
-            put_att(root, nc::NC_GLOBAL, k, v, "the file")?;
-        } else if groups.ids.contains_key(g) || !model.subset {
+            if writable_attr(short, &|| "the file".into(), warnings) {
+                put_att(&owner(root, "the file".into()), k, k, v, enums)?;
+            }
+        } else if (groups.ids.contains_key(g) || !model.subset)
+            && writable_attr(short, &|| format!("group `/{g}`"), warnings)
+        {
             let gid = groups.ensure(g)?;
-            put_att(gid, nc::NC_GLOBAL, short, v, &format!("group `/{g}`"))?;
+            put_att(&owner(gid, format!("group `/{g}`")), short, k, v, enums)?;
         }
     }
     let lines = &model.history;
@@ -451,7 +602,63 @@ fn write_globals(model: &Model, root: c_int, groups: &mut Groups) -> Result<()> 
         (h, _) => h,
     };
     if let Some(h) = history {
-        put_att(root, nc::NC_GLOBAL, "history", &h, "the file")?;
+        put_att(
+            &owner(root, "the file".into()),
+            "history",
+            "history",
+            &h,
+            enums,
+        )?;
+    }
+    Ok(())
+}
+
+/// Defines the dimensions the source had but no variable used (the importer's
+/// [`crate::UNUSED_DIM`] facts), with their groups; a name already defined in its group with
+/// another length is left out with a warning.
+fn define_unused_dims(
+    model: &Model,
+    groups: &mut Groups,
+    dims: &mut Dims,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    for f in &model.global_facts {
+        let Fact::Private {
+            key,
+            value: AttrValue::U64(v),
+            ..
+        } = f
+        else {
+            continue;
+        };
+        let (Some(path), [len, unlimited]) = (key.strip_prefix(crate::UNUSED_DIM), v.as_slice())
+        else {
+            continue;
+        };
+        let (g, name) = split_group(path);
+        let unlimited = *unlimited == 1;
+        if let Some(&(_, l)) = dims.by_group.get(&(g.to_string(), name.to_string())) {
+            if l != *len {
+                warnings.push(format!(
+                    "dimension `{path}` ({len}) left out: the name is taken in its group"
+                ));
+            }
+            continue;
+        }
+        let gid = groups.ensure(g)?;
+        let cn = cname(name)?;
+        let size = if unlimited {
+            0
+        } else {
+            usize::try_from(*len)
+                .map_err(|_| ExportError::Invalid(format!("dimension `{path}` too long")))?
+        };
+        let id = nc(
+            || format!("define dimension `{name}` ({len}) in group `/{g}`"),
+            ffi::def_dim(gid, &cn, size),
+        )?;
+        dims.by_group
+            .insert((g.to_string(), name.to_string()), (id, *len));
     }
     Ok(())
 }
@@ -557,21 +764,38 @@ pub fn write(
             .filter(|(_, a)| !coordinate(a)),
     );
     let mut dims = Dims::default();
+    let mut enums = EnumTypes::default();
     let mut vars = Vec::with_capacity(model.arrays.len());
     for (i, a) in order {
-        let (gid, varid) = define_array(a, &groups, &mut dims, compression, &mut warnings)?;
+        let (gid, varid) = define_array(
+            a,
+            &groups,
+            &mut dims,
+            compression,
+            &mut enums,
+            &mut warnings,
+        )?;
         vars.push((i, gid, varid));
     }
-    write_globals(model, root, &mut groups)?;
+    write_globals(model, root, &mut groups, &mut enums, &mut warnings)?;
     let mut strings = Vec::new();
     for t in &model.text_variables {
         match t {
-            TextEntry::Variable(v) => strings.push(define_text(v, &mut groups, &mut dims)?),
+            TextEntry::Variable(v) => strings.push(define_text(
+                v,
+                &mut groups,
+                &mut dims,
+                &mut enums,
+                &mut warnings,
+            )?),
             TextEntry::Malformed { .. } => warnings.push(format!(
                 "string variable `{}` is malformed in the footer; left out",
                 t.name()
             )),
         }
+    }
+    if !model.subset {
+        define_unused_dims(model, &mut groups, &mut dims, &mut warnings)?;
     }
     nc(|| "end of definitions".into(), ffi::enddef(root))?;
     for v in &strings {

@@ -462,6 +462,8 @@ pub(crate) struct UserType {
     pub name: String,
     pub size: usize,
     pub base: c_int,
+    /// Number of fields of a compound type (0 for the other classes).
+    pub nfields: usize,
     pub class: c_int,
 }
 
@@ -488,8 +490,126 @@ pub(crate) fn user_type(ncid: c_int, xtype: c_int) -> Result<UserType> {
         name: name_from(&name, "type")?,
         size,
         base,
+        nfields,
         class,
     })
+}
+
+/// What `nc_inq_compound_field` says of one field of a compound type.
+pub(crate) struct CompoundField {
+    pub name: String,
+    /// Byte offset of the field in the (in-memory) record.
+    pub offset: usize,
+    pub xtype: c_int,
+    /// The extents of an array field (empty for a single value).
+    pub dims: Vec<u64>,
+}
+
+/// Field `i` of the compound type `xtype`.
+pub(crate) fn compound_field(ncid: c_int, xtype: c_int, i: usize) -> Result<CompoundField> {
+    let idx = c_int::try_from(i)
+        .map_err(|_| SourceError::malformed("compound field index out of range"))?;
+    locked(|| {
+        let mut ndims: c_int = 0;
+        // SAFETY: null pointers for the outputs not wanted; valid out-pointer for ndims.
+        let code = unsafe { nc::nc_inq_compound_fieldndims(ncid, xtype, idx, &mut ndims) };
+        check(code, "inq_compound_fieldndims")?;
+        let ndims = count(ndims, "compound field dimension")?;
+        if ndims > nc::NC_MAX_VAR_DIMS as usize {
+            return Err(SourceError::malformed(format!(
+                "a compound field claims {ndims} dimensions"
+            )));
+        }
+        let mut name = [0u8; NAME_BUF];
+        let mut offset: usize = 0;
+        let mut ftype: c_int = 0;
+        let mut nd: c_int = 0;
+        // One spare slot so a field without dimensions still passes a valid pointer.
+        let mut sizes = vec![0 as c_int; ndims + 1];
+        // SAFETY: name holds NC_MAX_NAME + 1 bytes; sizes holds ndims (+1) entries, the count
+        // just reported under the same lock; valid out-pointers.
+        let code = unsafe {
+            nc::nc_inq_compound_field(
+                ncid,
+                xtype,
+                idx,
+                name.as_mut_ptr().cast(),
+                &mut offset,
+                &mut ftype,
+                &mut nd,
+                sizes.as_mut_ptr(),
+            )
+        };
+        check(code, "inq_compound_field")?;
+        if count(nd, "compound field dimension")? != ndims {
+            return Err(SourceError::malformed(
+                "a compound field's dimension count changed between two queries",
+            ));
+        }
+        let dims = sizes[..ndims]
+            .iter()
+            .map(|&d| {
+                u64::try_from(d).map_err(|_| {
+                    SourceError::malformed(format!("a compound field claims an extent of {d}"))
+                })
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        Ok(CompoundField {
+            name: name_from(&name, "compound field")?,
+            offset,
+            xtype: ftype,
+            dims,
+        })
+    })
+}
+
+/// The name and base type of the vlen type `xtype`.
+pub(crate) fn vlen(ncid: c_int, xtype: c_int) -> Result<(String, c_int)> {
+    let mut name = [0u8; NAME_BUF];
+    let mut size: usize = 0;
+    let mut base: c_int = 0;
+    // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointers.
+    let code = locked(|| unsafe {
+        nc::nc_inq_vlen(ncid, xtype, name.as_mut_ptr().cast(), &mut size, &mut base)
+    });
+    check(code, "inq_vlen")?;
+    Ok((name_from(&name, "vlen type")?, base))
+}
+
+/// The name and size (bytes per value) of the opaque type `xtype`.
+pub(crate) fn opaque(ncid: c_int, xtype: c_int) -> Result<(String, usize)> {
+    let mut name = [0u8; NAME_BUF];
+    let mut size: usize = 0;
+    // SAFETY: name holds NC_MAX_NAME + 1 bytes; valid out-pointer.
+    let code =
+        locked(|| unsafe { nc::nc_inq_opaque(ncid, xtype, name.as_mut_ptr().cast(), &mut size) });
+    check(code, "inq_opaque")?;
+    Ok((name_from(&name, "opaque type")?, size))
+}
+
+/// Frees one `char *` that netCDF allocated while reading a `string` value (in an attribute or
+/// a compound record).
+///
+/// # Safety
+/// `p` is null or a string netCDF allocated and nobody has freed yet; it is not used after.
+pub(crate) unsafe fn free_string(mut p: *mut c_char) {
+    if !p.is_null() {
+        // SAFETY: one live netCDF-allocated string (the caller's contract).
+        let _ = locked(|| unsafe { nc::nc_free_string(1, &mut p) });
+    }
+}
+
+/// Frees the values of one vlen element that netCDF allocated while reading (not what they
+/// point to in turn: the caller frees nested vlens and strings first).
+///
+/// # Safety
+/// `vl` was filled by a netCDF read and its `p` is null or a live allocation of netCDF's, not
+/// used after.
+pub(crate) unsafe fn free_vlen(mut vl: nc::nc_vlen_t) {
+    if !vl.p.is_null() {
+        // SAFETY: one live netCDF-allocated vlen (the caller's contract).
+        let _ = locked(|| unsafe { nc::nc_free_vlen(&mut vl) });
+    }
 }
 
 /// Number of members of an enum type.
@@ -765,6 +885,12 @@ fn type_size(ncid: c_int, xtype: nc::nc_type) -> Result<usize, NcError> {
     Ok(size)
 }
 
+/// The size of one value of type `xtype` (in memory; a `string` is one pointer).
+pub(crate) fn type_size_of(ncid: c_int, xtype: nc::nc_type) -> Result<usize> {
+    type_size(ncid, xtype)
+        .map_err(|e| SourceError::Library(format!("netCDF inq_type: {} (error {})", e.text(), e.0)))
+}
+
 /// Chunks a variable with one chunk extent per dimension.
 pub(crate) fn def_var_chunking(ncid: c_int, varid: c_int, chunks: &[usize]) -> Result<(), NcError> {
     if var_rank_and_size(ncid, varid)?.0 != chunks.len() {
@@ -854,6 +980,47 @@ pub(crate) fn put_att(
             len,
             bytes.as_ptr().cast::<c_void>(),
         )
+    })
+}
+
+/// Defines the enum type `name` over the integer type `base` in group `ncid`; returns its id.
+pub(crate) fn def_enum(
+    ncid: c_int,
+    base: nc::nc_type,
+    name: &CStr,
+) -> Result<nc::nc_type, NcError> {
+    let mut id: nc::nc_type = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_enum(ncid, base, name.as_ptr(), &mut id) })?;
+    Ok(id)
+}
+
+/// Adds the member `name` to the enum type `xtype` of group `ncid`: `value` is its value as
+/// one native-endian value of the enum's base type.
+pub(crate) fn insert_enum(
+    ncid: c_int,
+    xtype: nc::nc_type,
+    name: &CStr,
+    value: &[u8],
+) -> Result<(), NcError> {
+    let mut base: nc::nc_type = 0;
+    // SAFETY: null name/size/count pointers are allowed; base is a valid out-pointer.
+    call(|| unsafe {
+        nc::nc_inq_enum(
+            ncid,
+            xtype,
+            std::ptr::null_mut(),
+            &mut base,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    })?;
+    if type_size(ncid, base)? != value.len() {
+        return Err(NcError(nc::NC_EINVAL));
+    }
+    // SAFETY: value holds one value of the base type (checked above); name is NUL-terminated.
+    call(|| unsafe {
+        nc::nc_insert_enum(ncid, xtype, name.as_ptr(), value.as_ptr().cast::<c_void>())
     })
 }
 

@@ -18,10 +18,23 @@
 //!   Values are read in the variable's own type (no conversion) and delivered little-endian.
 //!   An **enum** variable is delivered as its underlying integer type, with the facts
 //!   [`Fact::EnumType`] and [`Fact::EnumMapping`] and a note.
+//! * **Compound** variables (netCDF-4) are split as the HDF5 importer splits HDF5 compounds (module
+//!   `compound`): one variable `<name>/<field>` per field, nested compounds joined with `/`,
+//!   array fields adding trailing axes named `<field>_dim<axis>`, a `/` in a field name
+//!   becoming `_` (with a note); each gets the variable's dims, attributes, unlimited
+//!   dimensions and the fact [`Fact::SourceDataset`]. A compound of two f32 or two f64 named
+//!   `r`/`i` or `real`/`imag` (netCDF4-python's complex numbers) is one `C64`/`C128` variable.
+//!   A `char` array field is a [`TextVariable`] (strings along its last axis). Values are read
+//!   by region: whole records through `nc_get_vara` in batches of at most 16 MiB, the field
+//!   copied out, little-endian.
 //! * **Scalars** (0-d) have an empty shape and no dims.
 //! * **Text**: `char` and `string` variables are not numeric. Each becomes a [`TextVariable`]
 //!   (values in C order; for `char` the last axis is the string length, each row decoded with
-//!   trailing NULs removed; UTF-8, or Latin-1 when the bytes are not UTF-8). Some also label a
+//!   trailing NULs removed; UTF-8 when every value of the variable is, else every value as
+//!   Latin-1, one character per byte, recorded as the private fact [`TEXT_ENCODING`] =
+//!   `latin1`). A 0-d `char` variable has the fact [`TEXT_TYPE`] = `char` (a 0-d `string` none),
+//!   and unlimited dimensions are recorded as for numeric variables ([`Fact::UnlimitedDims`],
+//!   the string-length axis included). Some also label a
 //!   dimension through [`Source::dim_labels`]: a 1-D `string` coordinate variable labels its
 //!   dimension, and a 2-D `char` variable such as `station_name(station, name_strlen)` labels its
 //!   first dimension (labels trimmed of trailing NULs and spaces) — but only when that
@@ -31,13 +44,23 @@
 //!   `coordinates` attribute wins, else the first.
 //! * **Attributes** keep their netCDF type: `byte` → `I8`, …, `double` → `F64`, `char` → `Text`
 //!   (trailing NULs removed, except in a variable's `_FillValue`, `missing_value` and `valid_*`,
-//!   whose bytes are data values and kept whole: `_FillValue = '\0'` is `"\0"`), `string` → `Text` for one value and `TextList` otherwise, enum →
-//!   the underlying integers. Root attributes are the global attributes; a group's attributes
+//!   whose bytes are data values and kept whole: `_FillValue = '\0'` is `"\0"`), `string` → `Text` for one value (named in the
+//!   private fact [`STRING_ATTRS`] of its owner) and `TextList` otherwise; text that is not UTF-8
+//!   is decoded as Latin-1 (each string of the attribute), named in [`LATIN1_ATTRS`]; enum →
+//!   the underlying integers. Compound, vlen and opaque attributes are JSON `Text` (one value:
+//!   the value itself, several: an array; compounds as objects, vlens as arrays, opaque values
+//!   as lowercase hex strings, floats as the HDF5 importer writes them, NaN/±Infinity as
+//!   strings). Every attribute of a user type (enum included) has its type recorded in the
+//!   private fact `nc_attr_type:<name>` (group attributes: `nc_attr_type:<group>/<name>`, among
+//!   the global facts) as `{"count": n, "type": {...}}` — for an enum its name, base and
+//!   members — and a variable gets a note saying how the value is given. Root attributes are the global attributes; a group's attributes
 //!   are global attributes named `group/path/name`. The library's hidden attributes
 //!   (`_NCProperties`, `_IsNetcdf4`, `_SuperblockVersion`, `_Format`, `_Netcdf4Dimid`,
 //!   `_Netcdf4Coordinates`, `_nc3_strict`, `_NCZARR_*`) are not user attributes and are left
 //!   out; everything else (`_FillValue`, `_Unsigned`, `history`, …) is kept as is. A variable
 //!   using an unlimited dimension gets the fact [`Fact::UnlimitedDims`].
+//! * **Dimensions no variable uses** are file facts [`UNUSED_DIM`]`<group/path/name>` =
+//!   `[length, unlimited 0/1]` (so a group holding only dimensions is kept too).
 //! * **CF packing**: by default packed variables are delivered as stored (the packed integers
 //!   with all their attributes: lossless, never unpacked twice). With [`OpenOptions::unpack`] a
 //!   variable with `scale_factor` and/or `add_offset` is delivered as physical values (`f32`,
@@ -53,9 +76,10 @@
 //!
 //! # Refused, skipped, validated
 //!
-//! * Compound, vlen and opaque variables or attributes, and variables whose filter this
-//!   libnetcdf/libhdf5 cannot decode, are [`SourceError::Unsupported`] — or listed in
-//!   [`Source::skipped`] with the reason under `skip_unsupported`. Text variables with more
+//! * Ragged (vlen) and opaque variables, compound fields of `string`, vlen or opaque type,
+//!   compound variables whose field names collide once `/` becomes `_`, and variables whose
+//!   filter this libnetcdf/libhdf5 cannot decode, are [`SourceError::Unsupported`] — or listed
+//!   in [`Source::skipped`] with the reason under `skip_unsupported`. Text variables with more
 //!   than 64 Mi characters (their values go to the footer) are treated the same way.
 //! * Before netCDF-C sees a file it must carry a CDF-1/2/5 or HDF5 signature. A classic file's
 //!   header is parsed here (module `classic`) and every variable's data must lie inside the
@@ -102,12 +126,16 @@ use tet_source::{
 
 mod cf;
 pub mod classic;
+mod compound;
+pub mod dump;
 pub mod export;
 mod ffi;
+mod user;
 
 use cf::Unpacking;
 use classic::{ClassicHeader, HeaderError};
 use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};
+use user::{EnumInfo, NcType};
 
 /// The HDF5 format signature.
 pub const HDF5_SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -158,7 +186,10 @@ impl Importer for NcImporter {
         let by_ext = extension_confidence(path, self.extensions());
         match Container::sniff(head) {
             Some(Container::Hdf5) => {
-                if by_ext == Confidence::Extension || contains(head, b"_NCProperties") {
+                if by_ext == Confidence::Extension
+                    || has_netcdf4_marker(head)
+                    || netcdf4_marker_in_file(path)
+                {
                     Confidence::Magic
                 } else {
                     Confidence::No
@@ -176,6 +207,31 @@ impl Importer for NcImporter {
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Names only netCDF-C (and h5netcdf) write into an HDF5 file: the root attribute
+/// `_NCProperties` and the per-variable bookkeeping attributes.
+const NETCDF4_MARKERS: [&[u8]; 3] = [b"_NCProperties", b"_Netcdf4Dimid", b"_Netcdf4Coordinates"];
+
+fn has_netcdf4_marker(bytes: &[u8]) -> bool {
+    NETCDF4_MARKERS.iter().any(|m| contains(bytes, m))
+}
+
+/// How far into an HDF5 file without a netCDF extension `identify` looks for a netCDF-4 marker:
+/// netCDF-C writes the root group's attributes when the file is first closed, after the
+/// metadata of its variables, so they are often past the registry's first 4 KiB.
+const MARKER_SCAN_BYTES: u64 = 1 << 20;
+
+/// Whether the first MiB of an HDF5 file at `path` holds a netCDF-4 marker (a file named
+/// `.h5`/`.hdf5`/… is left to the HDF5 importer: its name says how the user reads it).
+fn netcdf4_marker_in_file(path: &Path) -> bool {
+    if extension_confidence(path, &["h5", "hdf5", "he5", "hdf"]) == Confidence::Extension {
+        return false;
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MARKER_SCAN_BYTES).read_to_end(&mut head))
+        .is_ok_and(|_| has_netcdf4_marker(&head))
 }
 
 /// What the first bytes say a file is.
@@ -287,6 +343,7 @@ pub fn open_path(path: &Path, options: &OpenOptions) -> Result<NcSource> {
         if src.model.is_netcdf4() {
             src.attach_direct_chunks(path)?;
         }
+        src.refuse_undecodable(options)?;
         Ok(src)
     })
 }
@@ -305,11 +362,13 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
         h.check_extent(len).map_err(SourceError::Malformed)?;
     }
     ffi::locked(|| {
-        NcSource::build(
+        let mut src = NcSource::build(
             std::sync::Arc::new(ffi::Handle::open_memory(bytes)?),
             len,
             options,
-        )
+        )?;
+        src.refuse_undecodable(options)?;
+        Ok(src)
     })
 }
 
@@ -346,6 +405,11 @@ enum ReadPlan {
     /// A netCDF-4 chunked variable whose stored chunks are read from the file and decoded
     /// (deflate, shuffle, LZF, fletcher32) on the calling thread, outside the library lock.
     Direct(Box<ChunkedVar>),
+    /// One field of a compound variable: its records read natively, the field copied out.
+    Field(Box<compound::FieldRead>),
+    /// A filter this netCDF-C cannot decode (the reason): becomes [`ReadPlan::Direct`] at open
+    /// when tet-hdf5 decodes every stored chunk, else the variable is unsupported. Never read.
+    Undecodable(VarLoc, String),
 }
 
 /// An opened NetCDF file.
@@ -359,6 +423,7 @@ pub struct NcSource {
     variables: Vec<Variable>,
     plans: Vec<ReadPlan>,
     global_attrs: Attrs,
+    global_facts: Vec<Fact>,
     texts: Vec<TextVariable>,
     labels: Vec<DimLabels>,
     skipped: Vec<Skipped>,
@@ -395,6 +460,7 @@ impl NcSource {
             variables: parts.variables,
             plans: parts.plans,
             global_attrs: parts.globals,
+            global_facts: parts.global_facts,
             texts: parts.texts,
             labels: parts.labels,
             skipped: parts.skipped,
@@ -412,7 +478,11 @@ impl NcSource {
         let mut picks: Vec<(usize, String)> = Vec::new();
         for (i, (v, plan)) in self.variables.iter().zip(&self.plans).enumerate() {
             let chunked = v.layout.chunk_shape.is_some();
-            if matches!(plan, ReadPlan::Native(loc) if !loc.scalar) && chunked {
+            let candidate = match plan {
+                ReadPlan::Native(loc) | ReadPlan::Undecodable(loc, _) => !loc.scalar,
+                _ => false,
+            };
+            if candidate && chunked {
                 picks.push((i, format!("/{}", v.name)));
             }
         }
@@ -433,10 +503,13 @@ impl NcSource {
                     .zip(cv.chunk_shape())
                     .try_fold(1u64, |n, (&d, &c)| n.checked_mul(d.div_ceil(c)))
                     == Some(cv.stored_chunks() as u64);
+                // A chunk never written reads as the HDF5 fill value, which netCDF-C sets to
+                // the variable's fill value: relied on only where netCDF-C cannot read at all.
+                let undecodable = matches!(self.plans[i], ReadPlan::Undecodable(..));
                 if cv.shape() == v.shape.as_slice()
                     && cv.elem_size() == v.dtype.size()
                     && cv.has_chunk_table()
-                    && all_stored
+                    && (all_stored || undecodable)
                 {
                     self.plans[i] = ReadPlan::Direct(Box::new(cv));
                 }
@@ -445,6 +518,33 @@ impl NcSource {
         if self.plans.iter().any(|p| matches!(p, ReadPlan::Direct(_))) {
             self.file = Some(std::fs::File::open(path)?);
         }
+        Ok(())
+    }
+
+    /// Records every variable still [`ReadPlan::Undecodable`] (its filter has no decoder in
+    /// netCDF-C, and tet-hdf5 could not take it over) as unsupported: an error, or with
+    /// `skip_unsupported` a skipped item, and the variable is dropped.
+    fn refuse_undecodable(&mut self, options: &OpenOptions) -> Result<()> {
+        let mut keep_vars = Vec::with_capacity(self.variables.len());
+        let mut keep_plans = Vec::with_capacity(self.plans.len());
+        let vars = std::mem::take(&mut self.variables);
+        let plans = std::mem::take(&mut self.plans);
+        for (v, plan) in vars.into_iter().zip(plans) {
+            if let ReadPlan::Undecodable(_, reason) = plan {
+                if !options.skip_unsupported {
+                    return Err(SourceError::unsupported(format!("{}: {reason}", v.name)));
+                }
+                self.skipped.push(Skipped {
+                    name: v.name,
+                    reason,
+                });
+            } else {
+                keep_vars.push(v);
+                keep_plans.push(plan);
+            }
+        }
+        self.variables = keep_vars;
+        self.plans = keep_plans;
         Ok(())
     }
 
@@ -527,6 +627,10 @@ impl Source for NcSource {
         &self.global_attrs
     }
 
+    fn global_facts(&self) -> &[Fact] {
+        &self.global_facts
+    }
+
     fn skipped(&self) -> &[Skipped] {
         &self.skipped
     }
@@ -573,6 +677,23 @@ impl Source for NcSource {
                 cv.read_region(file, start, count, out)
                     .map_err(|e| with_var(&v.name, e))
             }
+            ReadPlan::Field(f) => f.read(start, count, out).map_err(|e| with_var(&v.name, e)),
+            ReadPlan::Undecodable(_, reason) => {
+                Err(SourceError::unsupported(format!("{}: {reason}", v.name)))
+            }
+        }
+    }
+
+    /// Chunks of variables read from their stored chunks whose only filter is zstd are one
+    /// frame each (see `tet_hdf5::chunks::ChunkedVar::zstd_frames`).
+    fn zstd_frames(&self, var: usize) -> bool {
+        matches!(self.plans.get(var), Some(ReadPlan::Direct(cv)) if cv.zstd_frames())
+    }
+
+    fn zstd_frame(&self, var: usize, start: &[u64], count: &[u64]) -> Result<Option<Vec<u8>>> {
+        match (self.plans.get(var), &self.file) {
+            (Some(ReadPlan::Direct(cv)), Some(file)) => cv.zstd_frame_of_region(file, start, count),
+            _ => Ok(None),
         }
     }
 
@@ -589,6 +710,7 @@ struct Parts {
     variables: Vec<Variable>,
     plans: Vec<ReadPlan>,
     globals: Attrs,
+    global_facts: Vec<Fact>,
     texts: Vec<TextVariable>,
     labels: Vec<DimLabels>,
     skipped: Vec<Skipped>,
@@ -611,13 +733,109 @@ enum Kind {
     Enum(EnumInfo),
     Char,
     Str,
+    /// A compound type ([`NcType::Compound`]): one variable per field.
+    Compound(NcType),
     Unsupported(String),
 }
 
-struct EnumInfo {
-    name: String,
-    base: ElementType,
-    members: Vec<(String, i128)>,
+/// The key prefix of the private fact that records an attribute's user type.
+pub const ATTR_TYPE: &str = "nc_attr_type:";
+
+/// The private fact listing the attributes (of a variable; among the file facts, of the groups,
+/// named `group/path/name`) that are single-valued `string` attributes: their `Text` value is
+/// no `char` attribute.
+pub const STRING_ATTRS: &str = "nc_string_attrs";
+
+/// The private fact listing the `char` and `string` attributes (named as for
+/// [`STRING_ATTRS`]) whose bytes are not UTF-8: their text is the bytes decoded as Latin-1, one
+/// character per byte.
+pub const LATIN1_ATTRS: &str = "nc_latin1_attrs";
+
+/// The private fact of a text variable whose bytes are not UTF-8: `"latin1"`, its values are
+/// the bytes decoded as Latin-1, one character per byte.
+pub const TEXT_ENCODING: &str = "nc_text_encoding";
+
+/// The private fact of a text variable that is a 0-d `char` variable: `"char"` (a 0-d
+/// `string` variable has none).
+pub const TEXT_TYPE: &str = "nc_type";
+
+/// The key prefix of the private file fact recording a dimension no variable uses:
+/// `nc_unused_dim:<group/path/name>` = u64 `[length, unlimited (0 or 1)]`.
+pub const UNUSED_DIM: &str = "nc_unused_dim:";
+
+/// The attributes of one variable or group.
+#[derive(Default)]
+struct ObjAttrs {
+    attrs: Attrs,
+    /// Attribute name → its recorded type (see [`UserAttr::record`]).
+    types: Vec<(String, String)>,
+    /// Notes for the owner (attributes given as JSON text, …).
+    notes: Vec<String>,
+    /// Single-valued `string` attributes (a `Text` value that is no `char` attribute).
+    strings: Vec<String>,
+    /// `char`/`string` attributes whose bytes are not UTF-8, decoded as Latin-1.
+    latin1: Vec<String>,
+}
+
+impl ObjAttrs {
+    /// The private facts recording the user types, each attribute named `prefix/name` (the
+    /// group path for group attributes, empty for variables and the root group).
+    fn type_facts(&self, prefix: &str) -> Vec<Fact> {
+        let mut facts: Vec<Fact> = self
+            .types
+            .iter()
+            .map(|(n, t)| {
+                Fact::private(
+                    "nc",
+                    format!("{ATTR_TYPE}{}", join(prefix, n)),
+                    AttrValue::Text(t.clone()),
+                )
+            })
+            .collect();
+        for (key, names) in [(STRING_ATTRS, &self.strings), (LATIN1_ATTRS, &self.latin1)] {
+            if !names.is_empty() {
+                let names = names.iter().map(|n| join(prefix, n)).collect();
+                facts.push(Fact::private("nc", key, AttrValue::TextList(names)));
+            }
+        }
+        facts
+    }
+}
+
+/// An attribute read: its value, its recorded type when it is of a user type, and whether its
+/// text was decoded as Latin-1.
+type AttrRead = (AttrValue, Option<UserAttr>, bool);
+
+/// What is recorded of an attribute of a user type beside its value.
+struct UserAttr {
+    /// The type as JSON ([`NcType::json`]).
+    json: String,
+    /// How the value is given.
+    note: String,
+}
+
+impl UserAttr {
+    /// The recorded type: `{"count":<values>,"type":<type JSON>}`.
+    fn record(&self, count: usize) -> String {
+        format!("{{\"count\":{count},\"type\":{}}}", self.json)
+    }
+}
+
+/// The netCDF type code of a numeric element type (the inverse of [`atomic`]).
+fn xtype_of(t: ElementType) -> c_int {
+    match t {
+        ElementType::I8 => nc::NC_BYTE,
+        ElementType::U8 => nc::NC_UBYTE,
+        ElementType::I16 => nc::NC_SHORT,
+        ElementType::U16 => nc::NC_USHORT,
+        ElementType::I32 => nc::NC_INT,
+        ElementType::U32 => nc::NC_UINT,
+        ElementType::I64 => nc::NC_INT64,
+        ElementType::U64 => nc::NC_UINT64,
+        ElementType::F32 => nc::NC_FLOAT,
+        ElementType::F64 => nc::NC_DOUBLE,
+        _ => nc::NC_NAT,
+    }
 }
 
 fn atomic(xtype: c_int) -> Option<ElementType> {
@@ -658,6 +876,67 @@ fn decode_text(b: &[u8]) -> String {
         Ok(s) => s.to_string(),
         Err(_) => b.iter().map(|&c| char::from(c)).collect(),
     }
+}
+
+/// Decodes the byte strings of one variable or attribute alike: each as UTF-8 when every one is
+/// valid UTF-8, else each as Latin-1, one character per byte (`true` then, recorded so that an
+/// export gives back the very bytes: a mix of the two decodings could not be undone).
+fn decode_all<B: AsRef<[u8]>>(rows: &[B]) -> (Vec<String>, bool) {
+    let utf8 = rows.iter().all(|r| std::str::from_utf8(r.as_ref()).is_ok());
+    let values = rows
+        .iter()
+        .map(|r| {
+            if utf8 {
+                String::from_utf8_lossy(r.as_ref()).into_owned()
+            } else {
+                r.as_ref().iter().map(|&c| char::from(c)).collect()
+            }
+        })
+        .collect();
+    (values, !utf8)
+}
+
+/// The values of a text variable (`units` characters, or `values_n` strings) in C order, each
+/// `char` row with its trailing NULs removed, decoded alike ([`decode_all`]: `true` when as
+/// Latin-1).
+fn text_values(
+    loc: VarLoc,
+    p: &VarParts,
+    is_char: bool,
+    units: u64,
+    values_n: u64,
+) -> Result<(Vec<String>, bool)> {
+    let context = |e: SourceError| match e {
+        SourceError::Library(m) => SourceError::Library(format!("variable '{}': {m}", p.full)),
+        other => other,
+    };
+    let too_large = || SourceError::InvalidRequest(format!("'{}': too large", p.full));
+    let usize_shape: Vec<usize> = p
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| too_large())?;
+    let values_n = usize::try_from(values_n).map_err(|_| too_large())?;
+    if !is_char {
+        let raw: Vec<Vec<u8>> = ffi::get_var_strings(loc.ncid, loc.varid, &usize_shape, values_n)
+            .map_err(context)?
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect();
+        return Ok(decode_all(&raw));
+    }
+    let mut buf = vec![0u8; usize::try_from(units).map_err(|_| too_large())?];
+    if units > 0 {
+        let start = vec![0usize; usize_shape.len()];
+        ffi::get_vara(loc.ncid, loc.varid, &start, &usize_shape, &mut buf).map_err(context)?;
+    }
+    let strlen = usize_shape.last().copied().unwrap_or(1);
+    if strlen == 0 {
+        return Ok((vec![String::new(); values_n], false));
+    }
+    let rows: Vec<&[u8]> = buf.chunks(strlen).map(trim_nuls).collect();
+    Ok(decode_all(&rows))
 }
 
 /// Attributes whose values are values of their variable (CF, NUG): a `char` one is a
@@ -709,6 +988,8 @@ struct Builder<'o> {
     variables: Vec<Variable>,
     plans: Vec<ReadPlan>,
     globals: Attrs,
+    /// The recorded types of global and group attributes of user types.
+    global_facts: Vec<Fact>,
     texts: Vec<TextVariable>,
     skipped: Vec<Skipped>,
     candidates: Vec<LabelCandidate>,
@@ -716,6 +997,10 @@ struct Builder<'o> {
     coordinate_refs: HashSet<String>,
     /// Unlimited dimension ids of the groups walked so far (ids are file-wide in netCDF-4).
     unlimited: HashSet<c_int>,
+    /// Every group's own dimensions: (group path, group id, dimension id).
+    group_dims: Vec<(String, c_int, c_int)>,
+    /// The dimension ids some variable uses.
+    used_dims: HashSet<c_int>,
 }
 
 impl<'o> Builder<'o> {
@@ -727,11 +1012,14 @@ impl<'o> Builder<'o> {
             variables: Vec::new(),
             plans: Vec::new(),
             globals: Vec::new(),
+            global_facts: Vec::new(),
             texts: Vec::new(),
             skipped: Vec::new(),
             candidates: Vec::new(),
             coordinate_refs: HashSet::new(),
             unlimited: HashSet::new(),
+            group_dims: Vec::new(),
+            used_dims: HashSet::new(),
         }
     }
 
@@ -769,14 +1057,14 @@ impl<'o> Builder<'o> {
                 )));
             }
             let attrs = self.attrs(g, nc::NC_GLOBAL, &path)?;
-            if path.is_empty() {
-                self.globals = attrs;
-            } else {
-                self.globals
-                    .extend(attrs.into_iter().map(|(k, v)| (join(&path, &k), v)));
-            }
+            self.global_facts.extend(attrs.type_facts(&path));
+            self.globals
+                .extend(attrs.attrs.into_iter().map(|(k, v)| (join(&path, &k), v)));
             self.unlimited.extend(ffi::unlimdims(g)?);
-            let own_dims = if nc4 { Some(ffi::own_dimids(g)?) } else { None };
+            let dimids = ffi::own_dimids(g)?;
+            self.group_dims
+                .extend(dimids.iter().map(|&d| (path.clone(), g, d)));
+            let own_dims = if nc4 { Some(dimids) } else { None };
             for varid in ffi::varids(g)? {
                 self.variable(g, varid, &path, own_dims.as_deref())?;
             }
@@ -788,16 +1076,36 @@ impl<'o> Builder<'o> {
                 }
             }
         }
+        self.record_unused_dims()?;
         let labels = self.resolve_labels();
         Ok(Parts {
             model: self.model,
             variables: self.variables,
             plans: self.plans,
             globals: self.globals,
+            global_facts: self.global_facts,
             texts: self.texts,
             labels,
             skipped: self.skipped,
         })
+    }
+
+    /// Records the dimensions no variable uses (which no variable would bring back) as the
+    /// file facts [`UNUSED_DIM`]`<group/path/name>` = `[length, unlimited 0/1]`.
+    fn record_unused_dims(&mut self) -> Result<()> {
+        for (path, g, d) in &self.group_dims {
+            if self.used_dims.contains(d) {
+                continue;
+            }
+            let (name, len) = ffi::dim(*g, *d)?;
+            let unlimited = u64::from(self.unlimited.contains(d));
+            self.global_facts.push(Fact::private(
+                "nc",
+                format!("{UNUSED_DIM}{}", join(path, &name)),
+                AttrValue::U64(vec![len, unlimited]),
+            ));
+        }
+        Ok(())
     }
 
     /// Dimension labels: string coordinate variables first, then 2-D char arrays (those with a
@@ -837,10 +1145,11 @@ impl<'o> Builder<'o> {
         out
     }
 
-    /// The attributes of `varid` (`NC_GLOBAL`: of group `ncid`), hidden ones left out.
-    fn attrs(&mut self, ncid: c_int, varid: c_int, owner: &str) -> Result<Attrs> {
+    /// The attributes of `varid` (`NC_GLOBAL`: of group `ncid`), hidden ones left out, with
+    /// the recorded types of those of user types.
+    fn attrs(&mut self, ncid: c_int, varid: c_int, owner: &str) -> Result<ObjAttrs> {
         let n = ffi::natts(ncid, varid)?;
-        let mut out = Vec::new();
+        let mut out = ObjAttrs::default();
         for i in 0..n {
             let (name, cname) = ffi::att_name(ncid, varid, i)?;
             if is_hidden_attr(&name) {
@@ -848,7 +1157,22 @@ impl<'o> Builder<'o> {
             }
             let (xtype, len) = ffi::att_info(ncid, varid, &cname)?;
             match self.attr_value(ncid, varid, &cname, xtype, len, &name, owner)? {
-                Ok(v) => out.push((name, v)),
+                Ok((v, typed, latin1)) => {
+                    if latin1 {
+                        out.latin1.push(name.clone());
+                    }
+                    if xtype == nc::NC_STRING && matches!(v, AttrValue::Text(_)) {
+                        out.strings.push(name.clone());
+                    }
+                    if let Some(t) = typed {
+                        out.notes.push(format!(
+                            "attribute '{name}': {} ({ATTR_TYPE}{name})",
+                            t.note
+                        ));
+                        out.types.push((name.clone(), t.record(len)));
+                    }
+                    out.attrs.push((name, v));
+                }
                 Err(reason) => {
                     let who = if owner.is_empty() {
                         format!("global attribute '{name}'")
@@ -864,7 +1188,8 @@ impl<'o> Builder<'o> {
         Ok(out)
     }
 
-    /// One attribute's value; the inner `Err` is the reason it has no form here.
+    /// One attribute's value (with its recorded type when it is of a user type, and whether its
+    /// text was decoded as Latin-1); the inner `Err` is the reason it has no form here.
     #[allow(clippy::too_many_arguments)]
     fn attr_value(
         &mut self,
@@ -875,7 +1200,7 @@ impl<'o> Builder<'o> {
         len: usize,
         name: &str,
         owner: &str,
-    ) -> Result<std::result::Result<AttrValue, String>> {
+    ) -> Result<std::result::Result<AttrRead, String>> {
         // Attribute values are stored uncompressed in the file: a count the file cannot hold
         // is corrupt, and is refused before anything is allocated for it.
         let unit = match xtype {
@@ -887,6 +1212,100 @@ impl<'o> Builder<'o> {
                 "attribute '{name}' of '{owner}' claims {len} values, more than the file holds"
             )));
         }
+        if xtype < nc::NC_FIRSTUSERTYPEID {
+            return Ok(self
+                .attr_builtin(ncid, varid, cname, xtype, len, name)?
+                .map(|(v, latin1)| (v, None, latin1)));
+        }
+        let t = user::analyze(ncid, xtype, self.file_len.max(64))?;
+        let (value, note) = match &t {
+            NcType::Enum(e) => {
+                let Ok((v, _)) =
+                    self.attr_builtin(ncid, varid, cname, xtype_of(e.base), len, name)?
+                else {
+                    return Ok(Err(format!("enum attribute of base type {}", e.base)));
+                };
+                // The codes are read in the enum's own type (the same bytes as its base).
+                (
+                    v,
+                    format!("enum '{}' codes; names in the recorded type", e.name),
+                )
+            }
+            NcType::Compound { .. } | NcType::Vlen { .. } | NcType::Opaque { .. } => {
+                match self.attr_json(ncid, varid, cname, &t, len, name, owner)? {
+                    Ok(v) => v,
+                    Err(why) => return Ok(Err(why)),
+                }
+            }
+            other => {
+                return Ok(Err(format!(
+                    "attribute of type {} has no form",
+                    other.describe()
+                )))
+            }
+        };
+        let json = t.json();
+        Ok(Ok((value, Some(UserAttr { json, note }), false)))
+    }
+
+    /// An attribute of a compound, vlen or opaque type as JSON text, and its note.
+    #[allow(clippy::too_many_arguments)]
+    fn attr_json(
+        &mut self,
+        ncid: c_int,
+        varid: c_int,
+        cname: &[u8],
+        t: &NcType,
+        len: usize,
+        name: &str,
+        owner: &str,
+    ) -> Result<std::result::Result<(AttrValue, String), String>> {
+        let bytes = (len as u128) * (t.size() as u128);
+        if bytes > u128::from(self.file_len.max(64)) * 16 {
+            return Err(SourceError::malformed(format!(
+                "attribute '{name}' of '{owner}' claims {len} values of {} bytes, more than the file holds",
+                t.size()
+            )));
+        }
+        if t.size() == 0 {
+            return Ok(Err(format!(
+                "attribute of type {} has no form",
+                t.describe()
+            )));
+        }
+        let mut rec = user::Records::new(t, len)?;
+        if len > 0 {
+            ffi::get_att_raw(ncid, varid, cname, rec.fill())?;
+            rec.arm();
+        }
+        // SAFETY: `rec` holds `len` values netCDF read in type `t`, whose allocated parts stay
+        // live until `rec` is dropped (after this call).
+        let json = match unsafe { user::attr_json(t, rec.bytes(), len) } {
+            Ok(j) => j,
+            Err(why) => return Ok(Err(format!("{} attribute with {why}", t.describe()))),
+        };
+        let class = match t {
+            NcType::Compound { .. } => "compound",
+            NcType::Vlen { .. } => "vlen",
+            _ => "opaque",
+        };
+        Ok(Ok((
+            AttrValue::Text(json),
+            format!("{class} value given as JSON text"),
+        )))
+    }
+
+    /// The value of an attribute of a built-in type (`char`, `string`, numbers), and whether
+    /// its text was decoded as Latin-1 (bytes that are not UTF-8).
+    fn attr_builtin(
+        &mut self,
+        ncid: c_int,
+        varid: c_int,
+        cname: &[u8],
+        xtype: c_int,
+        len: usize,
+        name: &str,
+    ) -> Result<std::result::Result<(AttrValue, bool), String>> {
         if xtype == nc::NC_CHAR {
             let mut buf = vec![0u8; len];
             ffi::get_att_raw(ncid, varid, cname, &mut buf)?;
@@ -898,26 +1317,24 @@ impl<'o> Builder<'o> {
             } else {
                 trim_nuls(&buf)
             };
-            return Ok(Ok(AttrValue::Text(decode_text(bytes))));
+            let (mut v, latin1) = decode_all(&[bytes]);
+            return Ok(Ok((AttrValue::Text(v.pop().unwrap_or_default()), latin1)));
         }
         if xtype == nc::NC_STRING {
-            let mut v: Vec<String> = ffi::get_att_strings(ncid, varid, cname, len)?
+            let raw: Vec<Vec<u8>> = ffi::get_att_strings(ncid, varid, cname, len)?
                 .into_iter()
-                .map(|s| s.map(|b| decode_text(&b)).unwrap_or_default())
+                .map(Option::unwrap_or_default)
                 .collect();
-            return Ok(Ok(if v.len() == 1 {
+            let (mut v, latin1) = decode_all(&raw);
+            let value = if v.len() == 1 {
                 AttrValue::Text(v.remove(0))
             } else {
                 AttrValue::TextList(v)
-            }));
+            };
+            return Ok(Ok((value, latin1)));
         }
-        let t = match atomic(xtype) {
-            Some(t) => t,
-            None => match self.kind(ncid, xtype)? {
-                Kind::Enum(e) => e.base,
-                Kind::Unsupported(reason) => return Ok(Err(reason)),
-                _ => return Ok(Err(format!("attribute type {xtype} has no form"))),
-            },
+        let Some(t) = atomic(xtype) else {
+            return Ok(Err(format!("unknown netCDF type code {xtype}")));
         };
         let size = t.size();
         let mut tmp = vec![0u64; (len * size).div_ceil(8).max(1)];
@@ -937,7 +1354,7 @@ impl<'o> Builder<'o> {
                 )
             };
         }
-        Ok(Ok(match t {
+        let value = match t {
             ElementType::I8 => vals!(I8, i8, 1),
             ElementType::U8 => vals!(U8, u8, 1),
             ElementType::I16 => vals!(I16, i16, 2),
@@ -949,64 +1366,26 @@ impl<'o> Builder<'o> {
             ElementType::F32 => vals!(F32, f32, 4),
             ElementType::F64 => vals!(F64, f64, 8),
             other => return Ok(Err(format!("attribute type {other} has no form"))),
-        }))
+        };
+        Ok(Ok((value, false)))
     }
 
     /// The kind of type `xtype` (looked up from group `ncid`).
     fn kind(&mut self, ncid: c_int, xtype: c_int) -> Result<Kind> {
-        if let Some(t) = atomic(xtype) {
-            return Ok(Kind::Numeric(t));
-        }
-        match xtype {
-            nc::NC_CHAR => return Ok(Kind::Char),
-            nc::NC_STRING => return Ok(Kind::Str),
-            t if t < nc::NC_FIRSTUSERTYPEID => {
-                return Ok(Kind::Unsupported(format!("unknown netCDF type code {t}")))
-            }
-            _ => {}
-        }
-        let u = ffi::user_type(ncid, xtype)?;
-        Ok(match u.class {
-            nc::NC_ENUM => {
-                let Some(base) =
-                    atomic(u.base).filter(|b| !matches!(b, ElementType::F32 | ElementType::F64))
-                else {
-                    return Ok(Kind::Unsupported(format!(
-                        "enum type '{}' has a non-integer base type {}",
-                        u.name, u.base
-                    )));
-                };
-                let n = ffi::enum_len(ncid, xtype)?;
-                if n as u64 > self.file_len.max(64) {
-                    return Err(SourceError::malformed(format!(
-                        "enum type '{}' claims {n} members",
-                        u.name
-                    )));
-                }
-                let mut members = Vec::with_capacity(n);
-                for i in 0..n {
-                    let (name, value) = ffi::enum_member(ncid, xtype, i)?;
-                    members.push((name, int_from_ne(base, &value)));
-                }
-                Kind::Enum(EnumInfo {
-                    name: u.name,
-                    base,
-                    members,
-                })
-            }
-            nc::NC_COMPOUND => Kind::Unsupported(format!(
-                "compound type '{}' ({} bytes) has no tensor form",
-                u.name, u.size
+        Ok(match user::analyze(ncid, xtype, self.file_len.max(64))? {
+            NcType::Atomic(t) => Kind::Numeric(t),
+            NcType::Enum(e) => Kind::Enum(e),
+            NcType::Char => Kind::Char,
+            NcType::Str => Kind::Str,
+            t @ NcType::Compound { .. } => Kind::Compound(t),
+            NcType::Vlen { name, base } => Kind::Unsupported(format!(
+                "variable-length (vlen) type '{name}' (ragged arrays of {}) has no tensor form",
+                base.describe()
             )),
-            nc::NC_VLEN => Kind::Unsupported(format!(
-                "variable-length (vlen) type '{}' has no tensor form",
-                u.name
+            NcType::Opaque { name, size } => Kind::Unsupported(format!(
+                "opaque type '{name}' ({size}-byte blobs) has no tensor form"
             )),
-            nc::NC_OPAQUE => Kind::Unsupported(format!(
-                "opaque type '{}' ({} bytes) has no tensor form",
-                u.name, u.size
-            )),
-            c => Kind::Unsupported(format!("user type '{}' of unknown class {c}", u.name)),
+            NcType::Other(reason) => Kind::Unsupported(reason),
         })
     }
 
@@ -1018,6 +1397,7 @@ impl<'o> Builder<'o> {
         own_dims: Option<&[c_int]>,
     ) -> Result<()> {
         let info = ffi::var_info(g, varid)?;
+        self.used_dims.extend(info.dimids.iter().copied());
         let full = join(path, &info.name);
         let mut dim_names = Vec::with_capacity(info.dimids.len());
         let mut shape = Vec::with_capacity(info.dimids.len());
@@ -1026,7 +1406,9 @@ impl<'o> Builder<'o> {
             dim_names.push(name);
             shape.push(len);
         }
-        let attrs = self.attrs(g, varid, &full)?;
+        let obj = self.attrs(g, varid, &full)?;
+        let attr_facts = obj.type_facts("");
+        let (attrs, attr_notes) = (obj.attrs, obj.notes);
         if let Some(AttrValue::Text(c)) = attrs
             .iter()
             .find(|(k, _)| k == "coordinates")
@@ -1056,6 +1438,8 @@ impl<'o> Builder<'o> {
             dim_names,
             shape,
             attrs,
+            attr_facts,
+            attr_notes,
             coordinate,
             unlimited,
         };
@@ -1067,6 +1451,7 @@ impl<'o> Builder<'o> {
             }
             Kind::Char => self.text(loc, v, true),
             Kind::Str => self.text(loc, v, false),
+            Kind::Compound(t) => self.compound(loc, v, t),
             Kind::Unsupported(reason) => self.unsupported(v.full, reason),
         }
     }
@@ -1081,6 +1466,8 @@ impl<'o> Builder<'o> {
         let ndims = p.shape.len();
         let mut v = Variable::new(p.full.clone(), t, p.shape);
         v.attrs = p.attrs;
+        v.facts = p.attr_facts;
+        v.notes = p.attr_notes;
         if !loc.scalar {
             v.dims = Some(p.dim_names);
         }
@@ -1090,12 +1477,18 @@ impl<'o> Builder<'o> {
         if !p.unlimited.is_empty() {
             v.facts.push(Fact::UnlimitedDims(p.unlimited));
         }
+        let mut undecodable = None;
         if self.model.is_netcdf4() && !loc.scalar {
-            v.layout = match self.layout(loc, ndims, &p.full)? {
-                Some(l) => l,
-                None => return Ok(()), // unsupported filter, recorded
-            };
+            let (layout, reason) = self.layout(loc, ndims)?;
+            v.layout = layout;
+            undecodable = reason;
         }
+        // Read natively, or (a filter netCDF-C lacks) from the stored chunks once the file is
+        // open, when tet-hdf5 decodes them.
+        let native = |loc: VarLoc| match &undecodable {
+            Some(reason) => ReadPlan::Undecodable(loc, reason.clone()),
+            None => ReadPlan::Native(loc),
+        };
         if let Some(e) = enum_info {
             v.facts.push(Fact::EnumType(e.name.clone()));
             v.facts.push(Fact::EnumMapping(e.members.clone()));
@@ -1103,7 +1496,7 @@ impl<'o> Builder<'o> {
                 "netCDF enum '{}': stored as its underlying {} codes; names in enum_mapping",
                 e.name, e.base
             ));
-            self.push(v, ReadPlan::Native(loc));
+            self.push(v, native(loc));
             return Ok(());
         }
         if self.options.unpack {
@@ -1111,6 +1504,10 @@ impl<'o> Builder<'o> {
             match Unpacking::plan(t, &v.attrs, fill_on) {
                 Ok(None) => {}
                 Ok(Some(u)) => {
+                    if let Some(reason) = &undecodable {
+                        // Unpacking reads through netCDF-C, which cannot decode this variable.
+                        return self.unsupported(v.name, reason.clone());
+                    }
                     let mut consumed: Vec<&str> = cf::PACKING_ATTRS.to_vec();
                     if u.packed != u.stored {
                         consumed.push("_Unsigned");
@@ -1142,7 +1539,7 @@ impl<'o> Builder<'o> {
                 Err(reason) => v.notes.push(format!("not CF-unpacked: {reason}")),
             }
         }
-        self.push(v, ReadPlan::Native(loc));
+        self.push(v, native(loc));
         Ok(())
     }
 
@@ -1151,9 +1548,10 @@ impl<'o> Builder<'o> {
         self.plans.push(plan);
     }
 
-    /// Storage facts of a netCDF-4 variable; `None` when it uses a filter this library cannot
-    /// decode (then recorded as unsupported).
-    fn layout(&mut self, loc: VarLoc, ndims: usize, name: &str) -> Result<Option<SourceLayout>> {
+    /// Storage facts of a netCDF-4 variable, and why netCDF-C cannot read it when one of its
+    /// filters has no decoder in this library (then `attach_direct_chunks` reads it from its
+    /// stored chunks if tet-hdf5 decodes them, or it is recorded as unsupported).
+    fn layout(&mut self, loc: VarLoc, ndims: usize) -> Result<(SourceLayout, Option<String>)> {
         let chunk_shape = ffi::var_chunking(loc.ncid, loc.varid, ndims)?;
         let f = ffi::var_filters(loc.ncid, loc.varid)?;
         let mut filters = Vec::new();
@@ -1161,16 +1559,17 @@ impl<'o> Builder<'o> {
             filters.push("shuffle".to_string());
         }
         let mut compressed = false;
+        let mut undecodable = None;
         for (id, params, available) in &f.filters {
             if !available {
-                self.unsupported(
-                    name.to_string(),
+                undecodable.get_or_insert_with(|| {
                     format!(
-                        "compressed with HDF5 filter {id} ({}), which this netCDF/HDF5 library cannot decode",
+                        "compressed with HDF5 filter {id} ({}), which neither this netCDF/HDF5 \
+                         library nor tet-convert's own chunk decoders can read here (an HDF5 \
+                         plugin for it in HDF5_PLUGIN_PATH lets netCDF-C read it)",
                         filter_name(*id, params)
-                    ),
-                )?;
-                return Ok(None);
+                    )
+                });
             }
             match id {
                 2 | 3 => {} // shuffle/fletcher32 are reported by their own queries
@@ -1183,11 +1582,14 @@ impl<'o> Builder<'o> {
         if f.fletcher32 {
             filters.push("fletcher32".to_string());
         }
-        Ok(Some(SourceLayout {
-            chunk_shape,
-            compressed,
-            filters,
-        }))
+        Ok((
+            SourceLayout {
+                chunk_shape,
+                compressed,
+                filters,
+            },
+            undecodable,
+        ))
     }
 
     fn text(&mut self, loc: VarLoc, p: VarParts, is_char: bool) -> Result<()> {
@@ -1217,33 +1619,7 @@ impl<'o> Builder<'o> {
                 ),
             );
         }
-        let context = |e: SourceError, name: &str| match e {
-            SourceError::Library(m) => SourceError::Library(format!("variable '{name}': {m}")),
-            other => other,
-        };
-        let usize_shape: Vec<usize> = p.shape.iter().map(|&d| d as usize).collect();
-        let values: Vec<String> = if is_char {
-            let mut buf = vec![0u8; units as usize];
-            if units > 0 {
-                let start = vec![0usize; usize_shape.len()];
-                ffi::get_vara(loc.ncid, loc.varid, &start, &usize_shape, &mut buf)
-                    .map_err(|e| context(e, &p.full))?;
-            }
-            let strlen = usize_shape.last().copied().unwrap_or(1);
-            if strlen == 0 {
-                vec![String::new(); values_n as usize]
-            } else {
-                buf.chunks(strlen)
-                    .map(|row| decode_text(trim_nuls(row)))
-                    .collect()
-            }
-        } else {
-            ffi::get_var_strings(loc.ncid, loc.varid, &usize_shape, values_n as usize)
-                .map_err(|e| context(e, &p.full))?
-                .into_iter()
-                .map(|s| s.map(|b| decode_text(&b)).unwrap_or_default())
-                .collect()
-        };
+        let (values, latin1) = text_values(loc, &p, is_char, units, values_n)?;
         let label_dim = if !is_char && p.coordinate {
             Some((p.dim_names[0].clone(), true))
         } else if is_char && p.shape.len() == 2 {
@@ -1277,6 +1653,24 @@ impl<'o> Builder<'o> {
             }),
             _ => None,
         };
+        let mut facts = p.attr_facts;
+        if !p.unlimited.is_empty() {
+            facts.push(Fact::UnlimitedDims(p.unlimited));
+        }
+        if latin1 {
+            facts.push(Fact::private(
+                "nc",
+                TEXT_ENCODING,
+                AttrValue::Text("latin1".into()),
+            ));
+        }
+        if is_char && char_axis.is_none() {
+            facts.push(Fact::private(
+                "nc",
+                TEXT_TYPE,
+                AttrValue::Text("char".into()),
+            ));
+        }
         self.texts.push(TextVariable {
             name: p.full,
             shape,
@@ -1284,6 +1678,7 @@ impl<'o> Builder<'o> {
             values,
             attrs: p.attrs,
             char_axis,
+            facts,
         });
         Ok(())
     }
@@ -1296,6 +1691,10 @@ struct VarParts {
     dim_names: Vec<String>,
     shape: Vec<u64>,
     attrs: Attrs,
+    /// The recorded types of attributes of user types ([`ATTR_TYPE`] facts).
+    attr_facts: Vec<Fact>,
+    /// Notes on the attributes (values given as JSON text, …).
+    attr_notes: Vec<String>,
     coordinate: bool,
     unlimited: Vec<String>,
 }

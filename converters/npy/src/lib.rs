@@ -847,6 +847,7 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
         values,
         attrs: Vec::new(),
         char_axis,
+        facts: Vec::new(),
     })
 }
 

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::{Attrs, ElementType, Role, TextVariable};
+use crate::{Attrs, ElementType, Fact, Role, TextVariable};
 
 /// What a target format can hold, declared by its exporter. The engine raises the stored
 /// arrays only as far as this says: a complex pair stays two real arrays, a bool stays `u8`.
@@ -41,6 +41,9 @@ pub struct Model {
     /// Only some arrays were selected: attributes of groups that hold none of them are left
     /// out.
     pub subset: bool,
+    /// The file's facts ([`crate::Source::global_facts`], read back): e.g. a format's private
+    /// records of its group attributes' types or of dimensions no variable uses.
+    pub global_facts: Vec<Fact>,
 }
 
 /// One string variable of the file, as it was recorded.
@@ -93,6 +96,9 @@ pub struct Array {
     /// The array holds booleans, delivered as `u8` 0/1 because the target has no boolean type
     /// ([`Capabilities::has_bool`] is false).
     pub bool_as_u8: bool,
+    /// The variable's recorded facts ([`crate::Variable::facts`], read back), for what only the
+    /// target's own format reads (its [`Fact::Private`] records).
+    pub facts: Vec<Fact>,
 }
 
 impl Array {
@@ -365,6 +371,7 @@ mod tests {
             role: Role::Data,
             unlimited_dims: Vec::new(),
             bool_as_u8: false,
+            facts: Vec::new(),
         }
     }
 

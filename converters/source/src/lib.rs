@@ -447,6 +447,10 @@ pub struct TextVariable {
     /// `char name(station, name_strlen)`): its trailing string-length axis, which `shape` and
     /// `dims` leave out.
     pub char_axis: Option<CharAxis>,
+    /// Facts about the variable that are not attributes but must survive (see [`Fact`]), as
+    /// [`Variable::facts`]: e.g. [`Fact::UnlimitedDims`], or a format's private record of how
+    /// the text was decoded. Recorded with the values (`text_variables[].facts`).
+    pub facts: Vec<Fact>,
 }
 
 /// The string-length axis of a character array.

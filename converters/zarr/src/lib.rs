@@ -34,6 +34,13 @@
 //! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
 //!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order. Other data types
 //!   (`bytes`, raw bits `r*`, sub-byte floats, `optional`, …) are unsupported.
+//! * **Records** (structured data types: v2 `dtype` lists, the v3 `structured` type of
+//!   zarr-python 3): one variable per field, `<array>/<field>`, nested records joined with `/`,
+//!   sub-array fields as trailing axes, unnamed raw (padding) fields ignored, empty names as
+//!   `f<position>`, string fields as text variables, as the NPY importer splits records; values
+//!   as zarr-python reads `arr[...][field]` (v3 fields little-endian, as zarr-python reads them
+//!   whatever the `bytes` codec says). See [`structured`] (the types, and how zarrs is made to
+//!   decode them) and `records.rs` (the variables and their reads).
 //! * **Dimensions**: v3 `dimension_names` when every axis is named; else the xarray attribute
 //!   `_ARRAY_DIMENSIONS` (a list of one string per axis), which is then not repeated as an
 //!   attribute. Partial v3 names leave `dims` unset and are kept in the facts
@@ -56,7 +63,9 @@
 //! [`Source::read_region`] decodes with `retrieve_array_subset_into_opt` straight into the
 //! caller's buffer, with zarrs' own concurrency limited to one chunk at a time (the engine
 //! parallelises across regions, which may be read from several threads at once). Missing
-//! chunks read as the fill value.
+//! chunks read as the fill value. A field of an array of records is read by decoding the
+//! region's whole records (in slabs of its first axis of at most 16 MiB) and cutting the
+//! field out; each field decodes the chunks again (no cache is shared between fields).
 //!
 //! # What is refused
 //!
@@ -68,9 +77,11 @@
 //! * [`SourceError::Unsupported`] (or, with `skip_unsupported`, an entry in
 //!   [`Source::skipped`]): codecs this build lacks (e.g. `codec zfpy is not supported`),
 //!   unmappable data types, unknown `must_understand` metadata fields, array metadata that is
-//!   well-formed but that zarrs cannot parse (e.g. a v2 structured dtype), chunks that would decode
-//!   to more than 2 GiB at once, shards of more than 2^24 inner chunks, directories whose name
-//!   is not UTF-8.
+//!   well-formed but that zarrs cannot parse, record (structured) data types with a field of
+//!   no fixed size or an unknown type, or a fill value that is not the record's bytes (a field
+//!   of no numeric or text form is unsupported alone: the array's other fields stay), chunks
+//!   that would decode to more than 2 GiB at once, shards of more than 2^24 inner chunks,
+//!   directories whose name is not UTF-8.
 //!
 //! zarrs trusts sizes inside chunk files in a few places, and skips crc32c checks on partial
 //! reads; the [`guard`] module bounds the sizes and forces the checks, so that corrupt chunks
@@ -101,7 +112,9 @@ pub mod datetime;
 pub mod export;
 pub mod filters;
 pub mod guard;
+mod records;
 pub mod scaleoffset;
+pub mod structured;
 
 pub use attrs::json_to_attr;
 use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
@@ -204,6 +217,7 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
         skipped,
         text_variables: Vec::new(),
         frames: Vec::new(),
+        fields: Vec::new(),
         codec_options,
     };
     for node in nodes {
@@ -218,14 +232,17 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
                     src.global_attrs.push((key, v));
                 }
             }
-            meta @ (NodeMeta::Array(_) | NodeMeta::Unreadable(_)) => {
+            meta @ (NodeMeta::Array(..) | NodeMeta::Unreadable(_)) => {
                 let name = if node.path.is_empty() {
                     stem.clone()
                 } else {
                     node.path.clone()
                 };
                 let added = match meta {
-                    NodeMeta::Array(meta) => src.add_array(&fs, &node.path, &name, *meta),
+                    NodeMeta::Array(meta, None) => src.add_array(&fs, &node.path, &name, *meta),
+                    NodeMeta::Array(meta, Some(s)) => {
+                        src.add_structured(&fs, &node.path, &name, *meta, *s, options)
+                    }
                     _ => Err(Problem::Unsupported(match meta {
                         NodeMeta::Unreadable(reason) => reason,
                         _ => String::new(),
@@ -258,7 +275,9 @@ struct Node {
 enum NodeMeta {
     /// A group and its attributes.
     Group(Map<String, Value>),
-    Array(Box<ArrayMetadata>),
+    /// An array's metadata, and for an array of records what its fields are (the metadata then
+    /// has raw bytes of the record's size as its data type).
+    Array(Box<ArrayMetadata>, Option<Box<StructuredMeta>>),
     /// An array whose metadata is valid JSON naming an array, but that zarrs cannot parse
     /// (e.g. a data type it has no model for): an unsupported item, not a broken store.
     Unreadable(String),
@@ -320,8 +339,14 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
             None => return Err(bad("no zarr_format".into())),
         }
         return match obj.get("node_type").and_then(Value::as_str) {
+            Some("array") if structured::is_v3_structured(obj) => Ok(Some(structured_node(
+                obj,
+                &key,
+                true,
+                v3_array_shape_ok(obj),
+            )?)),
             Some("array") => match serde_json::from_slice::<ArrayMetadataV3>(&bytes) {
-                Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m))))),
+                Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None))),
                 // Well-formed by the specification, but not something zarrs models (e.g. a
                 // data type given as an object it does not know): that array is unsupported.
                 Err(e) if v3_array_shape_ok(obj) => Ok(Some(NodeMeta::Unreadable(format!(
@@ -349,14 +374,23 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         }
         numcodecs_v2_defaults(&mut value);
         let shape_ok = value.as_object().is_some_and(v2_array_shape_ok);
-        let structured = value.get("dtype").is_some_and(Value::is_array);
+        if let Some(obj) = value
+            .as_object()
+            .filter(|o| o.get("dtype").is_some_and(Value::is_array))
+        {
+            let node = structured_node(obj, &key, false, shape_ok)?;
+            return Ok(Some(match node {
+                NodeMeta::Array(mut m, s) => {
+                    if let ArrayMetadata::V2(m) = m.as_mut() {
+                        m.attributes = read_zattrs(dir, rel)?;
+                    }
+                    NodeMeta::Array(m, s)
+                }
+                other => other,
+            }));
+        }
         let mut m: ArrayMetadataV2 = match serde_json::from_value(value) {
             Ok(m) => m,
-            Err(_) if shape_ok && structured => {
-                return Ok(Some(NodeMeta::Unreadable(format!(
-                    "{key}: structured (record) dtype: zarrs cannot read it"
-                ))))
-            }
             Err(e) if shape_ok => {
                 return Ok(Some(NodeMeta::Unreadable(format!(
                     "{key}: array metadata zarrs cannot read: {e}"
@@ -369,7 +403,7 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
             }
         };
         m.attributes = read_zattrs(dir, rel)?;
-        return Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V2(m)))));
+        return Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V2(m)), None)));
     }
     if let Some((bytes, _)) = read_json(dir, rel, ".zgroup")? {
         let key = key_of(rel, ".zgroup");
@@ -378,6 +412,73 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         return Ok(Some(NodeMeta::Group(read_zattrs(dir, rel)?)));
     }
     Ok(None)
+}
+
+/// The node of an array whose data type is a record (v3 `structured`, v2 a `dtype` list): its
+/// metadata with the data type replaced by raw bytes of the record's size (v3 `r<bits>`, v2
+/// `|V<bytes>`) and the fill value by what raw bytes take, and the record. Metadata that is
+/// complete (`shape_ok`) but cannot be read this way is an unsupported item; incomplete
+/// metadata is malformed.
+fn structured_node(
+    obj: &Map<String, Value>,
+    key: &str,
+    v3: bool,
+    shape_ok: bool,
+) -> Result<NodeMeta> {
+    let dtype_key = if v3 { "data_type" } else { "dtype" };
+    let original = obj.get(dtype_key).cloned().unwrap_or_default();
+    let rewritten = (|| -> std::result::Result<(Value, structured::Record), String> {
+        let record = if v3 {
+            structured::parse_v3(&original)?
+        } else {
+            structured::parse_v2(&original)?
+        };
+        let size = record.size;
+        let mut m = obj.clone();
+        let raw = if v3 {
+            Value::String(format!(
+                "r{}",
+                size.checked_mul(8).ok_or("record size overflows")?
+            ))
+        } else {
+            Value::String(format!("|V{size}"))
+        };
+        m.insert(dtype_key.into(), raw);
+        let fill = structured::raw_fill(obj.get("fill_value"), size)?;
+        m.insert("fill_value".into(), fill);
+        Ok((Value::Object(m), record))
+    })();
+    let parsed = rewritten.and_then(|(value, record)| {
+        let meta = if v3 {
+            serde_json::from_value::<ArrayMetadataV3>(value).map(ArrayMetadata::V3)
+        } else {
+            serde_json::from_value::<ArrayMetadataV2>(value).map(ArrayMetadata::V2)
+        };
+        meta.map(|m| (m, record))
+            .map_err(|e| format!("array metadata zarrs cannot read: {e}"))
+    });
+    match parsed {
+        Ok((meta, record)) => Ok(NodeMeta::Array(
+            Box::new(meta),
+            Some(Box::new(StructuredMeta {
+                record,
+                dt_json: serde_json::to_string(&original).unwrap_or_default(),
+            })),
+        )),
+        Err(e) if shape_ok => Ok(NodeMeta::Unreadable(format!(
+            "{key}: structured (record) data type: {e}"
+        ))),
+        Err(e) => Err(SourceError::malformed(format!(
+            "{key}: invalid array metadata: {e}"
+        ))),
+    }
+}
+
+/// What an array of a record data type keeps besides its rewritten metadata.
+struct StructuredMeta {
+    record: structured::Record,
+    /// The data type as the metadata has it.
+    dt_json: String,
 }
 
 /// A list of non-negative integers.
@@ -570,6 +671,8 @@ enum ReadKind {
     /// Part 0 (real) or 1 (imaginary) of an array of complex numbers whose parts have no
     /// complex element type (`complex_float16`, `complex_bfloat16`).
     Part(usize),
+    /// A field of an array of records: its layout is `ZarrSource::fields[i]`.
+    Field(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -824,6 +927,8 @@ pub struct ZarrSource {
     /// Per variable: the chunk shape when every stored chunk is one zstd frame of exactly the
     /// chunk's little-endian C-order bytes ([`zstd_frames_only`]).
     frames: Vec<Option<Vec<u64>>>,
+    /// Where the fields of arrays of records sit in their records ([`ReadKind::Field`]).
+    fields: Vec<structured::FieldLayout>,
 }
 
 impl std::fmt::Debug for ZarrSource {
@@ -1032,6 +1137,7 @@ impl ZarrSource {
                 values,
                 attrs,
                 char_axis: None,
+                facts: Vec::new(),
             });
             return Ok(());
         }
@@ -1368,6 +1474,13 @@ impl Source for ZarrSource {
                     dst.copy_from_slice(&src[part * size..(part + 1) * size]);
                 }
                 Ok(())
+            }
+            ReadKind::Field(f) => {
+                let layout = self
+                    .fields
+                    .get(f)
+                    .ok_or_else(|| SourceError::InvalidRequest(format!("no field layout {f}")))?;
+                self.read_field(array, layout, start, count, out)
             }
         }
     }

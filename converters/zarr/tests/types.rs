@@ -1,12 +1,12 @@
 //! Zarr data types in stores written by zarr-python (`tests/fixtures/types/make.py`): v2
 //! datetime64/timedelta64 arrays read as the int64 counts zarr-python reads (NaT, big-endian,
 //! multiplied units, a never-written chunk), with the data type recorded as for v3; and a
-//! structured array, which is an unsupported item (named, skippable), not a broken store.
+//! structured array, split into one variable per field (see also `structured.rs`).
 
 mod common;
 
 use serde_json::Value;
-use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
+use tet_source::{AttrValue, ElementType, OpenOptions, Source};
 use tet_testkit::{read_all, sub_block, var_index};
 use tet_zarr::open_store;
 
@@ -55,23 +55,20 @@ fn v2_datetimes_read_as_zarr_python_reads_them() {
 }
 
 #[test]
-fn structured_arrays_are_unsupported_items_not_broken_stores() {
+fn structured_arrays_are_split_into_fields() {
     for store in ["structured_v2.zarr", "structured_v3.zarr"] {
         let path = fixture_dir("types").join(store);
-        match open_store(&path, &OpenOptions::default()) {
-            Err(SourceError::Unsupported(m)) => assert!(m.contains("'rec'"), "{store}: {m}"),
-            Err(e) => panic!("{store}: expected an unsupported item, got {e}"),
-            Ok(_) => panic!("{store}: a structured array must not be dropped silently"),
-        }
-        let opts = OpenOptions {
-            skip_unsupported: true,
-            ..OpenOptions::default()
-        };
-        let src = open_store(&path, &opts).unwrap();
-        let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(skipped, ["rec"], "{store}");
+        let src = open_store(&path, &OpenOptions::default()).unwrap();
+        assert!(src.skipped().is_empty(), "{store}: {:?}", src.skipped());
         let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(names, ["plain"], "{store}");
+        assert_eq!(names, ["plain", "rec/x", "rec/y"], "{store}");
         assert_eq!(read_all(&src, 0), [4u8, 0, 5, 0, 6, 0], "{store}");
+        let x: Vec<u8> = [1i32, 2, 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let y: Vec<u8> = [0.5f64, 1.5, 2.5]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        assert_eq!(read_all(&src, 1), x, "{store}");
+        assert_eq!(read_all(&src, 2), y, "{store}");
     }
 }

@@ -1,0 +1,213 @@
+//! A plain view of a netCDF file as netCDF-C reports it — every group's dimensions (length,
+//! unlimited), variables (netCDF type, dimensions, raw values) and attributes (netCDF type, raw
+//! values) — with no decoding at all: `char` values are their bytes, `string` values their
+//! byte strings, numbers their native bytes. What the importer maps (text decoded, types
+//! recorded as facts) shows here as the file has it, so two files can be compared exactly (an
+//! export with its source). Values of compound, vlen and opaque types are not read.
+
+use std::ffi::c_int;
+use std::path::Path;
+
+use netcdf_sys as nc;
+use tet_source::{Result, SourceError};
+
+use crate::user::{self, NcType};
+use crate::{ffi, is_hidden_attr, join, MAX_GROUPS};
+
+/// Values as the file holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawValues {
+    /// `char` bytes, or numbers (enum codes included) as native-endian bytes, in C order.
+    Bytes(Vec<u8>),
+    /// `string` values in C order (`None`: a null string).
+    Strings(Vec<Option<Vec<u8>>>),
+    /// Values of a compound, vlen or opaque type: not read.
+    NotRead,
+}
+
+/// One attribute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttrDump {
+    /// Its name.
+    pub name: String,
+    /// Its netCDF type: `char`, `string`, `i8` … `f64`, or a user type's JSON (its class, name
+    /// and definition).
+    pub xtype: String,
+    /// Its values.
+    pub values: RawValues,
+}
+
+/// One dimension of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DimDump {
+    /// Its name.
+    pub name: String,
+    /// Its current length.
+    pub len: u64,
+    /// Whether it is unlimited.
+    pub unlimited: bool,
+}
+
+/// One variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarDump {
+    /// Its name.
+    pub name: String,
+    /// Its netCDF type (as [`AttrDump::xtype`]).
+    pub xtype: String,
+    /// Its dimensions' names.
+    pub dims: Vec<String>,
+    /// Its attributes, in file order (the library's hidden ones left out).
+    pub attrs: Vec<AttrDump>,
+    /// Its values.
+    pub values: RawValues,
+}
+
+/// One group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDump {
+    /// Its path: group names joined with `/`, empty for the root group.
+    pub path: String,
+    /// Its own dimensions, in id order.
+    pub dims: Vec<DimDump>,
+    /// Its variables, in file order.
+    pub vars: Vec<VarDump>,
+    /// Its attributes, in file order (the library's hidden ones left out).
+    pub attrs: Vec<AttrDump>,
+}
+
+/// Every group of a file, the root first, then depth-first in the library's order.
+pub fn dump(path: &Path) -> Result<Vec<GroupDump>> {
+    ffi::locked(|| {
+        let handle = ffi::Handle::open_path(path)?;
+        let limit = std::fs::metadata(path)?.len().max(64);
+        let mut out = Vec::new();
+        let mut stack = vec![(handle.ncid(), String::new())];
+        while let Some((g, path)) = stack.pop() {
+            if out.len() >= MAX_GROUPS {
+                return Err(SourceError::malformed(format!(
+                    "more than {MAX_GROUPS} groups"
+                )));
+            }
+            out.push(group(g, &path, limit)?);
+            for &k in ffi::groups(g)?.iter().rev() {
+                stack.push((k, join(&path, &ffi::group_name(k)?)));
+            }
+        }
+        Ok(out)
+    })
+}
+
+fn group(g: c_int, path: &str, limit: u64) -> Result<GroupDump> {
+    let unlimited = ffi::unlimdims(g)?;
+    let dims = ffi::own_dimids(g)?
+        .into_iter()
+        .map(|d| {
+            let (name, len) = ffi::dim(g, d)?;
+            Ok(DimDump {
+                name,
+                len,
+                unlimited: unlimited.contains(&d),
+            })
+        })
+        .collect::<Result<_>>()?;
+    let vars = ffi::varids(g)?
+        .into_iter()
+        .map(|v| var(g, v, limit))
+        .collect::<Result<_>>()?;
+    Ok(GroupDump {
+        path: path.to_string(),
+        dims,
+        vars,
+        attrs: attrs(g, nc::NC_GLOBAL, limit)?,
+    })
+}
+
+/// The type's name, and whether its values are plain bytes (`char`, numbers, enums) or
+/// strings.
+fn type_of(g: c_int, xtype: c_int, limit: u64) -> Result<(String, Option<bool>)> {
+    Ok(match user::analyze(g, xtype, limit)? {
+        NcType::Char => ("char".into(), Some(true)),
+        NcType::Str => ("string".into(), Some(false)),
+        NcType::Atomic(t) => (t.name().into(), Some(true)),
+        t @ NcType::Enum(_) => (t.json(), Some(true)),
+        t => (t.json(), None),
+    })
+}
+
+fn var(g: c_int, varid: c_int, limit: u64) -> Result<VarDump> {
+    let info = ffi::var_info(g, varid)?;
+    let mut dims = Vec::with_capacity(info.dimids.len());
+    let mut shape = Vec::with_capacity(info.dimids.len());
+    for &d in &info.dimids {
+        let (name, len) = ffi::dim(g, d)?;
+        dims.push(name);
+        shape.push(usize::try_from(len).map_err(|_| too_large(&info.name))?);
+    }
+    let n = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| too_large(&info.name))?;
+    let (xtype, plain) = type_of(g, info.xtype, limit)?;
+    let values = match plain {
+        Some(true) => {
+            let size = ffi::type_size_of(g, info.xtype)?;
+            let bytes = n.checked_mul(size).ok_or_else(|| too_large(&info.name))?;
+            if bytes as u64 > limit.saturating_mul(1024) {
+                return Err(too_large(&info.name));
+            }
+            let mut buf = vec![0u8; bytes];
+            if bytes > 0 {
+                ffi::get_vara(g, varid, &vec![0; shape.len()], &shape, &mut buf)?;
+            }
+            RawValues::Bytes(buf)
+        }
+        Some(false) => RawValues::Strings(ffi::get_var_strings(g, varid, &shape, n)?),
+        None => RawValues::NotRead,
+    };
+    Ok(VarDump {
+        attrs: attrs(g, varid, limit)?,
+        name: info.name,
+        xtype,
+        dims,
+        values,
+    })
+}
+
+fn attrs(g: c_int, varid: c_int, limit: u64) -> Result<Vec<AttrDump>> {
+    let mut out = Vec::new();
+    for i in 0..ffi::natts(g, varid)? {
+        let (name, cname) = ffi::att_name(g, varid, i)?;
+        if is_hidden_attr(&name) {
+            continue;
+        }
+        let (xt, len) = ffi::att_info(g, varid, &cname)?;
+        let (xtype, plain) = type_of(g, xt, limit)?;
+        let values = match plain {
+            Some(true) => {
+                let size = ffi::type_size_of(g, xt)?;
+                let bytes = len
+                    .checked_mul(size)
+                    .filter(|&b| b as u64 <= limit)
+                    .ok_or_else(|| too_large(&name))?;
+                let mut buf = vec![0u8; bytes];
+                ffi::get_att_raw(g, varid, &cname, &mut buf)?;
+                RawValues::Bytes(buf)
+            }
+            Some(false) => RawValues::Strings(ffi::get_att_strings(g, varid, &cname, len)?),
+            None => RawValues::NotRead,
+        };
+        out.push(AttrDump {
+            name,
+            xtype,
+            values,
+        });
+    }
+    Ok(out)
+}
+
+fn too_large(what: &str) -> SourceError {
+    SourceError::malformed(format!(
+        "'{what}' claims more values than the file can hold"
+    ))
+}

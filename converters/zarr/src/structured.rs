@@ -1,0 +1,879 @@
+//! Structured (record) data types: Zarr v2 `dtype` lists (`[["a", "<i4"], ["b", ">f8", [3]]]`,
+//! NumPy's `descr`) and the Zarr v3 `structured` data type zarr-python 3 writes
+//! (`{"name": "structured", "configuration": {"fields": [["a", "int32"], …]}}`).
+//!
+//! zarrs cannot read these types, so the array's metadata is rewritten to an opaque type of
+//! the record's size (v3 raw bits `r<bits>`, v2 `|V<bytes>`): zarrs then runs the array's codec
+//! chain (compressors, filters, sharding, order F) on whole records and never swaps bytes in
+//! them (raw bits are one-byte elements to the `bytes` codec); missing chunks read as the fill
+//! value, which is the record's bytes in base64 in both versions, as raw bits take it. Each
+//! field is then cut out of the records here ([`extract`]), byte-swapped to little-endian when
+//! it is stored big-endian.
+//!
+//! Byte order: a v2 field has its own (`<`, `>`; `|` and `=` are this machine's,
+//! little-endian). A v3 field type has none, and zarr-python 3 reads every v3 field as
+//! little-endian whatever the `bytes` codec's `endian` says (it ignores it for structured
+//! types); so does this module.
+//!
+//! What a field becomes follows the NPY importer: one variable per numeric field
+//! (`<array>/<field>`, nested records joined with `/`); sub-array fields add trailing axes;
+//! unnamed raw (`|V`, v3 `raw_bytes`) fields are padding and ignored; a field with an empty
+//! name that is not padding is named `f<position>` (`_` appended while that collides) with a
+//! note; complex fields are complex variables; `datetime64` / `timedelta64` fields are `int64`
+//! counts with `units`; fixed-length byte (`S`, v3 `null_terminated_bytes`) and UCS-4 (`U`, v3
+//! `fixed_length_utf32`) strings are text; named raw fields and extended precision have no
+//! numeric form (unsupported, that field only). A field type with no fixed size (objects,
+//! variable-length strings) or one this module does not know makes the whole array
+//! unsupported.
+
+use serde_json::{Map, Value};
+use tet_source::{AttrValue, Attrs, ElementType};
+
+/// Deepest nesting of records and sub-arrays accepted.
+const MAX_NESTING: usize = 32;
+/// Most leaves (variables) one record may have.
+const MAX_LEAVES: usize = 1 << 16;
+
+/// A record data type: its size and the variables it becomes.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Bytes of one record.
+    pub size: u64,
+    /// The fields, in record order (nested records flattened).
+    pub leaves: Vec<Leaf>,
+}
+
+/// One variable derived from a (nested) field.
+#[derive(Debug, Clone)]
+pub struct Leaf {
+    /// Path below the array (`["pos", "x"]`).
+    pub path: Vec<String>,
+    /// Byte offset of the field's first element in a record.
+    pub offset: u64,
+    /// Trailing axes from sub-array fields: `(length, byte stride)`, outermost first.
+    pub sub_axes: Vec<(u64, u64)>,
+    /// What the field is.
+    pub kind: LeafKind,
+    /// Notes on the field's naming (an empty name replaced).
+    pub notes: Vec<String>,
+}
+
+/// What a field is.
+#[derive(Debug, Clone)]
+pub enum LeafKind {
+    /// Numbers of an element type.
+    Numeric {
+        elem: ElementType,
+        /// Stored big-endian (each part, for a complex type).
+        swap: bool,
+        attrs: Attrs,
+        notes: Vec<String>,
+    },
+    /// Fixed-length strings: bytes (`S`) or UCS-4 code points (`U`, `utf32`).
+    Text { utf32: bool, chars: u64, swap: bool },
+    /// No numeric or text form, with the reason.
+    Unsupported(String),
+}
+
+/// How bytes are fixed after they are cut out of the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fix {
+    None,
+    /// Reverse the element's bytes.
+    Swap,
+    /// Reverse each half of the element (a big-endian complex number).
+    SwapParts,
+    /// Normalise to 0/1.
+    Bool,
+}
+
+/// Where one field sits in a record, and how it is delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldLayout {
+    /// Bytes of one record.
+    pub record: usize,
+    /// Byte offset of the first element in a record.
+    pub offset: usize,
+    /// Trailing axes: `(length, byte stride)`.
+    pub sub_axes: Vec<(u64, u64)>,
+    /// Bytes of one delivered element.
+    pub esize: usize,
+    pub fix: Fix,
+}
+
+impl FieldLayout {
+    /// The layout of a numeric leaf in records of `record` bytes, after checking that every
+    /// element of it lies inside a record.
+    pub fn new(record: u64, leaf: &Leaf, elem: ElementType, swap: bool) -> Result<Self, String> {
+        let fix = match (elem, swap) {
+            (ElementType::Bool, _) => Fix::Bool,
+            (_, false) => Fix::None,
+            (_, true) if elem.complex_component().is_some() => Fix::SwapParts,
+            (_, true) => Fix::Swap,
+        };
+        Self::with(record, leaf, elem.size() as u64, fix)
+    }
+
+    /// The layout of `esize`-byte elements of `leaf`, checked to lie inside a record.
+    pub fn with(record: u64, leaf: &Leaf, esize: u64, fix: Fix) -> Result<Self, String> {
+        let end = leaf
+            .sub_axes
+            .iter()
+            .try_fold(leaf.offset, |a, &(n, st)| {
+                a.checked_add(n.saturating_sub(1).checked_mul(st)?)
+            })
+            .and_then(|a| a.checked_add(esize));
+        if end.is_none_or(|e| e > record) {
+            return Err(format!(
+                "field '{}' lies outside the {record}-byte record",
+                leaf.path.join("/")
+            ));
+        }
+        let size = |v: u64| usize::try_from(v).map_err(|_| "record too large".to_string());
+        Ok(FieldLayout {
+            record: size(record)?,
+            offset: size(leaf.offset)?,
+            sub_axes: leaf.sub_axes.clone(),
+            esize: size(esize)?,
+            fix,
+        })
+    }
+}
+
+/// Cuts elements of one field out of whole records: for every record of `records` (C order),
+/// the block `inner_start .. inner_start + inner_count` of the field's trailing axes, in C
+/// order, `esize` bytes each, fixed as [`FieldLayout::fix`] says, into `out`. Errors (never
+/// panics) when `records` is not whole records, `out` has the wrong length or an element lies
+/// outside its record.
+pub fn extract(
+    records: &[u8],
+    f: &FieldLayout,
+    inner_start: &[u64],
+    inner_count: &[u64],
+    out: &mut [u8],
+) -> Result<(), String> {
+    if f.record == 0 || !records.len().is_multiple_of(f.record) {
+        return Err(format!(
+            "{} bytes are not whole records of {} bytes",
+            records.len(),
+            f.record
+        ));
+    }
+    if inner_start.len() != f.sub_axes.len() || inner_count.len() != f.sub_axes.len() {
+        return Err("trailing axes do not match the field".into());
+    }
+    let inner_n = inner_count
+        .iter()
+        .try_fold(1usize, |a, &c| a.checked_mul(usize::try_from(c).ok()?))
+        .ok_or("region too large")?;
+    let want = (records.len() / f.record)
+        .checked_mul(inner_n)
+        .and_then(|n| n.checked_mul(f.esize))
+        .ok_or("region too large")?;
+    if out.len() != want {
+        return Err(format!("output of {} bytes, {want} expected", out.len()));
+    }
+    if want == 0 {
+        return Ok(());
+    }
+    let mut dst = out.chunks_exact_mut(f.esize);
+    let mut idx = vec![0u64; inner_count.len()];
+    for rec in records.chunks_exact(f.record) {
+        idx.iter_mut().for_each(|i| *i = 0);
+        for _ in 0..inner_n {
+            let pos = idx
+                .iter()
+                .zip(inner_start)
+                .zip(&f.sub_axes)
+                .try_fold(f.offset as u64, |a, ((&i, &s), &(_, st))| {
+                    a.checked_add(s.checked_add(i)?.checked_mul(st)?)
+                })
+                .and_then(|p| usize::try_from(p).ok())
+                .ok_or("element offset overflows")?;
+            let src = pos
+                .checked_add(f.esize)
+                .and_then(|end| rec.get(pos..end))
+                .ok_or_else(|| format!("element at byte {pos} lies outside the record"))?;
+            let d = dst.next().ok_or("output too short")?;
+            d.copy_from_slice(src);
+            apply_fix(d, f.fix);
+            // Next index, last axis fastest.
+            for (k, i) in idx.iter_mut().enumerate().rev() {
+                *i += 1;
+                if *i < inner_count[k] {
+                    break;
+                }
+                *i = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_fix(d: &mut [u8], fix: Fix) {
+    match fix {
+        Fix::None => {}
+        Fix::Swap => d.reverse(),
+        Fix::SwapParts => {
+            let half = d.len() / 2;
+            let (re, im) = d.split_at_mut(half);
+            re.reverse();
+            im.reverse();
+        }
+        Fix::Bool => d.iter_mut().for_each(|b| *b = u8::from(*b != 0)),
+    }
+}
+
+/// A field's type, parsed.
+enum Ty {
+    Scalar(Scalar),
+    Record(Vec<FieldTy>),
+}
+
+struct FieldTy {
+    name: String,
+    ty: Ty,
+    /// Sub-array shape (empty for a plain field).
+    shape: Vec<u64>,
+}
+
+enum Scalar {
+    Num(ElementType, bool),
+    /// datetime64 (`true`) / timedelta64 counts of `unit` (e.g. `10s`), big-endian or not.
+    Time(bool, String, bool),
+    Text {
+        utf32: bool,
+        chars: u64,
+        swap: bool,
+    },
+    /// Bytes with no numeric form: raw (padding when unnamed) or not, and the reason.
+    Opaque {
+        size: u64,
+        raw: bool,
+        what: String,
+    },
+}
+
+impl Ty {
+    fn size(&self) -> Option<u64> {
+        match self {
+            Ty::Scalar(s) => match s {
+                Scalar::Num(e, _) => Some(e.size() as u64),
+                Scalar::Time(..) => Some(8),
+                Scalar::Text { utf32, chars, .. } => chars.checked_mul(if *utf32 { 4 } else { 1 }),
+                Scalar::Opaque { size, .. } => Some(*size),
+            },
+            Ty::Record(fields) => fields.iter().try_fold(0u64, |a, f| {
+                let n = f.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+                a.checked_add(f.ty.size()?.checked_mul(n)?)
+            }),
+        }
+    }
+}
+
+/// Whether Zarr v3 array metadata's data type is `structured`.
+pub fn is_v3_structured(obj: &Map<String, Value>) -> bool {
+    obj.get("data_type")
+        .and_then(Value::as_object)
+        .and_then(|d| d.get("name"))
+        .and_then(Value::as_str)
+        == Some("structured")
+}
+
+/// The record a Zarr v2 `dtype` list describes.
+pub fn parse_v2(dtype: &Value) -> Result<Record, String> {
+    let fields = parse_fields(dtype, false, 0)?;
+    record_of(fields)
+}
+
+/// The record a Zarr v3 `structured` data type (`{"name": "structured", "configuration":
+/// {"fields": …}}`) describes.
+pub fn parse_v3(data_type: &Value) -> Result<Record, String> {
+    let fields = data_type
+        .get("configuration")
+        .and_then(|c| c.get("fields"))
+        .ok_or("structured data type without configuration.fields")?;
+    record_of(parse_fields(fields, true, 0)?)
+}
+
+fn record_of(fields: Vec<FieldTy>) -> Result<Record, String> {
+    let ty = Ty::Record(fields);
+    let size = ty.size().ok_or("record size overflows")?;
+    if size == 0 {
+        return Err("record of 0 bytes".into());
+    }
+    let Ty::Record(fields) = &ty else {
+        return Err("not a record".into());
+    };
+    let mut leaves = Vec::new();
+    walk(fields, &mut Vec::new(), 0, &mut Vec::new(), &mut leaves)?;
+    Ok(Record { size, leaves })
+}
+
+/// Parses a list of fields (`[name, type]` or `[name, type, shape]`).
+fn parse_fields(list: &Value, v3: bool, depth: usize) -> Result<Vec<FieldTy>, String> {
+    if depth > MAX_NESTING {
+        return Err(format!("records nested deeper than {MAX_NESTING} levels"));
+    }
+    let items = list
+        .as_array()
+        .filter(|a| !a.is_empty())
+        .ok_or("a record's fields must be a non-empty list")?;
+    items
+        .iter()
+        .map(|item| {
+            let parts = item
+                .as_array()
+                .filter(|p| p.len() == 2 || p.len() == 3)
+                .ok_or_else(|| {
+                    format!("field {item} is not [name, type] or [name, type, shape]")
+                })?;
+            let name = parts[0]
+                .as_str()
+                .ok_or_else(|| format!("field name {} is not a string", parts[0]))?
+                .to_string();
+            let ty =
+                parse_type(&parts[1], v3, depth + 1).map_err(|e| format!("field '{name}': {e}"))?;
+            let shape = match parts.get(2) {
+                None => Vec::new(),
+                Some(Value::Number(n)) => vec![n.as_u64().ok_or("bad sub-array shape")?],
+                Some(Value::Array(dims)) => dims
+                    .iter()
+                    .map(Value::as_u64)
+                    .collect::<Option<Vec<u64>>>()
+                    .ok_or_else(|| format!("field '{name}': bad sub-array shape"))?,
+                Some(other) => return Err(format!("field '{name}': sub-array shape {other}")),
+            };
+            if shape.len() > MAX_NESTING {
+                return Err(format!("field '{name}': sub-array of {} axes", shape.len()));
+            }
+            Ok(FieldTy { name, ty, shape })
+        })
+        .collect()
+}
+
+fn parse_type(v: &Value, v3: bool, depth: usize) -> Result<Ty, String> {
+    match v {
+        Value::String(s) if v3 => v3_scalar(s, None).map(Ty::Scalar),
+        Value::String(s) => v2_scalar(s).map(Ty::Scalar),
+        Value::Array(_) if !v3 => Ok(Ty::Record(parse_fields(v, v3, depth)?)),
+        Value::Object(o) if v3 => {
+            let name = o
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("data type object without a name")?;
+            if name == "structured" {
+                return Ok(Ty::Record(parse_fields(
+                    o.get("configuration")
+                        .and_then(|c| c.get("fields"))
+                        .ok_or("structured data type without configuration.fields")?,
+                    v3,
+                    depth,
+                )?));
+            }
+            let conf = o.get("configuration").and_then(Value::as_object);
+            v3_scalar(name, conf).map(Ty::Scalar)
+        }
+        other => Err(format!("data type {other} is not understood")),
+    }
+}
+
+fn numeric_v3(name: &str) -> Option<ElementType> {
+    use ElementType as E;
+    Some(match name {
+        "bool" => E::Bool,
+        "int8" => E::I8,
+        "int16" => E::I16,
+        "int32" => E::I32,
+        "int64" => E::I64,
+        "uint8" => E::U8,
+        "uint16" => E::U16,
+        "uint32" => E::U32,
+        "uint64" => E::U64,
+        "float16" => E::F16,
+        "bfloat16" => E::BF16,
+        "float32" => E::F32,
+        "float64" => E::F64,
+        "complex64" | "complex_float32" => E::C64,
+        "complex128" | "complex_float64" => E::C128,
+        _ => return None,
+    })
+}
+
+/// A v3 field type other than a record (always little-endian).
+fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, String> {
+    if let Some(e) = numeric_v3(name) {
+        return Ok(Scalar::Num(e, false));
+    }
+    let length = || {
+        conf.and_then(|c| c.get("length_bytes"))
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{name} without configuration.length_bytes"))
+    };
+    match name {
+        "raw_bytes" => Ok(Scalar::Opaque {
+            size: length()?,
+            raw: true,
+            what: format!("raw bytes ({name}) have no numeric .tet form"),
+        }),
+        "null_terminated_bytes" => Ok(Scalar::Text {
+            utf32: false,
+            chars: length()?,
+            swap: false,
+        }),
+        "fixed_length_utf32" => {
+            let n = length()?;
+            if !n.is_multiple_of(4) {
+                return Err(format!("{name} of {n} bytes (not a multiple of 4)"));
+            }
+            Ok(Scalar::Text {
+                utf32: true,
+                chars: n / 4,
+                swap: false,
+            })
+        }
+        "numpy.datetime64" | "numpy.timedelta64" => {
+            let unit = conf
+                .and_then(|c| c.get("unit"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{name} without a unit"))?;
+            let scale = conf
+                .and_then(|c| c.get("scale_factor"))
+                .and_then(Value::as_u64)
+                .unwrap_or(1);
+            let unit = if scale > 1 {
+                format!("{scale}{unit}")
+            } else {
+                unit.to_string()
+            };
+            Ok(Scalar::Time(name == "numpy.datetime64", unit, false))
+        }
+        _ => match name.strip_prefix('r').and_then(|b| b.parse::<u64>().ok()) {
+            Some(bits) if bits > 0 && bits.is_multiple_of(8) => Ok(Scalar::Opaque {
+                size: bits / 8,
+                raw: true,
+                what: format!("raw bits ({name}) have no numeric .tet form"),
+            }),
+            _ => Err(format!(
+                "data type {name} has no fixed size known here (or is not supported)"
+            )),
+        },
+    }
+}
+
+/// A v2 (NumPy) type string: byte order, kind, size, optional `[unit]`.
+fn v2_scalar(s: &str) -> Result<Scalar, String> {
+    let (big, rest) = match s.as_bytes().first() {
+        Some(b'>') => (true, &s[1..]),
+        Some(b'<' | b'|' | b'=') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let mut chars = rest.chars();
+    let kind = chars
+        .next()
+        .ok_or_else(|| format!("empty type string '{s}'"))?;
+    let tail = chars.as_str();
+    let (digits, unit) = match tail.find('[') {
+        Some(i) => (&tail[..i], Some(&tail[i..])),
+        None => (tail, None),
+    };
+    if kind == 'O' {
+        return Err(format!(
+            "'{s}' (Python objects) has no fixed size: the array cannot be read"
+        ));
+    }
+    let size: u64 = digits
+        .parse()
+        .map_err(|_| format!("type string '{s}' is not understood"))?;
+    let swap = big && size > 1;
+    let num = |e: ElementType| {
+        if e.size() as u64 == size {
+            Ok(Scalar::Num(e, swap))
+        } else {
+            Err(())
+        }
+    };
+    use ElementType as E;
+    let got = match (kind, size, unit) {
+        ('b', 1, None) => num(E::Bool),
+        ('i', 1, None) => num(E::I8),
+        ('i', 2, None) => num(E::I16),
+        ('i', 4, None) => num(E::I32),
+        ('i', 8, None) => num(E::I64),
+        ('u', 1, None) => num(E::U8),
+        ('u', 2, None) => num(E::U16),
+        ('u', 4, None) => num(E::U32),
+        ('u', 8, None) => num(E::U64),
+        ('f', 2, None) => num(E::F16),
+        ('f', 4, None) => num(E::F32),
+        ('f', 8, None) => num(E::F64),
+        ('c', 8, None) => num(E::C64),
+        ('c', 16, None) => num(E::C128),
+        ('f' | 'c', _, None) => Ok(Scalar::Opaque {
+            size,
+            raw: false,
+            what: format!("extended-precision type '{s}' has no numeric .tet form"),
+        }),
+        ('M' | 'm', 8, Some(u)) if u.len() > 2 && u.ends_with(']') => Ok(Scalar::Time(
+            kind == 'M',
+            u[1..u.len() - 1].to_string(),
+            big,
+        )),
+        ('S', n, None) => Ok(Scalar::Text {
+            utf32: false,
+            chars: n,
+            swap: false,
+        }),
+        ('U', n, None) => Ok(Scalar::Text {
+            utf32: true,
+            chars: n,
+            swap: big,
+        }),
+        ('V', n, None) => Ok(Scalar::Opaque {
+            size: n,
+            raw: true,
+            what: format!("raw void type '{s}' has no numeric .tet form"),
+        }),
+        _ => Err(()),
+    };
+    got.map_err(|()| format!("type string '{s}' is not supported in a record"))
+}
+
+fn walk(
+    fields: &[FieldTy],
+    path: &mut Vec<String>,
+    offset: u64,
+    sub_axes: &mut Vec<(u64, u64)>,
+    out: &mut Vec<Leaf>,
+) -> Result<(), String> {
+    let mut off = offset;
+    for (i, f) in fields.iter().enumerate() {
+        let esize = f.ty.size().ok_or("record size overflows")?;
+        let count = f
+            .shape
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or("sub-array size overflows")?;
+        let size = esize.checked_mul(count).ok_or("record size overflows")?;
+        let raw = matches!(&f.ty, Ty::Scalar(Scalar::Opaque { raw: true, .. }));
+        if !(f.name.is_empty() && raw) {
+            let name = if f.name.is_empty() {
+                let mut n = format!("f{i}");
+                while fields.iter().any(|g| g.name == n) {
+                    n.push('_');
+                }
+                n
+            } else {
+                f.name.clone()
+            };
+            // Strides of the sub-array axes, C order.
+            let pushed = f.shape.len();
+            let mut stride = esize;
+            let mut axes = Vec::with_capacity(pushed);
+            for &d in f.shape.iter().rev() {
+                axes.push((d, stride));
+                stride = stride.saturating_mul(d);
+            }
+            sub_axes.extend(axes.into_iter().rev());
+            let first = out.len();
+            path.push(name.clone());
+            let r = match &f.ty {
+                Ty::Record(inner) => walk(inner, path, off, sub_axes, out),
+                Ty::Scalar(s) => leaf(s, path, off, sub_axes, out),
+            };
+            path.pop();
+            sub_axes.truncate(sub_axes.len() - pushed);
+            r?;
+            if f.name.is_empty() {
+                let note = format!(
+                    "record field {i} has an empty name; named '{name}' as numpy names unnamed fields"
+                );
+                out[first..]
+                    .iter_mut()
+                    .for_each(|l| l.notes.push(note.clone()));
+            }
+            if out.len() > MAX_LEAVES {
+                return Err(format!("a record of more than {MAX_LEAVES} fields"));
+            }
+        }
+        off = off.checked_add(size).ok_or("record size overflows")?;
+    }
+    Ok(())
+}
+
+fn leaf(
+    s: &Scalar,
+    path: &[String],
+    offset: u64,
+    sub_axes: &[(u64, u64)],
+    out: &mut Vec<Leaf>,
+) -> Result<(), String> {
+    let kind = match s {
+        Scalar::Num(elem, swap) => LeafKind::Numeric {
+            elem: *elem,
+            swap: *swap,
+            attrs: Vec::new(),
+            notes: Vec::new(),
+        },
+        Scalar::Time(datetime, unit, swap) => time_leaf(*datetime, unit, *swap),
+        Scalar::Text { utf32, chars, swap } => LeafKind::Text {
+            utf32: *utf32,
+            chars: *chars,
+            swap: *swap,
+        },
+        Scalar::Opaque { what, .. } => LeafKind::Unsupported(what.clone()),
+    };
+    out.push(Leaf {
+        path: path.to_vec(),
+        offset,
+        sub_axes: sub_axes.to_vec(),
+        kind,
+        notes: Vec::new(),
+    });
+    Ok(())
+}
+
+/// A datetime64/timedelta64 field: int64 counts, with `units` as the NPY importer gives them.
+fn time_leaf(datetime: bool, unit: &str, swap: bool) -> LeafKind {
+    let digits = unit
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(unit.len());
+    let (mult, base) = unit.split_at(digits);
+    let word = match base {
+        "Y" => "years",
+        "M" => "months",
+        "W" => "weeks",
+        "D" => "days",
+        "h" => "hours",
+        "m" => "minutes",
+        "s" => "seconds",
+        "ms" => "milliseconds",
+        "us" | "μs" => "microseconds",
+        "ns" => "nanoseconds",
+        "ps" => "picoseconds",
+        "fs" => "femtoseconds",
+        "as" => "attoseconds",
+        _ => "units",
+    };
+    let word = if mult.is_empty() || mult == "1" {
+        word.to_string()
+    } else {
+        format!("{mult} {word}")
+    };
+    let (kind, attrs) = if datetime {
+        (
+            "datetime64",
+            vec![
+                (
+                    "units".to_string(),
+                    AttrValue::Text(format!("{word} since 1970-01-01")),
+                ),
+                (
+                    "calendar".to_string(),
+                    AttrValue::Text("proleptic_gregorian".into()),
+                ),
+            ],
+        )
+    } else {
+        (
+            "timedelta64",
+            vec![("units".to_string(), AttrValue::Text(word))],
+        )
+    };
+    LeafKind::Numeric {
+        elem: ElementType::I64,
+        swap,
+        attrs,
+        notes: vec![format!(
+            "numpy {kind}[{unit}] stored as int64 counts (NaT = {})",
+            i64::MIN
+        )],
+    }
+}
+
+/// The fill value rewritten for the opaque type of `size` bytes: a base64 string (what
+/// zarr-python writes, both versions) stays; a list of byte values stays; `0` or `null` is all
+/// zero bytes (zarr-python 2 leaves the chunks of a `null` fill value uninitialised: any bytes
+/// are right, zeros are chosen). Anything else cannot be read.
+pub fn raw_fill(fill: Option<&Value>, size: u64) -> Result<Value, String> {
+    let zeros = || {
+        usize::try_from(size)
+            .map(|n| Value::Array(vec![Value::from(0u8); n]))
+            .map_err(|_| "record too large".to_string())
+    };
+    match fill {
+        Some(Value::String(_)) | Some(Value::Array(_)) => Ok(fill.cloned().unwrap_or_default()),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => zeros(),
+        Some(Value::Null) | None => zeros(),
+        Some(other) => Err(format!(
+            "fill value {other} of a structured data type (base64 of the record expected)"
+        )),
+    }
+}
+
+/// A numpy `S` value: trailing NULs removed, UTF-8 when valid, else Latin-1 (one character per
+/// byte), as the NPY importer decodes them.
+pub fn decode_bytes(b: &[u8]) -> String {
+    let end = b.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+    let b = &b[..end];
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_string(),
+        Err(_) => b.iter().map(|&c| char::from(c)).collect(),
+    }
+}
+
+/// A numpy `U` value (UCS-4, little-endian unless `big`): trailing NULs removed; a code point
+/// that is not a Unicode scalar value has no UTF-8 form (`Err` with the reason).
+pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, String> {
+    let cps: Vec<u32> = b
+        .chunks_exact(4)
+        .map(|c| {
+            let a = [c[0], c[1], c[2], c[3]];
+            if big {
+                u32::from_be_bytes(a)
+            } else {
+                u32::from_le_bytes(a)
+            }
+        })
+        .collect();
+    let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
+    cps[..end]
+        .iter()
+        .map(|&c| {
+            char::from_u32(c).ok_or_else(|| {
+                format!(
+                    "unicode string holds code point {c:#x}, which is not a Unicode scalar value"
+                )
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    type Placed = (String, u64, Vec<(u64, u64)>);
+
+    fn paths(r: &Record) -> Vec<Placed> {
+        r.leaves
+            .iter()
+            .map(|l| (l.path.join("/"), l.offset, l.sub_axes.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn v2_offsets_sub_arrays_nesting_padding() {
+        let r = parse_v2(&json!([
+            ["a", "<i4"],
+            ["", "|V4"],
+            ["b", ">f8", [3]],
+            ["n", [["x", "<u2"], ["y", ">i2", [2]]], [2]],
+            ["", "<f4"]
+        ]))
+        .unwrap();
+        assert_eq!(r.size, 4 + 4 + 24 + 2 * 6 + 4);
+        assert_eq!(
+            paths(&r),
+            vec![
+                ("a".into(), 0, vec![]),
+                ("b".into(), 8, vec![(3, 8)]),
+                ("n/x".into(), 32, vec![(2, 6)]),
+                ("n/y".into(), 34, vec![(2, 6), (2, 2)]),
+                ("f4".into(), 44, vec![]),
+            ]
+        );
+        assert!(r.leaves[4].notes[0].contains("empty name"));
+        assert!(matches!(
+            r.leaves[1].kind,
+            LeafKind::Numeric {
+                elem: ElementType::F64,
+                swap: true,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn v3_types() {
+        let r = parse_v3(&json!({"name": "structured", "configuration": {"fields": [
+            ["t", {"name": "numpy.datetime64", "configuration": {"unit": "s", "scale_factor": 10}}],
+            ["s", {"name": "null_terminated_bytes", "configuration": {"length_bytes": 3}}],
+            ["u", {"name": "fixed_length_utf32", "configuration": {"length_bytes": 8}}],
+            ["r", {"name": "raw_bytes", "configuration": {"length_bytes": 5}}],
+            ["n", {"name": "structured", "configuration": {"fields": [["c", "complex64"]]}}]
+        ]}}))
+        .unwrap();
+        assert_eq!(r.size, 8 + 3 + 8 + 5 + 8);
+        let LeafKind::Numeric { attrs, .. } = &r.leaves[0].kind else {
+            panic!()
+        };
+        assert_eq!(
+            attrs[0].1,
+            AttrValue::Text("10 seconds since 1970-01-01".into())
+        );
+        assert!(matches!(
+            r.leaves[2].kind,
+            LeafKind::Text {
+                utf32: true,
+                chars: 2,
+                ..
+            }
+        ));
+        assert!(matches!(r.leaves[3].kind, LeafKind::Unsupported(_)));
+        assert_eq!(r.leaves[4].path, ["n", "c"]);
+        assert_eq!(r.leaves[4].offset, 24);
+        assert!(parse_v3(
+            &json!({"name": "structured", "configuration": {"fields": [["s", "string"]]}})
+        )
+        .is_err());
+        assert!(parse_v2(&json!([["o", "|O"]])).is_err());
+        assert!(parse_v2(&json!([])).is_err());
+    }
+
+    #[test]
+    fn empty_names_do_not_collide() {
+        let r = parse_v2(&json!([["", "<i2"], ["f0", "<i2"]])).unwrap();
+        assert_eq!(r.leaves[0].path, ["f0_"]);
+    }
+
+    #[test]
+    fn extract_cuts_swaps_and_normalises() {
+        // Records of 8 bytes: a big-endian u16 at 0, a bool at 2, u8[2][2] sub-array at 4.
+        let recs: Vec<u8> = vec![1, 2, 7, 0, 10, 11, 12, 13, 3, 4, 0, 0, 20, 21, 22, 23];
+        let f = FieldLayout {
+            record: 8,
+            offset: 0,
+            sub_axes: vec![],
+            esize: 2,
+            fix: Fix::Swap,
+        };
+        let mut out = vec![0u8; 4];
+        extract(&recs, &f, &[], &[], &mut out).unwrap();
+        assert_eq!(out, [2, 1, 4, 3]);
+        let b = FieldLayout {
+            offset: 2,
+            esize: 1,
+            fix: Fix::Bool,
+            ..f.clone()
+        };
+        let mut out = vec![0u8; 2];
+        extract(&recs, &b, &[], &[], &mut out).unwrap();
+        assert_eq!(out, [1, 0]);
+        let s = FieldLayout {
+            offset: 4,
+            esize: 1,
+            fix: Fix::None,
+            sub_axes: vec![(2, 2), (2, 1)],
+            ..f.clone()
+        };
+        let mut out = vec![0u8; 4];
+        extract(&recs, &s, &[0, 1], &[2, 1], &mut out).unwrap();
+        assert_eq!(out, [11, 13, 21, 23]);
+        // Wrong sizes are errors.
+        assert!(extract(&recs[..7], &f, &[], &[], &mut [0u8; 4]).is_err());
+        assert!(extract(&recs, &f, &[], &[], &mut [0u8; 3]).is_err());
+        assert!(extract(&recs, &s, &[1, 1], &[2, 1], &mut [0u8; 4]).is_err());
+    }
+}
