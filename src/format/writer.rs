@@ -212,7 +212,15 @@ pub struct TetWriter<'a> {
     state: Mutex<Reorder<'a>>,
     ready: Condvar,
     out: Mutex<Option<Output>>,
+    /// Buffers of written chunks, handed back to the producers by [`TetWriter::spare_buffer`]:
+    /// a chunk buffer is then allocated (and its pages faulted in) once per producer, not once
+    /// per chunk.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
+
+/// How many written chunk buffers the writer keeps for reuse, and the largest it keeps.
+const SPARE_BUFFERS: usize = 4;
+const SPARE_MAX_BYTES: usize = 64 << 20;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -373,6 +381,7 @@ impl<'a> TetWriter<'a> {
                 failed: None,
             }),
             ready: Condvar::new(),
+            spare: Mutex::new(Vec::new()),
             out: Mutex::new(Some(Output {
                 file,
                 pos,
@@ -488,7 +497,7 @@ impl<'a> TetWriter<'a> {
             st.next = n;
             drop(st);
             let result = self.write_run(&run);
-            drop(run);
+            self.keep_spare(run);
             st = lock(&self.state);
             self.ready.notify_all();
             if let Err(e) = result {
@@ -519,6 +528,29 @@ impl<'a> TetWriter<'a> {
                 r?;
             } else {
                 st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+    }
+
+    /// An empty buffer of a chunk already written, if one is kept (its capacity is whatever that
+    /// chunk needed). Producers use it instead of allocating a fresh one for every chunk.
+    pub fn spare_buffer(&self) -> Option<Vec<u8>> {
+        lock(&self.spare).pop()
+    }
+
+    /// Keeps the owned buffers of a written run for [`TetWriter::spare_buffer`], up to
+    /// `SPARE_BUFFERS` of at most `SPARE_MAX_BYTES` each; the rest are freed.
+    fn keep_spare(&self, run: Vec<(ChunkPayload<'a>, Option<u64>)>) {
+        let mut spare = lock(&self.spare);
+        for (p, _) in run {
+            if spare.len() >= SPARE_BUFFERS {
+                break;
+            }
+            if let PayloadBytes::Memory(Cow::Owned(mut v)) = p.data {
+                if v.capacity() <= SPARE_MAX_BYTES {
+                    v.clear();
+                    spare.push(v);
+                }
             }
         }
     }
