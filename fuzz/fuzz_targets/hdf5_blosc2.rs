@@ -1,15 +1,16 @@
-//! Fuzzes tet-hdf5's Blosc2 decoder (filter 32026: a Blosc2 frame per HDF5 chunk, parsed and
-//! decoded in pure Rust). Input: the expected chunk size (4 bytes, little-endian, at most
-//! 4 MiB), then the stored chunk. A success must be exactly the chunk size.
+//! Fuzzes the Blosc2 frame decoder (tet-blosc2: what HDF5's filter 32026 stores per chunk and
+//! Tensogram's blosc2 compressor per object, parsed and decoded in pure Rust). Input: the
+//! expected decoded size (4 bytes, little-endian, at most 4 MiB), then the frame. A success
+//! must be exactly that size.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tet_hdf5::blosc2::blosc2_decompress;
+use tet_blosc2::decode_frame;
 
 fuzz_target!(|data: &[u8]| {
     let Some((size, frame)) = data.split_first_chunk::<4>() else { return };
     let chunk_bytes = (u32::from_le_bytes(*size) as usize) % (4 << 20);
-    if let Ok(out) = blosc2_decompress(frame, chunk_bytes) {
+    if let Ok(out) = decode_frame(frame, chunk_bytes) {
         assert_eq!(out.len(), chunk_bytes);
     }
 });

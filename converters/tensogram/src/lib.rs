@@ -7,9 +7,10 @@
 //! frames, closed by a postamble. Messages written by a streaming encoder have total length 0
 //! and carry their index and metadata in the footer. Decoding is done by ECMWF's `tensogram`
 //! crate (built with zstd, lz4 and szip — pure Rust — and zfp and sz3, which build vendored
-//! C/C++ libraries; blosc2 with this crate's feature `blosc2`, off by default, see Cargo.toml:
-//! c-blosc2's bundled zstd collides with zstd-sys at link time); this crate finds the messages,
-//! checks them, and maps them.
+//! C/C++ libraries); blosc2 payloads and masks are decompressed by `tet-blosc2`, the
+//! workspace's own Blosc2 frame decoder (c-blosc2's bundled zstd collides with zstd-sys at link
+//! time), then handed to tensogram for the rest of the pipeline (see `blosc2.rs`). This crate
+//! finds the messages, checks them, and maps them.
 //!
 //! # Mapping
 //!
@@ -31,8 +32,8 @@
 //!   its parameters). Either way the fact `tensogram_lossy` names the lossy stage and its
 //!   parameters in the same form (`sz3(error_bound=0.001, error_bound_mode=abs)`,
 //!   `simple_packing(binary_scale_factor=-5, bits_per_value=12, …)`), and the parameters are
-//!   also among the `tensogram_params.<key>` facts. `blosc2` (any of its inner codecs; feature
-//!   `blosc2`) is lossless.
+//!   also among the `tensogram_params.<key>` facts. `blosc2` (any of its inner codecs) is
+//!   lossless; its objects carry the note `blosc2 decoded by tet-blosc2 (…)`.
 //! * **Variable attributes**: the object's metadata (`base[i]` of its message) without the
 //!   library's `_reserved_` section (tensor shape/strides/dtype, repeated from the descriptor),
 //!   flattened to dotted keys with typed values (`{"mars": {"param": "2t"}}` → `mars.param` =
@@ -75,10 +76,11 @@
 //!   line naming the object and the reason:
 //!   - compressions this build does not decode: `message 0 object 1: compression 'brotli' is
 //!     not supported by this build (supported: none, zstd, lz4, szip, blosc2, zfp, sz3)`
-//!     (without the feature `blosc2`, blosc2 too); likewise blosc2 inner codecs, zfp modes and
-//!     sz3 error-bound modes tensogram does not know, unknown encodings and filters, mask
-//!     methods other than none / rle / roaring / zstd / lz4 / blosc2 (blosc2 with the
-//!     feature), and strides that are not C order;
+//!     likewise blosc2 inner codecs, zfp modes and sz3 error-bound modes tensogram does not
+//!     know, unknown encodings and filters, mask methods other than none / rle / roaring /
+//!     zstd / lz4 / blosc2, and strides that are not C order. A blosc2 frame using a variant
+//!     tet-blosc2 does not implement (none that tensogram writes) fails its read as
+//!     unsupported, naming it (`blosc2: codec snappy is not supported`);
 //!   - `zfp` or `sz3` on anything but a plain float64 object (another dtype, or after an
 //!     encoding or a filter): tensogram's compressors read their input as native `f64` values
 //!     whatever the dtype, so such an object does not decode to what was written (tensogram
@@ -97,15 +99,13 @@
 //! default), before the payload reaches a decoder; a mismatch (or any decoder error) fails the
 //! read with the message and object named.
 //!
-//! **Known limitation**: the sz3 and (feature `blosc2`) blosc2 decoders are C/C++ (SZ3,
-//! c-blosc2 2.21.3) and trust their input more than the rest of this importer. A payload that
-//! was damaged or crafted *and* still carries a matching frame hash (or none) can crash the
-//! process inside them (SIGABRT when SZ3 throws a C++ exception through tensogram's FFI;
-//! SIGSEGV in c-blosc2's frame parser), which no importer can catch in-process — about 1.6 % of
-//! randomly damaged hash-less payloads in `tests/codecs.rs`. `tet-convert` converts every input
-//! in a supervised worker process, so such a file costs one failed row; embedders opening
-//! untrusted `.tgm` files with these codecs should do the same. zfp, and every pure-Rust codec,
-//! hold up.
+//! **Known limitation**: the sz3 decoder is C++ (SZ3) and trusts its input more than the rest
+//! of this importer. A payload that was damaged or crafted *and* still carries a matching frame
+//! hash (or none) can crash the process inside it (SIGABRT when SZ3 throws a C++ exception
+//! through tensogram's FFI), which no importer can catch in-process. `tet-convert` converts
+//! every input in a supervised worker process, so such a file costs one failed row; embedders
+//! opening untrusted `.tgm` files with sz3 should do the same. zfp, blosc2 (tet-blosc2, safe
+//! Rust) and every pure-Rust codec hold up.
 //!
 //! # Memory and threads
 //!
@@ -135,22 +135,19 @@ use tet_source::{
     OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, Variable,
 };
 
+mod blosc2;
 mod meta;
 mod scan;
+
+use blosc2::{Blosc2Plan, BLOSC2_NOTE};
 
 use scan::{Backing, ReadAt, Span};
 
 /// The compressions this build decodes (for the error message; `rle` and `roaring` are also
 /// accepted on bitmask objects).
-#[cfg(feature = "blosc2")]
 const SUPPORTED_COMPRESSIONS: &str = "none, zstd, lz4, szip, blosc2, zfp, sz3";
-#[cfg(not(feature = "blosc2"))]
-const SUPPORTED_COMPRESSIONS: &str = "none, zstd, lz4, szip, zfp, sz3";
 /// Mask methods this build decodes.
-#[cfg(feature = "blosc2")]
 const SUPPORTED_MASK_METHODS: &str = "none, rle, roaring, zstd, lz4, blosc2";
-#[cfg(not(feature = "blosc2"))]
-const SUPPORTED_MASK_METHODS: &str = "none, rle, roaring, zstd, lz4";
 
 /// The Tensogram importer plug-in (`tgm`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -228,6 +225,8 @@ struct ObjectInfo {
     /// Stored as plain elements (no encoding, filter or compression): regions are read straight
     /// from the payload with `decode_range_from_frame`, never the whole object.
     ranged: bool,
+    /// Compressed with blosc2, or with a blosc2 mask: decoded by [`blosc2`].
+    blosc2: Option<Blosc2Plan>,
 }
 
 impl ObjectInfo {
@@ -289,6 +288,7 @@ struct ObjectPlan {
     part: Part,
     swap_unit: usize,
     decoded_len: usize,
+    blosc2: Option<Blosc2Plan>,
     notes: Vec<String>,
     filters: Vec<String>,
     /// The lossy stage of the pipeline and its parameters (`zfp(mode=fixed_rate, rate=16)`),
@@ -496,7 +496,17 @@ fn plan_object(
         }
         (None, None) => None,
     };
-    let decoded_len = check_sizes(desc, n, bits_per_value, payload_len)?;
+    let (decoded_len, encoded_len) = check_sizes(desc, n, bits_per_value, payload_len)?;
+    let blosc2_masks = desc.masks.as_ref().is_some_and(|m| {
+        [&m.nan, &m.pos_inf, &m.neg_inf]
+            .into_iter()
+            .flatten()
+            .any(|k| k.method == "blosc2")
+    });
+    let via_blosc2 = desc.compression == "blosc2" || blosc2_masks;
+    if via_blosc2 {
+        notes.push(BLOSC2_NOTE.to_string());
+    }
     let (elem, part, unit) = element_of(desc.dtype, bits_per_value.is_some());
     if part == Part::Bits {
         notes.push("bitmask unpacked MSB-first to one u8 (0 or 1) per element".to_string());
@@ -511,6 +521,10 @@ fn plan_object(
         part,
         swap_unit,
         decoded_len,
+        blosc2: via_blosc2.then_some(Blosc2Plan {
+            stage_len: encoded_len,
+            elements: n,
+        }),
         notes,
         filters,
         lossy,
@@ -659,7 +673,7 @@ fn check_compression(
             require_ints(desc, "szip", &["szip_rsi", "szip_block_size", "szip_flags"])?;
             filters.push("szip".to_string());
         }
-        "blosc2" if cfg!(feature = "blosc2") => filters.push(check_blosc2(desc)?),
+        "blosc2" => filters.push(check_blosc2(desc)?),
         "zfp" => {
             check_zfp(desc)?;
             filters.push(param_list(desc, "zfp", "zfp_"));
@@ -832,8 +846,8 @@ fn check_masks(
     for (kind, m) in &present {
         let known = matches!(
             m.method.as_str(),
-            "none" | "rle" | "roaring" | "zstd" | "lz4"
-        ) || (cfg!(feature = "blosc2") && m.method == "blosc2");
+            "none" | "rle" | "roaring" | "zstd" | "lz4" | "blosc2"
+        );
         if !known {
             return Err(Problem::Unsupported(format!(
                 "{kind} mask method '{}' is not supported by this build (supported: \
@@ -859,13 +873,13 @@ fn check_masks(
 }
 
 /// Checks the payload size against the encoded stream `n` elements make (before compression);
-/// the length of the decoded bytes.
+/// the lengths of the decoded bytes and of that stream.
 fn check_sizes(
     desc: &DataObjectDescriptor,
     n: u64,
     bits_per_value: Option<u64>,
     payload_len: usize,
-) -> std::result::Result<usize, Problem> {
+) -> std::result::Result<(usize, usize), Problem> {
     let (shape, dtype) = (&desc.shape, desc.dtype);
     let too_big = || Problem::Malformed(format!("shape {shape:?} of {dtype} is too large"));
     let width = dtype.byte_width() as u64;
@@ -882,8 +896,9 @@ fn check_sizes(
         encoded_len
     };
     let decoded_len = usize::try_from(decoded_len).map_err(|_| too_big())?;
+    let encoded_len = usize::try_from(encoded_len).map_err(|_| too_big())?;
     match desc.compression.as_str() {
-        "none" if payload_len as u64 != encoded_len => {
+        "none" if payload_len != encoded_len => {
             return Err(Problem::Malformed(format!(
                 "the payload is {payload_len} bytes, shape {shape:?} of {dtype} needs \
                  {encoded_len}"
@@ -898,7 +913,7 @@ fn check_sizes(
         }
         _ => {}
     }
-    Ok(decoded_len)
+    Ok((decoded_len, encoded_len))
 }
 
 /// What the elements of an object of `dtype` are delivered as: element type, how they come
@@ -1114,7 +1129,9 @@ impl Opening<'_> {
                 verify_hash,
                 swap_unit: plan.swap_unit,
                 decoded_len: plan.decoded_len,
-                ranged: desc.encoding == "none"
+                blosc2: plan.blosc2,
+                ranged: plan.blosc2.is_none()
+                    && desc.encoding == "none"
                     && desc.filter == "none"
                     && desc.compression == "none"
                     && desc.dtype != Dtype::Bitmask
@@ -1392,6 +1409,13 @@ impl TgmSource {
             .objects
             .get(obj)
             .ok_or_else(|| SourceError::InvalidRequest(format!("no object {obj}")))?;
+        if let Some(plan) = info.blosc2 {
+            self.verify_once(obj)?;
+            let frame = self.backing.read(info.frame_offset, info.frame_len)?;
+            let decoded = blosc2::decode_object(frame, plan, &info.label());
+            self.backing.release(frame);
+            return finish_decoded(info, decoded?);
+        }
         let frame = self.backing.read(info.frame_offset, info.frame_len)?;
         let options = DecodeOptions {
             // Bytes in the object's own byte order: swapped to little-endian below, on any host.
@@ -1407,7 +1431,7 @@ impl TgmSource {
             tensogram::decode::decode_object_from_frame(frame, &options)
         }));
         self.backing.release(frame);
-        let mut data = match decoded {
+        let data = match decoded {
             Ok(Ok((_, data))) => data,
             Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
             Ok(Err(e @ TensogramError::HashMismatch { .. })) => {
@@ -1427,21 +1451,26 @@ impl TgmSource {
                 )))
             }
         };
-        if data.len() != info.decoded_len {
-            return Err(SourceError::malformed(format!(
-                "{}: decoded to {} bytes, the descriptor implies {}",
-                info.label(),
-                data.len(),
-                info.decoded_len
-            )));
-        }
-        if info.swap_unit > 1 {
-            for c in data.chunks_exact_mut(info.swap_unit) {
-                c.reverse();
-            }
-        }
-        Ok(data)
+        finish_decoded(info, data)
     }
+}
+
+/// Checks the decoded length of an object and swaps big-endian values to little-endian.
+fn finish_decoded(info: &ObjectInfo, mut data: Vec<u8>) -> Result<Vec<u8>> {
+    if data.len() != info.decoded_len {
+        return Err(SourceError::malformed(format!(
+            "{}: decoded to {} bytes, the descriptor implies {}",
+            info.label(),
+            data.len(),
+            info.decoded_len
+        )));
+    }
+    if info.swap_unit > 1 {
+        for c in data.chunks_exact_mut(info.swap_unit) {
+            c.reverse();
+        }
+    }
+    Ok(data)
 }
 
 /// Above this many element runs a region is read by decoding the whole object instead.

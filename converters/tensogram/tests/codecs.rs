@@ -94,7 +94,20 @@ fn check_recording(what: &str, v: &tet_source::Variable, e: &Value) {
         None => assert!(masks.is_empty(), "{what}: masks"),
         other => panic!("{what}: masks fact {other:?}"),
     }
-    assert!(v.layout.compressed, "{what}");
+    // Objects compressed with blosc2, or with blosc2 masks, are decoded by tet-blosc2 (noted).
+    let blosc2 = e["compression"] == "blosc2" || !e["masks"].as_array().unwrap().is_empty();
+    let blosc2_file = what.starts_with("blosc2");
+    assert_eq!(
+        v.notes
+            .iter()
+            .any(|n| n.starts_with("blosc2 decoded by tet-blosc2")),
+        blosc2 && (blosc2_file || e["compression"] == "blosc2"),
+        "{what}: {:?}",
+        v.notes
+    );
+    if e["compression"] != "none" {
+        assert!(v.layout.compressed, "{what}");
+    }
 }
 
 /// One fixture file against its expect.json entry: messages, variables, values, attributes,
@@ -113,12 +126,7 @@ fn check_fixture(file: &str, e: &Value) {
         assert_eq!(Some(m.streaming), j["streaming"].as_bool(), "{file}");
         assert_eq!(Some(m.object_count as u64), j["object_count"].as_u64());
     }
-    // Without the feature `blosc2`, the blosc2 objects are skipped (and everything else read).
-    let (vars, unbuilt): (Vec<&Value>, Vec<&Value>) = e["variables"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .partition(|v| BLOSC2_BUILT || v["compression"] != "blosc2");
+    let vars: Vec<&Value> = e["variables"].as_array().unwrap().iter().collect();
     let want: Vec<&str> = vars.iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(variable_names(src.as_ref()), want, "{file}: variables");
     for (i, ev) in vars.iter().enumerate() {
@@ -142,10 +150,6 @@ fn check_fixture(file: &str, e: &Value) {
             let word = j["reason_contains"].as_str().unwrap();
             (j["name"].as_str().unwrap(), word)
         })
-        .chain(unbuilt.iter().map(|v| {
-            let word = "compression 'blosc2' is not supported by this build";
-            (v["name"].as_str().unwrap(), word)
-        }))
         .collect();
     skipped.sort_by_key(|(name, _)| object_position(name));
     assert_eq!(src.skipped().len(), skipped.len(), "{file}: skipped");
@@ -163,14 +167,11 @@ fn object_position(name: &str) -> (u64, u64) {
     (num(m, "message_"), num(o, "object_"))
 }
 
-/// This build decodes blosc2 (the crate's feature `blosc2`).
-const BLOSC2_BUILT: bool = cfg!(feature = "blosc2");
-
 #[test]
 fn fixtures_match_the_python_library() {
     let e = expect();
     let files = e.as_object().unwrap();
-    assert_eq!(files.len(), 6);
+    assert_eq!(files.len(), 7);
     for (file, entry) in files {
         check_fixture(file, entry);
     }
@@ -380,7 +381,7 @@ fn codec_parameters_are_checked_at_open() {
         ),
     ];
     let blosc2 = ("compression", text("blosc2"));
-    if BLOSC2_BUILT {
+    {
         unsupported.push((
             f64_with(&[blosc2.clone(), ("blosc2_codec", text("snappy"))]),
             "blosc2 codec 'snappy' is not supported by this build (supported: blosclz, lz4, \
@@ -393,12 +394,6 @@ fn codec_parameters_are_checked_at_open() {
         malformed.push((
             f64_with(&[blosc2, ("blosc2_clevel", text("high"))]),
             "'blosc2_clevel'",
-        ));
-    } else {
-        unsupported.push((
-            f64_with(&[blosc2]),
-            "compression 'blosc2' is not supported by this build (supported: none, zstd, lz4, \
-             szip, zfp, sz3)",
         ));
     }
     for (desc, what) in unsupported {
@@ -439,19 +434,6 @@ fn a_bad_lossy_stream_fails_the_read_naming_the_object() {
 }
 
 // ── Property tests: the Rust crate's writer and decoder ─────────────────────────────────────
-
-#[cfg(feature = "blosc2")]
-fn lossless_desc(
-    shape: &[u64],
-    dtype: Dtype,
-    compression: &str,
-    codec: &str,
-) -> DataObjectDescriptor {
-    let mut d = base_desc(shape, dtype, ByteOrder::Little);
-    d.compression = compression.into();
-    d.params.insert("blosc2_codec".into(), text(codec));
-    d
-}
 
 /// One lossy object: shape, codec (`zfp` / `sz3`), mode index, byte order, seed.
 #[derive(Debug, Clone)]
@@ -623,12 +605,7 @@ proptest! {
 #[test]
 fn single_byte_flips_of_codec_fixtures_are_detected_or_harmless() {
     // blosc2.tgm and streams.tgm hold blosc2 objects.
-    let files: &[&str] = if BLOSC2_BUILT {
-        &["blosc2.tgm", "zfp.tgm", "sz3.tgm", "streams.tgm"]
-    } else {
-        &["zfp.tgm", "sz3.tgm"]
-    };
-    for file in files {
+    for file in ["blosc2.tgm", "zfp.tgm", "sz3.tgm", "streams.tgm"] {
         let bytes = std::fs::read(fixture(file)).unwrap();
         let flips = flip_every_byte(file, &bytes, &[0x10], read_everything);
         let (refused, harmless) = (flips.at_open + flips.at_read, flips.harmless);
@@ -645,18 +622,10 @@ fn unhashed() -> EncodeOptions {
 
 /// Hash-less messages (written by the crate with hashing off) of one codec, each mode once.
 fn unhashed_messages(codec: &str) -> Vec<Vec<u8>> {
-    #[cfg(feature = "blosc2")]
     if codec == "blosc2" {
-        return BLOSC2
-            .iter()
-            .map(|inner| {
-                let d = lossless_desc(&[40], Dtype::Float32, "blosc2", inner);
-                let data: Vec<u8> = (0..40)
-                    .flat_map(|i| (i as f32 * 0.5).to_le_bytes())
-                    .collect();
-                tensogram::encode(&GlobalMetadata::default(), &[(&d, &data)], &unhashed()).unwrap()
-            })
-            .collect();
+        // Written by the Python library without hashes: every blosc2 variant of make.py's
+        // second blosc2 file, and blosc2 masks.
+        return vec![std::fs::read(fixture("blosc2_unhashed.tgm")).unwrap()];
     }
     let codec = if codec == "zfp" { "zfp" } else { "sz3" };
     (0..3)
@@ -799,25 +768,22 @@ fn damaged_unhashed_zfp_payloads_never_crash() {
     assert_eq!(damage_report("zfp"), Vec::<String>::new());
 }
 
-/// Known limitation (see the crate docs): SZ3's C++ decoder and c-blosc2 2.21.3's frame parser,
-/// which tensogram 0.24 calls, can crash the process on a damaged payload that no frame hash
-/// protects (SIGSEGV, or a C++ exception through the FFI: SIGABRT). Never a panic of this
-/// crate; the crashes are reported (`-- --nocapture`).
+/// Known limitation (see the crate docs): SZ3's C++ decoder can crash the process on a damaged
+/// payload that no frame hash protects (a C++ exception through the FFI: SIGABRT). Never a
+/// panic of this crate; the crashes are reported (`-- --nocapture`).
 #[test]
-fn damaged_unhashed_blosc2_and_sz3_payloads_crash_only_inside_their_libraries() {
-    let codecs: &[&str] = if BLOSC2_BUILT {
-        &["sz3", "blosc2"]
-    } else {
-        &["sz3"]
-    };
-    for &codec in codecs {
-        let problems = damage_report(codec);
-        assert!(problems.len() < damaged(codec).len() / 2, "{codec}");
-    }
+fn damaged_unhashed_sz3_payloads_crash_only_inside_their_library() {
+    let problems = damage_report("sz3");
+    assert!(problems.len() < damaged("sz3").len() / 2);
 }
 
-#[cfg(feature = "blosc2")]
-const BLOSC2: [&str; 5] = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"];
+/// tet-blosc2 takes damaged hash-less blosc2 payloads and masks (every variant of
+/// blosc2_unhashed.tgm) without crashing, hanging or panicking (a panic fails
+/// [`damage_report`]).
+#[test]
+fn damaged_unhashed_blosc2_payloads_never_crash() {
+    assert_eq!(damage_report("blosc2"), Vec::<String>::new());
+}
 
 /// A descriptor damaged into an empty shape (16 × 16 → 0 × 16) leaves nothing to read, so the
 /// frame hash that catches it is checked at open.
@@ -835,17 +801,5 @@ fn a_shape_damaged_to_empty_is_caught_at_open() {
         err.to_string()
             .contains("message 0 object 4: the data frame is corrupt"),
         "{err}"
-    );
-}
-
-/// Without the feature `blosc2`, a blosc2 object is refused in one line naming it (and skipped
-/// with `--skip-unsupported`, see [`check_fixture`]).
-#[cfg(not(feature = "blosc2"))]
-#[test]
-fn blosc2_is_refused_in_one_line_without_the_feature() {
-    assert_eq!(
-        refusal("blosc2.tgm"),
-        "unsupported: message 0 object 0: compression 'blosc2' is not supported by this build \
-         (supported: none, zstd, lz4, szip, zfp, sz3)"
     );
 }

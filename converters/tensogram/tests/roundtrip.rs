@@ -172,8 +172,9 @@ fn compressions(dtype: Dtype, shuffle: bool) -> Vec<&'static str> {
     if dtype != Dtype::Bitmask && (shuffle || dtype.byte_width() <= 4) {
         c.push("szip");
     }
-    // blosc2 (feature) needs a whole-byte type size (tensogram's writer cannot blosc2 a
-    // bitmask).
+    // blosc2: the Rust writer compresses it only with the feature `blosc2` (c-blosc2, the test
+    // oracle for tet-blosc2); it needs a whole-byte type size (tensogram's writer cannot blosc2
+    // a bitmask).
     if cfg!(feature = "blosc2") && dtype != Dtype::Bitmask {
         c.extend([
             "blosc2/blosclz",
