@@ -22,7 +22,7 @@ use hdf5_sys::h5t::{
     H5Tget_nmembers, H5Tget_norm, H5Tget_offset, H5Tget_order, H5Tget_precision, H5Tget_sign,
     H5Tget_size, H5Tget_strpad, H5Tget_super, H5Tis_variable_str,
 };
-use tet_source::{AttrValue, ElementType};
+use tet_source::{json_text, AttrValue, ElementType};
 
 /// How a fixed-length string is padded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -744,23 +744,6 @@ pub(crate) fn flatten(t: &TypeInfo) -> Vec<Leaf> {
     out
 }
 
-fn sanitize_field(name: &str, index: usize, notes: &mut Vec<String>) -> String {
-    if name.is_empty() {
-        notes.push(format!(
-            "compound field {index} has no name: named field_{index}"
-        ));
-        return format!("field_{index}");
-    }
-    if name.contains('/') {
-        let s = name.replace('/', "_");
-        notes.push(format!(
-            "compound field '{name}' renamed '{s}' ('/' separates groups)"
-        ));
-        return s;
-    }
-    name.to_string()
-}
-
 fn flatten_at(
     t: &TypeInfo,
     offset: usize,
@@ -835,7 +818,7 @@ fn flatten_at(
             }
             for (i, f) in fields.iter().enumerate() {
                 let mut n = notes.clone();
-                let name = sanitize_field(&f.name, i, &mut n);
+                let name = tet_source::fields::compound_field_name(&f.name, i, &mut n);
                 n.push(format!("field '{}' of a compound record", f.name));
                 flatten_at(
                     &f.ty,
@@ -1096,40 +1079,6 @@ pub(crate) unsafe fn decode_attr(
     )
 }
 
-/// JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-fn json_float(v: f64) -> String {
-    if v.is_nan() {
-        "\"NaN\"".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "\"Infinity\""
-        } else {
-            "\"-Infinity\""
-        }
-        .into()
-    } else {
-        format!("{v:?}")
-    }
-}
-
 /// A JSON rendering of one value of type `t` at `off` of `rec`.
 ///
 /// # Safety
@@ -1144,12 +1093,18 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
             let (dtype, be) = numeric_type(t).ok_or("an odd integer size")?;
             let b = le_elem(rec, off, t.size, be, &mut tmp);
             Ok(match dtype {
-                ElementType::F16 => json_float(f16_to_f32(u16::from_le_bytes([b[0], b[1]])) as f64),
-                ElementType::BF16 => json_float(f32::from_bits(
+                ElementType::F16 => {
+                    json_text::float(f16_to_f32(u16::from_le_bytes([b[0], b[1]])) as f64)
+                }
+                ElementType::BF16 => json_text::float(f32::from_bits(
                     (u16::from_le_bytes([b[0], b[1]]) as u32) << 16,
                 ) as f64),
-                ElementType::F32 => json_float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64),
-                ElementType::F64 => json_float(f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+                ElementType::F32 => {
+                    json_text::float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
+                }
+                ElementType::F64 => {
+                    json_text::float(f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                }
                 d => {
                     let signed = matches!(
                         d,
@@ -1162,7 +1117,9 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
         Kind::FixedStr { .. } | Kind::VarStr { .. } => {
             let mut lossy = false;
             // SAFETY: the string of type `t` at `off` of `rec`, live (this function's contract).
-            Ok(json_str(&unsafe { string_at(t, rec, off, &mut lossy) }))
+            Ok(json_text::string(&unsafe {
+                string_at(t, rec, off, &mut lossy)
+            }))
         }
         Kind::Compound { fields } => {
             let mut parts = Vec::with_capacity(fields.len());
@@ -1170,7 +1127,7 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
                 // SAFETY: the member of type `f.ty` at its offset in the value of type `t` at
                 // `off` of `rec`, live (this function's contract).
                 let value = unsafe { json_of(&f.ty, rec, off + f.offset) }?;
-                parts.push(format!("{}:{}", json_str(&f.name), value));
+                parts.push(format!("{}:{}", json_text::string(&f.name), value));
             }
             Ok(format!("{{{}}}", parts.join(",")))
         }
@@ -1262,10 +1219,5 @@ mod tests {
         assert!(f16_to_f32(0x7e00).is_nan());
         assert_eq!(f16_to_f32(0xfc00), f32::NEG_INFINITY);
         assert_eq!(f16_to_f32(0x8000).to_bits(), 0x8000_0000);
-    }
-
-    #[test]
-    fn json_strings_escape() {
-        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
     }
 }

@@ -82,8 +82,8 @@ fn written_type(e: ElementType) -> ElementType {
     }
 }
 
-/// The netCDF type of a written element type.
-fn xtype(e: ElementType) -> Option<nc::nc_type> {
+/// The netCDF type of a written element type (the inverse of the importer's `atomic`).
+pub(crate) fn xtype(e: ElementType) -> Option<nc::nc_type> {
     Some(match e {
         ElementType::I8 => nc::NC_BYTE,
         ElementType::U8 | ElementType::Bool => nc::NC_UBYTE,
@@ -173,7 +173,14 @@ fn writable_attr(name: &str, what: &dyn Fn() -> String, warnings: &mut Vec<Strin
 fn put_att(o: &Owner, name: &str, key: &str, v: &AttrValue, enums: &mut EnumTypes) -> Result<()> {
     let cn = cname(name)?;
     let what = || format!("attribute `{name}` of {}", o.what);
-    if let Some(e) = o.hints.enum_type(key) {
+    // A `_FillValue` takes the variable's own type, which an export writes as the enum's base
+    // type (enum variables come back as their codes).
+    let enum_hint = if name == "_FillValue" {
+        None
+    } else {
+        o.hints.enum_type(key)
+    };
+    if let Some(e) = enum_hint {
         if let Some((_, n, bytes)) = att_bytes(v).filter(|(t, ..)| Some(*t) == xtype(e.base)) {
             let id = enums.id(o.gid, e)?;
             return nc(what, ffi::put_att(o.gid, o.varid, &cn, id, n, &bytes));
@@ -637,6 +644,16 @@ fn define_unused_dims(
         };
         let (g, name) = split_group(path);
         let unlimited = *unlimited == 1;
+        // netCDF-4 takes a variable named like a dimension of its group for that dimension's
+        // coordinate variable: a dimension no variable uses cannot share a variable's name.
+        let var_named = model.arrays.iter().any(|a| a.name == path)
+            || model.text_variables.iter().any(|t| t.name() == path);
+        if var_named {
+            warnings.push(format!(
+                "dimension `{path}` ({len}, used by no variable) left out: a variable has its name"
+            ));
+            continue;
+        }
         if let Some(&(_, l)) = dims.by_group.get(&(g.to_string(), name.to_string())) {
             if l != *len {
                 warnings.push(format!(

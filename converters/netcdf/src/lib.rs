@@ -821,23 +821,6 @@ impl UserAttr {
     }
 }
 
-/// The netCDF type code of a numeric element type (the inverse of [`atomic`]).
-fn xtype_of(t: ElementType) -> c_int {
-    match t {
-        ElementType::I8 => nc::NC_BYTE,
-        ElementType::U8 => nc::NC_UBYTE,
-        ElementType::I16 => nc::NC_SHORT,
-        ElementType::U16 => nc::NC_USHORT,
-        ElementType::I32 => nc::NC_INT,
-        ElementType::U32 => nc::NC_UINT,
-        ElementType::I64 => nc::NC_INT64,
-        ElementType::U64 => nc::NC_UINT64,
-        ElementType::F32 => nc::NC_FLOAT,
-        ElementType::F64 => nc::NC_DOUBLE,
-        _ => nc::NC_NAT,
-    }
-}
-
 fn atomic(xtype: c_int) -> Option<ElementType> {
     Some(match xtype {
         nc::NC_BYTE => ElementType::I8,
@@ -1220,8 +1203,14 @@ impl<'o> Builder<'o> {
         let t = user::analyze(ncid, xtype, self.file_len.max(64))?;
         let (value, note) = match &t {
             NcType::Enum(e) => {
-                let Ok((v, _)) =
-                    self.attr_builtin(ncid, varid, cname, xtype_of(e.base), len, name)?
+                let Ok((v, _)) = self.attr_builtin(
+                    ncid,
+                    varid,
+                    cname,
+                    export::xtype(e.base).unwrap_or(nc::NC_NAT),
+                    len,
+                    name,
+                )?
                 else {
                     return Ok(Err(format!("enum attribute of base type {}", e.base)));
                 };

@@ -13,7 +13,7 @@
 use std::ffi::{c_char, c_int};
 
 use netcdf_sys as nc;
-use tet_source::{ElementType, Result, SourceError};
+use tet_source::{json_text, ElementType, Result, SourceError};
 
 use crate::{atomic, decode_text, ffi, int_from_ne, trim_nuls};
 
@@ -93,19 +93,19 @@ impl NcType {
     /// The type as JSON (recorded beside attribute values of user types).
     pub fn json(&self) -> String {
         match self {
-            NcType::Atomic(t) => json_str(t.name()),
-            NcType::Char => json_str("char"),
-            NcType::Str => json_str("string"),
+            NcType::Atomic(t) => json_text::string(t.name()),
+            NcType::Char => json_text::string("char"),
+            NcType::Str => json_text::string("string"),
             NcType::Enum(e) => {
                 let members: Vec<String> = e
                     .members
                     .iter()
-                    .map(|(n, v)| format!("{}:{v}", json_str(n)))
+                    .map(|(n, v)| format!("{}:{v}", json_text::string(n)))
                     .collect();
                 format!(
                     "{{\"class\":\"enum\",\"name\":{},\"base\":{},\"members\":{{{}}}}}",
-                    json_str(&e.name),
-                    json_str(e.base.name()),
+                    json_text::string(&e.name),
+                    json_text::string(e.base.name()),
                     members.join(",")
                 )
             }
@@ -120,7 +120,7 @@ impl NcType {
                         };
                         format!(
                             "{{\"name\":{},\"offset\":{}{dims},\"type\":{}}}",
-                            json_str(&f.name),
+                            json_text::string(&f.name),
                             f.offset,
                             f.ty.json()
                         )
@@ -128,20 +128,23 @@ impl NcType {
                     .collect();
                 format!(
                     "{{\"class\":\"compound\",\"name\":{},\"size\":{size},\"fields\":[{}]}}",
-                    json_str(name),
+                    json_text::string(name),
                     f.join(",")
                 )
             }
             NcType::Vlen { name, base } => format!(
                 "{{\"class\":\"vlen\",\"name\":{},\"base\":{}}}",
-                json_str(name),
+                json_text::string(name),
                 base.json()
             ),
             NcType::Opaque { name, size } => format!(
                 "{{\"class\":\"opaque\",\"name\":{},\"size\":{size},\"encoding\":\"hex\"}}",
-                json_str(name)
+                json_text::string(name)
             ),
-            NcType::Other(why) => format!("{{\"class\":\"unknown\",\"reason\":{}}}", json_str(why)),
+            NcType::Other(why) => format!(
+                "{{\"class\":\"unknown\",\"reason\":{}}}",
+                json_text::string(why)
+            ),
         }
     }
 
@@ -316,24 +319,6 @@ pub(crate) fn flatten(t: &NcType) -> Vec<Leaf> {
     out
 }
 
-/// Same rule as the HDF5 importer: a field without a name is `field_<i>`, `/` becomes `_`.
-fn sanitize_field(name: &str, index: usize, notes: &mut Vec<String>) -> String {
-    if name.is_empty() {
-        notes.push(format!(
-            "compound field {index} has no name: named field_{index}"
-        ));
-        return format!("field_{index}");
-    }
-    if name.contains('/') {
-        let s = name.replace('/', "_");
-        notes.push(format!(
-            "compound field '{name}' renamed '{s}' ('/' separates groups)"
-        ));
-        return s;
-    }
-    name.to_string()
-}
-
 /// Two f32 or two f64 fields named `r`/`i` or `real`/`imag` (either order): a complex number,
 /// as the HDF5 importer (and netCDF4-python's `auto_complex`) reads it. The parts' offsets.
 fn complex_pair(fields: &[Field]) -> Option<(ElementType, usize, usize)> {
@@ -389,7 +374,7 @@ fn flatten_at(
             None => {
                 for (i, f) in fields.iter().enumerate() {
                     let mut n = notes.clone();
-                    let short = sanitize_field(&f.name, i, &mut n);
+                    let short = tet_source::fields::compound_field_name(&f.name, i, &mut n);
                     n.push(format!(
                         "field '{}' of a compound record (netCDF type '{name}')",
                         f.name
@@ -604,41 +589,6 @@ unsafe fn reclaim(t: &NcType, b: &[u8], off: usize) {
     }
 }
 
-/// JSON string literal (the HDF5 importer's escaping).
-pub(crate) fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\r' => o.push_str("\\r"),
-            '\t' => o.push_str("\\t"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-/// A float as JSON, as the HDF5 importer writes it (non-finite values as strings).
-fn json_float(v: f64) -> String {
-    if v.is_nan() {
-        "\"NaN\"".into()
-    } else if v.is_infinite() {
-        if v > 0.0 {
-            "\"Infinity\""
-        } else {
-            "\"-Infinity\""
-        }
-        .into()
-    } else {
-        format!("{v:?}")
-    }
-}
-
 /// The JSON of the number of type `t` at `off` of `b` (native-endian).
 fn json_number(t: ElementType, b: &[u8], off: usize) -> String {
     let mut a = [0u8; 8];
@@ -647,8 +597,10 @@ fn json_number(t: ElementType, b: &[u8], off: usize) -> String {
         a[..n].copy_from_slice(s);
     }
     match t {
-        ElementType::F32 => json_float(f64::from(f32::from_ne_bytes([a[0], a[1], a[2], a[3]]))),
-        ElementType::F64 => json_float(f64::from_ne_bytes(a)),
+        ElementType::F32 => {
+            json_text::float(f64::from(f32::from_ne_bytes([a[0], a[1], a[2], a[3]])))
+        }
+        ElementType::F64 => json_text::float(f64::from_ne_bytes(a)),
         _ => int_from_ne(t, &a).to_string(),
     }
 }
@@ -684,7 +636,9 @@ unsafe fn json_value(
     match t {
         NcType::Atomic(e) => j.push(&json_number(*e, b, off)),
         NcType::Enum(e) => j.push(&json_number(e.base, b, off)),
-        NcType::Char => j.push(&json_str(&decode_text(trim_nuls(&b[off..off + 1])))),
+        NcType::Char => j.push(&json_text::string(&decode_text(trim_nuls(
+            &b[off..off + 1],
+        )))),
         NcType::Str => {
             let p = usize_at(b, off) as *const c_char;
             if p.is_null() {
@@ -692,14 +646,14 @@ unsafe fn json_value(
             }
             // SAFETY: a live NUL-terminated string netCDF allocated (the caller's contract).
             let s = unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
-            j.push(&json_str(&decode_text(s)))
+            j.push(&json_text::string(&decode_text(s)))
         }
         NcType::Opaque { size, .. } => {
             let hex: String = b[off..off + size]
                 .iter()
                 .map(|x| format!("{x:02x}"))
                 .collect();
-            j.push(&json_str(&hex))
+            j.push(&json_text::string(&hex))
         }
         NcType::Vlen { base, .. } => {
             let vl = vlen_at(b, off);
@@ -722,7 +676,7 @@ unsafe fn json_value(
                 if i > 0 {
                     j.push(",")?;
                 }
-                j.push(&json_str(&f.name))?;
+                j.push(&json_text::string(&f.name))?;
                 j.push(":")?;
                 // SAFETY: the field inside the live value (bounds checked at analysis).
                 unsafe { json_array(&f.ty, &f.dims, b, off + f.offset, j) }?;
@@ -748,7 +702,7 @@ unsafe fn json_array(
     if *t == NcType::Char && dims.len() == 1 {
         let n = usize::try_from(dims[0]).map_err(|_| "a huge char field".to_string())?;
         let s = b.get(off..off + n).ok_or("a truncated value")?;
-        return j.push(&json_str(&decode_text(trim_nuls(s))));
+        return j.push(&json_text::string(&decode_text(trim_nuls(s))));
     }
     let Some((&d, rest)) = dims.split_first() else {
         // SAFETY: one value at `off` (the caller's contract).

@@ -180,11 +180,7 @@ fn walk(
                     && matches!(&f.dtype, Dtype::Plain(p) if p.ts.type_char() == TypeChar::RawData);
                 if !padding {
                     let name = if f.name.is_empty() {
-                        let mut n = format!("f{i}");
-                        while fields.iter().any(|g| g.name == n) {
-                            n.push('_');
-                        }
-                        n
+                        tet_source::numpy::unnamed_field(i, |n| fields.iter().any(|g| g.name == n))
                     } else {
                         f.name.clone()
                     };

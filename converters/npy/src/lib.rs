@@ -71,6 +71,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use tet_source::mapped::FileBytes;
+use tet_source::numpy;
 use tet_source::{
     check_region, extension_confidence, CharAxis, Confidence, ElementType, FileExtent, Importer,
     OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
@@ -830,9 +831,9 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
         gather::gather(data, &layout, &start, &count, &mut buf)?;
         for s in buf.chunks_exact(esize) {
             values.push(if t.utf32 {
-                decode_ucs4(s, t.swap)?
+                numpy::decode_ucs4(s, t.swap).map_err(SourceError::unsupported)?
             } else {
-                decode_bytes(s)
+                numpy::decode_bytes(s)
             });
         }
     }
@@ -849,45 +850,6 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
         char_axis,
         facts: Vec::new(),
     })
-}
-
-/// A numpy `S` value: trailing NULs removed, UTF-8 when valid, else Latin-1 (one character per
-/// byte, nothing lost).
-fn decode_bytes(b: &[u8]) -> String {
-    let end = b.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-    let b = &b[..end];
-    match std::str::from_utf8(b) {
-        Ok(s) => s.to_string(),
-        Err(_) => b.iter().map(|&c| char::from(c)).collect(),
-    }
-}
-
-/// A numpy `U` value (UCS-4 code points): trailing NULs removed. A code point that is not a
-/// Unicode scalar value (numpy allows surrogates) has no exact UTF-8 form: unsupported.
-fn decode_ucs4(b: &[u8], big: bool) -> Result<String> {
-    let cps: Vec<u32> = b
-        .chunks_exact(4)
-        .map(|c| {
-            let a = [c[0], c[1], c[2], c[3]];
-            if big {
-                u32::from_be_bytes(a)
-            } else {
-                u32::from_le_bytes(a)
-            }
-        })
-        .collect();
-    let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-    cps[..end]
-        .iter()
-        .map(|&c| {
-            char::from_u32(c).ok_or_else(|| {
-                SourceError::unsupported(format!(
-                    "unicode string holds code point {c:#x}, which is not a Unicode scalar value \
-                     (no exact UTF-8 form)"
-                ))
-            })
-        })
-        .collect()
 }
 
 /// Whether `strides` are the C-order strides of `shape` (axes of length 1 do not matter).

@@ -19,7 +19,10 @@
 #![warn(missing_docs)]
 
 pub mod export;
+pub mod fields;
+pub mod json_text;
 pub mod mapped;
+pub mod numpy;
 
 use std::fmt;
 use std::path::Path;

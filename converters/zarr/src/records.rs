@@ -12,7 +12,7 @@ use zarrs::array::{Array, ArrayMetadata, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 
 use crate::guard::GuardedStore;
-use crate::structured::{self, extract, FieldLayout, Fix, Leaf, LeafKind};
+use crate::structured::{extract, FieldLayout, Fix, Leaf, LeafKind};
 use crate::{
     check_must_understand, decode_chunk_shape, dims_attrs_facts, product, ArrayMeta, Problem,
     ReadKind, Reader, Store, StructuredMeta, ZarrSource, MAX_TEXT_ELEMENTS,
@@ -254,9 +254,9 @@ impl ZarrSource {
                 .chunks_exact(layout.esize)
                 .map(|b| {
                     if t.utf32 {
-                        structured::decode_ucs4(b, t.swap)
+                        tet_source::numpy::decode_ucs4(b, t.swap)
                     } else {
-                        Ok(structured::decode_bytes(b))
+                        Ok(tet_source::numpy::decode_bytes(b))
                     }
                 })
                 .collect()

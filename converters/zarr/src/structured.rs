@@ -558,11 +558,7 @@ fn walk(
         let raw = matches!(&f.ty, Ty::Scalar(Scalar::Opaque { raw: true, .. }));
         if !(f.name.is_empty() && raw) {
             let name = if f.name.is_empty() {
-                let mut n = format!("f{i}");
-                while fields.iter().any(|g| g.name == n) {
-                    n.push('_');
-                }
-                n
+                tet_source::numpy::unnamed_field(i, |n| fields.iter().any(|g| g.name == n))
             } else {
                 f.name.clone()
             };
@@ -709,44 +705,6 @@ pub fn raw_fill(fill: Option<&Value>, size: u64) -> Result<Value, String> {
             "fill value {other} of a structured data type (base64 of the record expected)"
         )),
     }
-}
-
-/// A numpy `S` value: trailing NULs removed, UTF-8 when valid, else Latin-1 (one character per
-/// byte), as the NPY importer decodes them.
-pub fn decode_bytes(b: &[u8]) -> String {
-    let end = b.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-    let b = &b[..end];
-    match std::str::from_utf8(b) {
-        Ok(s) => s.to_string(),
-        Err(_) => b.iter().map(|&c| char::from(c)).collect(),
-    }
-}
-
-/// A numpy `U` value (UCS-4, little-endian unless `big`): trailing NULs removed; a code point
-/// that is not a Unicode scalar value has no UTF-8 form (`Err` with the reason).
-pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, String> {
-    let cps: Vec<u32> = b
-        .chunks_exact(4)
-        .map(|c| {
-            let a = [c[0], c[1], c[2], c[3]];
-            if big {
-                u32::from_be_bytes(a)
-            } else {
-                u32::from_le_bytes(a)
-            }
-        })
-        .collect();
-    let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
-    cps[..end]
-        .iter()
-        .map(|&c| {
-            char::from_u32(c).ok_or_else(|| {
-                format!(
-                    "unicode string holds code point {c:#x}, which is not a Unicode scalar value"
-                )
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]
