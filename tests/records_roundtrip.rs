@@ -257,10 +257,10 @@ fn netcdf_compound_text_fields_are_text_variables() {
 }
 
 /// Two netCDF exports that netCDF-C refused (found by the netCDF-C CDL re-check): an enum
-/// variable whose `_FillValue` is of the enum type (the export writes the codes, so the fill
-/// takes the base type), and a classic file's dimension that no variable uses but a scalar
-/// variable is named like (left out, with a warning: netCDF-4 would make that variable its
-/// coordinate). Both export, and the values come back.
+/// variable whose `_FillValue` is of the enum type (exported as that enum type again, fill
+/// included), and a classic file's dimension that no variable uses but a scalar variable is
+/// named like (left out, with a warning: netCDF-4 would make that variable its coordinate).
+/// Both export, and the values (and the enum type) come back.
 #[test]
 fn netcdf_exports_of_enum_fills_and_shadowed_unused_dims() {
     let dir = root().join("fixtures/netcdf_edges");
@@ -293,6 +293,21 @@ fn netcdf_exports_of_enum_fills_and_shadowed_unused_dims() {
         let back = tmp.path().join(format!("{file}.back.tet"));
         convert(&out, &back);
         assert_eq!(datasets(&back)[dataset].2, want, "{file}");
+        // The enum variable comes back as the enum type it was (not as bare codes).
+        let back_file = TetFile::open(&back).expect("open");
+        let footer = back_file.footer().expect("footer").expect("a footer");
+        let facts = footer.datasets[dataset].extra.get("source_facts").cloned();
+        let enum_type = serde_json::json!(["enum_type", {"text": "sky_t"}]);
+        let mapping = serde_json::json!(["enum_mapping", {"text_list": ["clear=0", "cloudy=1", "missing=255"]}]);
+        let has = |f: &Value| {
+            facts
+                .as_ref()
+                .and_then(Value::as_array)
+                .is_some_and(|l| l.contains(f))
+        };
+        if file == "enum_fill.nc" {
+            assert!(has(&enum_type) && has(&mapping), "{file}: {facts:?}");
+        }
     }
 }
 

@@ -12,7 +12,8 @@
 //! - Element types ([`CAPABILITIES`]): netCDF has no bool (kept as `ubyte` 0/1 with the
 //!   attribute `dtype = "bool"`, which xarray decodes to booleans), no complex (the engine
 //!   leaves the `<x>/real` and `<x>/imag` variables, in group `<x>`), no f16 (exported as the
-//!   exact f32, with a warning). i8 is `byte`.
+//!   exact f32, with a warning). i8 is `byte`. An array with `enum_type` + `enum_mapping`
+//!   facts (a netCDF or HDF5 enum) is written as that enum type, defined in its group.
 //! - Attributes with their recorded netCDF types (`Text` → `char`, `TextList` → `string`; the
 //!   importer's private facts (module `hints`) make a `Text` a one-value `string`, text Latin-1
 //!   bytes, and integers an enum attribute whose enum type is defined again in the group).
@@ -44,7 +45,7 @@ use tet_source::export::{
 use tet_source::{AttrValue, ElementType, Fact, Role, TextVariable};
 
 use crate::ffi::{self, Handle, NcError};
-use hints::{AttrHints, EnumTypes, TextHints};
+use hints::{AttrHints, EnumDef, EnumTypes, TextHints};
 
 /// What netCDF-4 holds: no booleans, no complex numbers.
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -173,8 +174,8 @@ fn writable_attr(name: &str, what: &dyn Fn() -> String, warnings: &mut Vec<Strin
 fn put_att(o: &Owner, name: &str, key: &str, v: &AttrValue, enums: &mut EnumTypes) -> Result<()> {
     let cn = cname(name)?;
     let what = || format!("attribute `{name}` of {}", o.what);
-    // A `_FillValue` takes the variable's own type, which an export writes as the enum's base
-    // type (enum variables come back as their codes).
+    // A `_FillValue` takes its variable's own type: `define_array` writes an enum variable's
+    // fill itself; any other variable's fill stays in the variable's (base) type.
     let enum_hint = if name == "_FillValue" {
         None
     } else {
@@ -491,6 +492,35 @@ fn def_storage(
     }
 }
 
+/// The enum type of array `a` when its facts record one (`enum_type` and `enum_mapping`, as
+/// the netCDF and HDF5 importers write them) over an integer type `written`.
+fn enum_of(a: &Array, written: ElementType) -> Option<EnumDef> {
+    let name = a.facts.iter().find_map(|f| match f {
+        Fact::EnumType(n) => Some(n.clone()),
+        _ => None,
+    })?;
+    let members = a.facts.iter().find_map(|f| match f {
+        Fact::EnumMapping(m) => Some(m.clone()),
+        _ => None,
+    })?;
+    let integer = matches!(
+        written,
+        ElementType::I8
+            | ElementType::U8
+            | ElementType::I16
+            | ElementType::U16
+            | ElementType::I32
+            | ElementType::U32
+            | ElementType::I64
+            | ElementType::U64
+    );
+    integer.then_some(EnumDef {
+        name,
+        base: written,
+        members,
+    })
+}
+
 /// Defines array `a` (dims, variable, storage, attributes, fill mode) in its group.
 fn define_array(
     a: &Array,
@@ -503,9 +533,14 @@ fn define_array(
     let (g, short) = a.split_name();
     let gid = groups.id(g)?;
     let written = written_type(a.dtype);
-    let t = xtype(written).ok_or_else(|| {
+    let base = xtype(written).ok_or_else(|| {
         ExportError::Invalid(format!("`{}`: netCDF has no {} type", a.name, a.dtype))
     })?;
+    // An enum variable (netCDF or HDF5 source) is written as that enum type again.
+    let t = match enum_of(a, written) {
+        Some(e) => enums.id(gid, &e)?,
+        None => base,
+    };
     let dimids = dim_ids(
         groups,
         dims,
@@ -537,14 +572,23 @@ fn define_array(
     };
     for (k, v) in a.attrs.iter().chain(extra) {
         if k == "_FillValue" {
-            if att_bytes(v).map(|(ty, n, _)| (ty, n)) != Some((t, 1)) {
+            let Some((_, _, bytes)) = att_bytes(v).filter(|(ty, n, _)| (*ty, *n) == (base, 1))
+            else {
                 warnings.push(format!(
                     "`{}`: _FillValue {v:?} is not one {} value; left out",
                     a.name, written
                 ));
                 continue;
-            }
+            };
             has_fill = true;
+            if t != base {
+                // The fill of an enum variable is of its enum type.
+                nc(
+                    || format!("attribute `_FillValue` of variable `{}`", a.name),
+                    ffi::put_att(gid, varid, &cname(k)?, t, 1, &bytes),
+                )?;
+                continue;
+            }
         }
         if writable_attr(k, &|| owner.what.clone(), warnings) {
             put_att(&owner, k, k, v, enums)?;
