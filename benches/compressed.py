@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import CONV, ENV, REL, sh  # noqa: E402
+from harness import CONV, ENV, sh  # noqa: E402
 
 AUTO_LEVEL = 2  # src/pipeline.rs AUTO_ZSTD_LEVEL
 
@@ -44,10 +44,7 @@ def cases(d, contig, z1s):
 def main():
     a = harness.args(runs=3)
     d = a.dir
-    contig = harness.make(os.path.join(d, "nc4_contig.nc"),
-                          f"{REL}/examples/gen_nc {d}/nc4_contig.nc 256 1024 1024")
-    z1s = harness.make(os.path.join(d, "nc4_z1s.nc"),
-                       f"nccopy -d 1 -s -c time/1,y/1024,x/1024 {contig} {d}/nc4_z1s.nc")
+    contig, z1s = harness.nc4(d), harness.nc4(d, "z1s")
     runs = cases(d, contig, z1s)
     prepare = harness.prepare(f"{d}/out.*", contig, z1s)
     got = {name: ([], [], []) for name, _ in runs}

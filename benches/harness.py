@@ -50,6 +50,19 @@ def npy(d, planes=256, name="f32_1g.npy"):
     return make(path, f"{REL}/examples/gen_npy {path} {planes} 1024 1024")
 
 
+def nc4(d, chunked=None):
+    """The netCDF-4 inputs made from gen_nc's 1 GiB f32 t(time=256, y=1024, x=1024) in `d`:
+    `nc4_contig.nc` (contiguous), or with `chunked` the file `nc4_<chunked>.nc` that nccopy makes
+    from it, chunks (1, 1024, 1024): "z1" zlib level 1, "z1s" shuffle + zlib level 1."""
+    contig = make(os.path.join(d, "nc4_contig.nc"),
+                  f"{REL}/examples/gen_nc {d}/nc4_contig.nc 256 1024 1024")
+    if chunked is None:
+        return contig
+    flags = {"z1": "-d 1", "z1s": "-d 1 -s"}[chunked]
+    path = os.path.join(d, f"nc4_{chunked}.nc")
+    return make(path, f"nccopy {flags} -c time/1,y/1024,x/1024 {contig} {path}")
+
+
 def prepare(remove, *warm, mkdir=False):
     """The shell command run before each timed run: `remove` (paths or globs; none if empty)
     deleted, recreated as a folder with `mkdir`, then `sync`, then every file of `warm` (files or

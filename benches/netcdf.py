@@ -15,16 +15,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import CONV, ENV, REL, sh  # noqa: E402
+from harness import CONV, ENV, sh  # noqa: E402
 
 
 def main():
     a = harness.args(runs=3)
     d = a.dir
-    contig = harness.make(os.path.join(d, "nc4_contig.nc"),
-                          f"{REL}/examples/gen_nc {d}/nc4_contig.nc 256 1024 1024")
-    z1 = harness.make(os.path.join(d, "nc4_z1.nc"),
-                      f"nccopy -d 1 -c time/1,y/1024,x/1024 {contig} {d}/nc4_z1.nc")
+    contig, z1 = harness.nc4(d), harness.nc4(d, "z1")
     tet = f"{ENV} {CONV} -q"
     rows = harness.measure_all([
         ("nccopy -k classic (contiguous) + sync",

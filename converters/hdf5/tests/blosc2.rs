@@ -44,25 +44,6 @@ fn element_type(dtype: &str) -> ElementType {
     }
 }
 
-/// The little-endian bytes of h5py's values (`bits` or `values`).
-fn expected_bytes(e: &Value, size: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    if let Some(bits) = e.get("bits") {
-        for b in bits.as_array().unwrap() {
-            out.extend_from_slice(&b.as_u64().unwrap().to_le_bytes()[..size]);
-        }
-    } else {
-        for v in e["values"].as_array().unwrap() {
-            let x = v
-                .as_i64()
-                .map(i128::from)
-                .unwrap_or_else(|| v.as_u64().unwrap() as i128);
-            out.extend_from_slice(&x.to_le_bytes()[..size]);
-        }
-    }
-    out
-}
-
 /// Every dataset of `file` under `prefix` converts, by direct chunk access, to h5py's type,
 /// shape and values; returns how many were checked.
 fn check_prefix(file: &str, src: &H5Source, prefix: &str) -> usize {
@@ -85,7 +66,7 @@ fn check_prefix(file: &str, src: &H5Source, prefix: &str) -> usize {
         if let Some(sha) = e.get("sha256") {
             assert_eq!(sha_hex(&got), sha.as_str().unwrap(), "{file}: {name}");
         } else {
-            let want = expected_bytes(&e, ty.size());
+            let want = tet_testkit::expected_le_bytes(&e, ty.size());
             if let Some(d) = first_difference(&got, &want, ty.size()) {
                 panic!("{file}: {name}: {d}");
             }

@@ -55,21 +55,7 @@ fn expected_bytes(e: &Value) -> (ElementType, Vec<u8>) {
         "uint64" | "u8" => (ElementType::U64, 8),
         other => panic!("dtype {other}"),
     };
-    let mut out = Vec::new();
-    if let Some(bits) = e.get("bits") {
-        for b in bits.as_array().unwrap() {
-            out.extend_from_slice(&b.as_u64().unwrap().to_le_bytes()[..size]);
-        }
-    } else {
-        for v in e["values"].as_array().unwrap() {
-            let x = v
-                .as_i64()
-                .map(i128::from)
-                .unwrap_or_else(|| v.as_u64().unwrap() as i128);
-            out.extend_from_slice(&x.to_le_bytes()[..size]);
-        }
-    }
-    (ty, out)
+    (ty, tet_testkit::expected_le_bytes(e, size))
 }
 
 /// The type and the whole bytes of the variable `name`.

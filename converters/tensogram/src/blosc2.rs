@@ -20,7 +20,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use tensogram::{CompressionBackend, DataObjectDescriptor, DecodeOptions, MaskDescriptor};
+use tensogram::{DataObjectDescriptor, MaskDescriptor};
 use tet_source::{Result, SourceError};
 
 /// The note every variable decoded here carries.
@@ -78,14 +78,8 @@ pub(crate) fn decode_object(frame: &[u8], plan: Blosc2Plan, label: &str) -> Resu
     let rebuilt = tensogram::framing::encode_data_object_frame(&desc, &body, false, false)
         .map_err(|e| malformed(label, format!("rebuilding the frame: {e}")))?;
     drop(body);
-    let options = DecodeOptions {
-        native_byte_order: false,
-        compression_backend: CompressionBackend::Ffi,
-        threads: 1,
-        restore_non_finite: true,
-        verify_hash: false,
-        ..DecodeOptions::default()
-    };
+    // The frame's own hash was checked before; the rebuilt frame carries none.
+    let options = crate::decode_options(false);
     let decoded = catch_unwind(AssertUnwindSafe(|| {
         tensogram::decode::decode_object_from_frame(&rebuilt, &options)
     }));

@@ -1358,14 +1358,7 @@ impl TgmSource {
         self.verify_once(obj)?;
         let info = &self.objects[obj];
         let frame = self.backing.read(info.frame_offset, info.frame_len)?;
-        let options = DecodeOptions {
-            native_byte_order: false,
-            compression_backend: CompressionBackend::Ffi,
-            threads: 1,
-            restore_non_finite: true,
-            verify_hash: false,
-            ..DecodeOptions::default()
-        };
+        let options = decode_options(false);
         let decoded = catch_unwind(AssertUnwindSafe(|| {
             tensogram::decode::decode_range_from_frame(frame, runs, &options)
         }));
@@ -1417,16 +1410,7 @@ impl TgmSource {
             return finish_decoded(info, decoded?);
         }
         let frame = self.backing.read(info.frame_offset, info.frame_len)?;
-        let options = DecodeOptions {
-            // Bytes in the object's own byte order: swapped to little-endian below, on any host.
-            native_byte_order: false,
-            // Explicit, so that TENSOGRAM_COMPRESSION_BACKEND / TENSOGRAM_THREADS cannot interfere.
-            compression_backend: CompressionBackend::Ffi,
-            threads: 1,
-            restore_non_finite: true,
-            verify_hash: info.verify_hash,
-            ..DecodeOptions::default()
-        };
+        let options = decode_options(info.verify_hash);
         let decoded = catch_unwind(AssertUnwindSafe(|| {
             tensogram::decode::decode_object_from_frame(frame, &options)
         }));
@@ -1646,6 +1630,21 @@ impl Source for TgmSource {
 
     fn parallel_reads(&self) -> bool {
         true
+    }
+}
+
+/// How every object is decoded through the tensogram crate: bytes in the object's own byte
+/// order (swapped to little-endian by the caller, on any host), NaN/Inf restored, and the
+/// backend and thread count explicit, so that `TENSOGRAM_COMPRESSION_BACKEND` /
+/// `TENSOGRAM_THREADS` cannot interfere; the frame hash checked when `verify_hash`.
+pub(crate) fn decode_options(verify_hash: bool) -> DecodeOptions {
+    DecodeOptions {
+        native_byte_order: false,
+        compression_backend: CompressionBackend::Ffi,
+        threads: 1,
+        restore_non_finite: true,
+        verify_hash,
+        ..DecodeOptions::default()
     }
 }
 

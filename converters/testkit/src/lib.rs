@@ -500,6 +500,27 @@ pub fn first_difference(got: &[u8], want: &[u8], elem: usize) -> Option<String> 
         })
 }
 
+/// The little-endian bytes of integer-coded expected values as generators write them: `bits`
+/// (each value's bit pattern as an unsigned integer: floats, NaN payloads included) or
+/// `values` (integers), each cut to `size` bytes.
+pub fn expected_le_bytes(e: &Value, size: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(bits) = e.get("bits") {
+        for b in bits.as_array().expect("bits is a list") {
+            out.extend_from_slice(&b.as_u64().expect("a bit pattern").to_le_bytes()[..size]);
+        }
+    } else {
+        for v in e["values"].as_array().expect("values is a list") {
+            let x = v
+                .as_i64()
+                .map(i128::from)
+                .unwrap_or_else(|| i128::from(v.as_u64().expect("an integer")));
+            out.extend_from_slice(&x.to_le_bytes()[..size]);
+        }
+    }
+    out
+}
+
 /// A small deterministic generator (xorshift64, shifts 13, 7, 17) for test data and for where
 /// to damage a file. The state must not be 0.
 #[derive(Debug, Clone)]
