@@ -252,24 +252,7 @@ pub struct EncodedFooter {
     pub metadata: Value,
 }
 
-/// `v` with the keys of every object in sorted order. serde_json keeps insertion order when any
-/// crate in the build enables its `preserve_order` feature; sorting explicitly keeps our output
-/// bytes the same either way.
-pub fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&m[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
-}
+pub use tet_source::json_text::canonical;
 
 impl EncodedFooter {
     /// The footer JSON text with metadata inline.

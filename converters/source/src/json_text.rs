@@ -1,6 +1,7 @@
-//! Values written as JSON text: how importers spell a value that has no typed attribute form
-//! (an HDF5 or netCDF compound, vlen or opaque attribute) inside an [`crate::AttrValue::Text`],
-//! one spelling for every importer so the footer reads alike whatever the source.
+//! JSON as the product writes it: values that have no typed attribute form (an HDF5 or netCDF
+//! compound, vlen or opaque attribute) spelled as JSON text inside an
+//! [`crate::AttrValue::Text`], one spelling for every importer so the footer reads alike
+//! whatever the source; and JSON documents with sorted keys (footer, Zarr metadata).
 
 /// `s` as a JSON string literal: `"`, `\` and control characters escaped (`\n`, `\r`, `\t`,
 /// others as `\u00XX`), everything else as it is.
@@ -36,6 +37,26 @@ pub fn float(v: f64) -> String {
         .into()
     } else {
         format!("{v:?}")
+    }
+}
+
+/// `v` with the keys of every object in sorted order. serde_json keeps insertion order when any
+/// crate in the build enables its `preserve_order` feature; sorting explicitly keeps output
+/// bytes (the `.tet` footer, Zarr metadata) the same either way.
+pub fn canonical(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+        other => other.clone(),
     }
 }
 

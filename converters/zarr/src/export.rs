@@ -35,6 +35,7 @@ use tet_source::export::{
     io_err, split_group, Array, Capabilities, ChunkSource, Compression, ExportError, Model, Output,
     Result, TextEntry, Written, WrittenArray,
 };
+use tet_source::json_text::canonical;
 use tet_source::{AttrValue, Attrs, ElementType, TextVariable};
 use zarrs::array::codec::{BytesCodec, VlenUtf8Codec, ZstdCodec};
 use zarrs::array::{
@@ -136,23 +137,6 @@ fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
 /// zarrs' errors as a one-line [`ExportError::Target`] naming the node.
 fn zerr<E: std::fmt::Display>(node: &str) -> impl FnOnce(E) -> ExportError + '_ {
     move |e| ExportError::Target(format!("zarr `{node}`: {e}"))
-}
-
-/// A JSON value with the keys of every object sorted.
-fn canonical(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&m[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
-        other => other.clone(),
-    }
 }
 
 /// Attributes as a JSON object with sorted keys (zarrs keeps insertion order), so the same
