@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::{write_in_order, Array};
 use tet::format::{
-    ChunkPayload, Codec, DType, DatasetSpec, Footer, HistoryRow, TetFile, TetWriter, WriterOptions,
+    ChunkDigest, ChunkPayload, Codec, DType, DatasetSpec, Footer, HistoryRow, MemoryBudget,
+    TetFile, TetWriter, WriterOptions,
 };
 use tet_source::AttrValue;
 
@@ -125,6 +126,110 @@ fn one_dataset(dir: &std::path::Path) -> (PathBuf, TetWriter<'static>) {
     )
     .unwrap();
     (p, w)
+}
+
+/// Digests handed in after the chunks (`ChunkDigest::Later`, as the pipeline does for raw chunks
+/// copied out of the input) make the same file as digests computed on submit; a digest that never
+/// arrives fails `finish`, leaving nothing behind.
+#[test]
+fn digests_handed_in_later_make_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let chunks: [&[u8]; 3] = [&[1, 2], &[3, 4], &[5]];
+    let write = |how: &str| -> Option<Vec<u8>> {
+        let (p, w) = one_dataset(dir.path());
+        for (i, c) in chunks.iter().enumerate() {
+            let digest = match how {
+                "compute" => ChunkDigest::Compute,
+                "known" => ChunkDigest::Known(tet::format::integrity::digest(c)),
+                _ => ChunkDigest::Later,
+            };
+            w.submit_digested(0, &[i as u64], ChunkPayload::raw(c.to_vec()), digest)
+                .unwrap();
+        }
+        let given = if how == "missing" { 2 } else { 3 };
+        w.provide_digests(
+            (0..given).map(|i| (i as u64, tet::format::integrity::digest(chunks[i]))),
+        );
+        assert_eq!(w.sequence(0, &[2]), Some(2));
+        let done = w.finish(&Footer::default());
+        if how == "missing" {
+            let e = done.unwrap_err().to_string();
+            assert!(
+                e.contains("chunk [2]: its digest was never handed in"),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+            return None;
+        }
+        done.unwrap();
+        let v = tet::format::deep_verify(&p).unwrap();
+        assert!(v.has_checksums && v.checked == 3, "{how}: {v:?}");
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        Some(bytes)
+    };
+    let computed = write("compute").unwrap();
+    assert_eq!(write("known").unwrap(), computed);
+    assert_eq!(write("later").unwrap(), computed);
+    assert!(write("missing").is_none());
+}
+
+/// With a budget, the writer releases each written chunk's bytes and offers its buffer to the
+/// budget's idle pool: producers that claim before they allocate never hold more than the budget,
+/// and the file is the one an unbudgeted writer makes.
+#[test]
+fn a_budgeted_writer_releases_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = DatasetSpec {
+        name: "d".into(),
+        dtype: DType::U8,
+        shape: vec![4000],
+        chunk_shape: vec![100],
+    };
+    let chunk = |i: u64| -> Vec<u8> { (0..100).map(|k| (i * 7 + k) as u8).collect() };
+    let plain = dir.path().join("plain.tet");
+    let w = TetWriter::create(&plain, vec![spec.clone()], WriterOptions::default()).unwrap();
+    for i in 0..40 {
+        w.submit(0, &[i], ChunkPayload::raw(chunk(i))).unwrap();
+    }
+    w.finish(&Footer::default()).unwrap();
+
+    let budgeted = dir.path().join("budgeted.tet");
+    let budget = std::sync::Arc::new(MemoryBudget::new(350, 40));
+    let mut w = TetWriter::create(
+        &budgeted,
+        vec![spec],
+        WriterOptions {
+            window: usize::MAX,
+            ..WriterOptions::default()
+        },
+    )
+    .unwrap();
+    w.set_budget(budget.clone());
+    std::thread::scope(|s| {
+        s.spawn(|| w.write_all().unwrap());
+        for _ in 0..8 {
+            s.spawn(|| {
+                while let Some(mut claim) = budget.claim(|_| 100) {
+                    let mut buf = w.spare_buffer().unwrap_or_default();
+                    buf.clear();
+                    buf.extend(chunk(claim.seq));
+                    buf.shrink_to(100);
+                    let payload = ChunkPayload::raw(buf);
+                    budget.settle(&mut claim, payload.held_bytes());
+                    w.submit(0, &[claim.seq], payload).unwrap();
+                }
+            });
+        }
+    });
+    let stats = budget.stats();
+    assert_eq!(stats.claimed, 0, "{stats:?}");
+    assert!(stats.peak <= 350, "{stats:?}");
+    w.finish(&Footer::default()).unwrap();
+    assert_eq!(
+        std::fs::read(&budgeted).unwrap(),
+        std::fs::read(&plain).unwrap()
+    );
 }
 
 #[test]

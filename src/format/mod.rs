@@ -5,6 +5,7 @@
 //! index at `align8(40 + dataset_blob_len)`, the chunk payloads and, when flag bit 0 is set, the
 //! `THST` footer at the end of the file. All integers are little-endian.
 
+pub mod budget;
 pub mod footer;
 pub mod integrity;
 pub mod reader;
@@ -16,7 +17,10 @@ use std::fmt;
 pub use footer::{DatasetMeta, Footer, HistoryRow};
 pub use reader::{ChunkEntry, DatasetInfo, TetFile};
 pub use verify::{deep_verify, DeepVerified, DeepVerifyError};
-pub use writer::{ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions, TEMP_SUFFIX};
+pub use budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
+pub use writer::{
+    ChunkDigest, ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions, TEMP_SUFFIX,
+};
 
 /// `TETR`
 pub const MAGIC: [u8; 4] = *b"TETR";

@@ -20,10 +20,11 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tempfile::NamedTempFile;
 
+use super::budget::MemoryBudget;
 use super::footer::{limits, Footer, EXT_KEY, EXT_VERSION};
 use super::integrity;
 use super::{
@@ -94,7 +95,28 @@ pub struct ChunkPayload<'a> {
     pub data: PayloadBytes<'a>,
 }
 
+/// Where the writer gets a chunk's digest (with checksums on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkDigest {
+    /// Hashed by [`TetWriter::submit`] on the submitting thread.
+    Compute,
+    /// The caller hashed the stored bytes (xxh3-64, [`super::integrity::digest`]).
+    Known(u64),
+    /// The caller hands the digest in later, before [`TetWriter::finish`], through
+    /// [`TetWriter::provide_digests`] (e.g. hashed in the same pass as the input's own digest).
+    Later,
+}
+
 impl<'a> ChunkPayload<'a> {
+    /// The heap bytes the payload holds (the capacity of an owned buffer; borrowed bytes and
+    /// file ranges hold none): what a [`MemoryBudget`] counts for it until it is written.
+    pub fn held_bytes(&self) -> u64 {
+        match &self.data {
+            PayloadBytes::Memory(Cow::Owned(v)) => v.capacity() as u64,
+            _ => 0,
+        }
+    }
+
     /// An uncompressed chunk.
     pub fn raw(data: impl Into<PayloadBytes<'a>>) -> Self {
         let data = data.into();
@@ -109,7 +131,8 @@ impl<'a> ChunkPayload<'a> {
 /// Writer settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriterOptions {
-    /// How many chunks may wait out of order before submitters block.
+    /// How many chunks may wait out of order before submitters block (`usize::MAX`: no limit,
+    /// when a [`MemoryBudget`] bounds the bytes in flight instead).
     pub window: usize,
     /// Index header `memory_budget_percent_bps` (0 = reader default).
     pub memory_budget_percent_bps: u16,
@@ -216,6 +239,12 @@ pub struct TetWriter<'a> {
     /// a chunk buffer is then allocated (and its pages faulted in) once per producer, not once
     /// per chunk.
     spare: Mutex<Vec<Vec<u8>>>,
+    /// The budget the producers claimed each chunk's memory from: a written chunk's bytes are
+    /// released to it and its buffer goes to its idle pool (instead of `spare`).
+    budget: Option<Arc<MemoryBudget>>,
+    /// Digests handed in by [`TetWriter::provide_digests`] for chunks submitted with
+    /// [`ChunkDigest::Later`], by sequence number.
+    later: Mutex<BTreeMap<u64, u64>>,
 }
 
 /// How many written chunk buffers the writer keeps for reuse, and the largest it keeps.
@@ -382,6 +411,8 @@ impl<'a> TetWriter<'a> {
             }),
             ready: Condvar::new(),
             spare: Mutex::new(Vec::new()),
+            budget: None,
+            later: Mutex::new(BTreeMap::new()),
             out: Mutex::new(Some(Output {
                 file,
                 pos,
@@ -406,10 +437,39 @@ impl<'a> TetWriter<'a> {
         self.total
     }
 
+    /// Accounts the memory of written chunks to `budget`: each chunk's [`ChunkPayload::held_bytes`]
+    /// is released once it is written and its buffer is offered to the budget's idle pool, where
+    /// [`TetWriter::spare_buffer`] takes buffers from.
+    pub fn set_budget(&mut self, budget: Arc<MemoryBudget>) {
+        self.budget = Some(budget);
+    }
+
+    /// The sequence number (index row) of a chunk: chunks of earlier datasets, then row-major.
+    pub fn sequence(&self, dataset: usize, coords: &[u64]) -> Option<u64> {
+        Some(self.bases.get(dataset)? + self.grids[dataset].linear(coords)?)
+    }
+
+    /// Hands in the digests of chunks submitted with [`ChunkDigest::Later`], as (sequence
+    /// number, xxh3-64 of the stored bytes).
+    pub fn provide_digests(&self, digests: impl IntoIterator<Item = (u64, u64)>) {
+        lock(&self.later).extend(digests);
+    }
+
     /// Hands in one chunk. Blocks while the chunk is more than `window` places ahead of the
     /// next one to be written. The thread that supplies the next chunk writes every chunk that
     /// is then in order.
     pub fn submit(&self, dataset: usize, coords: &[u64], payload: ChunkPayload<'a>) -> Result<()> {
+        self.submit_digested(dataset, coords, payload, ChunkDigest::Compute)
+    }
+
+    /// [`TetWriter::submit`], with the chunk's digest from `digest`.
+    pub fn submit_digested(
+        &self,
+        dataset: usize,
+        coords: &[u64],
+        payload: ChunkPayload<'a>,
+        digest: ChunkDigest,
+    ) -> Result<()> {
         let spec = self
             .specs
             .get(dataset)
@@ -437,15 +497,16 @@ impl<'a> TetWriter<'a> {
         }
         let seq = self.bases[dataset] + linear;
         // Hashed here, on the submitting (worker) thread, not in the ordered write stage.
-        let digest = if self.options.checksums {
-            chunk_digest(&payload).map_err(|e| {
+        let digest = match digest {
+            _ if !self.options.checksums => None,
+            ChunkDigest::Known(d) => Some(d),
+            ChunkDigest::Later => None,
+            ChunkDigest::Compute => chunk_digest(&payload).map_err(|e| {
                 invalid(format!(
                     "dataset `{}` chunk {coords:?}: cannot read the payload to hash it: {e}",
                     spec.name
                 ))
-            })?
-        } else {
-            None
+            })?,
         };
 
         let mut st = lock(&self.state);
@@ -459,7 +520,7 @@ impl<'a> TetWriter<'a> {
                     spec.name
                 )));
             }
-            if seq < st.next + self.options.window as u64 {
+            if seq < st.next.saturating_add(self.options.window as u64) {
                 break;
             }
             st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -534,13 +595,29 @@ impl<'a> TetWriter<'a> {
 
     /// An empty buffer of a chunk already written, if one is kept (its capacity is whatever that
     /// chunk needed). Producers use it instead of allocating a fresh one for every chunk.
+    /// With a budget, the buffer comes from its idle pool (the caller's claim must cover it).
     pub fn spare_buffer(&self) -> Option<Vec<u8>> {
+        if let Some(b) = &self.budget {
+            return b.take::<Vec<u8>>(|_| true);
+        }
         lock(&self.spare).pop()
     }
 
     /// Keeps the owned buffers of a written run for [`TetWriter::spare_buffer`], up to
-    /// `SPARE_BUFFERS` of at most `SPARE_MAX_BYTES` each; the rest are freed.
+    /// `SPARE_BUFFERS` of at most `SPARE_MAX_BYTES` each; the rest are freed. With a budget,
+    /// each chunk's bytes are released to it and its buffer offered to its idle pool.
     fn keep_spare(&self, run: Vec<(ChunkPayload<'a>, Option<u64>)>) {
+        if let Some(b) = &self.budget {
+            for (p, _) in run {
+                let held = p.held_bytes();
+                let buffer = match p.data {
+                    PayloadBytes::Memory(Cow::Owned(v)) => Some(v),
+                    _ => None,
+                };
+                b.release_buffer(held, buffer);
+            }
+            return;
+        }
         let mut spare = lock(&self.spare);
         for (p, _) in run {
             if spare.len() >= SPARE_BUFFERS {
@@ -625,6 +702,22 @@ impl<'a> TetWriter<'a> {
             .ok_or_else(|| invalid("writer already finished"))?;
 
         let checksums = self.options.checksums;
+        if checksums {
+            // Digests handed in later (ChunkDigest::Later): every one must have arrived.
+            let mut later = std::mem::take(&mut *lock(&self.later));
+            for (seq, r) in out.rows.iter_mut().enumerate() {
+                if r.digest.is_none() {
+                    let d = later.remove(&(seq as u64)).ok_or_else(|| {
+                        let (ds, coords) = self.locate(seq as u64);
+                        invalid(format!(
+                            "dataset `{}` chunk {coords:?}: its digest was never handed in",
+                            self.specs[ds].name
+                        ))
+                    })?;
+                    r.digest = Some(d);
+                }
+            }
+        }
         let mut hasher = integrity::Hasher::default();
         hasher.update(&self.head);
 

@@ -316,17 +316,39 @@ pub fn timestamp() -> String {
 /// SHA-256 of the input: the file's bytes, or for a directory store every regular file below
 /// it in sorted path order, each as `path NUL length NUL bytes`. Returns (`sha256:<hex>`, bytes).
 pub fn digest_input(path: &Path) -> std::io::Result<(String, u64)> {
+    digest_input_and_ranges(path, &[]).map(|(d, n, _)| (d, n))
+}
+
+/// [`digest_input`] of a file input, and in the same pass over its bytes the xxh3-64 digest
+/// ([`crate::format::integrity::digest`]) of each byte range `(offset, len)` of `ranges`, which
+/// must be sorted by offset and must not overlap. The raw chunks copied file to file get their
+/// digests here: their bytes are read once, for both digests, while they are in the CPU cache.
+/// Fails when a range lies beyond the end of the file (or `ranges` is given for a directory).
+pub fn digest_input_and_ranges(
+    path: &Path,
+    ranges: &[(u64, u64)],
+) -> std::io::Result<(String, u64, Vec<u64>)> {
+    let mut ranged = RangeHasher::new(ranges)?;
     let mut h = Sha256::new();
     let mut total = 0u64;
     let mut buf = vec![0u8; 1 << 20];
-    let mut hash_file = |h: &mut Sha256, p: &Path, total: &mut u64| -> std::io::Result<()> {
+    let mut hash_file = |h: &mut Sha256,
+                         p: &Path,
+                         total: &mut u64,
+                         mut ranged: Option<&mut RangeHasher>|
+     -> std::io::Result<()> {
         let mut f = std::fs::File::open(p)?;
+        let mut pos = 0u64;
         loop {
             let n = f.read(&mut buf)?;
             if n == 0 {
                 return Ok(());
             }
             h.update(&buf[..n]);
+            if let Some(r) = ranged.as_deref_mut() {
+                r.feed(pos, &buf[..n]);
+            }
+            pos += n as u64;
             *total += n as u64;
         }
     };
@@ -356,20 +378,89 @@ pub fn digest_input(path: &Path) -> std::io::Result<(String, u64)> {
             h.update([0]);
             h.update(len.to_string().as_bytes());
             h.update([0]);
-            hash_file(&mut h, &f, &mut total)?;
+            hash_file(&mut h, &f, &mut total, None)?;
         }
-    } else if !hash_mapped(&mut h, path, &mut total)? {
-        hash_file(&mut h, path, &mut total)?;
+        if !ranges.is_empty() {
+            return Err(std::io::Error::other("byte ranges of a directory input"));
+        }
+    } else if !hash_mapped(&mut h, path, &mut total, &mut ranged)? {
+        hash_file(&mut h, path, &mut total, Some(&mut ranged))?;
     }
     let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    Ok((format!("sha256:{hex}"), total))
+    Ok((format!("sha256:{hex}"), total, ranged.finish()?))
+}
+
+/// The xxh3 digests of sorted, disjoint byte ranges of one file, fed its bytes in order.
+struct RangeHasher<'r> {
+    ranges: &'r [(u64, u64)],
+    /// The range being hashed (all before it are done).
+    at: usize,
+    current: crate::format::integrity::Hasher,
+    done: Vec<u64>,
+}
+
+impl<'r> RangeHasher<'r> {
+    fn new(ranges: &'r [(u64, u64)]) -> std::io::Result<Self> {
+        let ends = ranges.iter().map(|&(o, l)| o.checked_add(l));
+        if ends.clone().any(|e| e.is_none())
+            || ranges
+                .windows(2)
+                .any(|w| w[0].0 + w[0].1 > w[1].0 || w[0].0 > w[1].0)
+        {
+            return Err(std::io::Error::other(
+                "byte ranges overlap or are not sorted",
+            ));
+        }
+        Ok(RangeHasher {
+            ranges,
+            at: 0,
+            current: Default::default(),
+            done: Vec::with_capacity(ranges.len()),
+        })
+    }
+
+    /// The file's bytes `bytes`, starting at file offset `pos`, in order.
+    fn feed(&mut self, pos: u64, bytes: &[u8]) {
+        let end = pos + bytes.len() as u64;
+        while let Some(&(off, len)) = self.ranges.get(self.at) {
+            let stop = off + len;
+            let (a, b) = (off.max(pos), stop.min(end));
+            if a < b {
+                self.current
+                    .update(&bytes[(a - pos) as usize..(b - pos) as usize]);
+            }
+            if stop > end {
+                return; // continues in the next bytes
+            }
+            self.done.push(self.current.finish());
+            self.current = Default::default();
+            self.at += 1;
+        }
+    }
+
+    fn finish(self) -> std::io::Result<Vec<u64>> {
+        if self.at < self.ranges.len() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "a chunk's byte range lies beyond the end of the input",
+            ));
+        }
+        Ok(self.done)
+    }
 }
 
 /// Hashes a regular file through a memory map, dropping each block's pages once hashed: no
 /// copy into a buffer, and resident memory stays at one block. Returns false (hashing nothing)
 /// when the file cannot be mapped.
-fn hash_mapped(h: &mut Sha256, path: &Path, total: &mut u64) -> std::io::Result<bool> {
+fn hash_mapped(
+    h: &mut Sha256,
+    path: &Path,
+    total: &mut u64,
+    ranged: &mut RangeHasher,
+) -> std::io::Result<bool> {
     const BLOCK: usize = 8 << 20;
+    // Both digests of a piece while it is in the CPU cache.
+    const PIECE: usize = 256 << 10;
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() == 0 {
@@ -384,7 +475,13 @@ fn hash_mapped(h: &mut Sha256, path: &Path, total: &mut u64) -> std::io::Result<
     let mut off = 0usize;
     while off < map.len() {
         let end = (off + BLOCK).min(map.len());
-        h.update(&map[off..end]);
+        let mut p = off;
+        while p < end {
+            let q = (p + PIECE).min(end);
+            h.update(&map[p..q]);
+            ranged.feed(p as u64, &map[p..q]);
+            p = q;
+        }
         // SAFETY: read-only file-backed mapping: dropped pages read back unchanged.
         unsafe {
             let _ = map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, end - off);
