@@ -3,23 +3,34 @@
 //! - [`format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
 //! - [`planner`]: the chunk planner (pure);
 //! - [`pipeline`]: parallel read → compress → ordered write;
-//! - [`manifest`]: `--manifest jobs.toml` batch lists;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
-//! - [`cli`]: the `tet` and `tet-convert` command lines.
+//! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;
 //!
-//! Importers live in their own crates under `converters/` and implement the `tet-source` API.
+//! and, with the `cli` feature (default), the front end over that engine:
+//!
+//! - [`cli`]: the `tet` and `tet-convert` command lines;
+//! - [`batch`]: many inputs in one run (supervised workers, ledger, signals, shards);
+//! - [`manifest`]: `--manifest jobs.toml` batch lists.
+//!
+//! The engine modules never import the front-end ones (`.ci/test` builds the library without
+//! `cli`, and `cargo tree` of that build lists no front-end crate). Importers live in their own
+//! crates under `converters/` and implement the `tet-source` API.
 
 // n-d index arithmetic walks several per-axis arrays in step; index loops read best there.
 #![allow(clippy::needless_range_loop)]
 
+#[cfg(feature = "cli")]
 pub mod batch;
+#[cfg(feature = "cli")]
 pub mod cli;
+pub mod control;
 pub mod export;
 pub mod format;
 pub mod lower;
+#[cfg(feature = "cli")]
 pub mod manifest;
 pub mod meta;
 pub mod pipeline;

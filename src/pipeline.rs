@@ -9,7 +9,6 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -19,6 +18,7 @@ use std::time::Instant;
 use serde::Serialize;
 use tet_source::{OpenOptions, Role, Skipped, Source, SourceError, Variable};
 
+use crate::control::{Cancel, Progress, ProgressEvent};
 use crate::format::footer::Footer;
 use crate::format::{
     ChunkPayload, Codec, DatasetSpec, Grid, PayloadBytes, TetError, TetWriter, WriterOptions,
@@ -98,8 +98,10 @@ pub struct ConvertOptions {
     /// Worker threads (≥ 1).
     pub jobs: usize,
     pub open: OpenOptions,
-    /// Draw a progress bar on stderr (only when it is a terminal).
-    pub progress: bool,
+    /// Told of the chunk work as it goes (the CLI draws a progress bar from it).
+    pub progress: Option<Progress>,
+    /// Asked between chunks whether to stop (the CLI's asks its signal handlers).
+    pub cancel: Cancel,
     /// When the output path is a symbolic link, write the file it points to (atomically, beside
     /// the target). Otherwise such an output is refused.
     pub write_through_symlink: bool,
@@ -112,7 +114,8 @@ impl Default for ConvertOptions {
             plan: PlanOptions::default(),
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
             open: OpenOptions::default(),
-            progress: false,
+            progress: None,
+            cancel: Cancel::never(),
             write_through_symlink: false,
         }
     }
@@ -183,13 +186,13 @@ pub struct SkippedItem {
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
-    #[error("{0}")]
+    #[error(transparent)]
     Identify(#[from] IdentifyError),
-    #[error("{0}")]
+    #[error(transparent)]
     Source(#[from] SourceError),
-    #[error("{0}")]
+    #[error(transparent)]
     Tet(#[from] TetError),
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// Refused before any work (bad options, output = input, unmappable data…).
     #[error("{0}")]
@@ -411,12 +414,10 @@ fn convert_carrying(
     let Stored {
         sizes: stored,
         carried,
-    } = run_workers(source, &planned, &writer, jobs, opts.progress, checksums).map_err(
-        |e| match e {
-            ConvertError::Tet(t) => out_err(t),
-            other => other,
-        },
-    )?;
+    } = run_workers(source, &planned, &writer, jobs, opts, checksums).map_err(|e| match e {
+        ConvertError::Tet(t) => out_err(t),
+        other => other,
+    })?;
 
     let (digest, bytes_in) = digest
         .join()
@@ -789,7 +790,7 @@ fn run_workers<'s>(
     planned: &[Planned],
     writer: &TetWriter<'s>,
     jobs: usize,
-    progress: bool,
+    opts: &ConvertOptions,
     checksums: bool,
 ) -> Result<Stored, ConvertError> {
     let bases = chunk_bases(planned);
@@ -798,7 +799,12 @@ fn run_workers<'s>(
         .iter()
         .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
         .sum();
-    let bar = progress_bar(progress, raw_total);
+    let progress = opts.progress.as_ref();
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Start {
+            total_bytes: raw_total,
+        });
+    }
     let next = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<ConvertError>> = Mutex::new(None);
@@ -823,7 +829,7 @@ fn run_workers<'s>(
             if seq >= total {
                 return;
             }
-            if let Some(sig) = crate::batch::signals::pending() {
+            if let Some(sig) = opts.cancel.requested() {
                 let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
                 slot.get_or_insert(ConvertError::Interrupted(sig));
                 failed.store(true, Ordering::Relaxed);
@@ -857,8 +863,8 @@ fn run_workers<'s>(
                 }
                 sizes[d].0.fetch_add(raw, Ordering::Relaxed);
                 sizes[d].1.fetch_add(stored, Ordering::Relaxed);
-                if let Some(b) = &bar {
-                    b.inc(raw);
+                if let Some(p) = progress {
+                    p.report(ProgressEvent::Advance { bytes: raw });
                 }
                 Ok(())
             });
@@ -890,8 +896,8 @@ fn run_workers<'s>(
         }
         stage.join()
     });
-    if let Some(b) = bar {
-        b.finish_and_clear();
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Finish);
     }
     let first_error = first_error.into_inner().unwrap_or_else(|p| p.into_inner());
     run_outcome(written, first_error)?;
@@ -914,21 +920,6 @@ fn chunk_bases(planned: &[Planned]) -> Vec<u64> {
             Some(b)
         })
         .collect()
-}
-
-/// A progress bar over `raw_total` bytes, when `progress` is asked for and stderr is a
-/// terminal.
-fn progress_bar(progress: bool, raw_total: u64) -> Option<indicatif::ProgressBar> {
-    (progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new(raw_total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    })
 }
 
 /// The error of the chunk at `coords` of dataset `dataset`: a source error names the chunk.

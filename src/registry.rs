@@ -88,7 +88,7 @@ pub fn formats() -> Vec<Format> {
 /// Why no importer could take a file.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentifyError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("unrecognised input format (known: {known})")]
     Unknown { known: String },

@@ -179,7 +179,7 @@ pub fn check(
             Err(e) => {
                 return Freshness::Rebuild(Some(format!(
                     "existing output failed verification: {}",
-                    crate::cli::one_line(&e.to_string())
+                    super::text::one_line(&e.to_string())
                 )))
             }
         }

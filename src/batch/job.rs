@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fresh::{self, Freshness};
 use super::ledger::{from_hex, to_hex, InputRow, Status};
+use crate::control::Cancel;
 use crate::pipeline::{convert, ConvertError, ConvertOptions};
 use crate::planner::PlanOptions;
 use crate::registry;
@@ -61,7 +62,7 @@ impl From<&ConvertOptions> for WireOptions {
             skip_unsupported: o.open.skip_unsupported,
             unpack: o.open.unpack,
             follow_external: o.open.follow_external,
-            progress: o.progress,
+            progress: o.progress.is_some(),
             write_through_symlink: o.write_through_symlink,
         }
     }
@@ -83,7 +84,12 @@ impl TryFrom<&WireOptions> for ConvertOptions {
                 unpack: w.unpack,
                 follow_external: w.follow_external,
             },
-            progress: w.progress,
+            progress: if w.progress {
+                super::progress::terminal_bar()
+            } else {
+                None
+            },
+            cancel: Cancel::from_fn(super::signals::pending),
             write_through_symlink: w.write_through_symlink,
         })
     }
@@ -224,8 +230,8 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
                 format!(
                     "{} datasets, {} in, {} out ({:.2}x), {:.2}s",
                     r.datasets.len(),
-                    crate::cli::human_bytes(r.bytes_in),
-                    crate::cli::human_bytes(r.bytes_out),
+                    super::text::human_bytes(r.bytes_in),
+                    super::text::human_bytes(r.bytes_out),
                     r.ratio,
                     r.elapsed_s
                 ),
@@ -249,7 +255,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
 
 fn failed(mut out: Outcome, reason: String) -> Outcome {
     out.row.status = Some(Status::Failed);
-    out.row.reason = Some(crate::cli::one_line(&reason));
+    out.row.reason = Some(super::text::one_line(&reason));
     out
 }
 

@@ -3,17 +3,20 @@
 //! to date (`fresh`), the job that converts one input (`job`), the supervised worker processes
 //! that run jobs so that a crashing or hanging C library costs one input and not the night
 //! (`supervise`), the ledger every run appends to (`ledger`), signals (`signals`) and the
-//! temporary files of dead writers (`stale`). `run` ties them together.
+//! temporary files of dead writers (`stale`). `run` ties them together; `progress` and `text`
+//! are the terminal conventions the command lines share with it.
 
 pub mod fresh;
 pub mod inputs;
 pub mod job;
 pub mod ledger;
+pub mod progress;
 pub mod run;
 pub mod shard;
 pub mod signals;
 pub mod stale;
 pub mod supervise;
+pub mod text;
 
 use std::collections::BTreeMap;
 use std::path::Path;

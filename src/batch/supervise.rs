@@ -371,7 +371,7 @@ impl Pool {
                 let b = slot.busy.take()?;
                 let mut reason = death_reason(status, &b, timeout);
                 if let Some(l) = last {
-                    reason += &format!(" (it said: {})", crate::cli::one_line(&l));
+                    reason += &format!(" (it said: {})", super::text::one_line(&l));
                 }
                 let mut o = dead_worker_outcome(&b.job, reason);
                 o.row.elapsed_s = b.started.elapsed().as_secs_f64();
@@ -443,7 +443,7 @@ fn take(v: &Mutex<Vec<String>>) -> Vec<String> {
 /// Passes the worker's log lines (`PROGRAM: level: …`) on at once and keeps anything else for
 /// the supervisor to place.
 fn forward_stderr(e: std::process::ChildStderr, stray: &Mutex<Vec<String>>) {
-    let ours = format!("{}: ", crate::cli::program());
+    let ours = format!("{}: ", super::text::program());
     for line in BufReader::new(e).lines() {
         let Ok(line) = line else { break };
         if line.starts_with(&ours) {

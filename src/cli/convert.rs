@@ -15,6 +15,7 @@ use crate::batch::job::{Outcome, Recheck, WireJob, WireOptions, WirePath};
 use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
 use crate::batch::run::{self, Isolation, RunOptions};
 use crate::batch::{self, signals, stale};
+use crate::control::Progress;
 use crate::manifest::{self, Job};
 use crate::pipeline::{CodecChoice, ConvertOptions};
 use crate::planner::PlanOptions;
@@ -163,7 +164,9 @@ fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
     let mut opts = ConvertOptions {
         codec: a.codec,
         plan,
-        progress: !a.quiet && !a.json,
+        // The bar itself is drawn where the conversion runs (`batch::job`), when stderr is a
+        // terminal; here it only says that one is wanted.
+        progress: (!a.quiet && !a.json).then(|| Progress::new(|_| {})),
         ..ConvertOptions::default()
     };
     if let Some(j) = a.jobs {

@@ -125,38 +125,10 @@ pub fn main_convert() -> ExitCode {
     convert::run(&ConvertCli::parse().args)
 }
 
-/// The name the program was started as (`tet` or `tet-convert`).
-pub(crate) fn program() -> String {
-    std::env::args_os()
-        .next()
-        .as_deref()
-        .and_then(|a| std::path::Path::new(a).file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "tet".into())
-}
+pub(crate) use crate::batch::text::{human_bytes, one_line, program};
 
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.
 pub(crate) fn fail(path: &std::path::Path, reason: String) -> ExitCode {
     eprintln!("{}: {}: {}", program(), path.display(), one_line(&reason));
     ExitCode::from(EXIT_FAILED)
-}
-
-/// Folds a message onto one line.
-pub(crate) fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `1.5 MiB`-style sizes.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", UNITS[u])
 }

@@ -77,10 +77,7 @@ impl<'a> TetChunks<'a> {
         // Every buffer stays proportional to the file: a zstd frame cannot expand more than
         // this (the reader's own rule), a raw payload must lie inside the file (checked when
         // it is borrowed).
-        let limit = e
-            .stored_byte_len
-            .saturating_mul(crate::format::verify::ZSTD_MAX_RATIO)
-            .saturating_add(1 << 17);
+        let limit = crate::format::zstd_max_raw_len(e.stored_byte_len);
         if e.codec() == Some(Codec::Zstd) && want > limit {
             return Err(ExportError::Data(format!(
                 "dataset `{}` chunk {coords:?}: raw_byte_len {want} is more than a {}-byte zstd frame can hold",

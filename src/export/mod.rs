@@ -23,7 +23,7 @@ mod raise;
 use std::path::{Path, PathBuf};
 
 pub use tet_source::export::{f16_to_f32, Compression};
-use tet_source::export::{Capabilities, ChunkSource, Model, Output, Written};
+use tet_source::export::{io_err, Capabilities, ChunkSource, Model, Output, Written};
 use tet_source::ElementType;
 
 pub use raise::Plan;
@@ -103,47 +103,17 @@ pub struct ExportOptions {
     pub force: bool,
 }
 
-/// Errors of an export. Every message is one line naming what failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{0}")]
-    Tet(#[from] TetError),
-    /// The request cannot be honoured (unknown dataset, option the target lacks, …).
-    #[error("{0}")]
-    Invalid(String),
-    /// The data contradicts its own metadata (a value outside the recorded source type, …).
-    #[error("{0}")]
-    Data(String),
-    /// The target library refused something.
-    #[error("{0}")]
-    Target(String),
-}
+/// Errors of an export: the one [`tet_source::export::ExportError`] the format crates' exporters
+/// return too; a `.tet` read error is its `Container` variant, kept as the cause.
+pub use tet_source::export::ExportError;
 
-impl From<tet_source::export::ExportError> for ExportError {
-    fn from(e: tet_source::export::ExportError) -> Self {
-        use tet_source::export::ExportError as E;
-        match e {
-            E::Io { path, source } => ExportError::Io { path, source },
-            E::Invalid(m) => ExportError::Invalid(m),
-            E::Data(m) => ExportError::Data(m),
-            E::Target(m) => ExportError::Target(m),
-        }
+impl From<TetError> for ExportError {
+    fn from(e: TetError) -> Self {
+        ExportError::Container(Box::new(e))
     }
 }
 
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
-    move |source| ExportError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// The NPY (format 1.0) header of a little-endian C-order array, padded to 64 bytes (`None` for
 /// an element type NPY lacks).

@@ -14,10 +14,10 @@ pub mod writer;
 
 use std::fmt;
 
+pub use budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 pub use footer::{DatasetMeta, Footer, HistoryRow};
 pub use reader::{ChunkEntry, DatasetInfo, TetFile};
 pub use verify::{deep_verify, DeepVerified, DeepVerifyError};
-pub use budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 pub use writer::{
     ChunkDigest, ChunkPayload, DatasetSpec, PayloadBytes, TetWriter, WriterOptions, TEMP_SUFFIX,
 };
@@ -40,6 +40,18 @@ pub const FOOTER_TRAILER_LEN: u64 = 16;
 pub const FLAG_FOOTER: u32 = 1;
 /// Highest rank v1 allows.
 pub const MAX_RANK: usize = 8;
+
+/// Upper bound of a zstd frame's expansion: an RLE block of 4 bytes yields at most 128 KiB.
+pub const ZSTD_MAX_RATIO: u64 = 32 * 1024;
+
+/// The most bytes a zstd frame of `stored` bytes can decode to ([`ZSTD_MAX_RATIO`] plus one
+/// block's slack): refusing larger claims keeps every allocation proportional to the file. The
+/// reader, the verifier and the exporter all apply this one bound.
+pub fn zstd_max_raw_len(stored: u64) -> u64 {
+    stored
+        .saturating_mul(ZSTD_MAX_RATIO)
+        .saturating_add(1 << 17)
+}
 
 /// Codec id of a chunk payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,7 +168,7 @@ impl fmt::Display for DType {
 /// Errors of the `.tet` reader, writer and footer.
 #[derive(Debug, thiserror::Error)]
 pub enum TetError {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The bytes break a structural rule of the format.
     #[error("{0}")]

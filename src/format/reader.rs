@@ -654,12 +654,7 @@ impl TetFile {
             }
             // A zstd frame cannot expand more than this: refusing larger claims keeps every
             // allocation proportional to the file.
-            Some(Codec::Zstd)
-                if e.raw_byte_len
-                    > e.stored_byte_len
-                        .saturating_mul(super::verify::ZSTD_MAX_RATIO)
-                        .saturating_add(1 << 17) =>
-            {
+            Some(Codec::Zstd) if e.raw_byte_len > super::zstd_max_raw_len(e.stored_byte_len) => {
                 return Err(corrupt(format!(
                     "{}: raw_byte_len {} is more than a {}-byte zstd frame can hold",
                     at(),

@@ -82,9 +82,6 @@ pub enum Depth {
 /// Chunks per dataset decoded by [`Depth::Sample`].
 const SAMPLE_PER_DATASET: u64 = 8;
 
-/// Upper bound of a zstd frame's expansion: an RLE block of 4 bytes yields at most 128 KiB.
-pub const ZSTD_MAX_RATIO: u64 = 32 * 1024;
-
 /// Verifies bytes that may not even parse.
 pub fn verify_bytes(bytes: Vec<u8>, depth: Depth) -> Report {
     match TetFile::from_bytes(bytes) {
@@ -683,12 +680,12 @@ pub fn deep_verify(path: &Path) -> Result<DeepVerified, DeepVerifyError> {
 }
 
 /// Checks the zstd frame header: a frame that declares its content size must declare
-/// `raw_len`; and no frame can expand more than [`ZSTD_MAX_RATIO`].
+/// `raw_len`; and no frame can expand more than [`super::ZSTD_MAX_RATIO`].
 fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
     if src.len() < 4 || src[..4] != integrity::ZSTD_MAGIC {
         return Err("payload is not a zstd frame (bad magic)".into());
     }
-    if raw_len > (src.len() as u64).saturating_mul(ZSTD_MAX_RATIO) + (1 << 17) {
+    if raw_len > super::zstd_max_raw_len(src.len() as u64) {
         return Err(format!(
             "raw_byte_len {raw_len} is more than a {}-byte zstd frame can hold",
             src.len()

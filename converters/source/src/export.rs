@@ -301,6 +301,10 @@ pub enum ExportError {
     /// The target library refused something.
     #[error("{0}")]
     Target(String),
+    /// The container being exported failed (a `.tet` file that cannot be read, a chunk that
+    /// fails its checksum); the container's own error is kept as the cause.
+    #[error(transparent)]
+    Container(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 /// A result with an [`ExportError`].

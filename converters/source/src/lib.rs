@@ -480,7 +480,7 @@ pub struct DimLabels {
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// Reading the file failed; the I/O error is kept as it is.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// The bytes are not a valid file of the format (truncated, corrupt, inconsistent header).
     #[error("{0}")]
