@@ -19,6 +19,7 @@
 
 mod chunks;
 mod raise;
+mod region;
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,7 @@ use tet_source::export::{io_err, Capabilities, ChunkSource, Model, Output, Writt
 use tet_source::ElementType;
 
 pub use raise::Plan;
+pub use region::{read_selection, EVERY_TYPE};
 
 use crate::format::{HistoryRow, TetError, TetFile};
 

@@ -322,6 +322,17 @@ impl Plan {
                 )))
             }
         };
+        Plan::from_footer(tet, footer, caps, select)
+    }
+
+    /// [`Plan::new`] over a given footer (a reader whose file's footer is unreadable plans
+    /// over an empty one: the stored datasets as they are).
+    pub(super) fn from_footer(
+        tet: &TetFile,
+        footer: &Footer,
+        caps: Capabilities,
+        select: &[String],
+    ) -> Result<Plan> {
         let no_meta = DatasetMeta::default();
         let mut warnings = Vec::new();
         let (partner_of, used) = complex_pairs(tet, footer, caps);

@@ -1,0 +1,342 @@
+//! `tet._tet`: the Rust side of the Python package `tet` (see `python/README.md`).
+//!
+//! A thin layer over the engine crate: [`Reader`] opens a `.tet` file with the engine's reader
+//! and raises its datasets to what the source held (`tet::export::Plan` with every element
+//! type), and reads outer selections of them with `tet::export::read_selection` — the GIL
+//! released, chunks decoded on the engine's rayon pool. Conversion and verification call
+//! `tet::pipeline::convert` and `tet::format::verify`. Everything Pythonic (indexing, the
+//! xarray backend, the supervised conversion worker) lives in `python/tet/`.
+
+mod convert;
+mod values;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyType};
+
+use tet::export::{read_selection, ExportError, Plan};
+use tet::format::verify::{verify, Depth, Finding};
+use tet::format::{Footer, TetError, TetFile};
+
+use values::{attrs_to_py, facts_to_py};
+
+/// Raises the Python exception class `name` of `tet.errors` with `msg`.
+pub(crate) fn tet_error(py: Python<'_>, name: &str, msg: String) -> PyErr {
+    let cls = py
+        .import("tet.errors")
+        .and_then(|m| m.getattr(name))
+        .and_then(|c| c.cast_into::<PyType>().map_err(PyErr::from));
+    match cls {
+        Ok(cls) => PyErr::from_type(cls, msg),
+        Err(e) => e,
+    }
+}
+
+/// The exception for an engine error of the reader.
+fn from_tet(py: Python<'_>, what: &str, e: TetError) -> PyErr {
+    match e {
+        TetError::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            tet_error(py, "NotFoundError", format!("{what}: {io}"))
+        }
+        TetError::Io(io) => tet_error(py, "TetError", format!("{what}: {io}")),
+        TetError::Invalid(m) => PyValueError::new_err(format!("{what}: {m}")),
+        e => tet_error(py, "CorruptError", format!("{what}: {e}")),
+    }
+}
+
+/// The exception for an error of a read.
+fn from_export(py: Python<'_>, what: &str, e: ExportError) -> PyErr {
+    match e {
+        ExportError::Container(c) => match c.downcast::<TetError>() {
+            Ok(t) => from_tet(py, what, *t),
+            Err(c) => tet_error(py, "CorruptError", format!("{what}: {c}")),
+        },
+        ExportError::Invalid(m) => PyValueError::new_err(format!("{what}: {m}")),
+        e => tet_error(py, "CorruptError", format!("{what}: {e}")),
+    }
+}
+
+/// Chunks read by every reader of this process.
+static TOTAL_CHUNKS_READ: AtomicU64 = AtomicU64::new(0);
+
+/// Chunks read by every reader of this process so far (what laziness tests count through
+/// xarray, whose readers are not at hand).
+#[pyfunction]
+fn chunks_read_total() -> u64 {
+    TOTAL_CHUNKS_READ.load(Ordering::Relaxed)
+}
+
+/// An open file and its raised model.
+struct Open {
+    tet: TetFile,
+    plan: Plan,
+}
+
+/// An open `.tet` file: metadata from the footer, values read by selection.
+#[pyclass(frozen, module = "tet._tet")]
+struct Reader {
+    path: PathBuf,
+    open: RwLock<Option<Arc<Open>>>,
+    chunks_read: AtomicU64,
+    /// Why the footer could not be read (the datasets are then read as stored).
+    footer_error: Option<String>,
+}
+
+impl Reader {
+    fn get(&self, py: Python<'_>) -> PyResult<Arc<Open>> {
+        let g = self
+            .open
+            .read()
+            .map_err(|_| tet_error(py, "TetError", "reader lock poisoned".into()))?;
+        g.clone().ok_or_else(|| {
+            PyValueError::new_err(format!("{}: the file is closed", self.path.display()))
+        })
+    }
+}
+
+fn footer_of(tet: &TetFile) -> Footer {
+    match tet.footer() {
+        Ok(Some(f)) => f.clone(),
+        _ => Footer::default(),
+    }
+}
+
+#[pymethods]
+impl Reader {
+    /// Opens `path`: maps the file, reads its directory, index and footer (no chunk data).
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+        let shown = path.display().to_string();
+        let tet = py
+            .detach(|| TetFile::open(&path))
+            .map_err(|e| from_tet(py, &shown, e))?;
+        let (plan, footer_error) =
+            Plan::for_reading(&tet).map_err(|e| from_export(py, &shown, e))?;
+        Ok(Reader {
+            path,
+            open: RwLock::new(Some(Arc::new(Open { tet, plan }))),
+            chunks_read: AtomicU64::new(0),
+            footer_error,
+        })
+    }
+
+    /// The path the file was opened from.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    /// Chunks read by this reader so far (a selection touching 3 chunks adds 3).
+    #[getter]
+    fn chunks_read(&self) -> u64 {
+        self.chunks_read.load(Ordering::Relaxed)
+    }
+
+    /// Why the footer is unreadable (`None` when it was read or the file has none).
+    #[getter]
+    fn footer_error(&self) -> Option<String> {
+        self.footer_error.clone()
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.open.read().map(|g| g.is_none()).unwrap_or(true)
+    }
+
+    /// Unmaps the file; later reads raise.
+    fn close(&self) {
+        if let Ok(mut g) = self.open.write() {
+            *g = None;
+        }
+    }
+
+    /// The arrays as the source held them: a list of dicts (name, dtype, shape, chunk_shape,
+    /// dims, attrs, role, facts, stored, coords, meta).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let o = self.get(py)?;
+        let footer = footer_of(&o.tet);
+        let list = PyList::empty(py);
+        for (i, a) in o.plan.model.arrays.iter().enumerate() {
+            let d = PyDict::new(py);
+            d.set_item("name", &a.name)?;
+            d.set_item("dtype", a.dtype.name())?;
+            d.set_item("shape", &a.shape)?;
+            d.set_item("chunk_shape", &a.chunk_shape)?;
+            d.set_item("dims", &a.dims)?;
+            d.set_item("attrs", attrs_to_py(py, &a.attrs)?)?;
+            let role = match a.role {
+                tet_source::Role::Coordinate => "coordinate",
+                _ => "data",
+            };
+            d.set_item("role", role)?;
+            d.set_item("facts", facts_to_py(py, &a.facts)?)?;
+            let (ds, imag) = o.plan.stored_datasets(i).unwrap_or((0, None));
+            let names: Vec<&str> = std::iter::once(ds)
+                .chain(imag)
+                .filter_map(|k| o.tet.datasets.get(k).map(|x| x.name.as_str()))
+                .collect();
+            d.set_item("stored", &names)?;
+            let meta = names.first().and_then(|n| footer.datasets.get(*n));
+            let coords = PyDict::new(py);
+            let extra = PyDict::new(py);
+            if let Some(m) = meta {
+                for (k, v) in &m.coords {
+                    coords.set_item(k, v)?;
+                }
+                for (k, v) in &m.extra {
+                    extra.set_item(k, v.to_string())?;
+                }
+            }
+            d.set_item("coords", coords)?;
+            d.set_item("meta", extra)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// The file-level attributes, typed, in source order: a list of (name, value).
+    fn global_attrs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let o = self.get(py)?;
+        attrs_to_py(py, &o.plan.model.global_attrs)
+    }
+
+    /// The file's facts (`global_facts`): a list of (name, value).
+    fn global_facts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let o = self.get(py)?;
+        facts_to_py(py, &o.plan.model.global_facts)
+    }
+
+    /// The history rows: a list of dicts (op, source, at, parents, params).
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let o = self.get(py)?;
+        let list = PyList::empty(py);
+        for r in footer_of(&o.tet).history {
+            let d = PyDict::new(py);
+            d.set_item("op", &r.op)?;
+            d.set_item("source", &r.source)?;
+            d.set_item("at", &r.at)?;
+            d.set_item("parents", &r.parents)?;
+            d.set_item("params", &r.params)?;
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// The history rows as CF `history` lines, oldest first.
+    fn history_lines(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.get(py)?.plan.model.history.clone())
+    }
+
+    /// `metadata.file` of the footer (tool, library version, creation time…).
+    fn file_info(&self, py: Python<'_>) -> PyResult<std::collections::BTreeMap<String, String>> {
+        Ok(footer_of(&self.get(py)?.tet).file)
+    }
+
+    /// Items of the source that have no `.tet` form: a list of (name, reason).
+    fn skipped(&self, py: Python<'_>) -> PyResult<Vec<(String, String)>> {
+        Ok(footer_of(&self.get(py)?.tet)
+            .skipped
+            .iter()
+            .map(|s| (s.name.clone(), s.reason.clone()))
+            .collect())
+    }
+
+    /// The string variables: a list of dicts (name, shape, dims, values, attrs, char_dim,
+    /// facts); a malformed record is a dict with its name and `malformed: True`.
+    fn text_variables<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        values::text_variables(py, &self.get(py)?.plan.model.text_variables)
+    }
+
+    /// The footer JSON as the file holds it (`None` without a footer).
+    fn footer_json(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let o = self.get(py)?;
+        Ok(o.tet.footer_json().0.map(|v| v.to_string()))
+    }
+
+    /// Reads the outer selection `sel` (per axis, strictly increasing positions, uint64) of
+    /// array number `array`: the values as little-endian bytes of the array's type (a uint8
+    /// array, C order). Only the chunks holding selected elements are read, decoded in
+    /// parallel without the GIL.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        array: usize,
+        sel: Vec<PyReadonlyArray1<'py, u64>>,
+    ) -> PyResult<Bound<'py, PyArray1<u8>>> {
+        let o = self.get(py)?;
+        let sel: Vec<Vec<u64>> = sel
+            .iter()
+            .map(|s| s.as_slice().map(<[u64]>::to_vec))
+            .collect::<Result<_, _>>()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let a = o
+            .plan
+            .model
+            .arrays
+            .get(array)
+            .ok_or_else(|| PyValueError::new_err(format!("no array {array}")))?;
+        let n = sel
+            .iter()
+            .try_fold(a.dtype.size(), |acc, s| acc.checked_mul(s.len()))
+            .ok_or_else(|| PyValueError::new_err("selection too large"))?;
+        let what = format!("{}: `{}`", self.path.display(), a.name);
+        let (res, buf) = py.detach(|| {
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(n).is_err() {
+                return (
+                    Err(ExportError::Invalid(format!("cannot allocate {n} bytes"))),
+                    buf,
+                );
+            }
+            buf.resize(n, 0);
+            (read_selection(&o.tet, &o.plan, array, &sel, &mut buf), buf)
+        });
+        let chunks = res.map_err(|e| from_export(py, &what, e))?;
+        self.chunks_read.fetch_add(chunks, Ordering::Relaxed);
+        TOTAL_CHUNKS_READ.fetch_add(chunks, Ordering::Relaxed);
+        Ok(PyArray1::from_vec(py, buf))
+    }
+
+    /// Verifies the file (`deep`: every chunk decoded and checked, else a sample): a dict
+    /// with `ok`, `failures`, `warnings`, `notes` (lists of (code, message)), `chunks`,
+    /// `decoded`, `checksummed`, `checked`, `footer_digest`.
+    #[pyo3(signature = (deep = true))]
+    fn verify<'py>(&self, py: Python<'py>, deep: bool) -> PyResult<Bound<'py, PyDict>> {
+        let o = self.get(py)?;
+        let depth = if deep { Depth::Deep } else { Depth::Sample };
+        let r = py.detach(|| verify(&o.tet, depth));
+        let d = PyDict::new(py);
+        let pairs = |f: &[Finding]| -> Vec<(String, String)> {
+            f.iter()
+                .map(|x| (x.code.to_string(), x.message.clone()))
+                .collect()
+        };
+        d.set_item("ok", r.ok())?;
+        d.set_item("failures", pairs(&r.failures))?;
+        d.set_item("warnings", pairs(&r.warnings))?;
+        d.set_item("notes", pairs(&r.notes))?;
+        d.set_item("chunks", r.chunks)?;
+        d.set_item("decoded", r.decoded)?;
+        d.set_item("checksummed", r.checksummed)?;
+        d.set_item("checked", r.checked)?;
+        d.set_item("footer_digest", r.footer_digest)?;
+        Ok(d)
+    }
+}
+
+/// The extension module.
+#[pymodule]
+fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Reader>()?;
+    m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::digest_file, m)?)?;
+    m.add_function(wrap_pyfunction!(chunks_read_total, m)?)?;
+    m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+"""tet.convert in a supervised worker: reports, typed errors, crashing C libraries."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import tet
+from conftest import FIXTURES, need, save_npy
+
+
+def test_report_is_typed(tmp_path):
+    a = np.arange(1000, dtype=np.float32).reshape(10, 100)
+    src = save_npy(tmp_path, "a", a)
+    out = tmp_path / "a.tet"
+    seen = []
+    r = tet.convert(src, out, codec="zstd", chunk={"a": (5, 100)}, progress=lambda s, _: seen.append(s))
+    assert isinstance(r, tet.ConvertReport)
+    assert seen == ["start", "done"]
+    assert r.format and r.output.endswith("a.tet")
+    assert r.input_digest.startswith("sha256:")
+    assert r.raw_bytes == a.nbytes
+    (d,) = r.datasets
+    assert (d.name, d.shape, d.chunk_shape, d.chunks) == ("a", (10, 100), (5, 100), 2)
+    with tet.open(out) as f:
+        np.testing.assert_array_equal(f["a"][...], a)
+
+
+def test_errors_are_typed(tmp_path):
+    with pytest.raises(tet.NotFoundError):
+        tet.convert(tmp_path / "missing.nc", tmp_path / "x.tet")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\x01garbage" * 10)
+    with pytest.raises(tet.UnsupportedError):
+        tet.convert(junk, tmp_path / "y.tet")
+    with pytest.raises(ValueError):
+        tet.convert(junk, tmp_path / "y.tet", codec="lzma")
+
+
+def test_in_process_conversion(tmp_path):
+    src = save_npy(tmp_path, "b", np.arange(5, dtype=np.int8))
+    r = tet.convert(src, tmp_path / "b.tet", isolate=False)
+    assert r.datasets[0].source_dtype == "i8"
+
+
+@pytest.mark.parametrize("name,sig", [("segv.nc", signal.SIGSEGV), ("abort.nc", signal.SIGABRT)])
+def test_crashing_input_raises_and_the_interpreter_lives(tmp_path, name, sig):
+    src = need(FIXTURES / "crash" / name)
+    out = tmp_path / "crash.tet"
+    try:
+        tet.convert(src, out, timeout=120)
+    except tet.WorkerCrashError as e:
+        assert e.signal == sig and not e.timed_out
+        assert signal.Signals(sig).name in str(e)
+    except tet.TetError:
+        pytest.skip(f"this machine's libhdf5 refuses {name} cleanly instead of crashing")
+    else:
+        pytest.fail(f"{name} converted")
+    assert not out.exists()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tet-convert.tmp")]
+    # Still alive, and still converting.
+    src2 = save_npy(tmp_path, "after", np.arange(3, dtype=np.uint8))
+    assert tet.convert(src2, tmp_path / "after.tet").datasets[0].shape == (3,)
+
+
+def test_hanging_input_times_out(tmp_path):
+    src = need(FIXTURES / "crash" / "hang.nc")
+    try:
+        tet.convert(src, tmp_path / "hang.tet", timeout=5)
+    except tet.WorkerCrashError as e:
+        assert e.timed_out and "timeout" in str(e)
+    except tet.TetError:
+        pytest.skip("this machine's libhdf5 refuses hang.nc cleanly instead of hanging")
+    else:
+        pytest.fail("hang.nc converted")
+
+
+def test_convert_many_with_ledger(tmp_path):
+    good = save_npy(tmp_path, "g", np.arange(4, dtype=np.float64))
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"nothing known")
+    ledger = tmp_path / "ledger.jsonl"
+    res = tet.convert_many([(good, tmp_path / "g.tet"), (bad, tmp_path / "b.tet")], ledger=ledger)
+    assert isinstance(res[0], tet.ConvertReport)
+    assert isinstance(res[1], tet.UnsupportedError)
+    rows = [__import__("json").loads(line) for line in ledger.read_text().splitlines()]
+    assert [r["ok"] for r in rows] == [True, False]
+    assert rows[0]["digest"] == res[0].input_digest
+
+
+def test_verify_and_audit(tmp_path):
+    src = save_npy(tmp_path, "v", np.arange(100, dtype=np.int32))
+    out = tmp_path / "v.tet"
+    r = tet.convert(src, out)
+    v = tet.verify(out, deep=True)
+    assert v["ok"] and v["footer_digest"] == "ok" and v["failures"] == []
+    (entry,) = tet.audit(out)
+    assert entry.status == "unchanged" and entry.recorded == r.input_digest
+    np.save(src, np.arange(100, dtype=np.int32) + 1)
+    (entry,) = tet.audit(out)
+    assert entry.status == "changed" and entry.current != entry.recorded
+    os.unlink(src)
+    assert tet.audit(out)[0].status == "missing"

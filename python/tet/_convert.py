@@ -1,0 +1,299 @@
+"""``tet.convert``, ``tet.convert_many``, ``tet.verify`` and ``tet.audit``."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal as _signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from . import errors
+
+
+@dataclass(frozen=True)
+class DatasetReport:
+    """What a conversion did with one dataset."""
+
+    name: str
+    dtype: str
+    source_dtype: str
+    shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    chunks: int
+    raw_bytes: int
+    stored_bytes: int
+    codec: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConvertReport:
+    """The report of one conversion (the CLI's ``--json`` report)."""
+
+    input: str
+    output: str
+    format: str
+    input_digest: str
+    bytes_in: int
+    bytes_out: int
+    raw_bytes: int
+    stored_bytes: int
+    ratio: float
+    elapsed_s: float
+    jobs: int
+    datasets: tuple[DatasetReport, ...]
+    skipped: tuple[tuple[str, str], ...]
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ConvertReport":
+        known = {f for f in DatasetReport.__dataclass_fields__ if f != "extra"}
+        datasets = tuple(
+            DatasetReport(
+                **{k: (tuple(v) if isinstance(v, list) else v) for k, v in x.items() if k in known},
+                extra={k: v for k, v in x.items() if k not in known},
+            )
+            for x in d.get("datasets", [])
+        )
+        return cls(
+            input=d["input"],
+            output=d["output"],
+            format=d["format"],
+            input_digest=d["input_digest"],
+            bytes_in=d["bytes_in"],
+            bytes_out=d["bytes_out"],
+            raw_bytes=d["raw_bytes"],
+            stored_bytes=d["stored_bytes"],
+            ratio=d["ratio"],
+            elapsed_s=d["elapsed_s"],
+            jobs=d["jobs"],
+            datasets=datasets,
+            skipped=tuple((s["name"], s["reason"]) for s in d.get("skipped", [])),
+            warnings=tuple(d.get("warnings", [])),
+        )
+
+
+def _options(codec, chunk, jobs, skip_unsupported, unpack, follow_external) -> dict:
+    if chunk is None:
+        specs: list[str] = []
+    elif isinstance(chunk, dict):
+        specs = [
+            f"{k}:{','.join(str(int(n)) for n in v)}"
+            if isinstance(v, (list, tuple))
+            else f"{k}={int(v)}"
+            for k, v in chunk.items()
+        ]
+    elif isinstance(chunk, (str, int)):
+        specs = [str(chunk)]
+    else:
+        specs = [str(c) for c in chunk]
+    return {
+        "codec": str(codec),
+        "chunk": specs,
+        "jobs": int(jobs),
+        "skip_unsupported": bool(skip_unsupported),
+        "unpack": bool(unpack),
+        "follow_external": bool(follow_external),
+    }
+
+
+def _remove_temp_files(dst: str) -> None:
+    """Removes what a killed worker left beside ``dst`` (the writer's temporary files)."""
+    d, base = os.path.split(os.path.abspath(dst))
+    for p in glob.glob(os.path.join(glob.escape(d), f".{glob.escape(base)}.*.tet-convert.tmp")):
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return _signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _raise(name: str, message: str):
+    if name == "ValueError":
+        raise ValueError(message)
+    cls = getattr(errors, name, errors.ConversionError)
+    raise cls(message)
+
+
+def convert(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    codec: str = "auto",
+    chunk=None,
+    jobs: int = 0,
+    skip_unsupported: bool = False,
+    unpack: bool = False,
+    follow_external: bool = False,
+    timeout: float | None = None,
+    isolate: bool = True,
+    progress: Callable[[str, ConvertReport | None], None] | None = None,
+) -> ConvertReport:
+    """Converts ``src`` (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr or ``.tet``) into
+    the ``.tet`` file ``dst`` and returns the report.
+
+    Options are the CLI's: ``codec`` (``auto``, ``raw``, ``zstd``, ``zstd:N``), ``chunk`` (a
+    byte target like ``"4MiB"``, specs like ``"time=1"`` / ``"temp:1,721,1440"``, a list of
+    them, or a dict ``{"time": 1, "temp": (1, 721, 1440)}``), ``jobs`` (threads; 0: one per
+    core), ``skip_unsupported``, ``unpack``, ``follow_external``.
+
+    The conversion runs in a child process (``isolate=True``), as the CLI's batch runner does:
+    a crash of a C library (a signal) or a run past ``timeout`` seconds raises
+    :class:`tet.WorkerCrashError`, leaves no temporary file behind and never harms this
+    interpreter. ``progress`` is called with ``("start", None)`` and ``("done", report)``.
+    Safe to use as a Dask task (``client.map(tet.convert, srcs, dsts)``)."""
+    src, dst = os.fspath(src), os.fspath(dst)
+    opts = _options(codec, chunk, jobs, skip_unsupported, unpack, follow_external)
+    if progress is not None:
+        progress("start", None)
+    if not isolate:
+        from . import _tet
+
+        report = ConvertReport.from_json(json.loads(_tet.convert(src, dst, **opts)))
+    else:
+        report = _convert_in_worker(src, dst, opts, timeout)
+    if progress is not None:
+        progress("done", report)
+    return report
+
+
+def _convert_in_worker(src: str, dst: str, opts: dict, timeout: float | None) -> ConvertReport:
+    job = json.dumps({"src": src, "dst": dst, "options": opts})
+    env = dict(os.environ)
+    # The worker imports this very package, wherever it was imported from.
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tet._worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(job.encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        _remove_temp_files(dst)
+        raise errors.WorkerCrashError(
+            f"{src}: the conversion worker ran past its timeout of {timeout} s and was killed",
+            signal=_signal.SIGKILL,
+            timed_out=True,
+        ) from None
+    if proc.returncode < 0:
+        sig = -proc.returncode
+        _remove_temp_files(dst)
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        raise errors.WorkerCrashError(
+            f"{src}: the conversion worker crashed: {_signal_name(sig)}"
+            + (f" ({' / '.join(tail)})" if tail else ""),
+            signal=sig,
+        )
+    lines = out.decode(errors="replace").strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        _remove_temp_files(dst)
+        raise errors.ConversionError(
+            f"{src}: the conversion worker exited with status {proc.returncode}: "
+            + err.decode(errors="replace").strip()[-2000:]
+        )
+    res = json.loads(lines[-1])
+    if not res["ok"]:
+        _raise(res["error"], res["message"])
+    return ConvertReport.from_json(res["report"])
+
+
+def convert_many(
+    pairs: Iterable[tuple[str | os.PathLike, str | os.PathLike]],
+    *,
+    ledger: str | os.PathLike | None = None,
+    **options,
+) -> list[ConvertReport | errors.TetError]:
+    """Converts each ``(src, dst)`` pair with :func:`convert` (one supervised worker each) and
+    returns, per pair in order, its report or the exception it raised. With ``ledger``, one
+    JSON line per input is appended to that file (``input``, ``output``, ``ok``, ``digest`` or
+    ``error``)."""
+    results: list[ConvertReport | errors.TetError] = []
+    for src, dst in pairs:
+        try:
+            r: ConvertReport | errors.TetError = convert(src, dst, **options)
+        except errors.TetError as e:
+            r = e
+        results.append(r)
+        if ledger is not None:
+            row: dict[str, Any] = {"input": os.fspath(src), "output": os.fspath(dst)}
+            if isinstance(r, ConvertReport):
+                row.update(ok=True, digest=r.input_digest)
+            else:
+                row.update(ok=False, error=f"{type(r).__name__}: {r}")
+            with open(ledger, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+    return results
+
+
+def verify(path: str | os.PathLike, deep: bool = True) -> dict:
+    """Checks a ``.tet`` file: every rule of the format, the footer digest and the chunk
+    checksums (``deep``: of every chunk, else a sample). Returns a dict with ``ok``,
+    ``failures``, ``warnings``, ``notes`` (lists of ``(code, message)``) and counts."""
+    from ._file import open as _open
+
+    with _open(path) as f:
+        return f.verify(deep)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One ``convert`` step of a file's history, checked against its input."""
+
+    #: The input as recorded (absolute when the row recorded a working directory).
+    input: str | None
+    #: The digest the history recorded.
+    recorded: str
+    #: The digest of the input now (``None`` when it could not be read).
+    current: str | None
+    #: ``unchanged``, ``changed`` or ``missing``.
+    status: str
+
+
+def _recorded_input(params: dict) -> str | None:
+    p = params.get("input")
+    if not p:
+        return None
+    cwd = params.get("cwd")
+    return p if os.path.isabs(p) or not cwd else os.path.join(cwd, p)
+
+
+def audit(path: str | os.PathLike, sources: Iterable[str | os.PathLike] | None = None):
+    """Answers "is the input unchanged?" for every ``convert`` step in a file's history: each
+    recorded input (or each of ``sources``, in order) is hashed again with the digest the
+    history rows use and compared. Returns a list of :class:`AuditEntry`."""
+    from . import _tet
+    from ._file import open as _open
+
+    with _open(path) as f:
+        rows = [h for h in f.history if h.op == "convert"]
+    given = [os.fspath(s) for s in sources] if sources is not None else None
+    out = []
+    for i, row in enumerate(rows):
+        recorded = row.parents[0].digest if row.parents else ""
+        inp = given[i] if given is not None and i < len(given) else _recorded_input(row.params)
+        current = None
+        if inp is not None:
+            try:
+                current = _tet.digest_file(inp)[0]
+            except errors.TetError:
+                current = None
+        status = "missing" if current is None else ("unchanged" if current == recorded else "changed")
+        out.append(AuditEntry(input=inp, recorded=recorded, current=current, status=status))
+    return out

@@ -1,0 +1,36 @@
+"""The supervised conversion worker: ``python -m tet._worker``.
+
+Reads one job (JSON) on stdin, runs the engine's conversion in this process and writes one
+JSON line on stdout: ``{"ok": true, "report": {...}}`` or ``{"ok": false, "error": <class
+name in tet.errors>, "message": ...}``. A crash of a C library kills only this process;
+:func:`tet.convert` sees the signal and raises."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _run(job: dict) -> dict:
+    from . import _tet
+    from . import errors
+
+    try:
+        text = _tet.convert(job["src"], job["dst"], **job.get("options", {}))
+    except errors.TetError as e:
+        return {"ok": False, "error": type(e).__name__, "message": str(e)}
+    except (ValueError, TypeError) as e:
+        return {"ok": False, "error": "ValueError", "message": str(e)}
+    return {"ok": True, "report": json.loads(text)}
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    out = _run(job)
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+//! Reading selections of a raised array, in the element type the source held (the lowering
+//! undone as `tet export` undoes it): for library callers that want values, not a file — the
+//! Python package (`python/`).
+//!
+//! A selection is an *outer* selection: per axis, the positions wanted, strictly increasing.
+//! Only the `.tet` chunks that hold at least one selected element are read; they are decoded
+//! (and their digests checked) on the rayon pool, a batch at a time, and their selected
+//! elements scattered into the caller's buffer. Errors name the dataset, the chunk coordinates
+//! and the byte range of a damaged chunk.
+
+use rayon::prelude::*;
+use tet_source::export::{Capabilities, ChunkSource};
+
+use super::chunks::TetChunks;
+use super::{ExportError, Plan, Result};
+use crate::format::TetFile;
+
+/// What an in-memory reader can hold: every element type of the model (bool, i8 and complex
+/// numbers come back as such).
+pub const EVERY_TYPE: Capabilities = Capabilities {
+    has_bool: true,
+    has_complex: true,
+};
+
+impl Plan {
+    /// The plan of a reader that wants every array with every element type: [`Plan::new`]
+    /// with [`EVERY_TYPE`]; a file whose footer is unreadable is planned over an empty footer
+    /// (the datasets as stored, no attributes), with the footer's error as the second value.
+    pub fn for_reading(tet: &TetFile) -> Result<(Plan, Option<String>)> {
+        match tet.footer() {
+            Ok(_) => Ok((Plan::new(tet, EVERY_TYPE, &[])?, None)),
+            Err(e) => {
+                let empty = crate::format::Footer::default();
+                let plan = Plan::from_footer(tet, &empty, EVERY_TYPE, &[])?;
+                Ok((plan, Some(e.to_string())))
+            }
+        }
+    }
+
+    /// The `.tet` datasets array `array` is stored in: its dataset id and, for a complex array,
+    /// the id of its imaginary part; `None` for an array the plan does not have.
+    pub fn stored_datasets(&self, array: usize) -> Option<(usize, Option<usize>)> {
+        self.stored.get(array).map(|s| (s.ds, s.imag))
+    }
+}
+
+/// One axis of a selection, grouped by chunk: the chunk's position along the axis, and the
+/// selected positions inside it as `(position in the output, offset in the chunk)`.
+type AxisGroups = Vec<(u64, Vec<(usize, usize)>)>;
+
+/// Groups the selected positions of one axis by the chunk (of extent `chunk`) they fall in.
+fn group_axis(sel: &[u64], chunk: u64) -> AxisGroups {
+    let mut groups: AxisGroups = Vec::new();
+    for (out, &i) in sel.iter().enumerate() {
+        let c = i / chunk;
+        let off = (i % chunk) as usize;
+        match groups.last_mut() {
+            Some((last, v)) if *last == c => v.push((out, off)),
+            _ => groups.push((c, vec![(out, off)])),
+        }
+    }
+    groups
+}
+
+/// Checks a selection against the array's shape: one list per axis, each strictly increasing
+/// and inside the axis.
+fn check_selection(name: &str, shape: &[u64], sel: &[Vec<u64>]) -> Result<()> {
+    if sel.len() != shape.len() {
+        return Err(ExportError::Invalid(format!(
+            "`{name}` has {} axes, the selection {}",
+            shape.len(),
+            sel.len()
+        )));
+    }
+    for (a, (s, &n)) in sel.iter().zip(shape).enumerate() {
+        if s.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ExportError::Invalid(format!(
+                "`{name}` axis {a}: selected positions must be strictly increasing"
+            )));
+        }
+        if let Some(&last) = s.last() {
+            if last >= n {
+                return Err(ExportError::Invalid(format!(
+                    "`{name}` axis {a}: position {last} is outside the axis of length {n}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where one decoded chunk's selected elements go.
+struct Scatter<'s> {
+    groups: Vec<&'s [(usize, usize)]>,
+    /// Extent of the chunk per axis.
+    count: Vec<u64>,
+}
+
+/// Copies the selected elements of a chunk (`bytes`, C order, extents `sc.count`) into `out`
+/// (C order, extents `out_shape`), element size `elem`.
+fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &mut [u8], out_shape: &[usize], elem: usize) {
+    let rank = out_shape.len();
+    if rank == 0 {
+        out[..elem].copy_from_slice(&bytes[..elem]);
+        return;
+    }
+    let mut out_strides = vec![elem; rank];
+    let mut in_strides = vec![elem; rank];
+    for a in (0..rank - 1).rev() {
+        out_strides[a] = out_strides[a + 1] * out_shape[a + 1];
+        in_strides[a] = in_strides[a + 1] * sc.count[a + 1] as usize;
+    }
+    // Runs along the last axis: consecutive both in the output and in the chunk.
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    for &(o, i) in sc.groups[rank - 1] {
+        match runs.last_mut() {
+            Some((ro, ri, n)) if *ro + *n == o && *ri + *n == i => *n += 1,
+            _ => runs.push((o, i, 1)),
+        }
+    }
+    let mut pos = vec![0usize; rank - 1];
+    loop {
+        let mut ob = 0;
+        let mut ib = 0;
+        for a in 0..rank - 1 {
+            let (o, i) = sc.groups[a][pos[a]];
+            ob += o * out_strides[a];
+            ib += i * in_strides[a];
+        }
+        for &(o, i, n) in &runs {
+            let d = ob + o * elem;
+            let s = ib + i * elem;
+            out[d..d + n * elem].copy_from_slice(&bytes[s..s + n * elem]);
+        }
+        // Next position of the outer axes (the last one fastest).
+        let mut a = rank - 1;
+        loop {
+            if a == 0 {
+                return;
+            }
+            a -= 1;
+            pos[a] += 1;
+            if pos[a] < sc.groups[a].len() {
+                break;
+            }
+            pos[a] = 0;
+        }
+    }
+}
+
+/// Reads the outer selection `sel` of the plan's array `array` (see the module docs) into
+/// `out`: C order, little-endian, the array's element type ([`tet_source::ElementType::size`]
+/// bytes each; a 0-d array takes an empty selection and one element). Returns the number of
+/// chunks read. Chunks are decoded on the rayon pool, at most a few per thread at a time.
+pub fn read_selection(
+    tet: &TetFile,
+    plan: &Plan,
+    array: usize,
+    sel: &[Vec<u64>],
+    out: &mut [u8],
+) -> Result<u64> {
+    let a = plan
+        .model
+        .arrays
+        .get(array)
+        .ok_or_else(|| ExportError::Invalid(format!("no array {array}")))?;
+    check_selection(&a.name, &a.shape, sel)?;
+    let elem = a.dtype.size();
+    let out_shape: Vec<usize> = sel.iter().map(Vec::len).collect();
+    let n = out_shape.iter().product::<usize>() * elem;
+    if out.len() != n {
+        return Err(ExportError::Invalid(format!(
+            "buffer of {} bytes for a selection of {n} bytes",
+            out.len()
+        )));
+    }
+    if n == 0 {
+        return Ok(0);
+    }
+    let ds = &tet.datasets[plan.stored[array].ds];
+    let groups: Vec<AxisGroups> = sel
+        .iter()
+        .zip(&ds.chunk_shape)
+        .map(|(s, &c)| group_axis(s, c.max(1)))
+        .collect();
+    let total: usize = groups.iter().map(Vec::len).product();
+    // Every touched chunk, as one group index per axis, in C order.
+    let combo = |mut l: usize| -> Vec<usize> {
+        let mut g = vec![0; groups.len()];
+        for ax in (0..groups.len()).rev() {
+            g[ax] = l % groups[ax].len();
+            l /= groups[ax].len();
+        }
+        g
+    };
+    let batch = (2 * rayon::current_num_threads()).max(4);
+    let mut first = 0;
+    while first < total {
+        let last = (first + batch).min(total);
+        let decoded: Vec<(Vec<usize>, Vec<u64>, Vec<u8>)> = (first..last)
+            .into_par_iter()
+            .map(|l| {
+                let g = combo(l);
+                let coords: Vec<u64> = g.iter().zip(&groups).map(|(&i, gr)| gr[i].0).collect();
+                let mut src = TetChunks::new(tet, &plan.stored);
+                let c = src.chunk(array, &coords)?;
+                Ok((g, c.count.clone(), c.bytes.to_vec()))
+            })
+            .collect::<Result<_>>()?;
+        for (g, count, bytes) in &decoded {
+            let sc = Scatter {
+                groups: g
+                    .iter()
+                    .zip(&groups)
+                    .map(|(&i, gr)| gr[i].1.as_slice())
+                    .collect(),
+                count: count.clone(),
+            };
+            scatter(&sc, bytes, out, &out_shape, elem);
+        }
+        first = last;
+    }
+    Ok(total as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_groups_follow_the_chunks() {
+        let g = group_axis(&[0, 3, 4, 9], 4);
+        assert_eq!(
+            g,
+            vec![
+                (0, vec![(0, 0), (1, 3)]),
+                (1, vec![(2, 0)]),
+                (2, vec![(3, 1)])
+            ]
+        );
+    }
+
+    #[test]
+    fn scatter_copies_the_selected_elements() {
+        // A 2×3 chunk of u8 values 0..6; select rows [1], columns [0, 2] into a 1×2 output.
+        let bytes: Vec<u8> = (0..6).collect();
+        let rows = [(0usize, 1usize)];
+        let cols = [(0usize, 0usize), (1, 2)];
+        let sc = Scatter {
+            groups: vec![&rows, &cols],
+            count: vec![2, 3],
+        };
+        let mut out = vec![0u8; 2];
+        scatter(&sc, &bytes, &mut out, &[1, 2], 1);
+        assert_eq!(out, vec![3, 5]);
+    }
+
+    #[test]
+    fn selections_are_checked() {
+        assert!(check_selection("x", &[4], &[vec![1, 1]]).is_err());
+        assert!(check_selection("x", &[4], &[vec![4]]).is_err());
+        assert!(check_selection("x", &[4, 2], &[vec![0]]).is_err());
+        assert!(check_selection("x", &[4], &[vec![0, 3]]).is_ok());
+    }
+}
