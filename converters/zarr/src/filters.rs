@@ -50,7 +50,7 @@ use zarrs::array::codec::api::{
     PartialEncoderCapability, RecommendedConcurrency,
 };
 use zarrs::array::codec::{
-    BloscCodec, Crc32cCodec, Crc32cCodecConfiguration, GzipCodec, ZstdCodec,
+    BloscCodec, Bz2Codec, Crc32cCodec, Crc32cCodecConfiguration, GzipCodec, ZstdCodec,
 };
 use zarrs::array::{data_type, ArraySubset, DataType, FillValue, Indexer};
 use zarrs::metadata::v2::MetadataV2;
@@ -102,15 +102,16 @@ pub fn register() {
         // zarrs does not know (`numcodecs.zstd` and `numcodecs.crc32c` are registered by
         // `guard`, which wraps them).
         register_codec_v3(CodecRuntimePluginV3::new(
-            |n| matches!(n, "numcodecs.gzip" | "numcodecs.blosc"),
+            |n| matches!(n, "numcodecs.gzip" | "numcodecs.blosc" | "numcodecs.bz2"),
             numcodecs_v3,
         ));
     });
 }
 
 /// zarrs' codec for a `numcodecs.<id>` v3 codec zarr-python writes (`zstd`, `gzip`, `blosc`,
-/// `crc32c`), made from its configuration as from v2 `{"id": "<id>", …}` metadata (how
-/// numcodecs itself serialises it).
+/// `bz2`, `crc32c`), made from its configuration as from v2 `{"id": "<id>", …}` metadata (how
+/// numcodecs itself serialises it), numcodecs' defaults filled in where zarr-python left them
+/// out (`compressors::numcodecs_defaults`).
 pub(crate) fn numcodecs_v3(metadata: &MetadataV3) -> Result<Codec, PluginCreateError> {
     let name = metadata.name();
     let empty = Configuration::default();
@@ -120,12 +121,14 @@ pub(crate) fn numcodecs_v3(metadata: &MetadataV3) -> Result<Codec, PluginCreateE
         return crc32c_numcodecs(config);
     }
     let mut v2: Map<String, Value> = config.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    crate::compressors::numcodecs_defaults(id, &mut v2);
     v2.insert("id".into(), Value::String(id.to_string()));
     let metadata: MetadataV2 = serde_json::from_value(Value::Object(v2))
         .map_err(|e| PluginCreateError::Other(format!("{name} configuration: {e}")))?;
     match id {
         "zstd" => <ZstdCodec as CodecTraitsV2>::create(&metadata),
         "gzip" => <GzipCodec as CodecTraitsV2>::create(&metadata),
+        "bz2" => <Bz2Codec as CodecTraitsV2>::create(&metadata),
         "blosc" => {
             // zarrs converts v2 Blosc metadata before making the codec; so does this. The
             // shuffle mode and type size only matter to encoding (a Blosc frame's header says

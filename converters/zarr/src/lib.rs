@@ -6,12 +6,14 @@
 //! order, never from consolidated metadata, which may be stale), the metadata is parsed with the
 //! types of [`zarrs`], and every array is opened and read through `zarrs` (codecs — zstd, gzip,
 //! zlib, bz2, blosc with every compressor and shuffle mode, crc32c, adler32, fletcher32,
-//! transpose, sharding —, chunk keys, fill values, byte order), under their v3 names and the
-//! `numcodecs.*` names zarr-python 3 writes (`numcodecs.zstd`, `numcodecs.gzip`,
-//! `numcodecs.blosc`, `numcodecs.crc32c`, …). numcodecs' `fixedscaleoffset` filter is decoded
-//! by [`scaleoffset`] (not by zarrs, which computes in `f32`), bit for bit as numcodecs does;
-//! the filters `delta`, `astype`, `bitround`, `quantize`, `packbits` and `categorize` by
-//! [`filters`], as numcodecs decodes them. Zarr v2 `datetime64`/`timedelta64` types are read
+//! pcodec, transpose, sharding —, chunk keys, fill values, byte order), under their v3 names
+//! and the `numcodecs.*` names zarr-python 3 writes (`numcodecs.zstd`, `numcodecs.gzip`,
+//! `numcodecs.blosc`, `numcodecs.crc32c`, `numcodecs.pcodec`, …). numcodecs' `lz4`, `lzma`,
+//! `crc32`, `jenkins_lookup3` and `zfpy`, which zarrs lacks, are decoded by [`compressors`].
+//! numcodecs' `fixedscaleoffset` filter is decoded by [`scaleoffset`] (not by zarrs, which
+//! computes in `f32`), bit for bit as numcodecs does; the filters `delta`, `astype`,
+//! `bitround`, `quantize`, `packbits` and `categorize` by [`filters`], as numcodecs decodes
+//! them. Zarr v2 `datetime64`/`timedelta64` types are read
 //! as the v3 ones ([`datetime`]).
 //!
 //! # Mapping
@@ -75,8 +77,8 @@
 //!   zstd/gzip stream, crc32c mismatch, wrong decoded size, a shard index pointing outside its
 //!   file), a group that is a symlink to one of its ancestors, a hierarchy deeper than 64 levels.
 //! * [`SourceError::Unsupported`] (or, with `skip_unsupported`, an entry in
-//!   [`Source::skipped`]): codecs this build lacks (e.g. `codec zfpy is not supported`),
-//!   unmappable data types, unknown `must_understand` metadata fields, array metadata that is
+//!   [`Source::skipped`]): codecs this build lacks (e.g. `codec gdeflate is not supported`;
+//!   numcodecs `lzma` with a raw filter chain), unmappable data types, unknown `must_understand` metadata fields, array metadata that is
 //!   well-formed but that zarrs cannot parse, record (structured) data types with a field of
 //!   no fixed size or an unknown type, or a fill value that is not the record's bytes (a field
 //!   of no numeric or text form is unsupported alone: the array's other fields stay), chunks
@@ -108,6 +110,7 @@ use zarrs::metadata::v3::{ArrayMetadataV3, GroupMetadataV3};
 use zarrs::plugin::{ExtensionName, PluginCreateError};
 
 pub mod attrs;
+pub mod compressors;
 pub mod datetime;
 pub mod export;
 pub mod filters;
@@ -175,6 +178,7 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
     guard::register_plugins();
     scaleoffset::register();
     filters::register();
+    compressors::register();
     datetime::register();
     if !path.is_dir() {
         return Err(SourceError::unsupported(
@@ -345,7 +349,7 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
                 true,
                 v3_array_shape_ok(obj),
             )?)),
-            Some("array") => match serde_json::from_slice::<ArrayMetadataV3>(&bytes) {
+            Some("array") => match v3_array_metadata(&bytes, &value) {
                 Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None))),
                 // Well-formed by the specification, but not something zarrs models (e.g. a
                 // data type given as an object it does not know): that array is unsupported.
@@ -412,6 +416,32 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         return Ok(Some(NodeMeta::Group(read_zattrs(dir, rel)?)));
     }
     Ok(None)
+}
+
+/// Parses v3 array metadata; a `numcodecs.zfpy` codec (zarr-python's array-to-bytes wrapper)
+/// gets a little-endian `bytes` codec before it, so that zarrs hands its chunk bytes to the
+/// bytes-to-bytes decoder of [`compressors`] (what zarrs' own v2 conversion does for a `zfpy`
+/// compressor).
+fn v3_array_metadata(
+    bytes: &[u8],
+    value: &Value,
+) -> std::result::Result<ArrayMetadataV3, serde_json::Error> {
+    let is_zfpy = |c: &Value| {
+        c.get("name").and_then(Value::as_str) == Some(compressors::ZFPY_V3)
+            || c.as_str() == Some(compressors::ZFPY_V3)
+    };
+    let codecs = value.get("codecs").and_then(Value::as_array);
+    let Some(at) = codecs.and_then(|c| c.iter().position(is_zfpy)) else {
+        return serde_json::from_slice(bytes);
+    };
+    let mut patched = value.clone();
+    if let Some(Value::Array(codecs)) = patched.get_mut("codecs") {
+        codecs.insert(
+            at,
+            serde_json::json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        );
+    }
+    serde_json::from_value(patched)
 }
 
 /// The node of an array whose data type is a record (v3 `structured`, v2 a `dtype` list): its
@@ -533,7 +563,8 @@ fn v2_array_shape_ok(obj: &Map<String, Value>) -> bool {
 }
 
 /// Fills in, in v2 `.zarray` metadata, the defaults numcodecs and zarr-python leave out and
-/// zarrs requires: `crc32c`'s checksum `location` (numcodecs' `CRC32C.location` is `end`), and
+/// zarrs requires: `crc32c`'s checksum `location` (numcodecs' `CRC32C.location` is `end`),
+/// `blosc`'s and `bz2`'s numcodecs defaults ([`compressors::numcodecs_defaults`]), and
 /// a `null` fill value of a datetime64/timedelta64 array, which zarr-python reads as NaT
 /// (`i64::MIN`).
 fn numcodecs_v2_defaults(value: &mut Value) {
@@ -549,9 +580,16 @@ fn numcodecs_v2_defaults(value: &mut Value) {
     }
     let fix = |c: &mut Value| {
         if let Some(c) = c.as_object_mut() {
-            if c.get("id").and_then(Value::as_str) == Some("crc32c") {
-                c.entry("location")
-                    .or_insert_with(|| Value::String("end".into()));
+            match c.get("id").and_then(Value::as_str) {
+                Some("crc32c") => {
+                    c.entry("location")
+                        .or_insert_with(|| Value::String("end".into()));
+                }
+                Some(id @ ("blosc" | "bz2")) => {
+                    let id = id.to_string();
+                    compressors::numcodecs_defaults(&id, c);
+                }
+                _ => {}
             }
         }
     };
