@@ -610,10 +610,19 @@ impl CodecTraits for Filter {
     }
 
     fn partial_decoder_capability(&self) -> PartialDecoderCapability {
-        // Delta and packbits need the whole chunk; the partial decoder below reads it.
+        // Delta and packbits need the whole chunk, and the partial decoder below reads and
+        // decodes it whole whatever part is asked for. Saying so (`false`) would make zarrs
+        // (0.23) put its partial-decoder cache next to this codec, and zarrs gives that cache
+        // the shape and data type of the *decoded* side of the codec after it in the chain:
+        // wrong whenever that codec changes them — `fixedscaleoffset` before `delta` in a v2
+        // `filters` list (the cache expects the float array where `delta` gives integers:
+        // "invalid byte range", wrong decoded sizes), or the `transpose` zarrs puts first for
+        // a v2 Fortran-order array (the cache asks `delta` for the C-order shape:
+        // "out-of-bounds"). Claiming both capabilities keeps the cache away; nothing is lost,
+        // as this codec's own partial decoder is the cache.
         PartialDecoderCapability {
-            partial_read: false,
-            partial_decode: false,
+            partial_read: true,
+            partial_decode: true,
         }
     }
 
