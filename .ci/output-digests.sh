@@ -5,18 +5,45 @@
 # Used to show a refactor left outputs byte-identical: run it before and after, then diff.
 #   .ci/output-digests.sh target/release/tet > before.txt
 set -u
-bin=${1:?usage: output-digests.sh TET_BINARY}
+if [ "${1:-}" = --extensions ]; then
+  list_only=1
+  shift
+fi
+bin=${1:?usage: output-digests.sh [--extensions] TET_BINARY}
 root=$(cd "$(dirname "$0")/.." && pwd)
 corpus=${TET_CORPUS:-$root/../shared/corpus/public}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export SOURCE_DATE_EPOCH=0
+# The input extensions come from the binary's driver registry (`--formats --json`), so a new
+# format is covered without editing this script. Directory formats (Zarr) are pruned at their
+# folder and converted whole; `.tet` inputs are left out (they are our own outputs).
+# `output-digests.sh --extensions BIN` prints the extensions used, one per line (tests/registry.rs).
+registry_extensions() {
+  "$bin" convert --formats --json | python3 -c '
+import json, sys
+for f in json.load(sys.stdin):
+    if f["id"] != "tet":
+        for e in f["extensions"]:
+            print(("dir " if f["id"] == "zarr" else "file ") + e)'
+}
+if [ "${list_only:-}" = 1 ]; then
+  registry_extensions | cut -d" " -f2
+  exit 0
+fi
 inputs() {
+  local dir_args=() file_args=()
+  while read -r kind ext; do
+    if [ "$kind" = dir ]; then
+      dir_args+=(-o -iname "*.$ext")
+    else
+      file_args+=(-o -iname "*.$ext")
+    fi
+  done < <(registry_extensions)
   for d in "$corpus" "$root/fixtures" "$root"/converters/*/tests/fixtures; do
     [ -d "$d" ] || continue
-    find "$d" \( -name '*.zarr' -o -name '*.zr' \) -prune -print -o -type f \
-      \( -iname '*.nc' -o -iname '*.nc4' -o -iname '*.h5' -o -iname '*.hdf5' -o -iname '*.he5' \
-         -o -iname '*.npy' -o -iname '*.npz' -o -iname '*.tea' -o -iname '*.tgm' \) -print
+    find "$d" \( -false "${dir_args[@]}" -o -name '*.zr' \) -prune -print -o -type f \
+      \( -false "${file_args[@]}" \) -print
   done | sort
 }
 inputs | while IFS= read -r f; do

@@ -85,7 +85,7 @@ fn read_back(target: Target, out: &Path, scratch: &Path) -> ReadBack {
         global_attrs: Vec::new(),
         text_variables: Vec::new(),
     };
-    if target == Target::Npy && out.is_dir() {
+    if target == Target::NPY && out.is_dir() {
         for name in common::only_files(out) {
             read_via_tet(&out.join(name), scratch, &mut rb);
         }
@@ -125,7 +125,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
     let src = TetFile::open(tet).unwrap();
     let src_footer = src.footer().unwrap().cloned().unwrap_or_default();
     let want = expected_datasets(expect);
-    let with_meta = matches!(target, Target::NetCdf | Target::Zarr);
+    let with_meta = target == Target::NETCDF || target == Target::ZARR;
     for (name, dtype, shape, sha, array) in &want {
         let flat = name.replace('/', "__");
         let got = back
@@ -139,7 +139,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
                 )
             });
         assert_eq!(&got.shape, shape, "{ctx}/{name}: shape");
-        if target == Target::NetCdf && dtype == "f16" {
+        if target == Target::NETCDF && dtype == "f16" {
             // netCDF has no f16: exported as the same values in f32.
             assert_eq!(got.dtype, DType::F32, "{ctx}/{name}: dtype");
             let id = src.dataset_id(name).unwrap();
@@ -162,10 +162,10 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
         // Coordinate labels (values of the coordinate variables of short axes) are the same;
         // the Zarr importer does not label axes by string arrays.
         let mut want_coords = src_meta.coords.clone();
-        if target == Target::Zarr {
+        if target == Target::ZARR {
             want_coords.retain(|axis, _| !text_axes(&src_footer).contains(axis));
         }
-        if target == Target::NetCdf {
+        if target == Target::NETCDF {
             assert_eq!(want_coords, got.meta.coords, "{ctx}/{name}: coordinates");
         } else {
             // The Zarr importer labels an axis by any 1-D array named like it: it may find
@@ -191,7 +191,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
         if let Some(attrs) = array.get("attributes") {
             check_attrs(&format!("{ctx}/{name}"), attrs, &got.meta.attrs);
         }
-        if target == Target::NetCdf {
+        if target == Target::NETCDF {
             // Attributes keep their exact types.
             for (k, v) in &src_meta.attrs {
                 let g = got.meta.attrs.iter().find(|(n, _)| n == k);
@@ -228,7 +228,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
             }
             // Zarr has no character arrays: a char variable's string-length axis stays in
             // NetCDF only (its strings are compared either way).
-            if target == Target::Zarr && w.get("char_dim").is_some() {
+            if target == Target::ZARR && w.get("char_dim").is_some() {
                 g["char_dim"] = w["char_dim"].clone();
             }
         }
@@ -238,7 +238,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
             "{ctx}: string variables"
         );
         let mut globals = expect["global_attributes"].clone();
-        if target == Target::NetCdf {
+        if target == Target::NETCDF {
             // `history` gains the `.tet` history rows: the original text comes first.
             if let Some(old) = globals.as_object_mut().and_then(|g| g.remove("history")) {
                 let new = back.global_attrs.iter().find(|(k, _)| k == "history");
@@ -261,7 +261,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
 }
 
 fn round_trip(target: Target, ext: &str, compression: Compression) {
-    let _guard = (target == Target::NetCdf).then(spawn_or_netcdf);
+    let _guard = (target == Target::NETCDF).then(spawn_or_netcdf);
     let dir = tempfile::tempdir().unwrap();
     let mut done = 0;
     for (input, expect) in inputs() {
@@ -295,23 +295,23 @@ fn round_trip(target: Target, ext: &str, compression: Compression) {
 
 #[test]
 fn corpus_round_trips_through_npy() {
-    round_trip(Target::Npy, "npy.d", Compression::Default);
+    round_trip(Target::NPY, "npy.d", Compression::Default);
 }
 
 #[test]
 fn corpus_round_trips_through_npz() {
-    round_trip(Target::Npz, "npz", Compression::Zlib(6));
+    round_trip(Target::NPZ, "npz", Compression::Zlib(6));
 }
 
 #[test]
 fn corpus_round_trips_through_zarr() {
-    round_trip(Target::Zarr, "zarr", Compression::Default);
+    round_trip(Target::ZARR, "zarr", Compression::Default);
 }
 
 #[cfg(feature = "netcdf")]
 #[test]
 fn corpus_round_trips_through_netcdf() {
-    round_trip(Target::NetCdf, "nc", Compression::Default);
+    round_trip(Target::NETCDF, "nc", Compression::Default);
 }
 
 /// A `.tet` file of one f32 dataset `[rows, cols]` with chunks `[crows, cols]`, zstd.
@@ -341,7 +341,7 @@ fn zarr_reuses_zstd_frames_of_full_chunks_and_reads_back() {
     let r = export(&tet, &out, &ExportOptions::default()).unwrap();
     // 6 full chunks of 16 rows, one edge chunk of 4 rows (re-encoded, padded).
     assert_eq!(r.reused_chunks, 6);
-    let mut back = read_back(Target::Zarr, &out, dir.path());
+    let mut back = read_back(Target::ZARR, &out, dir.path());
     let m = back.arrays.remove("m").unwrap();
     assert_eq!(m.shape, vec![100, 64]);
     assert_eq!(m.sha, sha256(&data));
@@ -361,9 +361,9 @@ fn outputs_are_deterministic() {
     let tet = dir.path().join("a.tet");
     convert(&input, &tet, &opts()).unwrap();
     for (t, ext) in [
-        (Target::Npz, "npz"),
-        (Target::Zarr, "zarr"),
-        (Target::Npy, "d"),
+        (Target::NPZ, "npz"),
+        (Target::ZARR, "zarr"),
+        (Target::NPY, "d"),
     ] {
         let a = dir.path().join(format!("a.{ext}"));
         let b = dir.path().join(format!("b.{ext}"));
@@ -404,7 +404,7 @@ fn selection_groups_and_refusals() {
     // A group and a dataset by name; `/` becomes `__` in NPY names.
     let out = dir.path().join("sel");
     let o = ExportOptions {
-        target: Some(Target::Npy),
+        target: Some(Target::NPY),
         datasets: vec!["station".into(), "lat".into()],
         ..Default::default()
     };
@@ -663,7 +663,7 @@ fn hostile_names_stay_inside_the_output() {
     // NPY flattens the name: `..__evil.npy` inside the output directory.
     let out = dir.path().join("o");
     let o = ExportOptions {
-        target: Some(Target::Npy),
+        target: Some(Target::NPY),
         ..Default::default()
     };
     export(&tet, &out, &o).unwrap();
@@ -731,18 +731,18 @@ fn a_corrupt_chunk_fails_every_target_with_nothing_left_behind() {
     }
     std::fs::write(&tet, bytes).unwrap();
     let mut targets = vec![
-        (Target::Npy, "o.npy"),
-        (Target::Npy, "o_dir"),
-        (Target::Npz, "o.npz"),
-        (Target::Zarr, "o.zarr"),
+        (Target::NPY, "o.npy"),
+        (Target::NPY, "o_dir"),
+        (Target::NPZ, "o.npz"),
+        (Target::ZARR, "o.zarr"),
     ];
     if cfg!(feature = "netcdf") {
-        targets.push((Target::NetCdf, "o.nc"));
+        targets.push((Target::NETCDF, "o.nc"));
     }
     for (t, name) in targets {
         let out = dir.path().join(name);
         // Zarr would copy the frame verbatim: re-encoding makes it decode the chunk.
-        let compression = if t == Target::Zarr {
+        let compression = if t == Target::ZARR {
             Compression::None
         } else {
             Compression::Default
@@ -785,7 +785,7 @@ fn chunks_longer_than_the_axis_and_impossible_frames() {
         meta["chunk_grid"]["configuration"]["chunk_shape"],
         serde_json::json!([5])
     );
-    let mut back = read_back(Target::Zarr, &out, dir.path());
+    let mut back = read_back(Target::ZARR, &out, dir.path());
     assert_eq!(
         back.arrays.remove("v").unwrap().sha,
         sha256(&arrays[0].data)
@@ -814,7 +814,7 @@ fn chunks_longer_than_the_axis_and_impossible_frames() {
     )
     .unwrap();
     w.finish(&footer).unwrap();
-    for (t, name) in [(Target::Npy, "b.npy"), (Target::Zarr, "b.zarr")] {
+    for (t, name) in [(Target::NPY, "b.npy"), (Target::ZARR, "b.zarr")] {
         let o = ExportOptions {
             target: Some(t),
             compression: Compression::None,

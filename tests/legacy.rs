@@ -16,7 +16,7 @@ fn root() -> PathBuf {
 /// Exports every array of `tet` as one `.npy` file per array; returns (file name, bytes), sorted.
 fn export_npy(tet: &Path, dir: &Path) -> Vec<(String, Vec<u8>)> {
     let opts = ExportOptions {
-        target: Some(Target::Npy),
+        target: Some(Target::NPY),
         ..ExportOptions::default()
     };
     export::export(tet, dir, &opts).unwrap_or_else(|e| panic!("{}: {e}", tet.display()));

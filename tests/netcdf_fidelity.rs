@@ -31,7 +31,7 @@ fn round_trip(input: &str) -> (Vec<GroupDump>, Vec<GroupDump>) {
         .unwrap_or_else(|e| panic!("convert {input}: {e}"));
     let out = tmp.path().join("back.nc");
     let opts = ExportOptions {
-        target: Some(Target::NetCdf),
+        target: Some(Target::NETCDF),
         ..ExportOptions::default()
     };
     export::export(&tet, &out, &opts).unwrap_or_else(|e| panic!("export {input}: {e}"));

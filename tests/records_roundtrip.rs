@@ -106,7 +106,7 @@ fn round_trip(input: &Path, expect_datasets: usize, expect_texts: usize) {
         want.len(),
         want_texts.len()
     );
-    for target in [Target::NetCdf, Target::Zarr] {
+    for target in [Target::NETCDF, Target::ZARR] {
         let out = tmp.path().join(format!("out.{}", target.name()));
         let opts = ExportOptions {
             target: Some(target),
@@ -127,7 +127,7 @@ fn round_trip(input: &Path, expect_datasets: usize, expect_texts: usize) {
                 assert!(gb == bytes, "{what} via {via}: `{name}` values differ");
             } else {
                 assert!(
-                    *dtype == DType::F16 && *gd == DType::F32 && target == Target::NetCdf,
+                    *dtype == DType::F16 && *gd == DType::F32 && target == Target::NETCDF,
                     "{what} via {via}: `{name}` {dtype:?} came back as {gd:?}"
                 );
                 let as_f32: Vec<u8> = bytes
@@ -197,7 +197,7 @@ fn netcdf4_files_are_known_by_content_whatever_their_name() {
     );
     let nc = tmp.path().join("exported.nc");
     let opts = ExportOptions {
-        target: Some(Target::NetCdf),
+        target: Some(Target::NETCDF),
         ..ExportOptions::default()
     };
     export::export(&first, &nc, &opts).expect("export");
@@ -266,7 +266,7 @@ fn netcdf_exports_of_enum_fills_and_shadowed_unused_dims() {
     let dir = root().join("fixtures/netcdf_edges");
     let tmp = tempfile::tempdir().expect("tempdir");
     let opts = ExportOptions {
-        target: Some(Target::NetCdf),
+        target: Some(Target::NETCDF),
         ..ExportOptions::default()
     };
     for (file, dataset, want, warning) in [

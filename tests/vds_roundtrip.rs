@@ -67,7 +67,7 @@ fn virtual_datasets_round_trip_to_netcdf_and_zarr() {
     ] {
         let tet = tmp.path().join(format!("{file}.tet"));
         convert(&fixtures().join(file), &tet);
-        for target in [Target::NetCdf, Target::Zarr] {
+        for target in [Target::NETCDF, Target::ZARR] {
             let out = tmp.path().join(format!("{file}.{}", target.name()));
             let opts = ExportOptions {
                 target: Some(target),

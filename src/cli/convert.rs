@@ -127,10 +127,29 @@ fn parse_codec(s: &str) -> Result<CodecChoice, String> {
     s.parse()
 }
 
-fn print_formats() {
+/// The driver registry as a table, or (`json`) as one JSON array of objects with the keys `id`,
+/// `name`, `extensions`, `export` (null when the product does not write the format) and
+/// `compiled` (what `.ci/output-digests.sh` reads).
+fn print_formats(json: bool) {
+    if json {
+        let rows: Vec<serde_json::Value> = registry::formats()
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "id": f.id,
+                    "name": f.name,
+                    "extensions": f.extensions,
+                    "export": f.exporter.map(|e| e.name()),
+                    "compiled": f.importer.is_some(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return;
+    }
     println!(
-        "{:<6} {:<14} {:<22} compiled in",
-        "id", "format", "extensions"
+        "{:<6} {:<14} {:<22} {:<10} compiled in",
+        "id", "format", "extensions", "export"
     );
     for f in registry::formats() {
         let compiled = match (f.importer.is_some(), f.feature) {
@@ -139,10 +158,11 @@ fn print_formats() {
             (false, None) => "no".to_string(),
         };
         println!(
-            "{:<6} {:<14} {:<22} {compiled}",
+            "{:<6} {:<14} {:<22} {:<10} {compiled}",
             f.id,
             f.name,
-            f.extensions.join(", ")
+            f.extensions.join(", "),
+            f.exporter.map_or("-", |e| e.name()),
         );
     }
 }
@@ -266,7 +286,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     init_logging(a.verbose);
     signals::install();
     if a.formats {
-        print_formats();
+        print_formats(a.json);
         return ExitCode::from(EXIT_OK);
     }
     let opts = match options(a) {

@@ -16,7 +16,7 @@ pub struct ExportArgs {
     /// The output: a .nc file, a .zarr directory, a directory of .npy files (or one .npy for
     /// one array), or a .npz archive.
     out: PathBuf,
-    /// netcdf, zarr, npy or npz (default: from OUT's extension).
+    /// The output format, as `tet-convert --formats` lists them (default: from OUT's extension).
     #[arg(long, value_name = "FORMAT", value_parser = parse_target)]
     to: Option<Target>,
     /// Export only this dataset, complex array or group (repeatable).
@@ -38,7 +38,7 @@ pub struct ExportArgs {
 }
 
 fn parse_target(s: &str) -> Result<Target, String> {
-    Target::from_name(s).ok_or_else(|| format!("unknown format `{s}` (netcdf, zarr, npy, npz)"))
+    Target::from_name(s).ok_or_else(|| format!("unknown format `{s}` ({})", Target::names()))
 }
 
 fn parse_compression(s: &str) -> Result<Compression, String> {

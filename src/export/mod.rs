@@ -5,10 +5,10 @@
 //!
 //! - [`Plan::new`] (module `raise`) reads the footer only and raises what `.tet` stores back to
 //!   what the file held, as far as the target can hold it (the format crate's
-//!   [`Capabilities`]): a [`Model`] of arrays (name, element type with the widening undone,
+//!   [`Capabilities`]): a [`tet_source::export::Model`] of arrays (name, element type with the widening undone,
 //!   complex pairs joined, 0-d restored, dims, typed attributes, role, unlimited dimensions),
 //!   string variables and global attributes, after the `--dataset` selection.
-//! - A [`ChunkSource`] over the `.tet` file (module `chunks`) then delivers one chunk at a time
+//! - A [`tet_source::export::ChunkSource`] over the `.tet` file (module `chunks`) then delivers one chunk at a time
 //!   in the model's element type (decoded into reusable buffers, narrowed with a range check),
 //!   and the target's writer (`tet_netcdf::export`, `tet_zarr::export`, `tet_npy::export`) puts
 //!   each chunk at its region. Memory is a few chunks, whatever the dataset size.
@@ -24,7 +24,7 @@ mod region;
 use std::path::{Path, PathBuf};
 
 pub use tet_source::export::{f16_to_f32, Compression};
-use tet_source::export::{io_err, Capabilities, ChunkSource, Model, Output, Written};
+use tet_source::export::{io_err, Capabilities, Exporter, Output};
 use tet_source::ElementType;
 
 pub use raise::Plan;
@@ -32,64 +32,76 @@ pub use region::{read_selection, EVERY_TYPE};
 
 use crate::format::{HistoryRow, TetError, TetFile};
 
-/// The output formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    NetCdf,
-    Zarr,
-    /// One `.npy` per array in a directory (or a single `.npy` file for one array).
-    Npy,
-    /// One `.npz` archive.
-    Npz,
+/// An output format: one exporter of the driver registry ([`crate::registry::formats`]).
+#[derive(Clone, Copy)]
+pub struct Target(&'static dyn Exporter);
+
+impl PartialEq for Target {
+    fn eq(&self, other: &Target) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Target {}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Target({})", self.name())
+    }
 }
 
 impl Target {
-    /// `netcdf`, `zarr`, `npy`, `npz`.
+    /// netCDF-4 (present in every build; without the `netcdf` feature it refuses to write).
+    pub const NETCDF: Target = Target(crate::registry::NETCDF_EXPORTER);
+    /// Zarr v3.
+    pub const ZARR: Target = Target(&tet_zarr::export::ZarrExporter);
+    /// One `.npy` per array in a directory (or a single `.npy` file for one array).
+    pub const NPY: Target = Target(&tet_npy::export::NpyExporter { archive: false });
+    /// One `.npz` archive.
+    pub const NPZ: Target = Target(&tet_npy::export::NpyExporter { archive: true });
+
+    /// Every target of the registry, in its order.
+    pub fn all() -> Vec<Target> {
+        crate::registry::formats()
+            .iter()
+            .filter_map(|f| f.exporter)
+            .map(Target)
+            .collect()
+    }
+
+    /// The target `tet export --to` names (its name or an alias, any case).
     pub fn from_name(s: &str) -> Option<Target> {
-        match s.to_ascii_lowercase().as_str() {
-            "netcdf" | "nc" | "netcdf4" => Some(Target::NetCdf),
-            "zarr" => Some(Target::Zarr),
-            "npy" => Some(Target::Npy),
-            "npz" => Some(Target::Npz),
-            _ => None,
-        }
+        let s = s.to_ascii_lowercase();
+        Target::all()
+            .into_iter()
+            .find(|t| t.name() == s || t.0.aliases().contains(&s.as_str()))
     }
 
     /// The target an output path's extension names.
     pub fn from_path(p: &Path) -> Option<Target> {
         let ext = p.extension()?.to_str()?.to_ascii_lowercase();
-        match ext.as_str() {
-            "nc" | "nc4" | "cdf" | "netcdf" => Some(Target::NetCdf),
-            "zarr" => Some(Target::Zarr),
-            "npy" => Some(Target::Npy),
-            "npz" => Some(Target::Npz),
-            _ => None,
-        }
+        Target::all()
+            .into_iter()
+            .find(|t| t.0.extensions().contains(&ext.as_str()))
     }
 
+    /// `netcdf`, `zarr`, `npy`, `npz`.
     pub fn name(self) -> &'static str {
-        match self {
-            Target::NetCdf => "netcdf",
-            Target::Zarr => "zarr",
-            Target::Npy => "npy",
-            Target::Npz => "npz",
-        }
+        self.0.name()
     }
 
-    /// What the target holds, as its exporter declares it (a build without NetCDF support
-    /// cannot write NetCDF anyway: it raises nothing the export would need).
+    /// What the target holds, as its exporter declares it.
     pub fn capabilities(self) -> Capabilities {
-        match self {
-            #[cfg(feature = "netcdf")]
-            Target::NetCdf => tet_netcdf::export::CAPABILITIES,
-            #[cfg(not(feature = "netcdf"))]
-            Target::NetCdf => Capabilities {
-                has_bool: false,
-                has_complex: false,
-            },
-            Target::Zarr => tet_zarr::export::CAPABILITIES,
-            Target::Npy | Target::Npz => tet_npy::export::CAPABILITIES,
-        }
+        self.0.capabilities()
+    }
+
+    /// The names `--to` takes, for messages: `netcdf, zarr, npy, npz`.
+    pub fn names() -> String {
+        Target::all()
+            .iter()
+            .map(|t| t.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -135,38 +147,20 @@ pub struct ExportReport {
     pub warnings: Vec<String>,
 }
 
-/// Runs the target's writer on `model`, writing at `out.staging`.
-fn write(
-    target: Target,
-    model: &Model,
-    chunks: &mut dyn ChunkSource,
-    out: Output<'_>,
-    compression: Compression,
-) -> Result<Written> {
-    Ok(match target {
-        #[cfg(feature = "netcdf")]
-        Target::NetCdf => tet_netcdf::export::write(model, chunks, out, compression)?,
-        #[cfg(not(feature = "netcdf"))]
-        Target::NetCdf => {
-            let _ = (model, chunks, out, compression);
-            return Err(ExportError::Invalid(
-                "this build has no NetCDF support (cargo feature `netcdf`)".into(),
-            ));
-        }
-        Target::Zarr => tet_zarr::export::write(model, chunks, out, compression)?,
-        Target::Npy => tet_npy::export::write(model, chunks, out, compression, false)?,
-        Target::Npz => tet_npy::export::write(model, chunks, out, compression, true)?,
-    })
-}
-
 /// Exports `input` (a `.tet` file) to `output`.
 pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<ExportReport> {
     let target = match opts.target {
         Some(t) => t,
         None => Target::from_path(output).ok_or_else(|| {
             ExportError::Invalid(format!(
-                "{}: cannot tell the format from the extension (.nc, .zarr, .npy, .npz); use --to",
-                output.display()
+                "{}: cannot tell the format from the extension ({}); use --to",
+                output.display(),
+                Target::all()
+                    .iter()
+                    .flat_map(|t| t.0.extensions())
+                    .map(|e| format!(".{e}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
         })?,
     };
@@ -179,12 +173,6 @@ pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Expor
         e => ExportError::Invalid(format!("{}: {e}", input.display())),
     })?;
     let plan = Plan::new(&tet, target.capabilities(), &opts.datasets)?;
-    #[cfg(not(feature = "netcdf"))]
-    if target == Target::NetCdf {
-        return Err(ExportError::Invalid(
-            "this build has no NetCDF support (cargo feature `netcdf`)".into(),
-        ));
-    }
     // Written in a private directory beside the output, moved into place when complete (the
     // directory and whatever is in it is removed on failure).
     let parent = parent_dir(output);
@@ -198,7 +186,9 @@ pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Expor
         staging: &staging,
     };
     let mut chunks = chunks::TetChunks::new(&tet, &plan.stored);
-    let written = write(target, &plan.model, &mut chunks, out, opts.compression)?;
+    let written = target
+        .0
+        .write(&plan.model, &mut chunks, out, opts.compression)?;
     commit(&staging, output)?;
     let mut warnings = plan.warnings.clone();
     warnings.extend(written.warnings);
@@ -308,10 +298,14 @@ mod tests {
 
     #[test]
     fn targets_from_names_and_paths() {
-        assert_eq!(Target::from_name("NetCDF4"), Some(Target::NetCdf));
-        assert_eq!(Target::from_path(Path::new("a/b.ZARR")), Some(Target::Zarr));
+        assert_eq!(Target::from_name("NetCDF4"), Some(Target::NETCDF));
+        assert_eq!(Target::from_name("npz"), Some(Target::NPZ));
+        assert_eq!(Target::from_name("tiff"), None);
+        assert_eq!(Target::from_path(Path::new("a/b.ZARR")), Some(Target::ZARR));
+        assert_eq!(Target::from_path(Path::new("a.npy")), Some(Target::NPY));
         assert_eq!(Target::from_path(Path::new("b.bin")), None);
-        assert!(Target::Zarr.capabilities().has_complex);
-        assert!(!Target::NetCdf.capabilities().has_bool);
+        assert!(Target::ZARR.capabilities().has_complex);
+        assert!(!Target::NETCDF.capabilities().has_bool);
+        assert_eq!(Target::names(), "netcdf, npy, npz, zarr");
     }
 }

@@ -878,3 +878,30 @@ pub fn write(
         warnings,
     })
 }
+
+/// The netCDF-4 target of the engine's driver registry.
+pub struct NcExporter;
+
+impl tet_source::export::Exporter for NcExporter {
+    fn name(&self) -> &'static str {
+        "netcdf"
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        &["nc", "netcdf4"]
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        &["nc", "nc4", "cdf", "netcdf"]
+    }
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+    fn write(
+        &self,
+        model: &Model,
+        chunks: &mut dyn ChunkSource,
+        out: Output<'_>,
+        compression: Compression,
+    ) -> Result<Written> {
+        write(model, chunks, out, compression)
+    }
+}

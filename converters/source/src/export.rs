@@ -25,6 +25,29 @@ pub struct Capabilities {
     pub has_complex: bool,
 }
 
+/// A format's writer, as the engine's driver registry holds it: its names, the extensions of its
+/// outputs, what it can hold, and the writer itself. One value per target (NPY and NPZ are two).
+pub trait Exporter: Sync {
+    /// The name `tet export --to` takes first (`netcdf`, `zarr`, `npy`, `npz`).
+    fn name(&self) -> &'static str;
+    /// Other names `--to` accepts (`nc`, `netcdf4`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Output extensions that name this target, lower case, without the dot.
+    fn extensions(&self) -> &'static [&'static str];
+    /// What the target can hold.
+    fn capabilities(&self) -> Capabilities;
+    /// Writes `model` at `out.staging`, pulling values from `chunks`.
+    fn write(
+        &self,
+        model: &Model,
+        chunks: &mut dyn ChunkSource,
+        out: Output<'_>,
+        compression: Compression,
+    ) -> Result<Written>;
+}
+
 /// Everything an export writes: the arrays, string variables and file-level metadata of the
 /// file, after the `--dataset` selection.
 #[derive(Debug, Clone, Default)]

@@ -413,3 +413,27 @@ mod tests {
         }
     }
 }
+
+/// The Zarr v3 target of the engine's driver registry.
+pub struct ZarrExporter;
+
+impl tet_source::export::Exporter for ZarrExporter {
+    fn name(&self) -> &'static str {
+        "zarr"
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        &["zarr"]
+    }
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+    fn write(
+        &self,
+        model: &Model,
+        chunks: &mut dyn ChunkSource,
+        out: Output<'_>,
+        compression: Compression,
+    ) -> Result<Written> {
+        write(model, chunks, out, compression)
+    }
+}
