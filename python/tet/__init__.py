@@ -19,7 +19,7 @@ from ._convert import (
     convert_many,
     verify,
 )
-from ._file import Dataset, File, HistoryRow, Parent, TextVariable, open
+from ._file import Dataset, File, HistoryRow, Parent, TextVariable, open, read_stats
 from ._tet import chunks_read_total
 from .errors import (
     ConversionError,
@@ -38,6 +38,7 @@ __all__ = [
     "HistoryRow",
     "Parent",
     "chunks_read_total",
+    "read_stats",
     "convert",
     "convert_many",
     "verify",

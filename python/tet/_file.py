@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -32,6 +33,18 @@ DTYPES = {
     "c64": np.dtype("<c8"),
     "c128": np.dtype("<c16"),
 }
+
+
+# Chunks read per (file path, dataset name) in this process (see `read_stats`).
+_STATS: dict[tuple[str, str], int] = {}
+_STATS_LOCK = threading.Lock()
+
+
+def read_stats() -> dict[tuple[str, str], int]:
+    """Chunks read so far in this process, per ``(file path, dataset name)``, through every
+    open file (the xarray engine's included): what a laziness check counts."""
+    with _STATS_LOCK:
+        return dict(_STATS)
 
 
 def attr_value(v: Any) -> Any:
@@ -149,7 +162,12 @@ class Dataset:
     def read_outer(self, positions) -> np.ndarray:
         """Reads an outer selection: per axis, a strictly increasing sequence of positions."""
         sel = [np.ascontiguousarray(p, dtype=np.uint64) for p in positions]
-        raw = self._file._reader.read(self._index, sel)
+        reader = self._file._reader
+        before = reader.chunks_read
+        raw = reader.read(self._index, sel)
+        with _STATS_LOCK:
+            key = (self._file.path, self.name)
+            _STATS[key] = _STATS.get(key, 0) + reader.chunks_read - before
         return raw.view(self.dtype).reshape(tuple(len(p) for p in sel))
 
     def __getitem__(self, key) -> np.ndarray:

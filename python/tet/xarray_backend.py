@@ -56,6 +56,20 @@ def _char_array(values: np.ndarray, length: int, encoding: str) -> np.ndarray:
     return fixed.view("S1").reshape(values.shape + (max(length, 1),))
 
 
+def _phony_dims(shape, phony: list[tuple[str, int]]) -> tuple[str, ...]:
+    """Dimension names for an array whose source names none, as netCDF-C names them in an
+    HDF5 file without dimension scales: a group's ``phony_dim_N`` of the same length is
+    reused unless the array already uses it, else a new one is made."""
+    used: list[str] = []
+    for n in shape:
+        name = next((d for d, m in phony if m == n and d not in used), None)
+        if name is None:
+            name = f"phony_dim_{len(phony)}"
+            phony.append((name, n))
+        used.append(name)
+    return tuple(used)
+
+
 def _in_group(name: str, prefix: str) -> str | None:
     """The name relative to the group ``prefix`` (``""`` for the root), ``None`` when the
     item is not directly in that group."""
@@ -84,14 +98,12 @@ class TetStore(AbstractDataStore):
 
     def _array_variables(self, f) -> dict[str, Variable]:
         out: dict[str, Variable] = {}
-        phony: dict[int, str] = {}
+        phony: list[tuple[str, int]] = []
         for name, ds in f.datasets.items():
             short = _in_group(name, self._prefix)
             if short is None:
                 continue
-            dims = ds.dims
-            if dims is None:
-                dims = tuple(phony.setdefault(n, f"phony_dim_{len(phony)}") for n in ds.shape)
+            dims = ds.dims if ds.dims is not None else _phony_dims(ds.shape, phony)
             data = indexing.LazilyIndexedArray(
                 TetBackendArray(self._manager, name, ds.shape, ds.dtype)
             )
