@@ -343,3 +343,43 @@ def test_group_and_drop_variables(tmp_path):
     xr.testing.assert_identical(inner, xr.open_dataset(src, engine="netcdf4", group="inner"))
     dropped = xr.open_dataset(out, engine="tet", drop_variables=["a"])
     assert "a" not in dropped.variables
+
+
+def test_several_gib_file_opens_from_its_index(tmp_path):
+    """A 4 GiB variable: opening reads no chunk, one step along the first axis reads one."""
+    shape = (1024, 1024, 1024)
+    src = tmp_path / "big.npy"
+    a = np.lib.format.open_memmap(src, mode="w+", dtype=np.float32, shape=shape)
+    a[700, 3, 5] = 42.0  # the rest stays a sparse hole of zeros
+    a.flush()
+    del a
+    out = tmp_path / "big.tet"
+    r = tet.convert(src, out, codec="zstd")
+    assert r.raw_bytes == 4 * 2**30
+    assert out.stat().st_size < 64 * 2**20
+    key = (str(out), "big")
+    before = tet.read_stats().get(key, 0)
+    ds = xr.open_dataset(out, engine="tet")
+    assert ds["big"].shape == shape
+    assert tet.read_stats().get(key, 0) == before
+    step = ds["big"].isel(phony_dim_0=700).values
+    assert step[3, 5] == 42.0 and float(step.sum()) == 42.0
+    with tet.open(out) as f:
+        per_step = f["big"].chunks
+    touched = (1024 // per_step[1]) * (1024 // per_step[2]) if per_step[0] == 1 else None
+    assert tet.read_stats()[key] - before == (touched or 1)
+
+
+def test_damaged_chunk_raises_on_first_read(tmp_path):
+    src = tmp_path / "d.npy"
+    np.save(src, np.arange(4000, dtype=np.float64).reshape(40, 100))
+    out = tmp_path / "d.tet"
+    tet.convert(src, out, codec="raw", chunk="d:10,100")
+    b = bytearray(out.read_bytes())
+    at = bytes(b).find(np.float64(2500.0).tobytes())
+    b[at + 3] ^= 0x10
+    out.write_bytes(bytes(b))
+    ds = xr.open_dataset(out, engine="tet")
+    np.testing.assert_array_equal(ds["d"][:20].values, np.arange(2000.0).reshape(20, 100))
+    with pytest.raises(tet.CorruptError, match=r"chunk \[2, 0\].*bytes"):
+        ds["d"][25].values
