@@ -46,7 +46,9 @@
 //! # Storage
 //!
 //! Files are memory-mapped. A `.npy` and a *stored* `.npz` member are read in place. A
-//! *deflated* `.npz` member cannot be read at random: on first use it is inflated once (thread
+//! *compressed* `.npz` member (deflate as `np.savez_compressed` writes, or bzip2 or LZMA as
+//! Python's `zipfile` can write; decoded by the `zip` crate) cannot be read at random: on
+//! first use it is inflated once (thread
 //! safe, `OnceLock`) into an anonymous temporary file, which is then mapped, so memory stays
 //! bounded. [`Source::contiguous_bytes`] lends a plain (non-record) C-order little-endian or
 //! single-byte variable whole: in place for stored data, from the inflated file for a deflated
@@ -95,7 +97,8 @@ pub const MAX_TEXT_VALUES: u64 = 1 << 24;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NpyImporter;
 
-/// Importer for a NumPy `.npz` archive (zip of `.npy` members, stored or deflated).
+/// Importer for a NumPy `.npz` archive (zip of `.npy` members: stored, deflated, bzip2 or
+/// LZMA).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NpzImporter;
 
@@ -234,9 +237,9 @@ enum Payload {
         len: usize,
         crc: Option<(u32, OnceLock<Result<(), String>>)>,
     },
-    /// A deflated zip member, inflated on first use. `needed` is how many leading bytes the
-    /// header requires (header + data); only those are kept.
-    Deflated {
+    /// A compressed zip member (deflate, bzip2 or LZMA), decompressed on first use. `needed`
+    /// is how many leading bytes the header requires (header + data); only those are kept.
+    Compressed {
         index: usize,
         member: String,
         needed: u64,
@@ -278,7 +281,7 @@ impl NpySource {
                 }
                 Ok(bytes)
             }
-            Payload::Deflated {
+            Payload::Compressed {
                 index,
                 member,
                 needed,
@@ -314,7 +317,7 @@ impl NpySource {
                 Bytes::Map(m, _) => m,
                 Bytes::Mem(_) => return,
             },
-            Payload::Deflated { cell, .. } => match cell.get() {
+            Payload::Compressed { cell, .. } => match cell.get() {
                 Some(Ok(Bytes::Map(m, _))) => m,
                 _ => return,
             },
@@ -346,7 +349,7 @@ impl NpySource {
     }
 }
 
-/// Inflates the first `needed` bytes of deflated member `index` into a mapped temporary file,
+/// Inflates the first `needed` bytes of compressed member `index` into a mapped temporary file,
 /// then reads the rest of the member (discarding it) so that the CRC-32 is verified.
 fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot inflate .npz member '{member}': {e}");
@@ -410,7 +413,7 @@ impl Source for NpySource {
                 Bytes::Map(_, f) => (f, *start as u64),
                 Bytes::Mem(_) => return None,
             },
-            Payload::Deflated { cell, .. } => match cell.get() {
+            Payload::Compressed { cell, .. } => match cell.get() {
                 Some(Ok(Bytes::Map(_, f))) => (f, 0),
                 _ => return None,
             },
@@ -970,15 +973,19 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                         .map_err(|e| in_member(e, &member))
                         .and_then(|h| b.add_array(&name, &h, &from))
                 }
-                zip::CompressionMethod::Deflated => {
-                    // The uncompressed size is only a claim until the member is inflated (at
-                    // conversion time, after the output's chunk index has been laid out for
-                    // it). Deflate cannot expand more than DEFLATE_MAX_RATIO, and the
-                    // compressed bytes lie inside the archive: a larger claim is a lie.
+                zip::CompressionMethod::Deflated
+                | zip::CompressionMethod::Bzip2
+                | zip::CompressionMethod::Lzma => {
+                    // The uncompressed size is only a claim until the member is decompressed
+                    // (at conversion time, after the output's chunk index has been laid out
+                    // for it). Deflate cannot expand more than DEFLATE_MAX_RATIO, and the
+                    // compressed bytes lie inside the archive: a larger claim is a lie. (bzip2
+                    // and LZMA have no such useful bound; a member that decompresses to less
+                    // than its header needs is a read error either way.)
                     let most = csize
                         .min(bytes.len() as u64)
                         .saturating_mul(DEFLATE_MAX_RATIO);
-                    if size > most {
+                    if method == zip::CompressionMethod::Deflated && size > most {
                         return Err(SourceError::malformed(format!(
                             "corrupt .npz: {what} claims {size} uncompressed bytes, more than \
                              deflate can produce from its {csize} compressed bytes"
@@ -999,7 +1006,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                             Some((data, _)) => (h.data_offset as u64).saturating_add(data),
                             None => 0,
                         };
-                        b.payloads.push(Payload::Deflated {
+                        b.payloads.push(Payload::Compressed {
                             index,
                             member: member.clone(),
                             needed,
@@ -1009,7 +1016,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                     })
                 }
                 other => Err(SourceError::unsupported(format!(
-                    "member '{member}' uses zip compression {other}, only stored and deflated are supported"
+                    "member '{member}' uses zip compression {other}; only stored, deflated, bzip2 and LZMA members are read"
                 ))),
             };
             skip_or_fail(&mut b, &name, r)?;
