@@ -567,6 +567,18 @@ impl<'o> Builder<'o> {
             Ok(l) => l,
             Err(reason) => return self.unsupported(name.to_string(), reason),
         };
+        if leaves.is_empty() {
+            // A record of unnamed raw-void fields only (numpy's padding) or of no fields: numpy
+            // gives no value of it, and leaving the array out without a word was a silent drop.
+            return self.unsupported(
+                name.to_string(),
+                format!(
+                    "record dtype {} has no named field, only unnamed raw-byte padding: no values \
+                     to convert",
+                    h.descr_text
+                ),
+            );
+        }
         let record = h.dtype.num_bytes().unwrap_or(0) as u64;
         let array = ArrayCtx {
             name,

@@ -1,6 +1,8 @@
 //! NPY/NPZ inputs of issue 23 (`tests/fixtures/issue23/make.py`, numpy 2.4.6 and Python's
-//! `zipfile`): `.npz` members compressed with bzip2 or LZMA read like deflated ones. Every value
-//! is compared with what `np.load` returned.
+//! `zipfile`): `.npz` members compressed with bzip2 or LZMA read like deflated ones, and a
+//! record dtype whose one field is unnamed raw-void padding (`[('', '|V8')]`) is refused by
+//! name instead of silently giving no variable. Every value is compared with what `np.load`
+//! returned.
 
 mod common;
 
@@ -8,6 +10,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
+use tet_npy::NpyImporter;
+use tet_source::{Importer, OpenOptions, SourceError};
 use tet_testkit::{json_u64s, read_all, var_index};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/issue23");
@@ -78,4 +82,38 @@ fn bzip2_and_lzma_npz_members_read_as_numpy_loads_them() {
 #[test]
 fn one_field_record_with_an_empty_numeric_field_converts_as_f0() {
     assert_eq!(check_values("empty_name_f8.npy"), 1);
+}
+
+#[test]
+fn padding_only_record_is_refused_by_name_not_dropped() {
+    let e = expect();
+    assert_eq!(e["padding_only.npy"]["__skipped__"][0], "padding_only");
+    let path = Path::new(FIXTURES).join("padding_only.npy");
+    let head = std::fs::read(&path).unwrap();
+    assert!(String::from_utf8_lossy(&head[..128]).contains("[('', '|V8')]"));
+    match NpyImporter.open(&path, &OpenOptions::default()) {
+        Err(SourceError::Unsupported(m)) => {
+            assert!(m.contains("'padding_only'") && m.contains("padding"), "{m}");
+            assert!(!m.contains('\n'), "{m}");
+        }
+        Err(other) => panic!("expected an unsupported item, got {other}"),
+        Ok(src) => panic!(
+            "opened with {} variables, {} skipped",
+            src.variables().len(),
+            src.skipped().len()
+        ),
+    }
+    let options = OpenOptions {
+        skip_unsupported: true,
+        ..OpenOptions::default()
+    };
+    let src = NpyImporter.open(&path, &options).unwrap();
+    assert!(src.variables().is_empty());
+    let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(skipped, ["padding_only"]);
+    assert!(
+        src.skipped()[0].reason.contains("|V8"),
+        "{:?}",
+        src.skipped()
+    );
 }
