@@ -78,7 +78,9 @@
 //!     not supported by this build (supported: none, zstd, lz4, szip, blosc2, zfp, sz3)`
 //!     likewise blosc2 inner codecs, zfp modes and sz3 error-bound modes tensogram does not
 //!     know, unknown encodings and filters, mask methods other than none / rle / roaring /
-//!     zstd / lz4 / blosc2, and strides that are not C order. A blosc2 frame using a variant
+//!     zstd / lz4 / blosc2, and strides that lay the elements out in no axis order (gapped or
+//!     overlapping; Fortran order and other axis permutations are read, transposed to C order
+//!     when the object is decoded, with a note). A blosc2 frame using a variant
 //!     tet-blosc2 does not implement (none that tensogram writes) fails its read as
 //!     unsupported, naming it (`blosc2: codec snappy is not supported`);
 //!   - `zfp` or `sz3` on anything but a plain float64 object (another dtype, or after an
@@ -227,6 +229,9 @@ struct ObjectInfo {
     ranged: bool,
     /// Compressed with blosc2, or with a blosc2 mask: decoded by [`blosc2`].
     blosc2: Option<Blosc2Plan>,
+    /// Not C order: the shape and element strides of the payload, transposed to C order
+    /// after decoding.
+    strided: Option<(Vec<u64>, Vec<u64>)>,
 }
 
 impl ObjectInfo {
@@ -294,6 +299,8 @@ struct ObjectPlan {
     /// The lossy stage of the pipeline and its parameters (`zfp(mode=fixed_rate, rate=16)`),
     /// when there is one: the values are its decoded output, not the values written.
     lossy: Option<String>,
+    /// The descriptor's element strides when they are not C order (see [`check_shape`]).
+    strides: Option<Vec<u64>>,
 }
 
 /// What `framing::decode_message` tells about one message, owned.
@@ -478,8 +485,13 @@ fn plan_object(
     desc: &DataObjectDescriptor,
     payload_len: usize,
 ) -> std::result::Result<ObjectPlan, Problem> {
-    let n = check_shape(desc)?;
+    let (n, strides) = check_shape(desc)?;
     let mut notes = Vec::new();
+    if let Some(st) = &strides {
+        notes.push(format!(
+            "element strides {st:?} (not C order) transposed to C order on read"
+        ));
+    }
     let mut filters = Vec::new();
     let bits_per_value = check_encoding(desc, &mut filters, &mut notes)?;
     check_filter(desc, &mut filters)?;
@@ -528,6 +540,7 @@ fn plan_object(
         notes,
         filters,
         lossy,
+        strides,
     })
 }
 
@@ -546,8 +559,15 @@ fn param_list(desc: &DataObjectDescriptor, stage: &str, prefix: &str) -> String 
     format!("{stage}({})", params.join(", "))
 }
 
-/// Checks `ndim` and the strides against the shape (C order only); the element count.
-fn check_shape(desc: &DataObjectDescriptor) -> std::result::Result<u64, Problem> {
+/// Checks `ndim` and the strides against the shape; the element count, and the strides when
+/// they are not C order. Element strides that lay the elements out densely in another axis
+/// order (Fortran order `[1, n0, n0*n1, …]`, or any permutation of the axes) are read: the
+/// element at index `i` is element `Σ i[k]·strides[k]` of the decoded payload, and the object
+/// is transposed to C order when it is decoded. Other strides (overlapping, gapped) are
+/// unsupported. An axis of length 1 may have any stride.
+fn check_shape(
+    desc: &DataObjectDescriptor,
+) -> std::result::Result<(u64, Option<Vec<u64>>), Problem> {
     let shape = &desc.shape;
     if desc.ndim != shape.len() as u64 {
         return Err(Problem::Malformed(format!(
@@ -565,22 +585,39 @@ fn check_shape(desc: &DataObjectDescriptor) -> std::result::Result<u64, Problem>
             desc.strides
         )));
     }
-    if n > 0 {
-        // C-order element strides; an axis of length 1 may have any stride.
-        let mut expected = vec![1u64; shape.len()];
-        for k in (0..shape.len().saturating_sub(1)).rev() {
-            expected[k] = expected[k + 1].saturating_mul(shape[k + 1]);
-        }
-        let c_order = (0..shape.len()).all(|k| shape[k] <= 1 || desc.strides[k] == expected[k]);
-        if !c_order {
+    if n == 0 {
+        return Ok((n, None));
+    }
+    let mut expected = vec![1u64; shape.len()];
+    for k in (0..shape.len().saturating_sub(1)).rev() {
+        expected[k] = expected[k + 1].saturating_mul(shape[k + 1]);
+    }
+    let strided = |k: usize| shape[k] > 1;
+    if (0..shape.len()).all(|k| !strided(k) || desc.strides[k] == expected[k]) {
+        return Ok((n, None));
+    }
+    // Dense in another axis order: sorted by stride, each axis steps over all the ones before.
+    let mut axes: Vec<usize> = (0..shape.len()).filter(|&k| strided(k)).collect();
+    axes.sort_by_key(|&k| desc.strides[k]);
+    let mut step = 1u64;
+    for &k in &axes {
+        if desc.strides[k] != step {
             return Err(Problem::Unsupported(format!(
-                "strides {:?} are not C order (expected {expected:?} for shape {shape:?}); only \
-                 C-contiguous objects are supported",
+                "strides {:?} for shape {shape:?} do not lay the elements out densely in any \
+                 axis order (C order would be {expected:?}, Fortran order its reverse): no \
+                 lossless reading of the payload",
                 desc.strides
             )));
         }
+        step = step.saturating_mul(shape[k]);
     }
-    Ok(n)
+    if desc.dtype == Dtype::Bitmask {
+        return Err(Problem::Unsupported(format!(
+            "a bitmask object with strides {:?} (not C order) is not transposed",
+            desc.strides
+        )));
+    }
+    Ok((n, Some(desc.strides.clone())))
 }
 
 /// Checks the encoding stage; the bits per value of a `simple_packing` object (`None` for no
@@ -1130,7 +1167,9 @@ impl Opening<'_> {
                 swap_unit: plan.swap_unit,
                 decoded_len: plan.decoded_len,
                 blosc2: plan.blosc2,
+                strided: plan.strides.clone().map(|st| (desc.shape.clone(), st)),
                 ranged: plan.blosc2.is_none()
+                    && plan.strides.is_none()
                     && desc.encoding == "none"
                     && desc.filter == "none"
                     && desc.compression == "none"
@@ -1454,7 +1493,43 @@ fn finish_decoded(info: &ObjectInfo, mut data: Vec<u8>) -> Result<Vec<u8>> {
             c.reverse();
         }
     }
+    if let Some((shape, strides)) = &info.strided {
+        let n: usize = shape.iter().map(|&d| d as usize).product();
+        let size = data.len().checked_div(n).unwrap_or(0);
+        data = to_c_order(&data, shape, strides, size);
+    }
     Ok(data)
+}
+
+/// The elements (`size` bytes each) of `data`, laid out with element `strides` for `shape`
+/// (a dense layout, checked by [`check_shape`]), in C order.
+fn to_c_order(data: &[u8], shape: &[u64], strides: &[u64], size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len());
+    if shape.contains(&0) || size == 0 {
+        return out;
+    }
+    let rank = shape.len();
+    let mut idx = vec![0u64; rank];
+    let mut src = 0u64;
+    loop {
+        let at = src as usize * size;
+        out.extend_from_slice(&data[at..at + size]);
+        // Next index, last axis fastest; `src` follows the strides.
+        let mut k = rank;
+        loop {
+            if k == 0 {
+                return out;
+            }
+            k -= 1;
+            idx[k] += 1;
+            src += strides[k];
+            if idx[k] < shape[k] {
+                break;
+            }
+            src -= strides[k] * shape[k];
+            idx[k] = 0;
+        }
+    }
 }
 
 /// Above this many element runs a region is read by decoding the whole object instead.
