@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
+use tet::control::{Progress, ProgressEvent};
 use tet::pipeline::{convert as run_convert, CodecChoice, ConvertError, ConvertOptions};
 use tet::planner::parse_size;
 use tet::registry::IdentifyError;
@@ -32,10 +33,12 @@ fn error_class(e: &ConvertError) -> &'static str {
 /// `--json` report of one conversion).
 ///
 /// `codec`: `auto`, `raw`, `zstd` or `zstd:N`; `chunk`: the CLI's `--chunk` specs
-/// (`4MiB`, `time=1`, `name:1,721,1440`); `jobs`: worker threads (0: one per core).
+/// (`4MiB`, `time=1`, `name:1,721,1440`); `jobs`: worker threads (0: one per core);
+/// `progress`: called as `progress(event, bytes)` with `("start", total raw bytes)`,
+/// `("advance", raw bytes of one more chunk)` (from worker threads) and `("finish", 0)`.
 #[pyfunction]
 #[pyo3(signature = (src, dst, codec = "auto", chunk = Vec::new(), jobs = 0,
-    skip_unsupported = false, unpack = false, follow_external = false))]
+    skip_unsupported = false, unpack = false, follow_external = false, progress = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn convert(
     py: Python<'_>,
@@ -47,6 +50,7 @@ pub(crate) fn convert(
     skip_unsupported: bool,
     unpack: bool,
     follow_external: bool,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
     let mut opts = ConvertOptions {
@@ -65,11 +69,27 @@ pub(crate) fn convert(
     opts.open.skip_unsupported = skip_unsupported;
     opts.open.unpack = unpack;
     opts.open.follow_external = follow_external;
+    opts.progress = progress.map(progress_of);
     let shown = src.display().to_string();
     let report = py
         .detach(|| run_convert(&src, &dst, &opts))
         .map_err(|e| tet_error(py, error_class(&e), format!("{shown}: {e}")))?;
     serde_json::to_string(&report).map_err(|e| value_error(e.to_string()))
+}
+
+/// The engine's progress events passed to a Python callable (errors it raises are ignored:
+/// progress never stops a conversion).
+fn progress_of(cb: Py<PyAny>) -> Progress {
+    Progress::new(move |event| {
+        let (name, bytes) = match event {
+            ProgressEvent::Start { total_bytes } => ("start", total_bytes),
+            ProgressEvent::Advance { bytes } => ("advance", bytes),
+            ProgressEvent::Finish => ("finish", 0),
+        };
+        Python::attach(|py| {
+            let _ = cb.call1(py, (name, bytes));
+        });
+    })
 }
 
 /// The digest the history rows record for an input (`sha256:<hex>`) and its size in bytes.

@@ -17,9 +17,13 @@ def test_report_is_typed(tmp_path):
     src = save_npy(tmp_path, "a", a)
     out = tmp_path / "a.tet"
     seen = []
-    r = tet.convert(src, out, codec="zstd", chunk={"a": (5, 100)}, progress=lambda s, _: seen.append(s))
+    r = tet.convert(
+        src, out, codec="zstd", chunk={"a": (5, 100)}, progress=lambda *e: seen.append(e)
+    )
     assert isinstance(r, tet.ConvertReport)
-    assert seen == ["start", "done"]
+    assert seen[0] == ("start", 0, a.nbytes)
+    assert [e[0] for e in seen[1:-1]] == ["advance", "advance"]  # one per chunk
+    assert seen[-1] == ("finish", a.nbytes, a.nbytes)
     assert r.format and r.output.endswith("a.tet")
     assert r.input_digest.startswith("sha256:")
     assert r.raw_bytes == a.nbytes
@@ -42,8 +46,10 @@ def test_errors_are_typed(tmp_path):
 
 def test_in_process_conversion(tmp_path):
     src = save_npy(tmp_path, "b", np.arange(5, dtype=np.int8))
-    r = tet.convert(src, tmp_path / "b.tet", isolate=False)
+    seen = []
+    r = tet.convert(src, tmp_path / "b.tet", isolate=False, progress=lambda *e: seen.append(e))
     assert r.datasets[0].source_dtype == "i8"
+    assert seen[0] == ("start", 0, 10) and seen[-1] == ("finish", 10, 10)
 
 
 @pytest.mark.parametrize("name,sig", [("segv.nc", signal.SIGSEGV), ("abort.nc", signal.SIGABRT)])

@@ -6,8 +6,11 @@ import glob
 import json
 import os
 import signal as _signal
+import selectors
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -137,7 +140,7 @@ def convert(
     follow_external: bool = False,
     timeout: float | None = None,
     isolate: bool = True,
-    progress: Callable[[str, ConvertReport | None], None] | None = None,
+    progress: Callable[[str, int, int], None] | bool | None = None,
 ) -> ConvertReport:
     """Converts ``src`` (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr or ``.tet``) into
     the ``.tet`` file ``dst`` and returns the report.
@@ -150,63 +153,133 @@ def convert(
     The conversion runs in a child process (``isolate=True``), as the CLI's batch runner does:
     a crash of a C library (a signal) or a run past ``timeout`` seconds raises
     :class:`tet.WorkerCrashError`, leaves no temporary file behind and never harms this
-    interpreter. ``progress`` is called with ``("start", None)`` and ``("done", report)``.
+    interpreter. ``progress`` is called as ``progress(event, done_bytes, total_bytes)`` with
+    the events ``start``, ``advance`` (one per chunk written) and ``finish``;
+    ``progress=True`` draws a tqdm bar when tqdm is installed.
     Safe to use as a Dask task (``client.map(tet.convert, srcs, dsts)``)."""
     src, dst = os.fspath(src), os.fspath(dst)
     opts = _options(codec, chunk, jobs, skip_unsupported, unpack, follow_external)
-    if progress is not None:
-        progress("start", None)
     if not isolate:
         from . import _tet
 
-        report = ConvertReport.from_json(json.loads(_tet.convert(src, dst, **opts)))
-    else:
-        report = _convert_in_worker(src, dst, opts, timeout)
-    if progress is not None:
-        progress("done", report)
-    return report
+        if progress is not None:
+            opts["progress"] = _Progress(progress, src)
+        return ConvertReport.from_json(json.loads(_tet.convert(src, dst, **opts)))
+    return _convert_in_worker(src, dst, opts, timeout, progress)
 
 
-def _convert_in_worker(src: str, dst: str, opts: dict, timeout: float | None) -> ConvertReport:
-    job = json.dumps({"src": src, "dst": dst, "options": opts})
+class _Progress:
+    """Turns the engine's progress events into calls of the user's callback (or a tqdm bar)."""
+
+    def __init__(self, progress, src: str):
+        self.cb = progress if callable(progress) else None
+        self.bar = None
+        self.src = src
+        self.done = 0
+        self.total = 0
+        self.want_tqdm = progress is True
+
+    def __call__(self, event: str, nbytes: int) -> None:
+        if event == "start":
+            self.total = nbytes
+            if self.want_tqdm:
+                try:
+                    from tqdm.auto import tqdm
+                except ImportError:
+                    self.want_tqdm = False
+                else:
+                    self.bar = tqdm(total=nbytes, unit="B", unit_scale=True, desc=os.path.basename(self.src))
+        elif event == "advance":
+            self.done += nbytes
+            if self.bar is not None:
+                self.bar.update(nbytes)
+        elif event == "finish" and self.bar is not None:
+            self.bar.close()
+        if self.cb is not None:
+            self.cb(event, self.done, self.total)
+
+
+def _read_worker(proc, on_progress, timeout: float | None) -> list[bytes]:
+    """The worker's stdout lines, progress lines passed on as they come; ``None`` on timeout."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    lines: list[bytes] = []
+    buf = b""
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            if not sel.select(left):
+                continue
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            buf += data
+            *done, buf = buf.split(b"\n")
+            for line in done:
+                if line.startswith(b'{"progress"'):
+                    if on_progress is not None:
+                        p = json.loads(line)
+                        on_progress(p["progress"], p["bytes"])
+                elif line.strip():
+                    lines.append(line)
+    if buf.strip():
+        lines.append(buf)
+    return lines
+
+
+def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
+    on_progress = _Progress(progress, src) if progress is not None else None
+    job = json.dumps({"src": src, "dst": dst, "options": opts, "progress": on_progress is not None})
     env = dict(os.environ)
     # The worker imports this very package, wherever it was imported from.
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tet._worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(job.encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        _remove_temp_files(dst)
-        raise errors.WorkerCrashError(
-            f"{src}: the conversion worker ran past its timeout of {timeout} s and was killed",
-            signal=_signal.SIGKILL,
-            timed_out=True,
-        ) from None
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tet._worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            proc.stdin.write(job.encode())
+            proc.stdin.close()
+            lines = _read_worker(proc, on_progress, timeout)
+            if lines is None:
+                proc.kill()
+                proc.wait()
+                _remove_temp_files(dst)
+                raise errors.WorkerCrashError(
+                    f"{src}: the conversion worker ran past its timeout of {timeout} s and was killed",
+                    signal=_signal.SIGKILL,
+                    timed_out=True,
+                )
+            proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+        err.seek(0)
+        stderr = err.read().decode(errors="replace").strip()
     if proc.returncode < 0:
         sig = -proc.returncode
         _remove_temp_files(dst)
-        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        tail = stderr.splitlines()[-3:]
         raise errors.WorkerCrashError(
             f"{src}: the conversion worker crashed: {_signal_name(sig)}"
             + (f" ({' / '.join(tail)})" if tail else ""),
             signal=sig,
         )
-    lines = out.decode(errors="replace").strip().splitlines()
     if proc.returncode != 0 or not lines:
         _remove_temp_files(dst)
         raise errors.ConversionError(
-            f"{src}: the conversion worker exited with status {proc.returncode}: "
-            + err.decode(errors="replace").strip()[-2000:]
+            f"{src}: the conversion worker exited with status {proc.returncode}: {stderr[-2000:]}"
         )
     res = json.loads(lines[-1])
     if not res["ok"]:

@@ -4,8 +4,8 @@
 //!
 //! A selection is an *outer* selection: per axis, the positions wanted, strictly increasing.
 //! Only the `.tet` chunks that hold at least one selected element are read; they are decoded
-//! (and their digests checked) on the rayon pool, a batch at a time, and their selected
-//! elements scattered into the caller's buffer. Errors name the dataset, the chunk coordinates
+//! (and their digests checked) on the rayon pool, one chunk per thread at a time, and their
+//! selected elements copied straight into the caller's buffer. Errors name the dataset, the chunk coordinates
 //! and the byte range of a damaged chunk.
 
 use rayon::prelude::*;
@@ -96,12 +96,40 @@ struct Scatter<'s> {
     count: Vec<u64>,
 }
 
-/// Copies the selected elements of a chunk (`bytes`, C order, extents `sc.count`) into `out`
-/// (C order, extents `out_shape`), element size `elem`.
-fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &mut [u8], out_shape: &[usize], elem: usize) {
+/// The output buffer of a read, shared by the workers that fill it. Each worker writes only
+/// the output positions of its own chunk; the chunks of a selection own disjoint sets of
+/// positions (per axis, each selected position falls in exactly one chunk), so no two
+/// workers ever write the same byte and nobody reads the buffer until all are done.
+struct Sink {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: `Sink` is a pointer into a buffer that outlives every worker (the workers run inside
+// `read_selection`, which holds the `&mut [u8]` for their whole life); the workers write
+// disjoint ranges of it (see the type's docs), and `put` checks every range against `len`.
+unsafe impl Send for Sink {}
+// SAFETY: as for `Send`: shared use only ever writes disjoint, bounds-checked ranges.
+unsafe impl Sync for Sink {}
+
+impl Sink {
+    /// Copies `src` to the output at byte offset `at`.
+    fn put(&self, at: usize, src: &[u8]) {
+        let end = at.checked_add(src.len()).expect("output offset overflows");
+        assert!(end <= self.len, "write past the end of the output buffer");
+        // SAFETY: `at..end` lies inside the buffer (checked above), which is valid for writes
+        // for the sink's whole life; no other worker writes these bytes (disjoint chunks), and
+        // `src` (a chunk's bytes) cannot overlap the caller's output buffer.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(at), src.len()) }
+    }
+}
+
+/// Copies the selected elements of a chunk (`bytes`, C order, extents `sc.count`) into the
+/// output (C order, extents `out_shape`), element size `elem`.
+fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &Sink, out_shape: &[usize], elem: usize) {
     let rank = out_shape.len();
     if rank == 0 {
-        out[..elem].copy_from_slice(&bytes[..elem]);
+        out.put(0, &bytes[..elem]);
         return;
     }
     let mut out_strides = vec![elem; rank];
@@ -130,7 +158,7 @@ fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &mut [u8], out_shape: &[usize], 
         for &(o, i, n) in &runs {
             let d = ob + o * elem;
             let s = ib + i * elem;
-            out[d..d + n * elem].copy_from_slice(&bytes[s..s + n * elem]);
+            out.put(d, &bytes[s..s + n * elem]);
         }
         // Next position of the outer axes (the last one fastest).
         let mut a = rank - 1;
@@ -151,7 +179,8 @@ fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &mut [u8], out_shape: &[usize], 
 /// Reads the outer selection `sel` of the plan's array `array` (see the module docs) into
 /// `out`: C order, little-endian, the array's element type ([`tet_source::ElementType::size`]
 /// bytes each; a 0-d array takes an empty selection and one element). Returns the number of
-/// chunks read. Chunks are decoded on the rayon pool, at most a few per thread at a time.
+/// chunks read. Chunks are decoded and copied out on the rayon pool (one chunk in flight per
+/// thread), straight into `out`.
 pub fn read_selection(
     tet: &TetFile,
     plan: &Plan,
@@ -193,33 +222,29 @@ pub fn read_selection(
         }
         g
     };
-    let batch = (2 * rayon::current_num_threads()).max(4);
-    let mut first = 0;
-    while first < total {
-        let last = (first + batch).min(total);
-        let decoded: Vec<(Vec<usize>, Vec<u64>, Vec<u8>)> = (first..last)
-            .into_par_iter()
-            .map(|l| {
-                let g = combo(l);
-                let coords: Vec<u64> = g.iter().zip(&groups).map(|(&i, gr)| gr[i].0).collect();
-                let mut src = TetChunks::new(tet, &plan.stored);
-                let c = src.chunk(array, &coords)?;
-                Ok((g, c.count.clone(), c.bytes.to_vec()))
-            })
-            .collect::<Result<_>>()?;
-        for (g, count, bytes) in &decoded {
+    let sink = Sink {
+        ptr: out.as_mut_ptr(),
+        len: out.len(),
+    };
+    let sink = &sink;
+    (0..total).into_par_iter().try_for_each_init(
+        || TetChunks::new(tet, &plan.stored),
+        |src, l| -> Result<()> {
+            let g = combo(l);
+            let coords: Vec<u64> = g.iter().zip(&groups).map(|(&i, gr)| gr[i].0).collect();
+            let c = src.chunk(array, &coords)?;
             let sc = Scatter {
                 groups: g
                     .iter()
                     .zip(&groups)
                     .map(|(&i, gr)| gr[i].1.as_slice())
                     .collect(),
-                count: count.clone(),
+                count: c.count.clone(),
             };
-            scatter(&sc, bytes, out, &out_shape, elem);
-        }
-        first = last;
-    }
+            scatter(&sc, c.bytes, sink, &out_shape, elem);
+            Ok(())
+        },
+    )?;
     Ok(total as u64)
 }
 
@@ -251,7 +276,11 @@ mod tests {
             count: vec![2, 3],
         };
         let mut out = vec![0u8; 2];
-        scatter(&sc, &bytes, &mut out, &[1, 2], 1);
+        let sink = Sink {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+        };
+        scatter(&sc, &bytes, &sink, &[1, 2], 1);
         assert_eq!(out, vec![3, 5]);
     }
 
