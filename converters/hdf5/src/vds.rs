@@ -56,7 +56,7 @@ use hdf5_sys::h5s::{
     H5Sget_select_npoints, H5Sget_select_type, H5Sget_simple_extent_dims,
     H5Sget_simple_extent_ndims, H5Sis_regular_hyperslab, H5Smodify_select, H5S_UNLIMITED,
 };
-use tet_source::{AttrValue, Fact, Result, SourceError};
+use tet_source::{AttrValue, Fact, Lib, Result, SourceError};
 
 use super::{open_file, Found, H5Source, OpenFile, Walker};
 
@@ -67,7 +67,7 @@ const LISTED: usize = 4;
 pub(crate) fn is_virtual(ds: &hdf5::Dataset) -> Result<bool> {
     let dcpl = ds
         .dcpl()
-        .map_err(|e| SourceError::Library(format!("creation properties: {e}")))?;
+        .map_err(|e| SourceError::library(Lib::Hdf5, "creation properties", e))?;
     // SAFETY: a by-value query of an open property list under the library lock.
     let layout = hdf5::sync::sync(|| unsafe { H5Pget_layout(dcpl.id()) });
     Ok(layout == H5D_layout_t::H5D_VIRTUAL)
@@ -328,8 +328,9 @@ impl Walker<'_> {
         // The dataset is opened anew with the access properties: its old handle (the only one)
         // goes first, as libhdf5 keeps the properties of the first open of a dataset.
         drop(f.ds);
-        f.ds = reopen(&src.files[f.file].h5, &path, &dir)
-            .map_err(|e| SourceError::Library(format!("dataset '{}': {e}", f.name)))?;
+        f.ds = reopen(&src.files[f.file].h5, &path, &dir).map_err(|e| {
+            SourceError::library_status(Lib::Hdf5, format!("dataset '{}'", f.name), e)
+        })?;
         let files: Vec<&str> = checked.files.iter().map(String::as_str).collect();
         let from = if files.is_empty() {
             "its own file".to_string()

@@ -405,7 +405,7 @@ impl FieldRead {
             Ok(())
         })?;
         if bad {
-            return Err(SourceError::Library(
+            return Err(SourceError::InvalidRequest(
                 "compound field outside its record or the region".into(),
             ));
         }

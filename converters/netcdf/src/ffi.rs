@@ -16,7 +16,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::Path;
 
 use netcdf_sys as nc;
-use tet_source::{Result, SourceError};
+use tet_source::{Lib, Result, SourceError};
 
 /// Longest name netCDF allows, plus its NUL.
 const NAME_BUF: usize = nc::NC_MAX_NAME as usize + 1;
@@ -67,7 +67,33 @@ impl NcError {
     pub(crate) fn text(self) -> String {
         locked(|| strerror(self.0))
     }
+
+    /// The error with its text, as a [`SourceError::Library`] cause.
+    pub(crate) fn reported(self) -> NcReported {
+        NcReported {
+            code: self.0,
+            text: self.text(),
+        }
+    }
 }
+
+/// A netCDF-C error code with the library's text for it (taken when the error happened, under
+/// the lock): the `source` of a [`SourceError::Library`] from netCDF-C.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NcReported {
+    /// netCDF-C's status code (`NC_E…`).
+    pub code: c_int,
+    /// `nc_strerror` of it.
+    pub text: String,
+}
+
+impl std::fmt::Display for NcReported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (error {})", self.text, self.code)
+    }
+}
+
+impl std::error::Error for NcReported {}
 
 /// `Ok` for `NC_NOERR`, else the code as an [`NcError`].
 fn status(code: c_int) -> Result<(), NcError> {
@@ -86,7 +112,7 @@ fn call(f: impl FnOnce() -> c_int) -> Result<(), NcError> {
 /// `Ok` for `NC_NOERR`, else a library error naming the (importer's) call.
 fn check(code: c_int, call: &str) -> Result<()> {
     status(code)
-        .map_err(|e| SourceError::Library(format!("netCDF {call}: {} (error {})", e.text(), e.0)))
+        .map_err(|e| SourceError::library(Lib::NetCdf, format!("netCDF {call}"), e.reported()))
 }
 
 /// A name buffer's text up to the first NUL, as UTF-8.
@@ -888,7 +914,7 @@ fn type_size(ncid: c_int, xtype: nc::nc_type) -> Result<usize, NcError> {
 /// The size of one value of type `xtype` (in memory; a `string` is one pointer).
 pub(crate) fn type_size_of(ncid: c_int, xtype: nc::nc_type) -> Result<usize> {
     type_size(ncid, xtype)
-        .map_err(|e| SourceError::Library(format!("netCDF inq_type: {} (error {})", e.text(), e.0)))
+        .map_err(|e| SourceError::library(Lib::NetCdf, "netCDF inq_type", e.reported()))
 }
 
 /// Chunks a variable with one chunk extent per dimension.

@@ -120,7 +120,7 @@ use std::path::Path;
 use netcdf_sys as nc;
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, CharAxis, Confidence, DimLabels,
-    ElementType, Fact, Importer, OpenOptions, Result, Role, Skipped, Source, SourceError,
+    ElementType, Fact, Importer, Lib, OpenOptions, Result, Role, Skipped, Source, SourceError,
     SourceLayout, TextVariable, Variable,
 };
 
@@ -376,8 +376,7 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
 fn with_var(name: &str, e: SourceError) -> SourceError {
     match e {
         SourceError::Malformed(m) => SourceError::Malformed(format!("variable '{name}': {m}")),
-        SourceError::Library(m) => SourceError::Library(format!("variable '{name}': {m}")),
-        other => other,
+        e => e.in_context(&format!("variable '{name}'")),
     }
 }
 
@@ -449,9 +448,11 @@ impl NcSource {
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            Err(SourceError::Library(format!(
-                "internal error while reading the NetCDF structure: {msg}"
-            )))
+            Err(SourceError::library_status(
+                Lib::NetCdf,
+                "internal error while reading the NetCDF structure",
+                msg,
+            ))
         })?;
         Ok(NcSource {
             _handle: handle,
@@ -585,10 +586,7 @@ impl NcSource {
         } else {
             (to_usize(start)?, to_usize(count)?)
         };
-        let context = |e: SourceError| match e {
-            SourceError::Library(m) => SourceError::Library(format!("variable '{name}': {m}")),
-            other => other,
-        };
+        let context = |e: SourceError| e.in_context(&format!("variable '{name}'"));
         if (out.as_ptr() as usize).is_multiple_of(elem) {
             ffi::get_vara(loc.ncid, loc.varid, &s, &c, out).map_err(context)?;
         } else {
@@ -672,7 +670,7 @@ impl Source for NcSource {
             }
             ReadPlan::Direct(cv) => {
                 let file = self.file.as_ref().ok_or_else(|| {
-                    SourceError::Library("direct chunk read without the file open".into())
+                    SourceError::InvalidRequest("direct chunk read without the file open".into())
                 })?;
                 cv.read_region(file, start, count, out)
                     .map_err(|e| with_var(&v.name, e))
@@ -889,10 +887,7 @@ fn text_values(
     units: u64,
     values_n: u64,
 ) -> Result<(Vec<String>, bool)> {
-    let context = |e: SourceError| match e {
-        SourceError::Library(m) => SourceError::Library(format!("variable '{}': {m}", p.full)),
-        other => other,
-    };
+    let context = |e: SourceError| e.in_context(&format!("variable '{}'", p.full));
     let too_large = || SourceError::InvalidRequest(format!("'{}': too large", p.full));
     let usize_shape: Vec<usize> = p
         .shape

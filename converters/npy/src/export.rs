@@ -279,6 +279,41 @@ pub fn write(
     })
 }
 
+/// The NPY (`archive` false) and NPZ (`archive` true) targets of the engine's driver registry.
+pub struct NpyExporter {
+    /// One `.npz` archive rather than `.npy` files.
+    pub archive: bool,
+}
+
+impl tet_source::export::Exporter for NpyExporter {
+    fn name(&self) -> &'static str {
+        if self.archive {
+            "npz"
+        } else {
+            "npy"
+        }
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        if self.archive {
+            &["npz"]
+        } else {
+            &["npy"]
+        }
+    }
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+    fn write(
+        &self,
+        model: &Model,
+        chunks: &mut dyn ChunkSource,
+        out: Output<'_>,
+        compression: Compression,
+    ) -> Result<Written> {
+        write(model, chunks, out, compression, self.archive)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,40 +361,5 @@ mod tests {
         })
         .unwrap();
         assert_eq!(scalar, [(0, 0, 8)]);
-    }
-}
-
-/// The NPY (`archive` false) and NPZ (`archive` true) targets of the engine's driver registry.
-pub struct NpyExporter {
-    /// One `.npz` archive rather than `.npy` files.
-    pub archive: bool,
-}
-
-impl tet_source::export::Exporter for NpyExporter {
-    fn name(&self) -> &'static str {
-        if self.archive {
-            "npz"
-        } else {
-            "npy"
-        }
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        if self.archive {
-            &["npz"]
-        } else {
-            &["npy"]
-        }
-    }
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-    fn write(
-        &self,
-        model: &Model,
-        chunks: &mut dyn ChunkSource,
-        out: Output<'_>,
-        compression: Compression,
-    ) -> Result<Written> {
-        write(model, chunks, out, compression, self.archive)
     }
 }

@@ -488,15 +488,87 @@ pub enum SourceError {
     /// Valid, but something the importer cannot map (and `skip_unsupported` was not set).
     #[error("unsupported: {0}")]
     Unsupported(String),
-    /// An error reported by an underlying library.
-    #[error("{0}")]
-    Library(String),
+    /// An error reported by an underlying library: which one, what was being done, and the
+    /// library's own error as the [`std::error::Error::source`] (its text ends the message too,
+    /// since front ends print one line).
+    #[error("{context}: {source}")]
+    Library {
+        /// The library that reported it.
+        lib: Lib,
+        /// What was being done (`dataset 'x': creation properties`).
+        context: String,
+        /// The library's error, kept.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// A caller error: a region outside the variable, a wrong buffer size, a bad variable index.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 }
 
+/// The underlying libraries whose errors an importer passes on ([`SourceError::Library`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lib {
+    /// libhdf5 (through hdf5-metno).
+    Hdf5,
+    /// netCDF-C (through netcdf-sys).
+    NetCdf,
+    /// zarrs.
+    Zarrs,
+}
+
+impl fmt::Display for Lib {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Lib::Hdf5 => "libhdf5",
+            Lib::NetCdf => "netCDF-C",
+            Lib::Zarrs => "zarrs",
+        })
+    }
+}
+
+/// A library's report that carries no error value of its own (a failed call that returned only
+/// a status): the text is the cause of a [`SourceError::Library`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LibraryMessage(pub String);
+
 impl SourceError {
+    /// A [`SourceError::Library`]: `lib` failed while doing `context`, with its error `source`.
+    pub fn library(
+        lib: Lib,
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        SourceError::Library {
+            lib,
+            context: context.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A [`SourceError::Library`] whose library reported only a failed status: `what` failed.
+    pub fn library_status(lib: Lib, context: impl Into<String>, what: impl Into<String>) -> Self {
+        SourceError::library(lib, context, LibraryMessage(what.into()))
+    }
+
+    /// The same error with `prefix` (e.g. `variable 'x'`) before its context, for a library
+    /// error; other errors are returned unchanged.
+    pub fn in_context(self, prefix: &str) -> Self {
+        match self {
+            SourceError::Library {
+                lib,
+                context,
+                source,
+            } => SourceError::Library {
+                lib,
+                context: format!("{prefix}: {context}"),
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// A [`SourceError::Malformed`] with this message.
     pub fn malformed(msg: impl Into<String>) -> Self {
         SourceError::Malformed(msg.into())

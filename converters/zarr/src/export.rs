@@ -387,6 +387,30 @@ pub fn write(
     })
 }
 
+/// The Zarr v3 target of the engine's driver registry.
+pub struct ZarrExporter;
+
+impl tet_source::export::Exporter for ZarrExporter {
+    fn name(&self) -> &'static str {
+        "zarr"
+    }
+    fn extensions(&self) -> &'static [&'static str] {
+        &["zarr"]
+    }
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+    fn write(
+        &self,
+        model: &Model,
+        chunks: &mut dyn ChunkSource,
+        out: Output<'_>,
+        compression: Compression,
+    ) -> Result<Written> {
+        write(model, chunks, out, compression)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,29 +435,5 @@ mod tests {
         for bad in ["a//b", "..", "a/__x", "a\\b", ""] {
             assert!(check_names(&[bad]).is_err(), "{bad}");
         }
-    }
-}
-
-/// The Zarr v3 target of the engine's driver registry.
-pub struct ZarrExporter;
-
-impl tet_source::export::Exporter for ZarrExporter {
-    fn name(&self) -> &'static str {
-        "zarr"
-    }
-    fn extensions(&self) -> &'static [&'static str] {
-        &["zarr"]
-    }
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
-    }
-    fn write(
-        &self,
-        model: &Model,
-        chunks: &mut dyn ChunkSource,
-        out: Output<'_>,
-        compression: Compression,
-    ) -> Result<Written> {
-        write(model, chunks, out, compression)
     }
 }

@@ -97,7 +97,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Importer,
-    OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
+    Lib, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
+    Variable,
 };
 use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{
@@ -1238,7 +1239,7 @@ impl ZarrSource {
         // so no other view can overlap it. Its length equals the subset's bytes (checked by
         // the caller), which `new` verifies again.
         let mut view = unsafe { ArrayBytesFixedDisjointView::new(cells, elem, &shape, whole) }
-            .map_err(|e| SourceError::Library(format!("zarrs output view: {e}")))?;
+            .map_err(|e| SourceError::library(Lib::Zarrs, "zarrs output view", e))?;
         let target = ArrayBytesDecodeIntoTarget::Fixed(&mut view);
         let name = array.path().as_str().trim_start_matches('/').to_string();
         let result = catch_unwind(AssertUnwindSafe(|| {
@@ -1459,10 +1460,11 @@ impl Source for ZarrSource {
         }
         let array = &self.arrays[self.readers[var].array];
         array.retrieve_encoded_chunk(&indices).map_err(|e| {
-            SourceError::Library(format!(
-                "array '{}': chunk {indices:?}: {e}",
-                self.variables[var].name
-            ))
+            SourceError::library(
+                Lib::Zarrs,
+                format!("array '{}': chunk {indices:?}", self.variables[var].name),
+                e,
+            )
         })
     }
 
