@@ -5,6 +5,7 @@
 //! - [`pipeline`]: parallel read → compress → ordered write;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
+//! - [`select`]: `--variables`/`--exclude`/`--isel`/`--sel`, a source over the opened one;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;
@@ -36,4 +37,5 @@ pub mod meta;
 pub mod pipeline;
 pub mod planner;
 pub mod registry;
+pub mod select;
 pub mod tet_input;

@@ -113,6 +113,8 @@ impl Default for ConvertOptions {
             codec: CodecChoice::Auto,
             plan: PlanOptions::default(),
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
+    pub select: crate::select::SelectOptions,
             open: OpenOptions::default(),
             progress: None,
             cancel: Cancel::never(),
@@ -126,6 +128,7 @@ impl ConvertOptions {
     pub fn byte_affecting_params(&self) -> BTreeMap<String, String> {
         let mut p = BTreeMap::new();
         p.insert("codec".into(), self.codec.to_string());
+            select: Default::default(),
         p.insert("chunk".into(), self.plan.describe());
         p.insert(
             "skip_unsupported".into(),
@@ -146,6 +149,7 @@ impl ConvertOptions {
 pub struct DatasetReport {
     pub name: String,
     pub dtype: String,
+        self.select.params(&mut p);
     pub source_dtype: String,
     pub shape: Vec<u64>,
     pub chunk_shape: Vec<u64>,
@@ -340,7 +344,9 @@ pub fn convert(
     let source = importer.open(input, &opts.open)?;
     // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
     let carried = if importer.id() == tet_input::ID {
-        Some(tet_input::carried_footer(input, &opts.open).map_err(ConvertError::Refused)?)
+        let mut f = tet_input::carried_footer(input, &opts.open).map_err(ConvertError::Refused)?;
+        cuts.cut_carried(&mut f).map_err(ConvertError::Refused)?;
+        Some(f)
     } else {
         None
     };
@@ -350,6 +356,9 @@ pub fn convert(
         input,
         output,
         opts,
+    // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
+    let (source, cuts) =
+        crate::select::apply(source, &opts.select).map_err(ConvertError::Refused)?;
         started,
         carried,
     )

@@ -50,6 +50,9 @@ pub struct WireOptions {
     pub progress: bool,
     pub write_through_symlink: bool,
 }
+    /// `--variables`, `--exclude`, `--isel`, `--sel`.
+    #[serde(default)]
+    pub select: crate::select::SelectOptions,
 
 impl From<&ConvertOptions> for WireOptions {
     fn from(o: &ConvertOptions) -> WireOptions {
@@ -66,6 +69,7 @@ impl From<&ConvertOptions> for WireOptions {
             write_through_symlink: o.write_through_symlink,
         }
     }
+            select: o.select.clone(),
 }
 
 impl TryFrom<&WireOptions> for ConvertOptions {
@@ -94,6 +98,7 @@ impl TryFrom<&WireOptions> for ConvertOptions {
         })
     }
 }
+            select: w.select.clone(),
 
 /// How a job treats an existing output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

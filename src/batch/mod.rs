@@ -34,6 +34,12 @@ pub const BYTE_AFFECTING_KEYS: &[&str] = &[
     "skip_unsupported",
     "unpack",
     "follow_external",
+    // `crate::select::PARAM_KEYS`: the variables chosen and the dimensions cut.
+    "variables",
+    "exclude",
+    "no_coords",
+    "isel",
+    "sel",
 ];
 
 /// What an existing output's last history row says of the conversion that made it.

@@ -113,6 +113,22 @@ pub struct ConvertArgs {
     #[arg(short, long)]
     quiet: bool,
     /// Log more to stderr (-v: every input and step, -vv: plans and decisions); RUST_LOG overrides.
+    /// Keep only these variables (names or globs, comma-separated, repeatable); their
+    /// coordinate, bounds and ancillary variables come along unless --no-coords.
+    #[arg(long, value_name = "NAME|GLOB,…")]
+    variables: Vec<String>,
+    /// Leave out these variables (names or globs, comma-separated, repeatable).
+    #[arg(long, value_name = "NAME|GLOB,…")]
+    exclude: Vec<String>,
+    /// With --variables: do not add the coordinate and associated variables of the chosen ones.
+    #[arg(long)]
+    no_coords: bool,
+    /// Cut a dimension by index, numpy slice semantics (negative: from the end; repeatable).
+    #[arg(long, value_name = "DIM=START:STOP[:STEP]")]
+    isel: Vec<String>,
+    /// Cut a dimension by coordinate value, inclusive (ISO 8601 on CF time axes; repeatable).
+    #[arg(long, value_name = "DIM=LOW:HIGH")]
+    sel: Vec<String>,
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
     /// Print JSON on stdout: the report (IN OUT), or one row per input (batch).
@@ -222,6 +238,16 @@ fn plan_out_dir(
         return Err(format!("--out-dir {}: not a directory", dir.display()));
     }
     let sel = Selection::new(&a.include)?;
+    for v in &a.variables {
+        crate::select::SelectOptions::add_names(&mut opts.select.variables, v)?;
+    }
+    for v in &a.exclude {
+        crate::select::SelectOptions::add_names(&mut opts.select.exclude, v)?;
+    }
+    opts.select.no_coords = a.no_coords;
+    opts.select.isel = a.isel.clone();
+    opts.select.sel = a.sel.clone();
+    opts.select.validate()?;
     let mut found: Vec<Input> = Vec::new();
     let mut listed = a.paths.clone();
     if let Some(list) = &a.files_from {

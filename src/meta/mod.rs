@@ -47,7 +47,7 @@ pub fn coordinate_labels(
 }
 
 /// Element values as f64 (for time arithmetic; integers beyond 2^53 lose precision there only).
-fn element_values(b: &[u8], t: ElementType) -> Vec<f64> {
+pub(crate) fn element_values(b: &[u8], t: ElementType) -> Vec<f64> {
     macro_rules! conv {
         ($ty:ty, $n:expr) => {
             b.chunks_exact($n)
