@@ -38,7 +38,8 @@
 //! [`lzf_decompress`]; libhdf5 itself cannot read it), and the common plugin filters, which
 //! libhdf5 reads only with a plugin: Blosc (32001, PyTables' default; one Blosc 1.x buffer,
 //! decoded by c-blosc from `blosc-src`, the build Zarr uses), Zstandard (32015, hdf5plugin's;
-//! plain frames, `zstd`), bzip2 (307, one stream, `bzip2`), LZ4 (32004, the HDF Group
+//! plain frames, `zstd`), bzip2 (307, one stream, `bzip2`), LZO (305, PyTables'; one LZO1X
+//! stream, `lzokay`, see [`lzo_decompress`]), LZ4 (32004, the HDF Group
 //! filter's block framing, see [`lz4_decompress`]; blocks decoded by `lz4_flex`) and Blosc2
 //! (32026, hdf5plugin's and PyTables'; one Blosc2 frame per chunk, parsed by [`crate::blosc2`],
 //! its chunks decoded by `blosc2-pure-rs`). A dataset with any other filter (szip,
@@ -96,7 +97,7 @@ use hdf5_sys::h5p::{
 };
 use hdf5_sys::h5s::H5Sclose;
 use hdf5_sys::h5t::{H5T_class_t, H5T_order_t, H5Tget_class, H5Tget_order, H5Tget_size};
-use tet_source::{check_region, Lib, Result, SourceError};
+use tet_source::{check_region, Result, SourceError};
 
 use crate::types::OwnedType;
 
@@ -112,6 +113,8 @@ pub const FILTER_SZIP: i32 = 4;
 pub const FILTER_NBIT: i32 = 5;
 /// HDF5 filter id of scale-offset.
 pub const FILTER_SCALEOFFSET: i32 = 6;
+/// Registered id of PyTables' LZO filter.
+pub const FILTER_LZO: i32 = 305;
 /// Registered id of the bzip2 filter (PyTables, hdf5plugin).
 pub const FILTER_BZIP2: i32 = 307;
 /// Registered id of h5py's LZF filter.
@@ -158,6 +161,7 @@ impl FilterSpec {
             FILTER_SZIP => "szip".into(),
             FILTER_NBIT => "nbit".into(),
             FILTER_SCALEOFFSET => "scaleoffset".into(),
+            FILTER_LZO => "lzo".into(),
             FILTER_BZIP2 => "bzip2".into(),
             FILTER_LZF => "lzf".into(),
             FILTER_BLOSC => "blosc".into(),
@@ -219,6 +223,7 @@ impl FilterSpec {
             FILTER_BLOSC => Some(Filter::Blosc),
             FILTER_ZSTD => Some(Filter::Zstd),
             FILTER_BZIP2 => Some(Filter::Bzip2),
+            FILTER_LZO => Some(Filter::Lzo),
             FILTER_LZ4 => Some(Filter::Lz4),
             FILTER_BLOSC2 => crate::blosc2::unsupported_variant(&self.cd_values)
                 .is_none()
@@ -245,6 +250,8 @@ pub enum Filter {
     Zstd,
     /// One bzip2 stream.
     Bzip2,
+    /// One LZO1X stream, PyTables' LZO filter (see [`lzo_decompress`]).
+    Lzo,
     /// The HDF5 LZ4 filter's framing of LZ4 blocks (see [`lz4_decompress`]).
     Lz4,
     /// One Blosc2 contiguous frame (see [`crate::blosc2`]).
@@ -479,6 +486,7 @@ fn decode_stages(
             | Filter::Blosc
             | Filter::Zstd
             | Filter::Bzip2
+            | Filter::Lzo
             | Filter::Lz4
             | Filter::Blosc2 => {
                 // These decoders size their own output from the stream.
@@ -487,6 +495,7 @@ fn decode_stages(
                     Filter::Blosc => blosc_decompress(input, bound)?,
                     Filter::Zstd => zstd_decompress(input, bound)?,
                     Filter::Bzip2 => bzip2_decompress(input, bound)?,
+                    Filter::Lzo => lzo_decompress(input, bound)?,
                     Filter::Blosc2 => crate::blosc2::blosc2_decompress(input, bound)?,
                     _ => lz4_decompress(input, bound)?,
                 };
@@ -605,6 +614,47 @@ pub fn bzip2_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>
         return derr("bzip2: not a bzip2 stream");
     }
     read_bounded("bzip2", bzip2::read::BzDecoder::new(input), max)
+}
+
+/// Decodes PyTables' LZO filter (id 305, `H5Zlzo.c`): the chunk is one LZO1X stream (what
+/// `lzo1x_1_compress` or `lzo1x_999_compress` write, ending with the end-of-stream marker),
+/// decoded by `lzokay` into at most `max` bytes. PyTables built with its `CHECKSUM` option
+/// appends the Adler-32 of the decoded bytes (4 bytes, the writer's byte order: little-endian
+/// on every platform PyTables ships for) after the stream: 4 bytes left after the end marker
+/// are taken as that checksum and verified. (The filter stores a chunk it cannot shrink
+/// uncompressed, with the filter's bit set in the chunk's filter mask: handled by the caller.)
+pub fn lzo_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    use lzokay::decompress::decompress;
+    // An LZO1X match of length L costs at least about L / 255 bytes: no stream of `n` bytes
+    // decodes to more than 256 n (plus slack for tiny ones).
+    let cap = max.min(input.len().saturating_mul(256).saturating_add(64));
+    let mut out = vec![0u8; cap];
+    let fail = |e: lzokay::Error| match e {
+        lzokay::Error::OutputOverrun => {
+            DecodeError(format!("lzo: chunk decompresses past {max} bytes"))
+        }
+        e => DecodeError(format!("lzo: corrupt or truncated LZO1X stream ({e})")),
+    };
+    match decompress(input, &mut out) {
+        Ok(n) => {
+            out.truncate(n);
+            Ok(out)
+        }
+        Err(lzokay::Error::InputNotConsumed) if input.len() > 4 => {
+            let (stream, sum) = input.split_at(input.len() - 4);
+            let n = decompress(stream, &mut out).map_err(fail)?;
+            out.truncate(n);
+            let want = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
+            let got = libdeflater::adler32(&out);
+            if got != want {
+                return derr(format!(
+                    "lzo: Adler-32 mismatch (stored {want:#010x}, computed {got:#010x})"
+                ));
+            }
+            Ok(out)
+        }
+        Err(e) => Err(fail(e)),
+    }
 }
 
 /// The largest output one LZ4 block of `n` compressed bytes can have (a sequence's length
@@ -859,10 +909,8 @@ pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
         // checks the id and returns an error value for a wrong one).
         let n = unsafe { H5Pget_nfilters(dcpl) };
         if n < 0 {
-            return Err(SourceError::library_status(
-                Lib::Hdf5,
-                "H5Pget_nfilters",
-                "cannot read the filter pipeline",
+            return Err(SourceError::Library(
+                "cannot read the filter pipeline".into(),
             ));
         }
         let mut out = Vec::with_capacity(n as usize);
@@ -888,11 +936,9 @@ pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
                 )
             };
             if id < 0 {
-                return Err(SourceError::library_status(
-                    Lib::Hdf5,
-                    "H5Pget_filter2",
-                    format!("cannot read filter {i} of the pipeline"),
-                ));
+                return Err(SourceError::Library(format!(
+                    "cannot read filter {i} of the pipeline"
+                )));
             }
             cd.truncate(nelmts.min(32));
             let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
@@ -1079,10 +1125,10 @@ impl ChunkedVar {
     pub fn open(path: &Path, dataset: &str) -> Result<ChunkAccess> {
         let file_len = std::fs::metadata(path)?.len();
         let f = hdf5::File::open(path)
-            .map_err(|e| SourceError::library(Lib::Hdf5, "cannot open as HDF5", e))?;
+            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
         let ds = f
             .dataset(dataset)
-            .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{dataset}'"), e))?;
+            .map_err(|e| SourceError::Library(format!("dataset '{dataset}': {e}")))?;
         let base = chunk_address_base(f.userblock());
         Self::from_dataset(&ds, dataset, base, file_len)
     }
@@ -1092,14 +1138,14 @@ impl ChunkedVar {
     pub fn open_many(path: &Path, datasets: &[&str]) -> Result<Vec<Result<ChunkAccess>>> {
         let file_len = std::fs::metadata(path)?.len();
         let f = hdf5::File::open(path)
-            .map_err(|e| SourceError::library(Lib::Hdf5, "cannot open as HDF5", e))?;
+            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
         let base = chunk_address_base(f.userblock());
         Ok(datasets
             .iter()
             .map(|&name| {
                 let ds = f
                     .dataset(name)
-                    .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{name}'"), e))?;
+                    .map_err(|e| SourceError::Library(format!("dataset '{name}': {e}")))?;
                 Self::from_dataset(&ds, name, base, file_len)
             })
             .collect())
@@ -1114,7 +1160,7 @@ impl ChunkedVar {
         file_len: u64,
     ) -> Result<ChunkAccess> {
         let lib = |what: &str, e: hdf5::Error| {
-            SourceError::library(Lib::Hdf5, format!("dataset '{name}': {what}"), e)
+            SourceError::Library(format!("dataset '{name}': {what}: {e}"))
         };
         let dcpl = ds.dcpl().map_err(|e| lib("creation properties", e))?;
         let dtype = ds.dtype().map_err(|e| lib("datatype", e))?;
@@ -1301,15 +1347,10 @@ impl ChunkedVar {
                 if missing {
                     return Ok(None);
                 }
-                let context = format!("cannot look up chunk {grid_pos:?}");
-                return Err(match err {
-                    Some(e) => SourceError::library(Lib::Hdf5, context, e),
-                    None => SourceError::library_status(
-                        Lib::Hdf5,
-                        context,
-                        "H5Dget_chunk_storage_size failed",
-                    ),
-                });
+                let why = err.map(|e| e.to_string()).unwrap_or_default();
+                return Err(SourceError::Library(format!(
+                    "cannot look up chunk {grid_pos:?}: {why}"
+                )));
             }
             if size == 0 {
                 return Ok(None);
@@ -1337,11 +1378,9 @@ impl ChunkedVar {
                 )
             };
             if rc < 0 {
-                return Err(SourceError::library_status(
-                    Lib::Hdf5,
-                    "H5Dread_chunk",
-                    format!("cannot read chunk {grid_pos:?}"),
-                ));
+                return Err(SourceError::Library(format!(
+                    "cannot read chunk {grid_pos:?}"
+                )));
             }
             Ok(Some((len, mask)))
         })
@@ -1652,22 +1691,18 @@ fn build_index(
     // is closed once, at the end of this function.
     let space = hdf5::sync::sync(|| unsafe { H5Dget_space(ds.id()) });
     if space < 0 {
-        return Err(SourceError::library_status(
-            Lib::Hdf5,
-            format!("dataset '{name}'"),
-            "cannot get its dataspace",
-        ));
+        return Err(SourceError::Library(format!(
+            "dataset '{name}': cannot get its dataspace"
+        )));
     }
     let result = (|| {
         let mut n_alloc: hsize_t = 0;
         // SAFETY: under the library lock; libhdf5 writes one `hsize_t` into `n_alloc`.
         let rc = hdf5::sync::sync(|| unsafe { H5Dget_num_chunks(ds.id(), space, &mut n_alloc) });
         if rc < 0 {
-            return Err(SourceError::library_status(
-                Lib::Hdf5,
-                format!("dataset '{name}'"),
-                "cannot count its chunks",
-            ));
+            return Err(SourceError::Library(format!(
+                "dataset '{name}': cannot count its chunks"
+            )));
         }
         if n_alloc > MAX_TABLE_CHUNKS {
             return Ok((Index::Lazy(ds.clone()), n_alloc as usize));
@@ -1691,11 +1726,9 @@ fn build_index(
                 )
             });
             if rc < 0 {
-                return Err(SourceError::library_status(
-                    Lib::Hdf5,
-                    format!("dataset '{name}'"),
-                    format!("cannot read entry {i} of its chunk index"),
-                ));
+                return Err(SourceError::Library(format!(
+                    "dataset '{name}': cannot read entry {i} of its chunk index"
+                )));
             }
             let g: Vec<u64> = (0..rank).map(|a| off[a] / chunk[a]).collect();
             if (0..rank).any(|a| !off[a].is_multiple_of(chunk[a]) || g[a] >= grid[a]) {
@@ -1900,7 +1933,12 @@ mod tests {
             name: name.into(),
         };
         assert_eq!(spec(305, "lzo", vec![]).named(), "lzo (id 305)");
-        assert_eq!(spec(305, "", vec![]).named(), "id 305");
+        assert_eq!(spec(305, "", vec![]).named(), "lzo (id 305)");
+        assert_eq!(
+            spec(32009, "fcidecomp", vec![]).named(),
+            "fcidecomp (id 32009)"
+        );
+        assert_eq!(spec(32009, "", vec![]).named(), "id 32009");
         assert_eq!(
             spec(FILTER_BLOSC2, "blosc2", vec![]).named(),
             "blosc2 (id 32026)"
