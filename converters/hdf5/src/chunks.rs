@@ -97,7 +97,7 @@ use hdf5_sys::h5p::{
 };
 use hdf5_sys::h5s::H5Sclose;
 use hdf5_sys::h5t::{H5T_class_t, H5T_order_t, H5Tget_class, H5Tget_order, H5Tget_size};
-use tet_source::{check_region, Result, SourceError};
+use tet_source::{check_region, Lib, Result, SourceError};
 
 use crate::types::OwnedType;
 
@@ -909,8 +909,10 @@ pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
         // checks the id and returns an error value for a wrong one).
         let n = unsafe { H5Pget_nfilters(dcpl) };
         if n < 0 {
-            return Err(SourceError::Library(
-                "cannot read the filter pipeline".into(),
+            return Err(SourceError::library_status(
+                Lib::Hdf5,
+                "H5Pget_nfilters",
+                "cannot read the filter pipeline",
             ));
         }
         let mut out = Vec::with_capacity(n as usize);
@@ -936,9 +938,11 @@ pub fn read_pipeline(dcpl: hid_t) -> Result<Vec<FilterSpec>> {
                 )
             };
             if id < 0 {
-                return Err(SourceError::Library(format!(
-                    "cannot read filter {i} of the pipeline"
-                )));
+                return Err(SourceError::library_status(
+                    Lib::Hdf5,
+                    "H5Pget_filter2",
+                    format!("cannot read filter {i} of the pipeline"),
+                ));
             }
             cd.truncate(nelmts.min(32));
             let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
@@ -1125,10 +1129,10 @@ impl ChunkedVar {
     pub fn open(path: &Path, dataset: &str) -> Result<ChunkAccess> {
         let file_len = std::fs::metadata(path)?.len();
         let f = hdf5::File::open(path)
-            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
+            .map_err(|e| SourceError::library(Lib::Hdf5, "cannot open as HDF5", e))?;
         let ds = f
             .dataset(dataset)
-            .map_err(|e| SourceError::Library(format!("dataset '{dataset}': {e}")))?;
+            .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{dataset}'"), e))?;
         let base = chunk_address_base(f.userblock());
         Self::from_dataset(&ds, dataset, base, file_len)
     }
@@ -1138,14 +1142,14 @@ impl ChunkedVar {
     pub fn open_many(path: &Path, datasets: &[&str]) -> Result<Vec<Result<ChunkAccess>>> {
         let file_len = std::fs::metadata(path)?.len();
         let f = hdf5::File::open(path)
-            .map_err(|e| SourceError::Library(format!("cannot open as HDF5: {e}")))?;
+            .map_err(|e| SourceError::library(Lib::Hdf5, "cannot open as HDF5", e))?;
         let base = chunk_address_base(f.userblock());
         Ok(datasets
             .iter()
             .map(|&name| {
                 let ds = f
                     .dataset(name)
-                    .map_err(|e| SourceError::Library(format!("dataset '{name}': {e}")))?;
+                    .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{name}'"), e))?;
                 Self::from_dataset(&ds, name, base, file_len)
             })
             .collect())
@@ -1160,7 +1164,7 @@ impl ChunkedVar {
         file_len: u64,
     ) -> Result<ChunkAccess> {
         let lib = |what: &str, e: hdf5::Error| {
-            SourceError::Library(format!("dataset '{name}': {what}: {e}"))
+            SourceError::library(Lib::Hdf5, format!("dataset '{name}': {what}"), e)
         };
         let dcpl = ds.dcpl().map_err(|e| lib("creation properties", e))?;
         let dtype = ds.dtype().map_err(|e| lib("datatype", e))?;
@@ -1347,10 +1351,15 @@ impl ChunkedVar {
                 if missing {
                     return Ok(None);
                 }
-                let why = err.map(|e| e.to_string()).unwrap_or_default();
-                return Err(SourceError::Library(format!(
-                    "cannot look up chunk {grid_pos:?}: {why}"
-                )));
+                let context = format!("cannot look up chunk {grid_pos:?}");
+                return Err(match err {
+                    Some(e) => SourceError::library(Lib::Hdf5, context, e),
+                    None => SourceError::library_status(
+                        Lib::Hdf5,
+                        context,
+                        "H5Dget_chunk_storage_size failed",
+                    ),
+                });
             }
             if size == 0 {
                 return Ok(None);
@@ -1378,9 +1387,11 @@ impl ChunkedVar {
                 )
             };
             if rc < 0 {
-                return Err(SourceError::Library(format!(
-                    "cannot read chunk {grid_pos:?}"
-                )));
+                return Err(SourceError::library_status(
+                    Lib::Hdf5,
+                    "H5Dread_chunk",
+                    format!("cannot read chunk {grid_pos:?}"),
+                ));
             }
             Ok(Some((len, mask)))
         })
@@ -1691,18 +1702,22 @@ fn build_index(
     // is closed once, at the end of this function.
     let space = hdf5::sync::sync(|| unsafe { H5Dget_space(ds.id()) });
     if space < 0 {
-        return Err(SourceError::Library(format!(
-            "dataset '{name}': cannot get its dataspace"
-        )));
+        return Err(SourceError::library_status(
+            Lib::Hdf5,
+            format!("dataset '{name}'"),
+            "cannot get its dataspace",
+        ));
     }
     let result = (|| {
         let mut n_alloc: hsize_t = 0;
         // SAFETY: under the library lock; libhdf5 writes one `hsize_t` into `n_alloc`.
         let rc = hdf5::sync::sync(|| unsafe { H5Dget_num_chunks(ds.id(), space, &mut n_alloc) });
         if rc < 0 {
-            return Err(SourceError::Library(format!(
-                "dataset '{name}': cannot count its chunks"
-            )));
+            return Err(SourceError::library_status(
+                Lib::Hdf5,
+                format!("dataset '{name}'"),
+                "cannot count its chunks",
+            ));
         }
         if n_alloc > MAX_TABLE_CHUNKS {
             return Ok((Index::Lazy(ds.clone()), n_alloc as usize));
@@ -1726,9 +1741,11 @@ fn build_index(
                 )
             });
             if rc < 0 {
-                return Err(SourceError::Library(format!(
-                    "dataset '{name}': cannot read entry {i} of its chunk index"
-                )));
+                return Err(SourceError::library_status(
+                    Lib::Hdf5,
+                    format!("dataset '{name}'"),
+                    format!("cannot read entry {i} of its chunk index"),
+                ));
             }
             let g: Vec<u64> = (0..rank).map(|a| off[a] / chunk[a]).collect();
             if (0..rank).any(|a| !off[a].is_multiple_of(chunk[a]) || g[a] >= grid[a]) {

@@ -131,8 +131,8 @@ use hdf5_sys::h5s::{
 };
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, Fact, FileExtent,
-    Importer, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
-    Variable,
+    Importer, Lib, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
+    TextVariable, Variable,
 };
 
 use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
@@ -267,7 +267,7 @@ impl Importer for H5Importer {
 }
 
 fn lib_err(context: impl std::fmt::Display, e: hdf5::Error) -> SourceError {
-    SourceError::Library(format!("{context}: {e}"))
+    SourceError::library(Lib::Hdf5, context.to_string(), e)
 }
 
 /// One HDF5 file opened by the source (the input, and files reached by followed external links).
@@ -1006,7 +1006,7 @@ impl Walker<'_> {
             return Ok(());
         }
         let virt = vds::is_virtual(&f.ds)
-            .map_err(|e| SourceError::Library(format!("dataset '{}': {e}", f.name)))?;
+            .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{}'", f.name), e))?;
         let f = match virt {
             true => match self.virtual_dataset(src, f)? {
                 Some(f) => f,
@@ -1868,7 +1868,9 @@ impl H5Source {
     /// `H5Dread` of a hyperslab in the dataset's own type (no conversion) into `buf`, which
     /// must hold exactly the region's records.
     fn h5_read(&self, e: &Entry, start: &[u64], count: &[u64], buf: &mut [u8]) -> Result<()> {
-        let err = |what: String| SourceError::Library(format!("dataset '{}': {what}", e.name));
+        let err = |what: String| {
+            SourceError::library_status(Lib::Hdf5, format!("dataset '{}'", e.name), what)
+        };
         let rank = e.outer.len();
         let bytes = count
             .iter()
@@ -1893,9 +1895,9 @@ impl H5Source {
                         buf.as_mut_ptr().cast(),
                     )
                 };
-                return hdf5::h5check(rc)
-                    .map(|_| ())
-                    .map_err(|x| err(format!("read failed: {x}")));
+                return hdf5::h5check(rc).map(|_| ()).map_err(|x| {
+                    SourceError::library(Lib::Hdf5, format!("dataset '{}': read", e.name), x)
+                });
             }
             // SAFETY: a by-value call on an open dataset under the library lock; the new
             // dataspace id is closed below.
