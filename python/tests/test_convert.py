@@ -110,3 +110,16 @@ def test_verify_and_audit(tmp_path):
     assert entry.status == "changed" and entry.current != entry.recorded
     os.unlink(src)
     assert tet.audit(out)[0].status == "missing"
+
+
+def test_worker_imports_this_package_whatever_the_cwd(tmp_path, monkeypatch):
+    """A folder named `tet` in the working directory (a source checkout) is not what the
+    worker imports."""
+    fake = tmp_path / "tet"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('the wrong tet')\n")
+    src = save_npy(tmp_path, "w", np.arange(7, dtype=np.uint16))
+    monkeypatch.chdir(tmp_path)
+    r = tet.convert("w.npy", "w.tet")
+    assert r.datasets[0].shape == (7,)
+    assert (tmp_path / "w.tet").exists() and src.exists()

@@ -233,17 +233,19 @@ def _read_worker(proc, on_progress, timeout: float | None) -> list[bytes]:
 def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
     on_progress = _Progress(progress, src) if progress is not None else None
     job = json.dumps({"src": src, "dst": dst, "options": opts, "progress": on_progress is not None})
-    env = dict(os.environ)
-    # The worker imports this very package, wherever it was imported from.
+    # The worker imports this very package, wherever it was imported from (first on its path,
+    # before the working directory, which may hold a source checkout of another build).
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_parent, env.get("PYTHONPATH")]))
+    boot = (
+        f"import sys; sys.path.insert(0, {pkg_parent!r}); "
+        "from tet._worker import main; sys.exit(main())"
+    )
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tet._worker"],
+            [sys.executable, "-c", boot],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=err,
-            env=env,
             start_new_session=True,
         )
         try:
