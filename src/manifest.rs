@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Options: `codec`, `chunk_bytes`, `chunk`, `unpack`, `skip_unsupported`, `follow_external`,
-//! `write_through_symlink`, with the meaning of the command-line flags of the same name. A job's
+//! `write_through_symlink`, `variables`, `exclude` (a string or a list), `no_coords`, `isel`,
+//! `sel` (a string or a list, as the repeated flags), with the meaning of the command-line flags of the same name. A job's
 //! own keys win over `[defaults]`, which win over the command line. An unknown key, a wrong type
 //! or two jobs writing one output is an error naming the job: a typo never silently changes what
 //! gets written. Jobs run in the manifest's order; a shard takes the jobs whose input path
@@ -64,6 +65,11 @@ struct Entry {
     skip_unsupported: Option<bool>,
     follow_external: Option<bool>,
     write_through_symlink: Option<bool>,
+    variables: Option<OneOrMany>,
+    exclude: Option<OneOrMany>,
+    no_coords: Option<bool>,
+    isel: Option<OneOrMany>,
+    sel: Option<OneOrMany>,
 }
 
 /// `chunk_bytes`: a number of bytes or a size with a unit (`"4MiB"`).
@@ -197,6 +203,31 @@ impl Entry {
         set(self.skip_unsupported, &mut opts.open.skip_unsupported);
         set(self.follow_external, &mut opts.open.follow_external);
         set(self.write_through_symlink, &mut opts.write_through_symlink);
+        set(self.no_coords, &mut opts.select.no_coords);
+        // A job's list replaces the inherited one, as `chunk` does.
+        let list = |l: OneOrMany| match l {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(l) => l,
+        };
+        if let Some(v) = self.variables {
+            opts.select.variables.clear();
+            for s in list(v) {
+                crate::select::SelectOptions::add_names(&mut opts.select.variables, &s)?;
+            }
+        }
+        if let Some(v) = self.exclude {
+            opts.select.exclude.clear();
+            for s in list(v) {
+                crate::select::SelectOptions::add_names(&mut opts.select.exclude, &s)?;
+            }
+        }
+        if let Some(v) = self.isel {
+            opts.select.isel = list(v);
+        }
+        if let Some(v) = self.sel {
+            opts.select.sel = list(v);
+        }
+        opts.select.validate()?;
         Ok(())
     }
 }
@@ -251,6 +282,39 @@ mod tests {
         assert_eq!(b.plan.describe(), "4096;time=1;x:1,2");
         assert!(!b.open.unpack && b.open.skip_unsupported && b.open.follow_external);
         assert!(b.write_through_symlink);
+    }
+
+    #[test]
+    fn selections_layer_and_are_checked() {
+        let j = jobs(
+            r#"
+            [defaults]
+            variables = "temp,precip"
+            isel = "time=0:10"
+            [[job]]
+            input = "a.nc"
+            output = "a.tet"
+            [[job]]
+            input = "b.nc"
+            output = "b.tet"
+            variables = ["t*", "lat"]
+            exclude = "time_bnds"
+            no_coords = true
+            isel = []
+            sel = ["time=2000-01-01:2000-01-31", "lat=-10:10"]
+            "#,
+        )
+        .unwrap();
+        let a = &j[0].opts.select;
+        assert_eq!(a.variables, ["temp", "precip"]);
+        assert_eq!(a.isel, ["time=0:10"]);
+        let b = &j[1].opts.select;
+        assert_eq!(b.variables, ["t*", "lat"]);
+        assert_eq!(b.exclude, ["time_bnds"]);
+        assert!(b.no_coords && b.isel.is_empty());
+        assert_eq!(b.sel.len(), 2);
+        let bad = jobs("[[job]]\ninput = \"a\"\noutput = \"b\"\nisel = \"time=3\"\n");
+        assert!(bad.unwrap_err().contains("--isel"));
     }
 
     #[test]

@@ -449,7 +449,7 @@ impl Selected {
             if !keep.contains(&v.name) {
                 continue;
             }
-            let (var, cuts) = cut_variable(v, &dim_cuts);
+            let (var, cuts) = cut_variable(v, &dim_cuts)?;
             vars.push(var);
             kept.push(Kept { src: i, cuts });
         }
@@ -850,15 +850,13 @@ fn time_axis(v: &Variable) -> bool {
 }
 
 /// `v` with its cut dims cut: the new variable and the cut of each axis (`None`: none cut).
-fn cut_variable(v: &Variable, dim_cuts: &BTreeMap<String, Cut>) -> (Variable, Option<Vec<Cut>>) {
-    let dims = dims_of(v.dims.as_ref(), v.shape.len());
-    let cuts: Vec<Cut> = dims
-        .iter()
-        .zip(&v.shape)
-        .map(|(d, &n)| dim_cuts.get(d).copied().unwrap_or(Cut::whole(n)))
-        .collect();
+fn cut_variable(
+    v: &Variable,
+    dim_cuts: &BTreeMap<String, Cut>,
+) -> Result<(Variable, Option<Vec<Cut>>), String> {
+    let cuts = axis_cuts(&v.name, v.dims.as_ref(), &v.shape, dim_cuts)?;
     if cuts.iter().zip(&v.shape).all(|(c, &n)| *c == Cut::whole(n)) {
-        return (v.clone(), None);
+        return Ok((v.clone(), None));
     }
     let mut out = v.clone();
     out.shape = cuts.iter().map(|c| c.len).collect();
@@ -868,17 +866,42 @@ fn cut_variable(v: &Variable, dim_cuts: &BTreeMap<String, Cut>) -> (Variable, Op
             *c = per.clamp(1, cut.len.max(1));
         }
     }
-    (out, Some(cuts))
+    Ok((out, Some(cuts)))
+}
+
+/// The cut of each axis of a variable (whole where its dim is not cut); an error when a cut
+/// dim is shorter here than the cut reaches (two variables giving one dim name two lengths).
+fn axis_cuts(
+    name: &str,
+    dims: Option<&Vec<String>>,
+    shape: &[u64],
+    dim_cuts: &BTreeMap<String, Cut>,
+) -> Result<Vec<Cut>, String> {
+    dims_of(dims, shape.len())
+        .iter()
+        .zip(shape)
+        .map(|(d, &n)| match dim_cuts.get(d) {
+            None => Ok(Cut::whole(n)),
+            Some(&c) => {
+                let fits = [0, c.len.saturating_sub(1)]
+                    .iter()
+                    .all(|&i| c.at(i).is_some_and(|p| p < n));
+                if fits {
+                    Ok(c)
+                } else {
+                    Err(format!(
+                        "variable {name}: dimension {d} has {n} positions here, fewer than the \
+                         cut reaches (another variable gives {d} another length)"
+                    ))
+                }
+            }
+        })
+        .collect()
 }
 
 /// A text variable with its cut dims cut.
 fn cut_text(t: &TextVariable, dim_cuts: &BTreeMap<String, Cut>) -> Result<TextVariable, String> {
-    let dims = dims_of(t.dims.as_ref(), t.shape.len());
-    let cuts: Vec<Cut> = dims
-        .iter()
-        .zip(&t.shape)
-        .map(|(d, &n)| dim_cuts.get(d).copied().unwrap_or(Cut::whole(n)))
-        .collect();
+    let cuts = axis_cuts(&t.name, t.dims.as_ref(), &t.shape, dim_cuts)?;
     let mut out = t.clone();
     out.shape = cuts.iter().map(|c| c.len).collect();
     let total: u64 = out.shape.iter().product();

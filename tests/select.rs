@@ -414,3 +414,150 @@ fn stored_zstd_frames_are_kept_only_where_they_are_the_cut() {
         assert!(tet::format::verify::verify(&f, tet::format::verify::Depth::Deep).ok());
     }
 }
+
+/// A year of hourly values (`[8760, 4, 4]` f32, stored in chunks of one day) that records the
+/// stored chunks each `read_region` of `v` touches.
+struct Year {
+    vars: Vec<tet_source::Variable>,
+    touched: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+}
+
+const HOURS: u64 = 8760;
+
+impl Year {
+    fn new(touched: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>) -> Year {
+        use tet_source::{AttrValue, ElementType, Role, Variable};
+        let mut time = Variable::new("time", ElementType::F64, vec![HOURS]);
+        time.dims = Some(vec!["time".into()]);
+        time.role = Role::Coordinate;
+        time.attrs = vec![(
+            "units".into(),
+            AttrValue::Text("hours since 2001-01-01 00:00:00".into()),
+        )];
+        let mut v = Variable::new("v", ElementType::F32, vec![HOURS, 4, 4]);
+        v.dims = Some(vec!["time".into(), "y".into(), "x".into()]);
+        v.layout.chunk_shape = Some(vec![24, 4, 4]);
+        v.layout.compressed = true;
+        Year {
+            vars: vec![time, v],
+            touched,
+        }
+    }
+}
+
+impl tet_source::Source for Year {
+    fn variables(&self) -> &[tet_source::Variable] {
+        &self.vars
+    }
+
+    fn read_region(
+        &self,
+        var: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> tet_source::Result<()> {
+        let v = &self.vars[var];
+        tet_source::check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        if var == 0 {
+            for (i, o) in out.chunks_exact_mut(8).enumerate() {
+                o.copy_from_slice(&((start[0] + i as u64) as f64).to_le_bytes());
+            }
+            return Ok(());
+        }
+        let last = start[0] + count[0] - 1;
+        self.touched
+            .lock()
+            .unwrap()
+            .extend(start[0] / 24..=last / 24);
+        let per_hour = (count[1] * count[2]) as usize;
+        for (i, o) in out.chunks_exact_mut(4).enumerate() {
+            let hour = start[0] + (i / per_hour) as u64;
+            o.copy_from_slice(&(hour as f32).to_le_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// `--sel` of one day out of a year stored in daily chunks reads that day's chunk and no other.
+#[test]
+fn a_day_out_of_a_year_reads_only_that_days_chunks() {
+    let d = tempfile::tempdir().unwrap();
+    let touched = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let opts = tet::pipeline::ConvertOptions {
+        jobs: 2,
+        select: tet::select::SelectOptions {
+            sel: vec!["time=2001-03-05:2001-03-05".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let (source, _) =
+        tet::select::apply(Box::new(Year::new(touched.clone())), &opts.select).unwrap();
+    let input = d.path().join("year.bin");
+    std::fs::write(&input, b"stand-in for the input's digest").unwrap();
+    let out = d.path().join("day.tet");
+    tet::pipeline::convert_source(
+        source.as_ref(),
+        "test",
+        &input,
+        &out,
+        &opts,
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    // 1 March 2001 is day 59 (0-based) of a non-leap year: 5 March is day 63.
+    assert_eq!(
+        touched.lock().unwrap().iter().copied().collect::<Vec<_>>(),
+        [63]
+    );
+    let f = TetFile::open(&out).unwrap();
+    let i = f.datasets.iter().position(|x| x.name == "v").unwrap();
+    assert_eq!(f.datasets[i].shape, [24, 4, 4]);
+    let v = f32s(&f, i);
+    assert_eq!(v[0], (63 * 24) as f32);
+    assert_eq!(v[v.len() - 1], (63 * 24 + 23) as f32);
+}
+
+/// A `.tet` input cut again: its carried labels are cut with it.
+#[cfg(feature = "netcdf")]
+#[test]
+fn a_tet_input_is_cut_with_its_carried_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let first = d.path().join("all.tet");
+    assert!(convert(&fixture("select.nc"), &first, &[]).status.success());
+    let out = d.path().join("cut.tet");
+    let o = convert(
+        &first,
+        &out,
+        &[
+            "--variables",
+            "temp",
+            "--isel",
+            "lat=1:6:2",
+            "--isel",
+            "time=-2:",
+        ],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&out).unwrap();
+    let footer = f.footer().unwrap().unwrap();
+    assert_eq!(footer.datasets["temp"].coords["lat"], ["20", "0", "-20"]);
+    assert_eq!(
+        footer.datasets["temp"].coords["time"],
+        ["2000-01-10T12:00:00", "2000-01-10T18:00:00"]
+    );
+    assert_eq!(footer.history.len(), 2);
+    let i = f.datasets.iter().position(|x| x.name == "temp").unwrap();
+    assert_eq!(f.datasets[i].shape, [2, 3, 9]);
+    // The values: those of the uncut .tet at the same positions.
+    let all = TetFile::open(&first).unwrap();
+    let j = all.datasets.iter().position(|x| x.name == "temp").unwrap();
+    let whole = f32s(&all, j);
+    let want: Vec<f32> = [38usize, 39]
+        .iter()
+        .flat_map(|&t| [1usize, 3, 5].map(move |y| (t, y)))
+        .flat_map(|(t, y)| whole[(t * 7 + y) * 9..(t * 7 + y + 1) * 9].to_vec())
+        .collect();
+    assert_eq!(f32s(&f, i), want);
+}
