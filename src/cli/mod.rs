@@ -50,6 +50,7 @@ enum Command {
 
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
+    crate::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }
@@ -109,6 +110,7 @@ pub(crate) fn init_logging(verbose: u8) {
 
 /// Entry point of the `tet-convert` binary.
 pub fn main_convert() -> ExitCode {
+    crate::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }

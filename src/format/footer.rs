@@ -89,15 +89,7 @@ pub struct Footer {
 // Typed attribute values <-> JSON
 
 fn float_json(v: f64) -> Value {
-    if v.is_nan() {
-        Value::String("NaN".into())
-    } else if v.is_infinite() {
-        Value::String(if v > 0.0 { "Infinity" } else { "-Infinity" }.into())
-    } else {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .unwrap_or(Value::Null)
-    }
+    tet_source::json_text::float_value(v)
 }
 
 /// f32 as the f64 nearest to its shortest decimal form, so the JSON shows `0.1`, not
@@ -112,12 +104,7 @@ fn f32_json(v: f32) -> Value {
 fn json_float(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
-        Value::String(s) => match s.as_str() {
-            "NaN" => Some(f64::NAN),
-            "Infinity" => Some(f64::INFINITY),
-            "-Infinity" => Some(f64::NEG_INFINITY),
-            _ => None,
-        },
+        Value::String(s) => tet_source::json_text::parse_non_finite(s),
         _ => None,
     }
 }
@@ -174,13 +161,7 @@ pub fn attr_from_json(v: &Value) -> Option<AttrValue> {
 }
 
 fn float_text(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "Infinity" } else { "-Infinity" }.into()
-    } else {
-        v.to_string()
-    }
+    tet_source::json_text::float_label(v)
 }
 
 /// The plain-string view of an attribute value, as the reference's `attrs` hold it: a single

@@ -91,13 +91,7 @@ fn f16_to_f64(h: u16) -> f64 {
 }
 
 fn float_label(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "Infinity" } else { "-Infinity" }.into()
-    } else {
-        v.to_string()
-    }
+    tet_source::json_text::float_label(v)
 }
 
 /// Shortest exact decimal labels of the values.

@@ -23,20 +23,53 @@ pub fn string(s: &str) -> String {
     o
 }
 
-/// A float as JSON: the shortest decimal that reads back to `v`; NaN and the infinities,
-/// which JSON lacks, as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
-pub fn float(v: f64) -> String {
+/// The product's one spelling of the floats JSON lacks: `NaN`, `Infinity`, `-Infinity`
+/// (`None` for a finite `v`). Footers, Zarr metadata, labels and attribute JSON all use it.
+pub fn non_finite(v: f64) -> Option<&'static str> {
     if v.is_nan() {
-        "\"NaN\"".into()
+        Some("NaN")
     } else if v.is_infinite() {
-        if v > 0.0 {
-            "\"Infinity\""
-        } else {
-            "\"-Infinity\""
-        }
-        .into()
+        Some(if v > 0.0 { "Infinity" } else { "-Infinity" })
     } else {
-        format!("{v:?}")
+        None
+    }
+}
+
+/// The float a [`non_finite`] spelling names.
+pub fn parse_non_finite(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
+}
+
+/// A float as JSON text: the shortest decimal that reads back to `v`; NaN and the infinities
+/// as the strings of [`non_finite`].
+pub fn float(v: f64) -> String {
+    match non_finite(v) {
+        Some(name) => format!("\"{name}\""),
+        None => format!("{v:?}"),
+    }
+}
+
+/// A float as a JSON value: a number, or the [`non_finite`] spelling as a string.
+pub fn float_value(v: f64) -> serde_json::Value {
+    match non_finite(v) {
+        Some(name) => serde_json::Value::String(name.into()),
+        None => serde_json::Number::from_f64(v)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null),
+    }
+}
+
+/// A float as label text: Rust's shortest form (`0.5`, `1e300`), or the [`non_finite`]
+/// spelling.
+pub fn float_label(v: f64) -> String {
+    match non_finite(v) {
+        Some(name) => name.into(),
+        None => v.to_string(),
     }
 }
 
@@ -71,5 +104,26 @@ mod tests {
         assert_eq!(float(-2.0), "-2.0");
         assert_eq!(float(f64::NAN), "\"NaN\"");
         assert_eq!(float(f64::NEG_INFINITY), "\"-Infinity\"");
+    }
+
+    #[test]
+    fn one_spelling_of_non_finite_floats_in_every_form() {
+        for (v, name) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+        ] {
+            assert_eq!(non_finite(v), Some(name));
+            assert_eq!(float(v), format!("\"{name}\""));
+            assert_eq!(float_value(v), serde_json::Value::String(name.into()));
+            assert_eq!(float_label(v), name);
+            let back = parse_non_finite(name).unwrap();
+            assert!(back == v || (back.is_nan() && v.is_nan()));
+        }
+        assert_eq!(non_finite(0.1), None);
+        assert_eq!(float(1e300), "1e300");
+        assert_eq!(float_value(-0.5), serde_json::json!(-0.5));
+        assert_eq!(float_label(2.0), "2");
+        assert_eq!(parse_non_finite("nan"), None);
     }
 }

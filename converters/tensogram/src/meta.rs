@@ -227,20 +227,9 @@ fn write_array<'v>(items: impl Iterator<Item = &'v Value>, out: &mut String) {
 fn write_json(v: &Value, out: &mut String) {
     match v {
         Value::Integer(i) => out.push_str(&i128::from(*i).to_string()),
-        Value::Float(f) => {
-            if f.is_nan() {
-                out.push_str("\"NaN\"");
-            } else if f.is_infinite() {
-                out.push_str(if *f > 0.0 {
-                    "\"Infinity\""
-                } else {
-                    "\"-Infinity\""
-                });
-            } else {
-                // `{:?}` is the shortest exact form and always valid JSON (`1.0`, `1e300`).
-                out.push_str(&format!("{f:?}"));
-            }
-        }
+        // The shortest exact form (`1.0`, `1e300`), non-finite values spelled as the product
+        // spells them everywhere.
+        Value::Float(f) => out.push_str(&tet_source::json_text::float(*f)),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Null => out.push_str("null"),
         Value::Text(s) => json_string(s, out),

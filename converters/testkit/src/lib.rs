@@ -397,12 +397,8 @@ fn num_eq(json: &Value, x: f64) -> bool {
     match json {
         Value::Number(n) => n.as_f64().is_some_and(|j| j == x),
         Value::Bool(b) => f64::from(u8::from(*b)) == x,
-        Value::String(s) => match s.as_str() {
-            "NaN" => x.is_nan(),
-            "Infinity" => x == f64::INFINITY,
-            "-Infinity" => x == f64::NEG_INFINITY,
-            _ => false,
-        },
+        Value::String(s) => tet_source::json_text::parse_non_finite(s)
+            .is_some_and(|j| j == x || (j.is_nan() && x.is_nan())),
         _ => false,
     }
 }

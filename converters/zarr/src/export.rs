@@ -83,15 +83,7 @@ fn fill_value(e: ElementType) -> Value {
 }
 
 fn float(v: f64) -> Value {
-    if v.is_nan() {
-        json!("NaN")
-    } else if v.is_infinite() {
-        json!(if v > 0.0 { "Infinity" } else { "-Infinity" })
-    } else {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .unwrap_or(Value::Null)
-    }
+    tet_source::json_text::float_value(v)
 }
 
 /// A typed attribute as a JSON value: one number as a number, several as a list.
