@@ -1,0 +1,562 @@
+//! Combining inputs along a dimension (issue 24, `--concat DIM`; the source only — the command
+//! line, the manifest's `inputs`/`concat` and the history row with every input as a parent are
+//! the next slice): [`Concat`] is a [`Source`] over several opened sources whose variables agree
+//! on names, element types, dims and attributes, and on shapes except along the dimension.
+//!
+//! The inputs are put in the order of their first value of the dimension's coordinate variable
+//! (their given order when there is none); overlapping or unordered values, a missing variable,
+//! another type, other dims, other attributes (another `units`), another shape (another grid)
+//! and a variable without the dimension whose values differ are refused with one line naming
+//! both inputs and what differs — before anything is read for the output. Variables without the
+//! dimension come from the first input (`take_first` skips the equality check). A region of a
+//! combined variable is read from the inputs it spans, so memory stays bounded by the region.
+
+use tet_source::{
+    check_region, AttrValue, DimLabels, Fact, Result, Skipped, Source, SourceError, TextVariable,
+    Variable,
+};
+
+/// How a combined variable is read.
+#[derive(Debug, Clone)]
+enum Plan {
+    /// Along the dimension's axis `axis`: input `k` holds positions `starts[k] .. starts[k + 1]`.
+    Along { axis: usize, starts: Vec<u64> },
+    /// Without the dimension: the first input's.
+    First,
+}
+
+/// Several sources seen as one, concatenated along a dimension (see the module docs).
+pub struct Concat {
+    parts: Vec<Box<dyn Source>>,
+    vars: Vec<Variable>,
+    plans: Vec<Plan>,
+    texts: Vec<TextVariable>,
+    labels: Vec<DimLabels>,
+}
+
+/// The axis of `dim` in a variable's dims.
+fn axis_of(dims: Option<&Vec<String>>, dim: &str) -> Option<usize> {
+    dims?.iter().position(|d| d == dim)
+}
+
+/// Attributes compared without regard to their order.
+fn sorted(attrs: &[(String, AttrValue)]) -> Vec<(String, AttrValue)> {
+    let mut a = attrs.to_vec();
+    a.sort_by(|x, y| x.0.cmp(&y.0));
+    a
+}
+
+/// The first value of `dim`'s coordinate variable in `src`, as f64 (`None`: no coordinate).
+fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
+    let Some((i, v)) = src
+        .variables()
+        .iter()
+        .enumerate()
+        .find(|(_, v)| v.name == dim && v.shape.len() == 1)
+    else {
+        return Ok(None);
+    };
+    let n = v.shape[0];
+    if n == 0 {
+        return Ok(None);
+    }
+    let size = v.dtype.size();
+    let mut one = vec![0u8; size];
+    src.read_region(i, &[0], &[1], &mut one)?;
+    let first = crate::meta::element_values(&one, v.dtype);
+    src.read_region(i, &[n - 1], &[1], &mut one)?;
+    let last = crate::meta::element_values(&one, v.dtype);
+    Ok(first.first().copied().zip(last.first().copied()))
+}
+
+impl Concat {
+    /// Combines `parts` (each with the name errors give it) along `dim`; `take_first` takes the
+    /// variables without `dim` from the first input without checking that the others agree.
+    pub fn new(
+        parts: Vec<(String, Box<dyn Source>)>,
+        dim: &str,
+        take_first: bool,
+    ) -> Result<Concat, String> {
+        if parts.is_empty() {
+            return Err("no input to combine".into());
+        }
+        let mut keyed = Vec::with_capacity(parts.len());
+        for (i, (name, src)) in parts.into_iter().enumerate() {
+            let range = first_value(src.as_ref(), dim)
+                .map_err(|e| format!("{name}: reading the {dim} coordinate: {e}"))?;
+            keyed.push((range, i, name, src));
+        }
+        // Coordinate order, input order as the tie-break (and without a coordinate).
+        keyed.sort_by(|a, b| {
+            let ka = a.0.map(|r| r.0).unwrap_or(f64::NAN);
+            let kb = b.0.map(|r| r.0).unwrap_or(f64::NAN);
+            ka.partial_cmp(&kb)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.1.cmp(&b.1))
+        });
+        for w in keyed.windows(2) {
+            if let (Some(a), Some(b)) = (w[0].0, w[1].0) {
+                if b.0 <= a.1 {
+                    return Err(format!(
+                        "{} and {}: {dim} values overlap or are unordered ({}..{} and {}..{})",
+                        w[0].2, w[1].2, a.0, a.1, b.0, b.1
+                    ));
+                }
+            }
+        }
+        let names: Vec<String> = keyed.iter().map(|k| k.2.clone()).collect();
+        let parts: Vec<Box<dyn Source>> = keyed.into_iter().map(|k| k.3).collect();
+        let (vars, plans) = combine_variables(&parts, &names, dim)?;
+        let texts = combine_texts(&parts, &names, dim)?;
+        let labels = combine_labels(&parts, &names, dim)?;
+        let c = Concat {
+            parts,
+            vars,
+            plans,
+            texts,
+            labels,
+        };
+        if !take_first {
+            c.check_equal(&names, dim)?;
+        }
+        Ok(c)
+    }
+
+    /// Checks that every variable without the dimension holds the same values in every input,
+    /// one bounded slab at a time.
+    fn check_equal(&self, names: &[String], dim: &str) -> Result<(), String> {
+        const SLAB: u64 = 4 << 20;
+        for (v, plan) in self.vars.iter().zip(&self.plans) {
+            if !matches!(plan, Plan::First) || v.shape.is_empty() {
+                continue;
+            }
+            let row: u64 = v.shape[1..].iter().product::<u64>() * v.dtype.size() as u64;
+            let rows = (SLAB / row.max(1)).max(1);
+            let mut start = 0u64;
+            while start < v.shape[0] {
+                let n = rows.min(v.shape[0] - start);
+                let mut s = vec![0u64; v.shape.len()];
+                s[0] = start;
+                let mut c = v.shape.clone();
+                c[0] = n;
+                let len = usize::try_from(n * row).map_err(|_| "slab too large")?;
+                let read = |k: usize| -> Result<Vec<u8>, String> {
+                    let mut b = vec![0u8; len];
+                    let i = index_of(self.parts[k].as_ref(), &v.name)
+                        .ok_or_else(|| format!("{}: no variable {}", names[k], v.name))?;
+                    self.parts[k]
+                        .read_region(i, &s, &c, &mut b)
+                        .map_err(|e| format!("{}: {}: {e}", names[k], v.name))?;
+                    Ok(b)
+                };
+                let first = read(0)?;
+                for k in 1..self.parts.len() {
+                    if read(k)? != first {
+                        return Err(format!(
+                            "{} and {}: variable {} differs (it has no {dim} dimension; \
+                             --concat-take-first takes the first input's)",
+                            names[0], names[k], v.name
+                        ));
+                    }
+                }
+                start += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn dim_name(v: &Variable) -> String {
+    v.dims.as_ref().map(|d| d.join(",")).unwrap_or_default()
+}
+
+fn index_of(src: &dyn Source, name: &str) -> Option<usize> {
+    src.variables().iter().position(|v| v.name == name)
+}
+
+/// The combined variables and how each is read; an error names both inputs and what differs.
+fn combine_variables(
+    parts: &[Box<dyn Source>],
+    names: &[String],
+    dim: &str,
+) -> Result<(Vec<Variable>, Vec<Plan>), String> {
+    let first = parts[0].variables();
+    let mut vars = Vec::with_capacity(first.len());
+    let mut plans = Vec::with_capacity(first.len());
+    for (k, p) in parts.iter().enumerate().skip(1) {
+        if let Some(extra) = p
+            .variables()
+            .iter()
+            .find(|v| index_of(parts[0].as_ref(), &v.name).is_none())
+        {
+            return Err(format!(
+                "{} and {}: variable {} is missing from {}",
+                names[0], names[k], extra.name, names[0]
+            ));
+        }
+    }
+    for v in first {
+        let axis = axis_of(v.dims.as_ref(), dim);
+        let mut combined = v.clone();
+        let mut starts = vec![0u64];
+        for (k, p) in parts.iter().enumerate() {
+            let other = p
+                .variables()
+                .iter()
+                .find(|w| w.name == v.name)
+                .ok_or_else(|| {
+                    format!(
+                        "{} and {}: variable {} is missing from {}",
+                        names[0], names[k], v.name, names[k]
+                    )
+                })?;
+            let differs =
+                |what: String| format!("{} and {}: {} {what}", names[0], names[k], v.name);
+            if other.dtype != v.dtype {
+                return Err(differs(format!("is {} and {}", v.dtype, other.dtype)));
+            }
+            if other.dims != v.dims {
+                return Err(differs(format!(
+                    "has dims ({}) and ({})",
+                    dim_name(v),
+                    dim_name(other)
+                )));
+            }
+            if sorted(&other.attrs) != sorted(&v.attrs) {
+                let key = v
+                    .attrs
+                    .iter()
+                    .find(|a| !other.attrs.contains(a))
+                    .or_else(|| other.attrs.iter().find(|a| !v.attrs.contains(a)))
+                    .map_or(String::new(), |a| a.0.clone());
+                return Err(differs(format!("has another attribute {key}")));
+            }
+            let same_shape = other.shape.len() == v.shape.len()
+                && (0..v.shape.len()).all(|a| Some(a) == axis || other.shape[a] == v.shape[a]);
+            if !same_shape {
+                return Err(differs(format!(
+                    "has shape {:?} and {:?} (another grid)",
+                    v.shape, other.shape
+                )));
+            }
+            if let Some(a) = axis {
+                let end = starts[k]
+                    .checked_add(other.shape[a])
+                    .ok_or("combined shape overflows")?;
+                starts.push(end);
+            }
+        }
+        let plan = match axis {
+            Some(a) => {
+                combined.shape[a] = *starts.last().unwrap_or(&0);
+                // Source chunks do not tile the combined axis: no hint along it.
+                if let Some(c) = &mut combined.layout.chunk_shape {
+                    if let Some(x) = c.get_mut(a) {
+                        *x = (*x).min(combined.shape[a]).max(1);
+                    }
+                }
+                Plan::Along { axis: a, starts }
+            }
+            None => Plan::First,
+        };
+        vars.push(combined);
+        plans.push(plan);
+    }
+    Ok((vars, plans))
+}
+
+/// Text variables: those along the dimension (as their first axis) concatenated, the others
+/// the first input's, which the others must equal.
+fn combine_texts(
+    parts: &[Box<dyn Source>],
+    names: &[String],
+    dim: &str,
+) -> Result<Vec<TextVariable>, String> {
+    let mut out = Vec::new();
+    for t in parts[0].text_variables() {
+        let mut c = t.clone();
+        let axis = axis_of(t.dims.as_ref(), dim);
+        for (k, p) in parts.iter().enumerate().skip(1) {
+            let o = p
+                .text_variables()
+                .iter()
+                .find(|o| o.name == t.name)
+                .ok_or_else(|| {
+                    format!(
+                        "{} and {}: text variable {} is missing from {}",
+                        names[0], names[k], t.name, names[k]
+                    )
+                })?;
+            match axis {
+                Some(0) if o.dims == t.dims && o.shape[1..] == t.shape[1..] => {
+                    c.values.extend(o.values.iter().cloned());
+                    c.shape[0] = c.shape[0]
+                        .checked_add(o.shape[0])
+                        .ok_or("combined shape overflows")?;
+                }
+                Some(_) => {
+                    return Err(format!(
+                        "{} and {}: text variable {} cannot be combined along {dim}",
+                        names[0], names[k], t.name
+                    ))
+                }
+                None if o.values != t.values || o.dims != t.dims => {
+                    return Err(format!(
+                        "{} and {}: text variable {} differs",
+                        names[0], names[k], t.name
+                    ))
+                }
+                None => {}
+            }
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+/// Dimension labels: the dimension's concatenated, the others the first input's (which the
+/// others must equal).
+fn combine_labels(
+    parts: &[Box<dyn Source>],
+    names: &[String],
+    dim: &str,
+) -> Result<Vec<DimLabels>, String> {
+    let mut out = Vec::new();
+    for l in parts[0].dim_labels() {
+        let mut c = l.clone();
+        for (k, p) in parts.iter().enumerate().skip(1) {
+            let o = p.dim_labels().iter().find(|o| o.dim == l.dim);
+            match o {
+                Some(o) if l.dim == dim => c.labels.extend(o.labels.iter().cloned()),
+                Some(o) if o.labels == l.labels => {}
+                _ => {
+                    return Err(format!(
+                        "{} and {}: the labels of {} differ",
+                        names[0], names[k], l.dim
+                    ))
+                }
+            }
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+impl Source for Concat {
+    fn variables(&self) -> &[Variable] {
+        &self.vars
+    }
+
+    fn global_attrs(&self) -> &[(String, AttrValue)] {
+        self.parts[0].global_attrs()
+    }
+
+    fn global_facts(&self) -> &[Fact] {
+        self.parts[0].global_facts()
+    }
+
+    fn skipped(&self) -> &[Skipped] {
+        self.parts[0].skipped()
+    }
+
+    fn text_variables(&self) -> &[TextVariable] {
+        &self.texts
+    }
+
+    fn dim_labels(&self) -> &[DimLabels] {
+        &self.labels
+    }
+
+    fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let v = self
+            .vars
+            .get(var)
+            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let missing = || SourceError::InvalidRequest(format!("variable {} vanished", v.name));
+        let (axis, starts) = match &self.plans[var] {
+            Plan::First => {
+                let i = index_of(self.parts[0].as_ref(), &v.name).ok_or_else(missing)?;
+                return self.parts[0].read_region(i, start, count, out);
+            }
+            Plan::Along { axis, starts } => (*axis, starts),
+        };
+        let elem = v.dtype.size();
+        let outer: usize = count[..axis].iter().product::<u64>() as usize;
+        let inner: usize = count[axis + 1..].iter().product::<u64>() as usize * elem;
+        let (lo, hi) = (start[axis], start[axis] + count[axis]);
+        for (k, w) in starts.windows(2).enumerate() {
+            let (p0, p1) = (w[0].max(lo), w[1].min(hi));
+            if p0 >= p1 {
+                continue;
+            }
+            let i = index_of(self.parts[k].as_ref(), &v.name).ok_or_else(missing)?;
+            let mut s = start.to_vec();
+            let mut c = count.to_vec();
+            s[axis] = p0 - w[0];
+            c[axis] = p1 - p0;
+            let n = (p1 - p0) as usize;
+            let mut buf = vec![0u8; outer * n * inner];
+            self.parts[k].read_region(i, &s, &c, &mut buf)?;
+            // Scatter: each outer index holds `n` positions of the axis in a row.
+            let at = (p0 - lo) as usize;
+            let full = count[axis] as usize;
+            for o in 0..outer {
+                let src = &buf[o * n * inner..(o + 1) * n * inner];
+                let dst = (o * full + at) * inner;
+                out[dst..dst + n * inner].copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+
+    fn parallel_reads(&self) -> bool {
+        self.parts.iter().all(|p| p.parallel_reads())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tet_source::{ElementType, Role};
+
+    /// One input: `time` (hours `t0..t0+n`) and `v[time, 2]` = 10 × hour + column, plus `grid[2]`.
+    struct Part {
+        vars: Vec<Variable>,
+        t0: u64,
+        grid: [f32; 2],
+    }
+
+    fn part(t0: u64, n: u64, units: &str, grid: [f32; 2]) -> Box<dyn Source> {
+        let mut time = Variable::new("time", ElementType::F64, vec![n]);
+        time.dims = Some(vec!["time".into()]);
+        time.role = Role::Coordinate;
+        time.attrs = vec![("units".into(), AttrValue::Text(units.into()))];
+        let mut v = Variable::new("v", ElementType::F32, vec![n, 2]);
+        v.dims = Some(vec!["time".into(), "x".into()]);
+        let mut g = Variable::new("grid", ElementType::F32, vec![2]);
+        g.dims = Some(vec!["x".into()]);
+        Box::new(Part {
+            vars: vec![time, v, g],
+            t0,
+            grid,
+        })
+    }
+
+    impl Source for Part {
+        fn variables(&self) -> &[Variable] {
+            &self.vars
+        }
+        fn read_region(
+            &self,
+            var: usize,
+            start: &[u64],
+            count: &[u64],
+            out: &mut [u8],
+        ) -> Result<()> {
+            let v = &self.vars[var];
+            check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+            match var {
+                0 => {
+                    for (i, o) in out.chunks_exact_mut(8).enumerate() {
+                        let t = (self.t0 + start[0] + i as u64) as f64;
+                        o.copy_from_slice(&t.to_le_bytes());
+                    }
+                }
+                1 => {
+                    let mut i = 0;
+                    for t in start[0]..start[0] + count[0] {
+                        for x in start[1]..start[1] + count[1] {
+                            let val = ((self.t0 + t) * 10 + x) as f32;
+                            out[i..i + 4].copy_from_slice(&val.to_le_bytes());
+                            i += 4;
+                        }
+                    }
+                }
+                _ => {
+                    for (o, g) in out.chunks_exact_mut(4).zip(&self.grid[start[0] as usize..]) {
+                        o.copy_from_slice(&g.to_le_bytes());
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    const H: &str = "hours since 2000-01-01";
+
+    fn named(parts: Vec<Box<dyn Source>>) -> Vec<(String, Box<dyn Source>)> {
+        parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (format!("in{i}.nc"), p))
+            .collect()
+    }
+
+    #[test]
+    fn inputs_are_combined_in_coordinate_order() {
+        // Given out of order: 5..8, 0..5, 8..10.
+        let parts = named(vec![
+            part(5, 3, H, [1., 2.]),
+            part(0, 5, H, [1., 2.]),
+            part(8, 2, H, [1., 2.]),
+        ]);
+        let c = Concat::new(parts, "time", false).unwrap();
+        assert_eq!(c.variables()[1].shape, [10, 2]);
+        // A region across all three inputs, one column.
+        let mut out = vec![0u8; 8 * 4];
+        c.read_region(1, &[1, 1], &[8, 1], &mut out).unwrap();
+        let got: Vec<f32> = out
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let want: Vec<f32> = (1..9).map(|t| (t * 10 + 1) as f32).collect();
+        assert_eq!(got, want);
+        let mut t = vec![0u8; 80];
+        c.read_region(0, &[0], &[10], &mut t).unwrap();
+        assert_eq!(f64::from_le_bytes(t[72..80].try_into().unwrap()), 9.0);
+    }
+
+    #[test]
+    fn disagreements_name_both_inputs() {
+        let err = |parts: Vec<Box<dyn Source>>| {
+            Concat::new(named(parts), "time", false)
+                .err()
+                .unwrap_or_default()
+        };
+        let e = err(vec![part(0, 5, H, [1., 2.]), part(3, 5, H, [1., 2.])]);
+        assert!(
+            e.contains("in0.nc and in1.nc") && e.contains("overlap"),
+            "{e}"
+        );
+        let e = err(vec![
+            part(0, 5, H, [1., 2.]),
+            part(5, 5, "days since 2000-01-01", [1., 2.]),
+        ]);
+        assert!(
+            e.contains("in0.nc and in1.nc") && e.contains("units"),
+            "{e}"
+        );
+        let e = err(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]);
+        assert!(e.contains("grid differs"), "{e}");
+        assert!(Concat::new(
+            named(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]),
+            "time",
+            true
+        )
+        .is_ok());
+        // A variable missing from the second input.
+        struct Less(Box<dyn Source>);
+        impl Source for Less {
+            fn variables(&self) -> &[Variable] {
+                &self.0.variables()[..2]
+            }
+            fn read_region(&self, v: usize, s: &[u64], c: &[u64], o: &mut [u8]) -> Result<()> {
+                self.0.read_region(v, s, c, o)
+            }
+        }
+        let short: Box<dyn Source> = Box::new(Less(part(5, 5, H, [1., 2.])));
+        let e = err(vec![part(0, 5, H, [1., 2.]), short]);
+        assert!(e.contains("grid is missing from in1.nc"), "{e}");
+    }
+}
