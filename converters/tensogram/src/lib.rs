@@ -602,9 +602,17 @@ fn check_shape(
     let mut step = 1u64;
     for &k in &axes {
         if desc.strides[k] != step {
+            let fortran: Vec<u64> = shape
+                .iter()
+                .scan(1u64, |step, &d| {
+                    let here = *step;
+                    *step = step.saturating_mul(d);
+                    Some(here)
+                })
+                .collect();
             return Err(Problem::Unsupported(format!(
                 "strides {:?} for shape {shape:?} do not lay the elements out densely in any \
-                 axis order (C order would be {expected:?}, Fortran order its reverse): no \
+                 axis order (C order would be {expected:?}, Fortran order {fortran:?}): no \
                  lossless reading of the payload",
                 desc.strides
             )));

@@ -100,6 +100,12 @@ fn overlapping_strides_are_refused_in_one_line() {
         "{}",
         skipped[0].reason
     );
+    // Shape [2, 2]: C order [2, 1], Fortran order [1, 2], both named.
+    assert!(
+        skipped[0].reason.contains("[2, 1]") && skipped[0].reason.contains("Fortran order [1, 2]"),
+        "{}",
+        skipped[0].reason
+    );
     assert!(!skipped[0].reason.contains('\n'));
     match TgmImporter.open(&fixture("strides.tgm"), &OpenOptions::default()) {
         Err(SourceError::Unsupported(m)) => assert!(m.contains("object 7"), "{m}"),
