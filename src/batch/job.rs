@@ -49,10 +49,10 @@ pub struct WireOptions {
     pub follow_external: bool,
     pub progress: bool,
     pub write_through_symlink: bool,
-}
     /// `--variables`, `--exclude`, `--isel`, `--sel`.
     #[serde(default)]
     pub select: crate::select::SelectOptions,
+}
 
 impl From<&ConvertOptions> for WireOptions {
     fn from(o: &ConvertOptions) -> WireOptions {
@@ -67,9 +67,9 @@ impl From<&ConvertOptions> for WireOptions {
             follow_external: o.open.follow_external,
             progress: o.progress.is_some(),
             write_through_symlink: o.write_through_symlink,
+            select: o.select.clone(),
         }
     }
-            select: o.select.clone(),
 }
 
 impl TryFrom<&WireOptions> for ConvertOptions {
@@ -95,10 +95,10 @@ impl TryFrom<&WireOptions> for ConvertOptions {
             },
             cancel: Cancel::from_fn(super::signals::pending),
             write_through_symlink: w.write_through_symlink,
+            select: w.select.clone(),
         })
     }
 }
-            select: w.select.clone(),
 
 /// How a job treats an existing output.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
