@@ -105,6 +105,8 @@ pub struct ConvertOptions {
     /// When the output path is a symbolic link, write the file it points to (atomically, beside
     /// the target). Otherwise such an output is refused.
     pub write_through_symlink: bool,
+    /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
+    pub select: crate::select::SelectOptions,
 }
 
 impl Default for ConvertOptions {
@@ -113,12 +115,11 @@ impl Default for ConvertOptions {
             codec: CodecChoice::Auto,
             plan: PlanOptions::default(),
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
-    /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
-    pub select: crate::select::SelectOptions,
             open: OpenOptions::default(),
             progress: None,
             cancel: Cancel::never(),
             write_through_symlink: false,
+            select: Default::default(),
         }
     }
 }
@@ -128,7 +129,6 @@ impl ConvertOptions {
     pub fn byte_affecting_params(&self) -> BTreeMap<String, String> {
         let mut p = BTreeMap::new();
         p.insert("codec".into(), self.codec.to_string());
-            select: Default::default(),
         p.insert("chunk".into(), self.plan.describe());
         p.insert(
             "skip_unsupported".into(),
@@ -140,6 +140,7 @@ impl ConvertOptions {
         if self.open.follow_external {
             p.insert("follow_external".into(), "true".into());
         }
+        self.select.params(&mut p);
         p
     }
 }
@@ -149,7 +150,6 @@ impl ConvertOptions {
 pub struct DatasetReport {
     pub name: String,
     pub dtype: String,
-        self.select.params(&mut p);
     pub source_dtype: String,
     pub shape: Vec<u64>,
     pub chunk_shape: Vec<u64>,
@@ -342,6 +342,9 @@ pub fn convert(
     let importer = registry::identify(input)?;
     log::debug!("{}: identified as {}", input.display(), importer.name());
     let source = importer.open(input, &opts.open)?;
+    // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
+    let (source, cuts) =
+        crate::select::apply(source, &opts.select).map_err(ConvertError::Refused)?;
     // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
     let carried = if importer.id() == tet_input::ID {
         let mut f = tet_input::carried_footer(input, &opts.open).map_err(ConvertError::Refused)?;
@@ -356,9 +359,6 @@ pub fn convert(
         input,
         output,
         opts,
-    // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
-    let (source, cuts) =
-        crate::select::apply(source, &opts.select).map_err(ConvertError::Refused)?;
         started,
         carried,
     )

@@ -109,10 +109,6 @@ pub struct ConvertArgs {
     /// When OUT is a symbolic link, write the file it points to (default: refuse such an OUT).
     #[arg(long)]
     write_through_symlink: bool,
-    /// No progress bar, no per-input lines, no summary (failures are still printed).
-    #[arg(short, long)]
-    quiet: bool,
-    /// Log more to stderr (-v: every input and step, -vv: plans and decisions); RUST_LOG overrides.
     /// Keep only these variables (names or globs, comma-separated, repeatable); their
     /// coordinate, bounds and ancillary variables come along unless --no-coords.
     #[arg(long, value_name = "NAME|GLOB,…")]
@@ -129,6 +125,10 @@ pub struct ConvertArgs {
     /// Cut a dimension by coordinate value, inclusive (ISO 8601 on CF time axes; repeatable).
     #[arg(long, value_name = "DIM=LOW:HIGH")]
     sel: Vec<String>,
+    /// No progress bar, no per-input lines, no summary (failures are still printed).
+    #[arg(short, long)]
+    quiet: bool,
+    /// Log more to stderr (-v: every input and step, -vv: plans and decisions); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
     /// Print JSON on stdout: the report (IN OUT), or one row per input (batch).
@@ -215,6 +215,16 @@ fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
     opts.open.unpack = a.unpack;
     opts.open.follow_external = a.follow_external;
     opts.write_through_symlink = a.write_through_symlink;
+    for v in &a.variables {
+        crate::select::SelectOptions::add_names(&mut opts.select.variables, v)?;
+    }
+    for v in &a.exclude {
+        crate::select::SelectOptions::add_names(&mut opts.select.exclude, v)?;
+    }
+    opts.select.no_coords = a.no_coords;
+    opts.select.isel = a.isel.clone();
+    opts.select.sel = a.sel.clone();
+    opts.select.validate()?;
     Ok(opts)
 }
 
@@ -238,16 +248,6 @@ fn plan_out_dir(
         return Err(format!("--out-dir {}: not a directory", dir.display()));
     }
     let sel = Selection::new(&a.include)?;
-    for v in &a.variables {
-        crate::select::SelectOptions::add_names(&mut opts.select.variables, v)?;
-    }
-    for v in &a.exclude {
-        crate::select::SelectOptions::add_names(&mut opts.select.exclude, v)?;
-    }
-    opts.select.no_coords = a.no_coords;
-    opts.select.isel = a.isel.clone();
-    opts.select.sel = a.sel.clone();
-    opts.select.validate()?;
     let mut found: Vec<Input> = Vec::new();
     let mut listed = a.paths.clone();
     if let Some(list) = &a.files_from {
