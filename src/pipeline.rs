@@ -1,10 +1,12 @@
 //! The conversion pipeline: open a source through the registry, plan every dataset's chunks,
 //! then read → (widen) → compress on a pool of worker threads feeding the ordered writer.
 //!
-//! Workers claim chunk jobs from one counter in index order, so the chunk the writer waits for is
-//! always being worked on and the writer's reorder window (2 × jobs + 2 chunks) bounds the data
-//! in flight: peak memory depends on the chunk size and the number of jobs, not on the input.
-//! Each worker reuses its read buffer and its zstd context. The pipeline knows nothing of any
+//! Workers claim chunk jobs in index order from the [`MemoryBudget`], each with the most memory
+//! it can need, and wait — allocating nothing — while that does not fit: the bytes in flight are
+//! bounded by `ConvertOptions::memory_budget` (default 256 MiB), whatever the number of jobs or
+//! the input size, and the chunk the writer waits for is always claimed, so it cannot deadlock
+//! (see `format::budget`). Read buffers, compressed buffers and zstd contexts are reused through
+//! the budget's idle pool. The pipeline knows nothing of any
 //! format: everything format-specific is behind the `tet-source` API.
 
 use std::borrow::Cow;
@@ -12,16 +14,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
 use tet_source::{OpenOptions, Role, Skipped, Source, SourceError, Variable};
 
 use crate::control::{Cancel, Progress, ProgressEvent};
+use crate::format::budget::MemoryBudget;
 use crate::format::footer::Footer;
 use crate::format::{
-    ChunkPayload, Codec, DatasetSpec, Grid, PayloadBytes, TetError, TetWriter, WriterOptions,
+    ChunkDigest, ChunkPayload, Codec, DatasetSpec, Grid, PayloadBytes, TetError, TetWriter,
+    WriterOptions,
 };
 use crate::meta::{self, storage_type, Widen};
 use crate::planner::{self, PlanInput, PlanOptions};
@@ -97,6 +101,10 @@ pub struct ConvertOptions {
     pub plan: PlanOptions,
     /// Worker threads (≥ 1).
     pub jobs: usize,
+    /// Bytes of chunk data in flight at most, whatever `jobs` is ([`MemoryBudget`]): workers
+    /// wait, allocating nothing, while a chunk's memory does not fit. A chunk larger than the
+    /// whole budget is converted alone. Never changes the output bytes.
+    pub memory_budget: u64,
     pub open: OpenOptions,
     /// Told of the chunk work as it goes (the CLI draws a progress bar from it).
     pub progress: Option<Progress>,
@@ -115,6 +123,7 @@ impl Default for ConvertOptions {
             codec: CodecChoice::Auto,
             plan: PlanOptions::default(),
             jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_budget: crate::format::DEFAULT_MEMORY_BUDGET,
             open: OpenOptions::default(),
             progress: None,
             cancel: Cancel::never(),
@@ -176,6 +185,9 @@ pub struct ConvertReport {
     pub elapsed_s: f64,
     pub jobs: usize,
     pub datasets: Vec<DatasetReport>,
+    /// What the memory budget saw (not in the JSON report: it depends on thread timing).
+    #[serde(skip)]
+    pub memory: Option<crate::format::budget::BudgetStats>,
     pub skipped: Vec<SkippedItem>,
     pub warnings: Vec<String>,
 }
@@ -395,11 +407,21 @@ fn convert_carrying(
     let source: &dyn Source = &lowered;
     // The input's size and mtime as the conversion starts (what `tet audit` compares later).
     let input_stat = meta::inputs::stat_input(input).ok();
-    // Hash the input on its own thread while the conversion runs.
-    let digest_path = input.to_path_buf();
-    let digest = std::thread::spawn(move || meta::digest_input(&digest_path));
-
     let (planned, skipped) = plan_all(source, opts, carried.is_some())?;
+    let checksums = checksums_on();
+    // Hash the input on its own thread while the conversion runs. The raw chunks copied file to
+    // file out of the input itself get their digests in the same pass (their bytes are read
+    // once, for both digests; the workers and the write stage never read them).
+    let ranged = if checksums {
+        input_ranges(source, &planned, input)
+    } else {
+        Vec::new()
+    };
+    let ranges: Vec<(u64, u64)> = ranged.iter().map(|r| (r.1, r.2)).collect();
+    let mut later: Vec<u64> = ranged.iter().map(|r| r.0).collect();
+    later.sort_unstable();
+    let digest_path = input.to_path_buf();
+    let digest = std::thread::spawn(move || meta::digest_input_and_ranges(&digest_path, &ranges));
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
@@ -408,29 +430,37 @@ fn convert_carrying(
         path: output.clone(),
         source: e,
     };
-    let checksums = checksums_on();
-    let writer = TetWriter::create(
+    // The budget, not a chunk count, bounds the data in flight: the reorder window is open.
+    let total: u64 = planned.iter().map(|p| p.grid.total).sum();
+    let budget = Arc::new(MemoryBudget::new(opts.memory_budget, total));
+    let mut writer = TetWriter::create(
         output,
         planned.iter().map(|p| p.spec.clone()).collect(),
         WriterOptions {
-            window: 2 * jobs + 2,
+            window: usize::MAX,
             checksums,
             ..WriterOptions::default()
         },
     )
     .map_err(out_err)?;
+    writer.set_budget(budget.clone());
     // Errors of the writer (disk full, file size limit, I/O) name the output.
     let Stored {
         sizes: stored,
         carried,
-    } = run_workers(source, &planned, &writer, jobs, opts, checksums).map_err(|e| match e {
+    } = run_workers(
+        source, &planned, &writer, jobs, opts, checksums, &budget, &later,
+    )
+    .map_err(|e| match e {
         ConvertError::Tet(t) => out_err(t),
         other => other,
     })?;
 
-    let (digest, bytes_in) = digest
+    let (digest, bytes_in, range_digests) = digest
         .join()
         .map_err(|_| refused("the input digest thread panicked"))??;
+    writer.provide_digests(ranged.iter().map(|r| r.0).zip(range_digests));
+    log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
     let input_mtime = input_stat.map(|(_, mtime)| mtime);
     let params = history_params(opts, input, bytes_in, input_mtime, carried);
@@ -471,6 +501,7 @@ fn convert_carrying(
         elapsed_s: started.elapsed().as_secs_f64(),
         jobs,
         datasets,
+        memory: Some(budget.stats()),
         skipped: skipped
             .into_iter()
             .map(|s| SkippedItem {
@@ -753,11 +784,11 @@ fn checksums_on() -> bool {
 }
 
 /// A zstd context for chunks: level `level`'s parameters with a hash table one step larger
-/// (hashLog + 1), and zstd's content checksum in every frame (`checksum`: the low 32 bits of
-/// XXH64 of the decoded chunk, checked by every zstd decoder). Every chunk is an independent frame, which loses the history a single stream
-/// would have at each chunk start; the larger table finds more matches inside the chunk and more
-/// than makes up for it (measured in BENCHMARKS.md), at a small cost in speed. Decoding is
-/// unaffected: a reader sees an ordinary zstd frame.
+/// (hashLog + 1, see [`chunk_params`]), and zstd's content checksum in every frame (`checksum`:
+/// the low 32 bits of XXH64 of the decoded chunk, checked by every zstd decoder). Every chunk is
+/// an independent frame, which loses the history a single stream would have at each chunk start;
+/// the larger table finds more matches inside the chunk and more than makes up for it (measured
+/// in BENCHMARKS.md). Decoding is unaffected: a reader sees an ordinary zstd frame.
 pub fn chunk_compressor(
     level: i32,
     checksum: bool,
@@ -766,17 +797,172 @@ pub fn chunk_compressor(
     let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
     c.set_parameter(zstd::stream::raw::CParameter::ChecksumFlag(checksum))
         .map_err(err)?;
-    // SAFETY: a pure function of its arguments (zstd's parameter table lookup).
-    let params =
-        unsafe { zstd::zstd_safe::zstd_sys::ZSTD_getCParams(level, DEFAULT_CHUNK_HINT, 0) };
-    let hash_log = (params.hashLog + 1).min(params.windowLog + 1).min(30);
-    c.set_parameter(zstd::stream::raw::CParameter::HashLog(hash_log))
+    let params = chunk_params(level);
+    c.set_parameter(zstd::stream::raw::CParameter::HashLog(params.hashLog))
         .map_err(err)?;
+    if params.chainLog < stock_params(level).chainLog {
+        // Only where lowered: elsewhere zstd keeps choosing it by each chunk's size, as before.
+        c.set_parameter(zstd::stream::raw::CParameter::ChainLog(params.chainLog))
+            .map_err(err)?;
+    }
     Ok(c)
+}
+
+/// The compression parameters of our chunk frames at `level`: zstd's own for a chunk of the
+/// default size, with the hash table one step larger (hashLog + 1). Where that makes the
+/// double-fast match finder's long table reach 1 MiB (level 3: hashLog 17 → 18), its second
+/// table (chainLog) goes one step smaller (16 → 15): the two tables then stay close to a 1 MiB L2
+/// cache. Measured with the zstd CLI on the 1 GiB input (`-T1 -3 --zstd=hlog=…,clog=…`, issue 25):
+/// stock 17/16 8.2 s of CPU, 521.3 MB; 18/16 (what we used before) 10.6 s, 512.7 MB; 18/15
+/// 8.4 s, 513.1 MB — nearly all of the size gain at the stock speed. callgrind's cache model
+/// with a 1 MiB last level showed the cost: 1.9× the misses of the zstd CLI in the match finder.
+fn chunk_params(level: i32) -> zstd::zstd_safe::zstd_sys::ZSTD_compressionParameters {
+    let mut p = stock_params(level);
+    p.hashLog = (p.hashLog + 1).min(p.windowLog + 1).min(30);
+    if p.strategy == zstd::zstd_safe::zstd_sys::ZSTD_strategy::ZSTD_dfast && p.hashLog == 18 {
+        p.chainLog -= 1;
+    }
+    p
+}
+
+/// zstd's own parameters of `level` for a chunk of the default size.
+fn stock_params(level: i32) -> zstd::zstd_safe::zstd_sys::ZSTD_compressionParameters {
+    // SAFETY: a pure function of its arguments (zstd's parameter table lookup).
+    unsafe { zstd::zstd_safe::zstd_sys::ZSTD_getCParams(level, DEFAULT_CHUNK_HINT, 0) }
 }
 
 /// The chunk size zstd's parameters are looked up for (the planner's default target).
 const DEFAULT_CHUNK_HINT: u64 = crate::planner::DEFAULT_CHUNK_BYTES;
+
+/// Makes the C allocator hand large freed blocks back to the system at once (glibc: a fixed mmap
+/// threshold of 1 MiB, which also stops glibc raising the threshold as it sees large blocks
+/// freed). Chunk buffers the memory budget frees then leave the process instead of staying in one
+/// of glibc's per-thread arenas, so resident memory follows the budget: measured on the 1 GiB
+/// input at `--jobs 64`, 422 MiB peak RSS without, 229 MiB with (BENCHMARKS.md, issue 25).
+/// Process-wide, so the command-line programs call it once at start; a library user decides for
+/// their own process. A no-op elsewhere.
+pub fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; called before any threads are started.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
+/// The memory of a compression context of `level` as [`chunk_compressor`] sets it up (zstd's
+/// own estimate for those parameters).
+fn compressor_bytes(level: i32) -> u64 {
+    // SAFETY: a pure function of its argument (zstd's size estimate).
+    unsafe {
+        zstd::zstd_safe::zstd_sys::ZSTD_estimateCCtxSize_usingCParams(chunk_params(level)) as u64
+    }
+}
+
+/// The byte range of a source file that the chunk at `coords` of `p` is copied from, file to
+/// file: raw, not widened, and one contiguous run of a variable the source stores as one extent.
+fn file_range<'s>(
+    source: &'s dyn Source,
+    p: &Planned,
+    coords: &[u64],
+) -> Option<(&'s std::fs::File, u64, u64)> {
+    if p.codec != Codec::Raw || p.widen.converts() {
+        return None;
+    }
+    let var: &Variable = &source.variables()[p.var];
+    let ext = source.file_extent(p.var)?;
+    let (start, count) = p.grid.chunk_region(coords);
+    let (off, len) = contiguous_offset(&var.shape, &start, &count, var.dtype.size() as u64)?;
+    Some((ext.file, ext.offset.checked_add(off)?, len))
+}
+
+/// The most memory the chunk at `coords` of `p` holds while it is encoded (read buffer, widened
+/// copy, compressed output and a compression context, as far as each applies): what the worker
+/// claims from the [`MemoryBudget`] before it touches the chunk. A chunk copied file to file
+/// holds none.
+fn chunk_cost(source: &dyn Source, p: &Planned, coords: &[u64]) -> u64 {
+    if file_range(source, p, coords).is_some() {
+        return 0;
+    }
+    let elems = p.grid.chunk_elements(coords);
+    let read = elems.saturating_mul(source.variables()[p.var].dtype.size() as u64);
+    let stored = elems.saturating_mul(p.spec.dtype.size() as u64);
+    let mut cost = read;
+    if p.widen.converts() {
+        cost = cost.saturating_add(stored);
+    }
+    if p.codec == Codec::Zstd || p.constant_as_zstd || p.carry_frames {
+        let bound = zstd::zstd_safe::compress_bound(stored as usize) as u64;
+        let level = if p.codec == Codec::Zstd {
+            p.level
+        } else {
+            DEFAULT_ZSTD_LEVEL
+        };
+        cost = cost
+            .saturating_add(bound)
+            .saturating_add(compressor_bytes(level));
+    }
+    cost
+}
+
+/// Hands a worker's scratch buffers and compression context back to the budget's idle pool: a
+/// worker holds nothing of its own while it waits for its next claim.
+fn recycle(
+    budget: &MemoryBudget,
+    buf: &mut Vec<u8>,
+    wide: &mut Vec<u8>,
+    zctx: &mut Option<(i32, zstd::bulk::Compressor<'static>)>,
+) {
+    for b in [std::mem::take(buf), std::mem::take(wide)] {
+        let n = b.capacity() as u64;
+        budget.put(b, n);
+    }
+    if let Some(c) = zctx.take() {
+        let n = compressor_bytes(c.0);
+        budget.put(c, n);
+    }
+}
+
+/// The raw chunks the workers copy file to file out of the input file itself, as (sequence
+/// number, offset, length) sorted by offset: their digests come from the input digest's pass.
+/// A chunk whose range overlaps an earlier one's is left out (its worker hashes it).
+fn input_ranges(source: &dyn Source, planned: &[Planned], input: &Path) -> Vec<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(input) else {
+        return Vec::new();
+    };
+    if !meta.is_file() {
+        return Vec::new();
+    }
+    let bases = chunk_bases(planned);
+    let mut ranges = Vec::new();
+    for (d, p) in planned.iter().enumerate() {
+        let Some(ext) = source.file_extent(p.var) else {
+            continue;
+        };
+        let same = ext
+            .file
+            .metadata()
+            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        if !same {
+            continue;
+        }
+        for i in 0..p.grid.total {
+            if let Some((_, off, len)) = file_range(source, p, &p.grid.coords(i)) {
+                ranges.push((bases[d] + i, off, len));
+            }
+        }
+    }
+    ranges.sort_by_key(|r| (r.1, r.2));
+    let mut end = 0u64;
+    ranges.retain(|r| {
+        let keep = r.1 >= end;
+        if keep {
+            end = r.1 + r.2;
+        }
+        keep
+    });
+    ranges
+}
 
 /// Byte offset and length of a region inside a C-order array, when the region is one
 /// contiguous run there (every axis after the first one with more than one position is whole).
@@ -794,6 +980,7 @@ fn contiguous_offset(shape: &[u64], start: &[u64], count: &[u64], elem: u64) -> 
 }
 
 /// Runs the workers; returns what they stored.
+#[allow(clippy::too_many_arguments)]
 fn run_workers<'s>(
     source: &'s dyn Source,
     planned: &[Planned],
@@ -801,9 +988,10 @@ fn run_workers<'s>(
     jobs: usize,
     opts: &ConvertOptions,
     checksums: bool,
+    budget: &MemoryBudget,
+    later: &[u64],
 ) -> Result<Stored, ConvertError> {
     let bases = chunk_bases(planned);
-    let total: u64 = planned.iter().map(|p| p.grid.total).sum();
     let raw_total: u64 = planned
         .iter()
         .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
@@ -814,7 +1002,11 @@ fn run_workers<'s>(
             total_bytes: raw_total,
         });
     }
-    let next = AtomicU64::new(0);
+    // What a chunk may hold in memory at most: claimed before a worker touches it.
+    let cost = |seq: u64| {
+        let d = bases.partition_point(|&b| b <= seq) - 1;
+        chunk_cost(source, &planned[d], &planned[d].grid.coords(seq - bases[d]))
+    };
     let failed = AtomicBool::new(false);
     let first_error: Mutex<Option<ConvertError>> = Mutex::new(None);
     let sizes: Vec<(AtomicU64, AtomicU64)> = planned
@@ -834,15 +1026,17 @@ fn run_workers<'s>(
             if failed.load(Ordering::Relaxed) {
                 return;
             }
-            let seq = next.fetch_add(1, Ordering::Relaxed);
-            if seq >= total {
+            // Waits, allocating nothing, until the chunk's memory fits in the budget.
+            let Some(mut claim) = budget.claim(cost) else {
                 return;
-            }
+            };
+            let seq = claim.seq;
             if let Some(sig) = opts.cancel.requested() {
                 let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
                 slot.get_or_insert(ConvertError::Interrupted(sig));
                 failed.store(true, Ordering::Relaxed);
                 writer.abort("stopped by a signal");
+                budget.close();
                 return;
             }
             let d = bases.partition_point(|&b| b <= seq) - 1;
@@ -863,10 +1057,20 @@ fn run_workers<'s>(
                 serial_reads,
                 checksums,
                 &|| writer.spare_buffer(),
+                budget,
             )
             .and_then(|(payload, kept)| {
                 let (raw, stored) = (payload.raw_len, payload.data.len());
-                writer.submit(d, &coords, payload)?;
+                // The claim keeps what the payload holds until the writer has written it; the
+                // scratch buffers and the context go back to the budget's idle pool.
+                budget.settle(&mut claim, payload.held_bytes());
+                recycle(budget, &mut buf, &mut wide, &mut zctx);
+                let digest = if later.binary_search(&seq).is_ok() {
+                    ChunkDigest::Later
+                } else {
+                    ChunkDigest::Compute
+                };
+                writer.submit_digested(d, &coords, payload, digest)?;
                 if kept {
                     carried.fetch_add(1, Ordering::Relaxed);
                 }
@@ -884,6 +1088,7 @@ fn run_workers<'s>(
                 }
                 failed.store(true, Ordering::Relaxed);
                 writer.abort("conversion failed");
+                budget.close();
                 return;
             }
         }
@@ -903,6 +1108,7 @@ fn run_workers<'s>(
         if failed.load(Ordering::Relaxed) {
             writer.abort("conversion failed");
         }
+        budget.close();
         stage.join()
     });
     if let Some(p) = progress {
@@ -1002,6 +1208,7 @@ fn encode_chunk<'s>(
     serial_reads: bool,
     checksums: bool,
     spare: &dyn Fn() -> Option<Vec<u8>>,
+    budget: &MemoryBudget,
 ) -> Result<(ChunkPayload<'s>, bool), ConvertError> {
     let var: &Variable = &source.variables()[p.var];
     let (start, count) = p.grid.chunk_region(coords);
@@ -1029,22 +1236,11 @@ fn encode_chunk<'s>(
     }
 
     // Uncompressed chunks of a variable stored as one run in a file are copied file to file.
-    if p.codec == Codec::Raw && !p.widen.converts() {
-        if let Some(ext) = source.file_extent(p.var) {
-            if let Some((off, l)) = contiguous_offset(&var.shape, &start, &count, elem) {
-                return Ok((
-                    ChunkPayload::raw(PayloadBytes::File {
-                        file: ext.file,
-                        offset: ext
-                            .offset
-                            .checked_add(off)
-                            .ok_or_else(|| refused("offset overflow"))?,
-                        len: l,
-                    }),
-                    false,
-                ));
-            }
-        }
+    if let Some((file, offset, len)) = file_range(source, p, coords) {
+        return Ok((
+            ChunkPayload::raw(PayloadBytes::File { file, offset, len }),
+            false,
+        ));
     }
     // Source bytes. (`Source::contiguous_bytes` would allow a zero-copy borrow, but pages
     // touched through a borrow stay resident until the end; `read_region` lets a mapped
@@ -1079,7 +1275,13 @@ fn encode_chunk<'s>(
         p.level
     };
     if zctx.as_ref().is_none_or(|(l, _)| *l != level) {
-        *zctx = Some((level, chunk_compressor(level, checksums)?));
+        // A context of this level from the budget's idle pool, or a new one (the claim
+        // covers one).
+        let pooled = budget.take::<(i32, zstd::bulk::Compressor<'static>)>(|c| c.0 == level);
+        *zctx = Some(match pooled {
+            Some(c) => c,
+            None => (level, chunk_compressor(level, checksums)?),
+        });
     }
     let (_, comp) = zctx.as_mut().expect("set above");
     // Into a buffer the writer has finished with, when it has one (no fresh pages per chunk).

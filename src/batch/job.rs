@@ -44,6 +44,7 @@ pub struct WireOptions {
     pub by_dim: BTreeMap<String, u64>,
     pub by_dataset: BTreeMap<String, Vec<u64>>,
     pub jobs: usize,
+    pub memory_budget: u64,
     pub skip_unsupported: bool,
     pub unpack: bool,
     pub follow_external: bool,
@@ -62,6 +63,7 @@ impl From<&ConvertOptions> for WireOptions {
             by_dim: o.plan.by_dim.clone(),
             by_dataset: o.plan.by_dataset.clone(),
             jobs: o.jobs,
+            memory_budget: o.memory_budget,
             skip_unsupported: o.open.skip_unsupported,
             unpack: o.open.unpack,
             follow_external: o.open.follow_external,
@@ -83,6 +85,7 @@ impl TryFrom<&WireOptions> for ConvertOptions {
                 by_dataset: w.by_dataset.clone(),
             },
             jobs: w.jobs.max(1),
+            memory_budget: w.memory_budget,
             open: OpenOptions {
                 skip_unsupported: w.skip_unsupported,
                 unpack: w.unpack,

@@ -97,6 +97,10 @@ pub struct ConvertArgs {
     /// Worker threads (default: all cores). Never changes the output bytes.
     #[arg(short, long)]
     jobs: Option<usize>,
+    /// Chunk data in flight at most, per conversion, whatever --jobs is (e.g. 64MiB, 1GiB;
+    /// default 256MiB): threads wait rather than allocate. Never changes the output bytes.
+    #[arg(long, value_name = "SIZE", value_parser = crate::planner::parse_size)]
+    memory_budget: Option<u64>,
     /// Report and skip items that have no .tet form instead of failing.
     #[arg(long)]
     skip_unsupported: bool,
@@ -210,6 +214,9 @@ fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
             return Err("--jobs must be at least 1".into());
         }
         opts.jobs = j;
+    }
+    if let Some(b) = a.memory_budget {
+        opts.memory_budget = b;
     }
     opts.open.skip_unsupported = a.skip_unsupported;
     opts.open.unpack = a.unpack;
