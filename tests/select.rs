@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use tet::format::{DType, TetFile};
 
+#[cfg_attr(not(feature = "netcdf"), allow(dead_code))]
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/select")
@@ -32,6 +33,7 @@ fn convert(input: &Path, output: &Path, extra: &[&str]) -> Output {
 }
 
 /// Every value of dataset `i`, as f64.
+#[cfg_attr(not(feature = "netcdf"), allow(dead_code))]
 fn values(f: &TetFile, i: usize) -> Vec<f64> {
     let b = f.read_dataset(i).unwrap();
     macro_rules! conv {
@@ -55,6 +57,7 @@ fn values(f: &TetFile, i: usize) -> Vec<f64> {
     }
 }
 
+#[cfg_attr(not(feature = "netcdf"), allow(dead_code))]
 fn names(f: &TetFile) -> Vec<String> {
     let mut n: Vec<String> = f.datasets.iter().map(|d| d.name.clone()).collect();
     n.sort();
@@ -75,7 +78,7 @@ fn last_params(f: &TetFile) -> std::collections::BTreeMap<String, String> {
 #[cfg(feature = "netcdf")]
 #[test]
 fn selections_equal_xarray() {
-    let expect: Value =
+    let expect: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("expect.json")).unwrap()).unwrap();
     let d = tempfile::tempdir().unwrap();
     let input = fixture("select.nc");
