@@ -144,3 +144,39 @@ fn classic_text_and_dimensions_survive_the_round_trip() {
     assert_eq!((rec.len, rec.unlimited), (2, true));
     assert_same(&src, &out, "fidelity_classic.nc");
 }
+
+/// Groups holding only attributes, a group or nothing come back, and every variable uses the
+/// very dimension it used in the source (netCDF resolves names through ancestor groups): an
+/// ancestor's dimension shadowed by its own group's (`g1/b(/dim)`), one no variable of the
+/// ancestor uses (`x`), a group's own dimension named and sized like an ancestor's (`g3/x`),
+/// a `char` variable's string length from the root (`make_roundtrip.py`).
+#[test]
+fn empty_groups_and_ancestor_dimensions_survive_the_round_trip() {
+    let (src, out) = round_trip("roundtrip_groups.nc");
+    let s = by_path(&src);
+    assert!(s["empty"].vars.is_empty() && s["empty"].attrs.is_empty());
+    assert!(s.contains_key("attrs_only/empty_inner"));
+    assert!(s["attrs_only"].vars.is_empty() && s["attrs_only"].attrs.len() == 2);
+    assert!(s["g3"].dims.iter().any(|d| d.name == "x"));
+    let dims_of = |g: &str, v: &str| {
+        let v = s[g].vars.iter().find(|x| x.name == v).expect(v);
+        v.dims.clone()
+    };
+    // The dump names which dimension each variable uses.
+    assert_eq!(dims_of("g1", "b"), ["/dim"]);
+    assert_eq!(dims_of("g1", "names"), ["dim", "/strlen"]);
+    assert_eq!(dims_of("g1/g2", "d"), ["/g1/dim"]);
+    assert_eq!(
+        (dims_of("g3", "f"), dims_of("g3", "h")),
+        (vec!["x".to_string()], vec!["/x".to_string()])
+    );
+    assert_same(&src, &out, "roundtrip_groups.nc");
+    let o = by_path(&out);
+    // The dimensions are where the source had them: `x` in the root and in `g3`, `dim` (4)
+    // only in the root (no `dim_4` anywhere), `g1` and `g2` no others.
+    let names = |g: &GroupDump| g.dims.iter().map(|d| d.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(o[""]), ["dim", "x", "strlen"]);
+    assert_eq!(names(o["g1"]), ["dim"]);
+    assert!(o["g1/g2"].dims.is_empty());
+    assert_eq!(names(o["g3"]), ["x"]);
+}

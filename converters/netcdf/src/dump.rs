@@ -5,6 +5,7 @@
 //! recorded as facts) shows here as the file has it, so two files can be compared exactly (an
 //! export with its source). Values of compound, vlen and opaque types are not read.
 
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::path::Path;
 
@@ -55,7 +56,8 @@ pub struct VarDump {
     pub name: String,
     /// Its netCDF type (as [`AttrDump::xtype`]).
     pub xtype: String,
-    /// Its dimensions' names.
+    /// Its dimensions' names; a dimension of another group (an ancestor's) as its full path
+    /// (`/x`, `/g1/dim`), as `ncdump` writes it, so that which dimension is used shows.
     pub dims: Vec<String>,
     /// Its attributes, in file order (the library's hidden ones left out).
     pub attrs: Vec<AttrDump>,
@@ -82,6 +84,7 @@ pub fn dump(path: &Path) -> Result<Vec<GroupDump>> {
         let handle = ffi::Handle::open_path(path)?;
         let limit = std::fs::metadata(path)?.len().max(64);
         let mut out = Vec::new();
+        let mut owners = HashMap::new();
         let mut stack = vec![(handle.ncid(), String::new())];
         while let Some((g, path)) = stack.pop() {
             if out.len() >= MAX_GROUPS {
@@ -89,7 +92,10 @@ pub fn dump(path: &Path) -> Result<Vec<GroupDump>> {
                     "more than {MAX_GROUPS} groups"
                 )));
             }
-            out.push(group(g, &path, limit)?);
+            for d in ffi::own_dimids(g)? {
+                owners.insert(d, path.clone());
+            }
+            out.push(group(g, &path, &owners, limit)?);
             for &k in ffi::groups(g)?.iter().rev() {
                 stack.push((k, join(&path, &ffi::group_name(k)?)));
             }
@@ -98,7 +104,8 @@ pub fn dump(path: &Path) -> Result<Vec<GroupDump>> {
     })
 }
 
-fn group(g: c_int, path: &str, limit: u64) -> Result<GroupDump> {
+/// Group `g` at `path`; `owners`: the path of the group defining each dimension seen so far.
+fn group(g: c_int, path: &str, owners: &HashMap<c_int, String>, limit: u64) -> Result<GroupDump> {
     let unlimited = ffi::unlimdims(g)?;
     let dims = ffi::own_dimids(g)?
         .into_iter()
@@ -113,7 +120,7 @@ fn group(g: c_int, path: &str, limit: u64) -> Result<GroupDump> {
         .collect::<Result<_>>()?;
     let vars = ffi::varids(g)?
         .into_iter()
-        .map(|v| var(g, v, limit))
+        .map(|v| var(g, v, path, owners, limit))
         .collect::<Result<_>>()?;
     Ok(GroupDump {
         path: path.to_string(),
@@ -135,13 +142,22 @@ fn type_of(g: c_int, xtype: c_int, limit: u64) -> Result<(String, Option<bool>)>
     })
 }
 
-fn var(g: c_int, varid: c_int, limit: u64) -> Result<VarDump> {
+fn var(
+    g: c_int,
+    varid: c_int,
+    path: &str,
+    owners: &HashMap<c_int, String>,
+    limit: u64,
+) -> Result<VarDump> {
     let info = ffi::var_info(g, varid)?;
     let mut dims = Vec::with_capacity(info.dimids.len());
     let mut shape = Vec::with_capacity(info.dimids.len());
     for &d in &info.dimids {
         let (name, len) = ffi::dim(g, d)?;
-        dims.push(name);
+        match owners.get(&d) {
+            Some(owner) if owner != path => dims.push(format!("/{}", join(owner, &name))),
+            _ => dims.push(name),
+        }
         shape.push(usize::try_from(len).map_err(|_| too_large(&info.name))?);
     }
     let n = shape

@@ -3,10 +3,15 @@
 //!
 //! - Groups for every `/` level of the array names; a global attribute named `group/name` (the
 //!   importer's record of a group attribute) goes back to that group.
-//! - Dimensions from the arrays' dims. Coordinate variables are defined first, so their
-//!   dimension lives in their own group; any other variable reuses a dimension of the same name
-//!   and length visible from its group (its own or an ancestor), else defines it in its own
-//!   group. A name already taken in that group with another length becomes `<name>_<length>`.
+//! - Every group the source listed ([`crate::GROUPS`]) is created first, in its order: also
+//!   those holding only attributes, only groups or nothing (not when only some arrays are
+//!   exported).
+//! - Dimensions from the arrays' dims. A dimension the netCDF source defined in another group
+//!   than the variable's ([`crate::DIM_GROUPS`]) is that group's; in a netCDF-4 source with
+//!   groups ([`crate::GROUPS`]) any other is the variable's own group's. Otherwise (other
+//!   sources) coordinate variables are defined first, so their dimension lives in their own
+//!   group; any other variable reuses a dimension of the same name and length visible from its
+//!   group (its own or an ancestor), else defines it in its own group. A name already taken in that group with another length becomes `<name>_<length>`.
 //!   Arrays without dimension names get `<variable>_dim<k>`. A dimension the source had as
 //!   unlimited ([`Array::unlimited_dims`]) is unlimited again.
 //! - Element types ([`CAPABILITIES`]): netCDF has no bool (kept as `ubyte` 0/1 with the
@@ -241,6 +246,10 @@ impl Groups {
 #[derive(Default)]
 struct Dims {
     by_group: HashMap<(String, String), (c_int, u64)>,
+    /// The source recorded where its dimensions are (a netCDF-4 file with groups: the file
+    /// fact [`crate::GROUPS`]): a dimension without a recorded home ([`crate::DIM_GROUPS`])
+    /// is its variable's own group's.
+    exact: bool,
 }
 
 impl Dims {
@@ -267,7 +276,19 @@ impl Dims {
             }
             g = split_group(g).0;
         }
-        // Define it here, under a free name.
+        self.define_here(groups, group, name, len, unlimited)
+    }
+
+    /// The dimension `name` of length `len` of `group` itself: defined there (under
+    /// `<name>_<len>` when the name is taken there with another length).
+    fn define_here(
+        &mut self,
+        groups: &Groups,
+        group: &str,
+        name: &str,
+        len: u64,
+        unlimited: bool,
+    ) -> Result<c_int> {
         let mut n = name.to_string();
         loop {
             match self.by_group.get(&(group.to_string(), n.clone())) {
@@ -293,12 +314,74 @@ impl Dims {
     }
 }
 
-/// The dimension ids of a variable of `shape` in group `g` (names from `dims`, else
-/// `<short>_dim<k>`), defined as needed.
+impl Dims {
+    /// The dimension `name` of length `len` that the source had in group `home` (an ancestor
+    /// of the variable's group, recorded as [`crate::DIM_GROUPS`]): defined there when it is
+    /// not yet; `None` when `home` holds `name` with another length already.
+    fn get_in(
+        &mut self,
+        groups: &mut Groups,
+        home: &str,
+        name: &str,
+        len: u64,
+        unlimited: bool,
+    ) -> Result<Option<c_int>> {
+        match self.by_group.get(&(home.to_string(), name.to_string())) {
+            Some(&(id, l)) => return Ok((l == len).then_some(id)),
+            None => groups.ensure(home)?,
+        };
+        self.define_here(groups, home, name, len, unlimited)
+            .map(Some)
+    }
+}
+
+/// Where a variable's dimensions are: its group, and the groups the source defined each in
+/// (the [`crate::DIM_GROUPS`] fact; empty when all were its own group's).
+struct DimHomes<'a> {
+    group: &'a str,
+    homes: &'a [String],
+}
+
+impl<'a> DimHomes<'a> {
+    fn of(group: &'a str, facts: &'a [Fact]) -> Self {
+        DimHomes {
+            group,
+            homes: hints::text_list(facts, crate::DIM_GROUPS),
+        }
+    }
+
+    /// The id of dimension `k` (named `name`, of `len`): in the group the source defined it
+    /// in where that is known (and `named`: the name is the source's), else resolved by name
+    /// from the variable's group.
+    fn id(
+        &self,
+        groups: &mut Groups,
+        dims: &mut Dims,
+        k: usize,
+        (name, len, unlimited): (&str, u64, bool),
+        named: bool,
+    ) -> Result<c_int> {
+        let home = match self.homes.get(k) {
+            Some(h) => Some(h.as_str()),
+            None => dims.exact.then_some(self.group),
+        };
+        let found = match home {
+            Some(h) if named => dims.get_in(groups, h, name, len, unlimited)?,
+            _ => None,
+        };
+        match found {
+            Some(id) => Ok(id),
+            None => dims.get(groups, self.group, name, len, unlimited),
+        }
+    }
+}
+
+/// The dimension ids of a variable of `shape` in group `at.group` (names from `dims`, else
+/// `<short>_dim<k>`), defined as needed (see [`DimHomes::id`]).
 fn dim_ids(
-    groups: &Groups,
+    groups: &mut Groups,
     dims: &mut Dims,
-    g: &str,
+    at: &DimHomes,
     short: &str,
     shape: &[u64],
     names: Option<&Vec<String>>,
@@ -311,7 +394,8 @@ fn dim_ids(
             None => format!("{short}_dim{k}"),
         };
         let unlimited = unlimited.contains(&name);
-        ids.push(dims.get(groups, g, &name, len, unlimited)?);
+        let named = names.is_some();
+        ids.push(at.id(groups, dims, k, (&name, len, unlimited), named)?);
     }
     Ok(ids)
 }
@@ -378,10 +462,22 @@ fn define_text<'m>(
         })
     });
     let gid = groups.ensure(g)?;
-    let mut dimids = dim_ids(groups, dims, g, short, &t.shape, t.dims.as_ref(), unlimited)?;
+    let at = DimHomes::of(g, &t.facts);
+    let mut dimids = dim_ids(
+        groups,
+        dims,
+        &at,
+        short,
+        &t.shape,
+        t.dims.as_ref(),
+        unlimited,
+    )?;
     if let Some((d, len)) = &char_dim {
         let unl = unlimited.contains(d);
-        dimids.push(dims.get(groups, g, d, *len as u64, unl)?);
+        // The source's string-length dimension (not one made up for inner NULs).
+        let named = t.char_axis.as_ref().is_some_and(|c| &c.dim == d);
+        let k = t.shape.len();
+        dimids.push(at.id(groups, dims, k, (d, *len as u64, unl), named)?);
     }
     let xtype = if char_dim.is_some() || scalar_char {
         nc::NC_CHAR
@@ -524,7 +620,7 @@ fn enum_of(a: &Array, written: ElementType) -> Option<EnumDef> {
 /// Defines array `a` (dims, variable, storage, attributes, fill mode) in its group.
 fn define_array(
     a: &Array,
-    groups: &Groups,
+    groups: &mut Groups,
     dims: &mut Dims,
     compression: Compression,
     enums: &mut EnumTypes,
@@ -541,10 +637,11 @@ fn define_array(
         Some(e) => enums.id(gid, &e)?,
         None => base,
     };
+    let at = DimHomes::of(g, &a.facts);
     let dimids = dim_ids(
         groups,
         dims,
-        g,
+        &at,
         short,
         &a.shape,
         a.dims.as_ref(),
@@ -807,6 +904,13 @@ pub fn write(
     let mut groups = Groups {
         ids: HashMap::from([(String::new(), root)]),
     };
+    if !model.subset {
+        // Every group the source had, in its order: also those holding only attributes,
+        // dimensions or nothing.
+        for g in hints::text_list(&model.global_facts, crate::GROUPS) {
+            groups.ensure(g)?;
+        }
+    }
     for a in &model.arrays {
         groups.ensure(a.split_name().0)?;
     }
@@ -824,13 +928,16 @@ pub fn write(
             .enumerate()
             .filter(|(_, a)| !coordinate(a)),
     );
-    let mut dims = Dims::default();
+    let mut dims = Dims {
+        exact: !hints::text_list(&model.global_facts, crate::GROUPS).is_empty(),
+        ..Dims::default()
+    };
     let mut enums = EnumTypes::default();
     let mut vars = Vec::with_capacity(model.arrays.len());
     for (i, a) in order {
         let (gid, varid) = define_array(
             a,
-            &groups,
+            &mut groups,
             &mut dims,
             compression,
             &mut enums,

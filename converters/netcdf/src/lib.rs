@@ -59,6 +59,10 @@
 //!   `_Netcdf4Coordinates`, `_nc3_strict`, `_NCZARR_*`) are not user attributes and are left
 //!   out; everything else (`_FillValue`, `_Unsigned`, `history`, …) is kept as is. A variable
 //!   using an unlimited dimension gets the fact [`Fact::UnlimitedDims`].
+//! * **Groups**: every group but the root is listed, parents first, in the file fact
+//!   [`GROUPS`] (so groups holding only attributes, only groups or nothing are kept). A
+//!   variable using a dimension of another group than its own (an ancestor's, which netCDF
+//!   resolves by id) has the fact [`DIM_GROUPS`]: the defining group of each of its dimensions.
 //! * **Dimensions no variable uses** are file facts [`UNUSED_DIM`]`<group/path/name>` =
 //!   `[length, unlimited 0/1]` (so a group holding only dimensions is kept too).
 //! * **CF packing**: by default packed variables are delivered as stored (the packed integers
@@ -761,6 +765,16 @@ pub const TEXT_TYPE: &str = "nc_type";
 /// `nc_unused_dim:<group/path/name>` = u64 `[length, unlimited (0 or 1)]`.
 pub const UNUSED_DIM: &str = "nc_unused_dim:";
 
+/// The private file fact listing every group of a netCDF-4 file but the root (paths joined
+/// with `/`, parents before their children, siblings in the library's order), so that groups
+/// holding only attributes, only dimensions or nothing are created again on export.
+pub const GROUPS: &str = "nc_groups";
+
+/// The private fact of a variable using a dimension of another group than its own (an
+/// ancestor's): the path of the group that defines each of its dimensions, in order (`""`: the
+/// root), so that an export uses that very dimension as netCDF resolved it.
+pub const DIM_GROUPS: &str = "nc_dim_groups";
+
 /// The attributes of one variable or group.
 #[derive(Default)]
 struct ObjAttrs {
@@ -1027,12 +1041,16 @@ impl<'o> Builder<'o> {
         let nc4 = self.model.is_netcdf4();
         let mut stack = vec![(root, String::new())];
         let mut walked = 0usize;
+        let mut group_paths = Vec::new();
         while let Some((g, path)) = stack.pop() {
             walked += 1;
             if walked > MAX_GROUPS {
                 return Err(SourceError::malformed(format!(
                     "more than {MAX_GROUPS} groups"
                 )));
+            }
+            if !path.is_empty() {
+                group_paths.push(path.clone());
             }
             let attrs = self.attrs(g, nc::NC_GLOBAL, &path)?;
             self.global_facts.extend(attrs.type_facts(&path));
@@ -1055,6 +1073,13 @@ impl<'o> Builder<'o> {
             }
         }
         self.record_unused_dims()?;
+        if !group_paths.is_empty() {
+            self.global_facts.push(Fact::private(
+                "nc",
+                GROUPS,
+                AttrValue::TextList(group_paths),
+            ));
+        }
         let labels = self.resolve_labels();
         Ok(Parts {
             model: self.model,
@@ -1084,6 +1109,25 @@ impl<'o> Builder<'o> {
             ));
         }
         Ok(())
+    }
+
+    /// The [`DIM_GROUPS`] fact of a variable of group `path` with dimensions `dimids`, when one
+    /// of them is defined in another group (its ancestors are walked before it, so every
+    /// dimension it can use is known).
+    fn dim_groups(&self, path: &str, dimids: &[c_int]) -> Option<Fact> {
+        let groups: Vec<String> = dimids
+            .iter()
+            .map(|d| {
+                self.group_dims
+                    .iter()
+                    .find(|(_, _, id)| id == d)
+                    .map_or_else(|| path.to_string(), |(p, _, _)| p.clone())
+            })
+            .collect();
+        groups
+            .iter()
+            .any(|g| g != path)
+            .then(|| Fact::private("nc", DIM_GROUPS, AttrValue::TextList(groups)))
     }
 
     /// Dimension labels: string coordinate variables first, then 2-D char arrays (those with a
@@ -1391,7 +1435,10 @@ impl<'o> Builder<'o> {
             shape.push(len);
         }
         let obj = self.attrs(g, varid, &full)?;
-        let attr_facts = obj.type_facts("");
+        let mut attr_facts = obj.type_facts("");
+        if let Some(f) = self.dim_groups(path, &info.dimids) {
+            attr_facts.push(f);
+        }
         let (attrs, attr_notes) = (obj.attrs, obj.notes);
         if let Some(AttrValue::Text(c)) = attrs
             .iter()

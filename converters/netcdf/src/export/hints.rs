@@ -14,6 +14,21 @@ use tet_source::{AttrValue, ElementType, Fact};
 
 use crate::{ATTR_TYPE, LATIN1_ATTRS, STRING_ATTRS, TEXT_ENCODING, TEXT_TYPE};
 
+/// The text list of private fact `key` among `facts` (empty when there is none).
+pub(crate) fn text_list<'f>(facts: &'f [Fact], key: &str) -> &'f [String] {
+    facts
+        .iter()
+        .find_map(|f| match f {
+            Fact::Private {
+                key: k,
+                value: AttrValue::TextList(l),
+                ..
+            } if k == key => Some(l.as_slice()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
 /// An enum type as the importer recorded it (`nc_attr_type:<attr>`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EnumDef {
