@@ -99,6 +99,24 @@ impl Reader {
     }
 }
 
+/// A buffer of `n` zero bytes from the allocator's zeroed memory (fresh pages from the
+/// system for large sizes: no pass over them before the read fills them); `None` when the
+/// allocation fails.
+fn zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: the layout's size is n > 0, as `alloc_zeroed` requires.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes (capacity `n`,
+    // the allocated size), and all `n` bytes are initialised (zeroed).
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
 fn footer_of(tet: &TetFile) -> Footer {
     match tet.footer() {
         Ok(Some(f)) => f.clone(),
@@ -286,16 +304,12 @@ impl Reader {
             .try_fold(a.dtype.size(), |acc, s| acc.checked_mul(s.len()))
             .ok_or_else(|| PyValueError::new_err("selection too large"))?;
         let what = format!("{}: `{}`", self.path.display(), a.name);
-        let (res, buf) = py.detach(|| {
-            let mut buf = Vec::new();
-            if buf.try_reserve_exact(n).is_err() {
-                return (
-                    Err(ExportError::Invalid(format!("cannot allocate {n} bytes"))),
-                    buf,
-                );
-            }
-            buf.resize(n, 0);
-            (read_selection(&o.tet, &o.plan, array, &sel, &mut buf), buf)
+        let (res, buf) = py.detach(|| match zeroed(n) {
+            None => (
+                Err(ExportError::Invalid(format!("cannot allocate {n} bytes"))),
+                Vec::new(),
+            ),
+            Some(mut buf) => (read_selection(&o.tet, &o.plan, array, &sel, &mut buf), buf),
         });
         let chunks = res.map_err(|e| from_export(py, &what, e))?;
         self.chunks_read.fetch_add(chunks, Ordering::Relaxed);

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use tet_source::export::{Capabilities, ChunkSource};
 
 use super::chunks::TetChunks;
+use super::raise::Restore;
 use super::{ExportError, Plan, Result};
 use crate::format::TetFile;
 
@@ -124,6 +125,56 @@ impl Sink {
     }
 }
 
+impl Sink {
+    /// Runs `f` on the output bytes `at .. at + len` (one worker's own range, see the type's
+    /// docs).
+    fn with_region<R>(&self, at: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let end = at.checked_add(len).expect("output offset overflows");
+        assert!(end <= self.len, "region past the end of the output buffer");
+        // SAFETY: `at..end` lies inside the buffer (checked above), valid for reads and writes
+        // for the sink's whole life; no other worker touches these bytes (disjoint chunks), so
+        // this is the only reference to them while `f` runs.
+        let region = unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) };
+        f(region)
+    }
+}
+
+/// The byte offset in the output (C order, extents `out_shape`) at which a chunk of extents
+/// `count` lands as one contiguous run, when every element of the chunk is selected in order
+/// and those elements are contiguous there (all axes before the first longer than 1 of
+/// extent 1, all after it whole); `None` otherwise.
+fn contiguous_target(
+    groups: &[&[(usize, usize)]],
+    count: &[u64],
+    out_shape: &[usize],
+    elem: usize,
+) -> Option<usize> {
+    let rank = out_shape.len();
+    for a in 0..rank {
+        let g = groups[a];
+        if g.len() as u64 != count[a] {
+            return None;
+        }
+        if g.iter()
+            .enumerate()
+            .any(|(k, &(o, i))| i != k || o != g[0].0 + k)
+        {
+            return None;
+        }
+    }
+    let j = (0..rank).find(|&a| count[a] != 1).unwrap_or(rank);
+    if (j + 1..rank).any(|a| count[a] as usize != out_shape[a]) {
+        return None;
+    }
+    let mut stride = elem;
+    let mut off = 0;
+    for a in (0..rank).rev() {
+        off += groups[a][0].0 * stride;
+        stride *= out_shape[a];
+    }
+    Some(off)
+}
+
 /// Copies the selected elements of a chunk (`bytes`, C order, extents `sc.count`) into the
 /// output (C order, extents `out_shape`), element size `elem`.
 fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &Sink, out_shape: &[usize], elem: usize) {
@@ -176,6 +227,39 @@ fn scatter(sc: &Scatter<'_>, bytes: &[u8], out: &Sink, out_shape: &[usize], elem
     }
 }
 
+/// Decodes chunk `coords` of dataset `ds` straight into its place in the output when the
+/// chunk is one contiguous run of it (see [`contiguous_target`]); `Ok(false)` when it is not.
+fn read_direct(
+    tet: &TetFile,
+    ds: usize,
+    coords: &[u64],
+    sel: &[&[(usize, usize)]],
+    sink: &Sink,
+    out_shape: &[usize],
+    elem: usize,
+) -> Result<bool> {
+    let d = &tet.datasets[ds];
+    let (_, count) = d.grid.chunk_region(coords);
+    let Some(at) = contiguous_target(sel, &count, out_shape, elem) else {
+        return Ok(false);
+    };
+    let len = count.iter().product::<u64>() as usize * elem;
+    let at_chunk =
+        |err: String| ExportError::Data(format!("dataset `{}` chunk {coords:?}: {err}", d.name));
+    let e = tet
+        .find_chunk(ds, coords)
+        .ok_or_else(|| at_chunk("missing from the index".into()))?;
+    if e.raw_byte_len != len as u64 {
+        return Err(at_chunk(format!(
+            "raw_byte_len {} but the chunk holds {len} bytes",
+            e.raw_byte_len
+        )));
+    }
+    sink.with_region(at, len, |region| tet.read_chunk_into(e, region))
+        .map_err(|err| at_chunk(err.to_string()))?;
+    Ok(true)
+}
+
 /// Reads the outer selection `sel` of the plan's array `array` (see the module docs) into
 /// `out`: C order, little-endian, the array's element type ([`tet_source::ElementType::size`]
 /// bytes each; a 0-d array takes an empty selection and one element). Returns the number of
@@ -222,6 +306,10 @@ pub fn read_selection(
         }
         g
     };
+    // Values stored as they are (no narrowing, no complex pairs, not 0-d) can be decoded
+    // straight into the output where a chunk is one contiguous run of it.
+    let st = plan.stored[array];
+    let direct = st.restore == Restore::Same && !st.scalar;
     let sink = Sink {
         ptr: out.as_mut_ptr(),
         len: out.len(),
@@ -232,13 +320,17 @@ pub fn read_selection(
         |src, l| -> Result<()> {
             let g = combo(l);
             let coords: Vec<u64> = g.iter().zip(&groups).map(|(&i, gr)| gr[i].0).collect();
+            let sel: Vec<&[(usize, usize)]> = g
+                .iter()
+                .zip(&groups)
+                .map(|(&i, gr)| gr[i].1.as_slice())
+                .collect();
+            if direct && read_direct(tet, st.ds, &coords, &sel, sink, &out_shape, elem)? {
+                return Ok(());
+            }
             let c = src.chunk(array, &coords)?;
             let sc = Scatter {
-                groups: g
-                    .iter()
-                    .zip(&groups)
-                    .map(|(&i, gr)| gr[i].1.as_slice())
-                    .collect(),
+                groups: sel,
                 count: c.count.clone(),
             };
             scatter(&sc, c.bytes, sink, &out_shape, elem);
@@ -282,6 +374,32 @@ mod tests {
         };
         scatter(&sc, &bytes, &sink, &[1, 2], 1);
         assert_eq!(out, vec![3, 5]);
+    }
+
+    #[test]
+    fn contiguous_targets() {
+        // Output 4×6 (u8); a 2×6 chunk of rows 2..4, every element selected: offset 12.
+        let rows = [(2usize, 0usize), (3, 1)];
+        let cols: Vec<(usize, usize)> = (0..6).map(|k| (k, k)).collect();
+        assert_eq!(
+            contiguous_target(&[&rows, &cols], &[2, 6], &[4, 6], 1),
+            Some(12)
+        );
+        // A 2×3 chunk of a 4×6 output is two runs.
+        let half: Vec<(usize, usize)> = (0..3).map(|k| (k, k)).collect();
+        assert_eq!(
+            contiguous_target(&[&rows, &half], &[2, 3], &[4, 6], 1),
+            None
+        );
+        // One row of it is one run (offset 2×6 + 0, element size 4).
+        let row = [(2usize, 0usize)];
+        assert_eq!(
+            contiguous_target(&[&row, &half], &[1, 3], &[4, 6], 4),
+            Some(48)
+        );
+        // Not every element of the chunk selected.
+        let some = [(0usize, 1usize)];
+        assert_eq!(contiguous_target(&[&some], &[2], &[1], 1), None);
     }
 
     #[test]
