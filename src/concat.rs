@@ -1,7 +1,8 @@
-//! Combining inputs along a dimension (issue 24, `--concat DIM`; the source only — the command
-//! line, the manifest's `inputs`/`concat` and the history row with every input as a parent are
-//! the next slice): [`Concat`] is a [`Source`] over several opened sources whose variables agree
-//! on names, element types, dims and attributes, and on shapes except along the dimension.
+//! Combining inputs along a dimension (issue 24, `tet-convert --concat DIM IN… OUT`): [`Concat`]
+//! is a [`Source`] over several opened sources whose variables agree on names, element types,
+//! dims and attributes, and on shapes except along the dimension; [`convert`] opens the inputs,
+//! combines them and converts the result, every input a parent in the history row (`input`,
+//! `input.1`, … in the combined order, which `tet audit` re-checks).
 //!
 //! The inputs are put in the order of their first value of the dimension's coordinate variable
 //! (their given order when there is none); overlapping or unordered values, a missing variable,
@@ -11,10 +12,95 @@
 //! dimension come from the first input (`take_first` skips the equality check). A region of a
 //! combined variable is read from the inputs it spans, so memory stays bounded by the region.
 
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
 use tet_source::{
     check_region, AttrValue, DimLabels, Fact, Result, Skipped, Source, SourceError, TextVariable,
     Variable,
 };
+
+use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport};
+
+/// A combined conversion's options (`--concat DIM`, `--concat-take-first`) and its inputs in
+/// the combined order ([`convert`] fills them in).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Combine {
+    /// The dimension the inputs are concatenated along.
+    pub dim: String,
+    /// Take the variables without `dim` from the first input unchecked.
+    pub take_first: bool,
+    /// Every input, in the combined order (the first is the conversion's `input`).
+    pub inputs: Vec<PathBuf>,
+}
+
+impl Combine {
+    /// Records the byte-affecting options in history params.
+    pub fn params(&self, p: &mut std::collections::BTreeMap<String, String>) {
+        p.insert("concat".into(), self.dim.clone());
+        if self.take_first {
+            p.insert("concat_take_first".into(), "true".into());
+        }
+    }
+}
+
+/// The inputs of a combined conversion after the first (none for a plain one).
+pub fn more_inputs(opts: &ConvertOptions) -> &[PathBuf] {
+    opts.combine
+        .as_ref()
+        .and_then(|c| c.inputs.get(1..))
+        .unwrap_or(&[])
+}
+
+/// Converts `inputs` combined along `opts.combine`'s dimension (then chosen and cut by
+/// `opts.select`) into `output`. Every disagreement is refused before anything is written.
+pub fn convert(
+    inputs: &[PathBuf],
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let started = Instant::now();
+    let refused = |m: String| ConvertError::Refused(m);
+    let combine = opts
+        .combine
+        .as_ref()
+        .ok_or_else(|| refused("no dimension to combine along".into()))?;
+    if inputs.len() < 2 {
+        return Err(refused("--concat needs at least two inputs".into()));
+    }
+    let mut parts = Vec::with_capacity(inputs.len());
+    let mut format = None;
+    for p in inputs {
+        let importer = crate::registry::identify(p)?;
+        if importer.id() == crate::tet_input::ID {
+            return Err(refused(format!(
+                "{}: .tet inputs cannot be combined yet",
+                p.display()
+            )));
+        }
+        format.get_or_insert(importer.id());
+        let src = importer
+            .open(p, &opts.open)
+            .map_err(|e| refused(format!("{}: {e}", p.display())))?;
+        parts.push((p.display().to_string(), src));
+    }
+    let concat = Concat::new(parts, &combine.dim, combine.take_first).map_err(refused)?;
+    let ordered: Vec<PathBuf> = concat.order.iter().map(|&i| inputs[i].clone()).collect();
+    let mut o = opts.clone();
+    o.combine = Some(Combine {
+        inputs: ordered.clone(),
+        ..combine.clone()
+    });
+    let (source, _) = crate::select::apply(Box::new(concat), &o.select).map_err(refused)?;
+    crate::pipeline::convert_source(
+        source.as_ref(),
+        format.unwrap_or("concat"),
+        &ordered[0],
+        output,
+        &o,
+        started,
+    )
+}
 
 /// How a combined variable is read.
 #[derive(Debug, Clone)]
@@ -28,6 +114,8 @@ enum Plan {
 /// Several sources seen as one, concatenated along a dimension (see the module docs).
 pub struct Concat {
     parts: Vec<Box<dyn Source>>,
+    /// The given index of each part, in the combined order.
+    order: Vec<usize>,
     vars: Vec<Variable>,
     plans: Vec<Plan>,
     texts: Vec<TextVariable>,
@@ -39,10 +127,10 @@ fn axis_of(dims: Option<&Vec<String>>, dim: &str) -> Option<usize> {
     dims?.iter().position(|d| d == dim)
 }
 
-/// Attributes compared without regard to their order.
-fn sorted(attrs: &[(String, AttrValue)]) -> Vec<(String, AttrValue)> {
-    let mut a = attrs.to_vec();
-    a.sort_by(|x, y| x.0.cmp(&y.0));
+/// Attributes as comparable text, sorted by name (a NaN `_FillValue` equals itself here).
+fn sorted(attrs: &[(String, AttrValue)]) -> Vec<String> {
+    let mut a: Vec<String> = attrs.iter().map(|x| format!("{x:?}")).collect();
+    a.sort();
     a
 }
 
@@ -105,12 +193,14 @@ impl Concat {
             }
         }
         let names: Vec<String> = keyed.iter().map(|k| k.2.clone()).collect();
+        let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
         let parts: Vec<Box<dyn Source>> = keyed.into_iter().map(|k| k.3).collect();
         let (vars, plans) = combine_variables(&parts, &names, dim)?;
         let texts = combine_texts(&parts, &names, dim)?;
         let labels = combine_labels(&parts, &names, dim)?;
         let c = Concat {
             parts,
+            order,
             vars,
             plans,
             texts,
@@ -222,13 +312,20 @@ fn combine_variables(
                     dim_name(other)
                 )));
             }
-            if sorted(&other.attrs) != sorted(&v.attrs) {
-                let key = v
-                    .attrs
+            let (mine, theirs) = (sorted(&v.attrs), sorted(&other.attrs));
+            if mine != theirs {
+                let name = |t: &String| {
+                    t.trim_start_matches("(\"")
+                        .split('"')
+                        .next()
+                        .map(String::from)
+                };
+                let key = mine
                     .iter()
-                    .find(|a| !other.attrs.contains(a))
-                    .or_else(|| other.attrs.iter().find(|a| !v.attrs.contains(a)))
-                    .map_or(String::new(), |a| a.0.clone());
+                    .find(|a| !theirs.contains(a))
+                    .or_else(|| theirs.iter().find(|a| !mine.contains(a)))
+                    .and_then(name)
+                    .unwrap_or_default();
                 return Err(differs(format!("has another attribute {key}")));
             }
             let same_shape = other.shape.len() == v.shape.len()

@@ -6,7 +6,7 @@
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
 //! - [`select`]: `--variables`/`--exclude`/`--isel`/`--sel`, a source over the opened one;
-//! - [`concat`]: several sources combined along a dimension (the source; not wired yet);
+//! - [`concat`]: `--concat DIM`, several sources combined along a dimension;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;

@@ -115,6 +115,8 @@ pub struct ConvertOptions {
     pub write_through_symlink: bool,
     /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
     pub select: crate::select::SelectOptions,
+    /// A combined conversion (`--concat`, see [`crate::concat::convert`]).
+    pub combine: Option<crate::concat::Combine>,
 }
 
 impl Default for ConvertOptions {
@@ -129,6 +131,7 @@ impl Default for ConvertOptions {
             cancel: Cancel::never(),
             write_through_symlink: false,
             select: Default::default(),
+            combine: None,
         }
     }
 }
@@ -150,6 +153,9 @@ impl ConvertOptions {
             p.insert("follow_external".into(), "true".into());
         }
         self.select.params(&mut p);
+        if let Some(c) = &self.combine {
+            c.params(&mut p);
+        }
         p
     }
 }
@@ -402,6 +408,16 @@ fn convert_carrying(
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
     let output = &check_paths(input, output, opts.write_through_symlink)?;
+    // A combined conversion (`--concat`): no input is overwritten, and each one is a parent.
+    for more in crate::concat::more_inputs(opts) {
+        check_paths(more, output, opts.write_through_symlink)?;
+    }
+    let more = crate::concat::more_inputs(opts).to_vec();
+    let more_digests = std::thread::spawn(move || {
+        more.iter()
+            .map(|p| meta::digest_input(p).map(|d| d.0))
+            .collect::<std::io::Result<Vec<String>>>()
+    });
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
     let lowered = crate::lower::Lowered::new(source);
     let source: &dyn Source = &lowered;
@@ -467,6 +483,12 @@ fn convert_carrying(
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));
+    let more_digests = more_digests
+        .join()
+        .map_err(|_| refused("the input digest thread panicked"))??;
+    if let Some(row) = footer.history.last_mut() {
+        row.parents.extend(more_digests);
+    }
     footer.file.insert("tool".into(), "tet-convert".into());
     footer
         .file
@@ -583,8 +605,13 @@ fn history_params(
     params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
     params.insert("input".into(), input.display().to_string());
     params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
+    // The other inputs of a combined conversion, in the combined order (`input` is the first).
+    let more = crate::concat::more_inputs(opts);
+    for (k, m) in more.iter().enumerate() {
+        params.insert(format!("input.{}", k + 1), m.display().to_string());
+    }
     // Where a relative input lies, for `tet audit` (recorded, never byte-affecting).
-    if input.is_relative() {
+    if input.is_relative() || more.iter().any(|m| m.is_relative()) {
         if let Ok(cwd) = std::env::current_dir() {
             params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
         }

@@ -99,6 +99,7 @@ impl TryFrom<&WireOptions> for ConvertOptions {
             cancel: Cancel::from_fn(super::signals::pending),
             write_through_symlink: w.write_through_symlink,
             select: w.select.clone(),
+            combine: None,
         })
     }
 }

@@ -40,6 +40,9 @@ pub const BYTE_AFFECTING_KEYS: &[&str] = &[
     "no_coords",
     "isel",
     "sel",
+    // `crate::concat::Combine::params`.
+    "concat",
+    "concat_take_first",
 ];
 
 /// What an existing output's last history row says of the conversion that made it.

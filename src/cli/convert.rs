@@ -129,6 +129,12 @@ pub struct ConvertArgs {
     /// Cut a dimension by coordinate value, inclusive (ISO 8601 on CF time axes; repeatable).
     #[arg(long, value_name = "DIM=LOW:HIGH")]
     sel: Vec<String>,
+    /// Combine `IN… OUT` into one .tet along DIM, in the order of its coordinate values.
+    #[arg(long, value_name = "DIM", conflicts_with_all = ["manifest", "out_dir"])]
+    concat: Option<String>,
+    /// With --concat: take the variables without DIM from the first input, unchecked.
+    #[arg(long, requires = "concat")]
+    concat_take_first: bool,
     /// No progress bar, no per-input lines, no summary (failures are still printed).
     #[arg(short, long)]
     quiet: bool,
@@ -326,6 +332,9 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(e),
     };
+    if let Some(dim) = &a.concat {
+        return run_concat(a, dim, opts);
+    }
     let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
     let planned = match plan(a, &opts) {
         Ok(p) => p,
@@ -604,6 +613,38 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
             println!("{}", serde_json::to_string(rep).unwrap_or_default());
         } else {
             println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        }
+    }
+}
+
+/// `tet-convert --concat DIM IN… OUT`: one combined conversion, in this process.
+fn run_concat(a: &ConvertArgs, dim: &str, mut opts: ConvertOptions) -> ExitCode {
+    let Some((output, inputs)) = a.paths.split_last().filter(|(_, i)| i.len() >= 2) else {
+        return usage("--concat DIM takes two or more inputs and the output: IN… OUT".into());
+    };
+    opts.combine = Some(crate::concat::Combine {
+        dim: dim.to_string(),
+        take_first: a.concat_take_first,
+        inputs: Vec::new(),
+    });
+    opts.cancel = crate::control::Cancel::from_fn(signals::pending);
+    match crate::concat::convert(inputs, output, &opts) {
+        Ok(r) => {
+            if a.json {
+                println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            } else if !a.quiet {
+                eprintln!(
+                    "{} inputs -> {}: combined along {dim}, {} bytes",
+                    inputs.len(),
+                    output.display(),
+                    r.bytes_out
+                );
+            }
+            ExitCode::from(super::EXIT_OK)
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", super::program());
+            ExitCode::from(super::EXIT_FAILED)
         }
     }
 }

@@ -122,7 +122,12 @@ pub struct InputCheck {
 /// The input a row records, resolved: relative paths against `params.cwd`, else (rows without
 /// one) against the current directory.
 pub fn resolve(row: &HistoryRow) -> Option<(PathBuf, &'static str)> {
-    let input = row.params.get("input")?;
+    resolve_key(row, "input")
+}
+
+/// [`resolve`] for the input recorded under `key` (`input.1`, … of a combined conversion).
+fn resolve_key(row: &HistoryRow, key: &str) -> Option<(PathBuf, &'static str)> {
+    let input = row.params.get(key)?;
     let p = Path::new(input);
     if p.is_absolute() {
         return Some((p.to_path_buf(), "absolute"));
@@ -139,22 +144,30 @@ pub fn recheck(history: &[HistoryRow]) -> Vec<InputCheck> {
         .iter()
         .enumerate()
         .filter(|(_, h)| h.op == "convert")
-        .map(|(i, h)| recheck_row(i, h))
+        // A combined conversion (`--concat`) has a parent per input: `input`, `input.1`, ….
+        .flat_map(|(i, h)| (0..h.parents.len().max(1)).map(move |k| recheck_row(i, h, k)))
         .collect()
 }
 
-fn recheck_row(i: usize, h: &HistoryRow) -> InputCheck {
-    let recorded_digest = h.parents.first().cloned();
-    let resolved = resolve(h);
+fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
+    let recorded_digest = h.parents.get(k).cloned();
+    let key = if k == 0 {
+        "input".to_string()
+    } else {
+        format!("input.{k}")
+    };
+    let resolved = resolve_key(h, &key);
+    // Size and mtime are recorded for the first input only.
+    let first = |v: Option<&String>| v.filter(|_| k == 0).cloned();
     let mut c = InputCheck {
         row: i,
-        input: h.params.get("input").cloned(),
+        input: h.params.get(&key).cloned(),
         path: resolved.as_ref().map(|(p, _)| p.clone()),
         resolved_against: resolved.as_ref().map(|(_, r)| *r),
         status: InputStatus::NotRecorded,
         recorded_digest: recorded_digest.clone(),
-        recorded_bytes: h.params.get(BYTES_KEY).and_then(|b| b.parse().ok()),
-        recorded_mtime: h.params.get(MTIME_KEY).cloned(),
+        recorded_bytes: first(h.params.get(BYTES_KEY)).and_then(|b| b.parse().ok()),
+        recorded_mtime: first(h.params.get(MTIME_KEY)),
         digest: None,
         bytes: None,
         mtime: None,
