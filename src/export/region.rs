@@ -257,6 +257,9 @@ fn read_direct(
     }
     sink.with_region(at, len, |region| tet.read_chunk_into(e, region))
         .map_err(|err| at_chunk(err.to_string()))?;
+    // Done with the stored bytes: unmap their pages, so that reading a whole file keeps a few
+    // chunks of it resident, not all of it.
+    tet.release(e.payload_offset, e.stored_byte_len);
     Ok(true)
 }
 
