@@ -122,9 +122,11 @@ pub struct Concat {
     labels: Vec<DimLabels>,
 }
 
-/// The axis of `dim` in a variable's dims.
-fn axis_of(dims: Option<&Vec<String>>, dim: &str) -> Option<usize> {
-    dims?.iter().position(|d| d == dim)
+/// The axis of `dim` in a variable's dims (`dim_0`, `dim_1`, … when the source names none).
+fn axis_of(dims: Option<&Vec<String>>, rank: usize, dim: &str) -> Option<usize> {
+    crate::select::dims_of(dims, rank)
+        .iter()
+        .position(|d| d == dim)
 }
 
 /// Attributes as comparable text, sorted by name (a NaN `_FillValue` equals itself here).
@@ -286,7 +288,7 @@ fn combine_variables(
         }
     }
     for v in first {
-        let axis = axis_of(v.dims.as_ref(), dim);
+        let axis = axis_of(v.dims.as_ref(), v.shape.len(), dim);
         let mut combined = v.clone();
         let mut starts = vec![0u64];
         for (k, p) in parts.iter().enumerate() {
@@ -372,7 +374,7 @@ fn combine_texts(
     let mut out = Vec::new();
     for t in parts[0].text_variables() {
         let mut c = t.clone();
-        let axis = axis_of(t.dims.as_ref(), dim);
+        let axis = axis_of(t.dims.as_ref(), t.shape.len(), dim);
         for (k, p) in parts.iter().enumerate().skip(1) {
             let o = p
                 .text_variables()

@@ -356,7 +356,7 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
 }
 
 /// The dims of a variable by name (`dim_0`, `dim_1`, … when the source names none).
-fn dims_of(dims: Option<&Vec<String>>, rank: usize) -> Vec<String> {
+pub(crate) fn dims_of(dims: Option<&Vec<String>>, rank: usize) -> Vec<String> {
     match dims {
         Some(d) if d.len() == rank => d.clone(),
         _ => (0..rank).map(|i| format!("dim_{i}")).collect(),

@@ -564,3 +564,46 @@ fn a_tet_input_is_cut_with_its_carried_labels() {
         .collect();
     assert_eq!(f32s(&f, i), want);
 }
+
+/// `--concat` of `.npy` files (no dimension names: `dim_0`, …; no coordinate: the given order),
+/// cut as well: the rows of both files in order.
+#[test]
+fn npy_inputs_are_combined_in_the_given_order() {
+    let d = tempfile::tempdir().unwrap();
+    // A `.npy` holds one array named after the file: one name in two folders.
+    for day in ["1", "2"] {
+        std::fs::create_dir(d.path().join(day)).unwrap();
+    }
+    let (a, b) = (d.path().join("1/x.npy"), d.path().join("2/x.npy"));
+    common::write_npy(&a, 3);
+    let rows: Vec<f32> = (0..2 * 4096).map(|i| i as f32).collect();
+    let data: Vec<u8> = rows.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4096), }";
+    std::fs::write(&b, common::npy_bytes(header, &data)).unwrap();
+    let out = d.path().join("ab.tet");
+    let args = ["--concat", "dim_0", "--isel", "dim_1=10:20"];
+    let o = Command::new(env!("CARGO_BIN_EXE_tet-convert"))
+        .arg("-q")
+        .args(args)
+        .args([&a, &b, &out])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&out).unwrap();
+    assert_eq!(f.datasets[0].shape, [5, 10]);
+    let first = npy_values(&a);
+    let want: Vec<f32> = (0..5)
+        .flat_map(|r| {
+            let src: &[f32] = if r < 3 {
+                &first[r * 4096..(r + 1) * 4096]
+            } else {
+                &rows[(r - 3) * 4096..(r - 2) * 4096]
+            };
+            src[10..20].to_vec()
+        })
+        .collect();
+    assert_eq!(f32s(&f, 0), want);
+    let p = last_params(&f);
+    assert_eq!(p["concat"], "dim_0");
+    assert_eq!(p["isel"], "dim_1=10:20");
+}
