@@ -1,9 +1,10 @@
 //! A plain view of a netCDF file as netCDF-C reports it — every group's dimensions (length,
 //! unlimited), variables (netCDF type, dimensions, raw values) and attributes (netCDF type, raw
 //! values) — with no decoding at all: `char` values are their bytes, `string` values their
-//! byte strings, numbers their native bytes. What the importer maps (text decoded, types
+//! byte strings, numbers (and compound records without `string` or vlen parts) their native
+//! bytes. What the importer maps (text decoded, types
 //! recorded as facts) shows here as the file has it, so two files can be compared exactly (an
-//! export with its source). Values of compound, vlen and opaque types are not read.
+//! export with its source). Values of types with vlen or `string` parts are not read.
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -22,7 +23,7 @@ pub enum RawValues {
     Bytes(Vec<u8>),
     /// `string` values in C order (`None`: a null string).
     Strings(Vec<Option<Vec<u8>>>),
-    /// Values of a compound, vlen or opaque type: not read.
+    /// Values of a type with vlen or `string` parts: not read.
     NotRead,
 }
 
@@ -130,15 +131,16 @@ fn group(g: c_int, path: &str, owners: &HashMap<c_int, String>, limit: u64) -> R
     })
 }
 
-/// The type's name, and whether its values are plain bytes (`char`, numbers, enums) or
-/// strings.
+/// The type's name, and whether its values are plain bytes (`char`, numbers, enums, compounds
+/// and opaque values without `string` or vlen parts) or strings.
 fn type_of(g: c_int, xtype: c_int, limit: u64) -> Result<(String, Option<bool>)> {
     Ok(match user::analyze(g, xtype, limit)? {
         NcType::Char => ("char".into(), Some(true)),
         NcType::Str => ("string".into(), Some(false)),
         NcType::Atomic(t) => (t.name().into(), Some(true)),
         t @ NcType::Enum(_) => (t.json(), Some(true)),
-        t => (t.json(), None),
+        // Compound and opaque values without allocated parts are their bytes too.
+        t => (t.json(), (!t.indirect()).then_some(true)),
     })
 }
 

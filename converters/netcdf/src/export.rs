@@ -22,7 +22,13 @@
 //! - Attributes with their recorded netCDF types (`Text` → `char`, `TextList` → `string`; the
 //!   importer's private facts (module `hints`) make a `Text` a one-value `string`, text Latin-1
 //!   bytes, and integers an enum attribute whose enum type is defined again in the group).
-//!   A `_FillValue` whose type differs from the variable's is left out with a warning.
+//!   A `_FillValue` whose type differs from the variable's is left out with a warning (so is
+//!   the compound fill a `char` field of a split compound variable carries).
+//! - Attributes of compound types (JSON text in the `.tet`, their type recorded by the
+//!   importer) are written as that compound type again, defined in the root group (module
+//!   `compound`: fields of numbers, `char`, enums, nested compounds and arrays of these, at
+//!   the recorded offsets; text as UTF-8 when it fits its field, else Latin-1; NaN payloads
+//!   are not kept). One with a `string`, vlen or opaque part stays JSON text, with a warning.
 //! - The global `history` attribute gets the model's history lines, after any existing text.
 //! - Storage: chunked along the model's chunk shape, so each `nc_put_vara` fills whole HDF5
 //!   chunks; zlib (`deflate`, default level 4, with the shuffle filter for multi-byte types),
@@ -40,6 +46,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_int, CString};
 
+mod compound;
 mod hints;
 
 use netcdf_sys as nc;
@@ -50,6 +57,7 @@ use tet_source::export::{
 use tet_source::{AttrValue, ElementType, Fact, Role, TextVariable};
 
 use crate::ffi::{self, Handle, NcError};
+use compound::TypeDef;
 use hints::{AttrHints, EnumDef, EnumTypes, TextHints};
 
 /// What netCDF-4 holds: no booleans, no complex numbers.
@@ -190,6 +198,24 @@ fn put_att(o: &Owner, name: &str, key: &str, v: &AttrValue, enums: &mut EnumType
         if let Some((_, n, bytes)) = att_bytes(v).filter(|(t, ..)| Some(*t) == xtype(e.base)) {
             let id = enums.id(o.gid, e)?;
             return nc(what, ffi::put_att(o.gid, o.varid, &cn, id, n, &bytes));
+        }
+    }
+    if let (Some(record), AttrValue::Text(json)) = (o.hints.record(key), v) {
+        // A compound attribute (its values JSON text): written as its type again.
+        let encoded = TypeDef::of_record(record)
+            .and_then(|(n, t)| Ok((n, compound::encode(&t, n, json)?, t)));
+        match encoded {
+            Ok((n, bytes, t)) => {
+                let mut compounds = std::mem::take(&mut enums.compounds);
+                // Defined in the root group, where every group sees them.
+                let gid = compounds.root.unwrap_or(o.gid);
+                let id = compounds.id(gid, &t, enums);
+                enums.compounds = compounds;
+                return nc(what, ffi::put_att(o.gid, o.varid, &cn, id?, n, &bytes));
+            }
+            Err(why) => enums
+                .warnings
+                .push(format!("{}: {why}: kept as JSON text", what())),
         }
     }
     match v {
@@ -497,6 +523,15 @@ fn define_text<'m>(
         hints: &attr_hints,
     };
     for (k, v) in &t.attrs {
+        if k == "_FillValue" && !text_fill_fits(&attr_hints, v, xtype) {
+            // netCDF takes one value of the variable's own type (a `char` field of a compound
+            // variable has the compound's fill: no `char`).
+            warnings.push(format!(
+                "`{}`: _FillValue {v:?} is not one value of its type; left out",
+                t.name
+            ));
+            continue;
+        }
         if writable_attr(k, &|| owner.what.clone(), warnings) {
             put_att(&owner, k, k, v, enums)?;
         }
@@ -509,6 +544,25 @@ fn define_text<'m>(
         char_axis: char_dim.is_some(),
         char_len: char_dim.map(|(_, len)| len).or(scalar_char.then_some(1)),
     })
+}
+
+/// Whether `_FillValue` `v` is one value of a text variable of netCDF type `xtype`: one
+/// character of a `char` variable, one `string` of a `string` variable (not the JSON text of
+/// a compound's fill).
+fn text_fill_fits(hints: &AttrHints, v: &AttrValue, xtype: nc::nc_type) -> bool {
+    let AttrValue::Text(s) = v else {
+        return false;
+    };
+    if hints.record("_FillValue").is_some() || hints.enum_type("_FillValue").is_some() {
+        return false;
+    }
+    if xtype == nc::NC_STRING {
+        return hints.is_string("_FillValue");
+    }
+    let one = hints
+        .bytes("_FillValue", s, &String::new)
+        .is_ok_and(|b| b.len() == 1);
+    one && !hints.is_string("_FillValue")
 }
 
 /// Writes the values of a defined string variable.
@@ -933,6 +987,7 @@ pub fn write(
         ..Dims::default()
     };
     let mut enums = EnumTypes::default();
+    enums.compounds.root = Some(root);
     let mut vars = Vec::with_capacity(model.arrays.len());
     for (i, a) in order {
         let (gid, varid) = define_array(
@@ -965,6 +1020,7 @@ pub fn write(
     if !model.subset {
         define_unused_dims(model, &mut groups, &mut dims, &mut warnings)?;
     }
+    warnings.append(&mut enums.warnings);
     nc(|| "end of definitions".into(), ffi::enddef(root))?;
     for v in &strings {
         write_text(v)?;

@@ -1021,6 +1021,45 @@ pub(crate) fn def_enum(
     Ok(id)
 }
 
+/// Defines the compound type `name` of `size` bytes per record in group `ncid`; returns its id.
+pub(crate) fn def_compound(ncid: c_int, size: usize, name: &CStr) -> Result<nc::nc_type, NcError> {
+    let mut id: nc::nc_type = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_compound(ncid, size, name.as_ptr(), &mut id) })?;
+    Ok(id)
+}
+
+/// Adds the field `name` of type `field` at byte `offset` to the compound type `xtype` of
+/// group `ncid`: an array field of extents `dims` when there are any.
+pub(crate) fn insert_compound(
+    ncid: c_int,
+    xtype: nc::nc_type,
+    name: &CStr,
+    offset: usize,
+    field: nc::nc_type,
+    dims: &[c_int],
+) -> Result<(), NcError> {
+    if dims.is_empty() {
+        // SAFETY: name is NUL-terminated.
+        return call(|| unsafe {
+            nc::nc_insert_compound(ncid, xtype, name.as_ptr(), offset, field)
+        });
+    }
+    let ndims = c_int::try_from(dims.len()).map_err(|_| NcError(nc::NC_EINVAL))?;
+    // SAFETY: name is NUL-terminated; dims holds ndims extents.
+    call(|| unsafe {
+        nc::nc_insert_array_compound(
+            ncid,
+            xtype,
+            name.as_ptr(),
+            offset,
+            field,
+            ndims,
+            dims.as_ptr(),
+        )
+    })
+}
+
 /// Adds the member `name` to the enum type `xtype` of group `ncid`: `value` is its value as
 /// one native-endian value of the enum's base type.
 pub(crate) fn insert_enum(

@@ -48,6 +48,8 @@ pub(crate) struct AttrHints {
     latin1: HashSet<String>,
     /// Enum attributes and their types.
     enums: HashMap<String, EnumDef>,
+    /// The recorded types of attributes of other user types (compound, vlen, opaque).
+    records: HashMap<String, String>,
 }
 
 impl AttrHints {
@@ -62,8 +64,10 @@ impl AttrHints {
                 (STRING_ATTRS, AttrValue::TextList(l)) => h.strings.extend(l.iter().cloned()),
                 (LATIN1_ATTRS, AttrValue::TextList(l)) => h.latin1.extend(l.iter().cloned()),
                 (k, AttrValue::Text(t)) if k.starts_with(ATTR_TYPE) => {
-                    if let Some(e) = enum_def(t) {
-                        h.enums.insert(k[ATTR_TYPE.len()..].to_string(), e);
+                    let name = k[ATTR_TYPE.len()..].to_string();
+                    match enum_def(t) {
+                        Some(e) => drop(h.enums.insert(name, e)),
+                        None => drop(h.records.insert(name, t.clone())),
                     }
                 }
                 _ => {}
@@ -84,6 +88,12 @@ impl AttrHints {
         } else {
             Ok(s.as_bytes().to_vec())
         }
+    }
+
+    /// The recorded type of attribute `name` when it was of a compound, vlen or opaque type
+    /// (its value then is JSON text).
+    pub fn record(&self, name: &str) -> Option<&str> {
+        self.records.get(name).map(String::as_str)
     }
 
     /// The enum type of attribute `name`, when it was of one.
@@ -162,7 +172,7 @@ struct TypeRecord {
 }
 
 /// An enum's members in the order the record lists them (a JSON map may come back sorted).
-struct Members(Vec<(String, i128)>);
+pub(crate) struct Members(pub Vec<(String, i128)>);
 
 impl<'de> serde::Deserialize<'de> for Members {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -208,17 +218,52 @@ impl<'de> Visitor<'de> for Ordered {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::new();
-        while let Some((k, v)) = map.next_entry::<String, i128>()? {
+        while let Some((k, Int(v))) = map.next_entry::<String, Int>()? {
             out.push((k, v));
         }
         Ok(out)
     }
 }
 
-/// Enum types defined in the output, per (group id, type name).
+/// An integer read from any integer a deserializer gives (serde's buffered content, which an
+/// untagged enum reads through, has no `i128`).
+struct Int(i128);
+
+impl<'de> serde::Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IntVisitor)
+    }
+}
+
+struct IntVisitor;
+
+impl Visitor<'_> for IntVisitor {
+    type Value = Int;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an integer")
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Int, E> {
+        Ok(Int(i128::from(v)))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Int, E> {
+        Ok(Int(i128::from(v)))
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, v: i128) -> Result<Int, E> {
+        Ok(Int(v))
+    }
+}
+
+/// Enum types defined in the output, per (group id, type name); also the compound types and
+/// what writing user-typed attributes warned of.
 #[derive(Debug, Default)]
 pub(crate) struct EnumTypes {
     ids: HashMap<(c_int, String), nc::nc_type>,
+    pub compounds: super::compound::CompoundTypes,
+    pub warnings: Vec<String>,
 }
 
 impl EnumTypes {
@@ -251,7 +296,7 @@ impl EnumTypes {
 }
 
 /// `v` as one native-endian value of the integer type `t`, when it fits.
-fn int_bytes(t: ElementType, v: i128) -> Option<Vec<u8>> {
+pub(crate) fn int_bytes(t: ElementType, v: i128) -> Option<Vec<u8>> {
     Some(match t {
         ElementType::I8 => i8::try_from(v).ok()?.to_ne_bytes().to_vec(),
         ElementType::U8 => u8::try_from(v).ok()?.to_ne_bytes().to_vec(),

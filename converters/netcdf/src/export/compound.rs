@@ -1,0 +1,424 @@
+//! Compound attributes written as their compound type again: the importer gives their values
+//! as JSON text and records the type (`nc_attr_type:<name>` = `{"count": n, "type": {...}}`,
+//! the crate's `NcType::json`); here the type is parsed, defined in the attribute's group (its
+//! fields: numbers, `char`, enums, nested compounds, arrays of these, at their recorded offsets
+//! in a record of the recorded size) and the JSON values encoded into those records.
+//!
+//! A type with a `string`, vlen or opaque part, or values that do not fit the type, gives an
+//! error naming why: the caller then keeps the JSON text (with a warning).
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+
+use netcdf_sys as nc;
+use serde_json::Value;
+use tet_source::export::{ExportError, Result};
+use tet_source::{json_text, ElementType};
+
+use super::hints::{int_bytes, latin1, EnumDef, EnumTypes, Members};
+
+/// A type a compound attribute's record holds.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TypeDef {
+    Atomic(ElementType),
+    Char,
+    Enum(EnumDef),
+    Compound {
+        name: String,
+        size: usize,
+        fields: Vec<FieldDef>,
+    },
+}
+
+/// One field of a compound type.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FieldDef {
+    pub name: String,
+    pub offset: usize,
+    /// Extents of an array field (empty: one value).
+    pub dims: Vec<usize>,
+    pub ty: TypeDef,
+}
+
+/// Nesting deeper than this is refused (the importer analyses at most 16 levels).
+const MAX_DEPTH: u32 = 32;
+
+fn atomic(name: &str) -> Option<ElementType> {
+    Some(match name {
+        "i8" => ElementType::I8,
+        "u8" => ElementType::U8,
+        "i16" => ElementType::I16,
+        "u16" => ElementType::U16,
+        "i32" => ElementType::I32,
+        "u32" => ElementType::U32,
+        "i64" => ElementType::I64,
+        "u64" => ElementType::U64,
+        "f32" => ElementType::F32,
+        "f64" => ElementType::F64,
+        _ => return None,
+    })
+}
+
+impl TypeDef {
+    /// Bytes of one value.
+    pub fn size(&self) -> usize {
+        match self {
+            TypeDef::Atomic(t) => t.size(),
+            TypeDef::Char => 1,
+            TypeDef::Enum(e) => e.base.size(),
+            TypeDef::Compound { size, .. } => *size,
+        }
+    }
+
+    /// The value count and type of a recorded attribute type (`{"count": n, "type": {...}}`)
+    /// of a compound; `Err`: why it has no form here.
+    pub fn of_record(record: &str) -> std::result::Result<(usize, TypeDef), String> {
+        let r: Record =
+            serde_json::from_str(record).map_err(|e| format!("a malformed type record: {e}"))?;
+        let count = usize::try_from(r.count).map_err(|_| "too many values".to_string())?;
+        Ok((count, Self::parse(&r.ty, 0)?))
+    }
+
+    fn parse(v: &RawType, depth: u32) -> std::result::Result<TypeDef, String> {
+        if depth > MAX_DEPTH {
+            return Err("types nested too deeply".into());
+        }
+        let o = match v {
+            RawType::Name(s) if s == "char" => return Ok(TypeDef::Char),
+            RawType::Name(s) => {
+                return atomic(s)
+                    .map(TypeDef::Atomic)
+                    .ok_or_else(|| format!("a field of type {s}"))
+            }
+            RawType::Object(o) => o,
+        };
+        let name = o.name.clone().unwrap_or_default();
+        match o.class.as_str() {
+            "enum" => {
+                let base = o.base.as_deref().and_then(atomic);
+                match (base, &o.members) {
+                    (Some(base), Some(m))
+                        if !matches!(base, ElementType::F32 | ElementType::F64) =>
+                    {
+                        Ok(TypeDef::Enum(EnumDef {
+                            name,
+                            base,
+                            members: m.0.clone(),
+                        }))
+                    }
+                    _ => Err(format!("enum `{name}` malformed in its record")),
+                }
+            }
+            "compound" => {
+                let size = o
+                    .size
+                    .and_then(|s| usize::try_from(s).ok())
+                    .ok_or_else(|| format!("compound `{name}` without a size"))?;
+                let fields = o
+                    .fields
+                    .as_deref()
+                    .ok_or_else(|| format!("compound `{name}` without fields"))?
+                    .iter()
+                    .map(|f| FieldDef::parse(f, depth))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                for f in &fields {
+                    if f.end().is_none_or(|e| e > size) {
+                        return Err(format!(
+                            "compound `{name}`: field `{}` outside its record",
+                            f.name
+                        ));
+                    }
+                }
+                Ok(TypeDef::Compound { name, size, fields })
+            }
+            other => Err(format!("a {other} type `{name}`")),
+        }
+    }
+}
+
+/// A recorded attribute type, as the importer writes it.
+#[derive(serde::Deserialize)]
+struct Record {
+    count: u64,
+    #[serde(rename = "type")]
+    ty: RawType,
+}
+
+/// A recorded type: an atomic type's name, or an object (enum, compound, …).
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RawType {
+    Name(String),
+    Object(Box<RawObject>),
+}
+
+#[derive(serde::Deserialize)]
+struct RawObject {
+    class: String,
+    name: Option<String>,
+    base: Option<String>,
+    members: Option<Members>,
+    size: Option<u64>,
+    fields: Option<Vec<RawField>>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawField {
+    name: String,
+    offset: u64,
+    dims: Option<Vec<u64>>,
+    #[serde(rename = "type")]
+    ty: RawType,
+}
+
+impl FieldDef {
+    fn parse(f: &RawField, depth: u32) -> std::result::Result<FieldDef, String> {
+        let big = || format!("field `{}` too large", f.name);
+        let offset = usize::try_from(f.offset).map_err(|_| big())?;
+        let dims = f
+            .dims
+            .iter()
+            .flatten()
+            .map(|&d| usize::try_from(d).map_err(|_| big()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(FieldDef {
+            name: f.name.clone(),
+            offset,
+            dims,
+            ty: TypeDef::parse(&f.ty, depth + 1)?,
+        })
+    }
+
+    /// Bytes of the field's values.
+    fn bytes(&self) -> Option<usize> {
+        self.dims
+            .iter()
+            .try_fold(self.ty.size(), |a, &d| a.checked_mul(d))
+    }
+
+    /// Where the field ends in its record.
+    fn end(&self) -> Option<usize> {
+        self.bytes()?.checked_add(self.offset)
+    }
+}
+
+/// Compound types defined in the output, per (group id, type name).
+#[derive(Debug, Default)]
+pub(crate) struct CompoundTypes {
+    ids: HashMap<(c_int, String), nc::nc_type>,
+    /// The group compound types are defined in (the root: every group sees its types).
+    pub root: Option<c_int>,
+}
+
+impl CompoundTypes {
+    /// The netCDF type of `t` in group `gid`, user types defined there the first time.
+    pub fn id(&mut self, gid: c_int, t: &TypeDef, enums: &mut EnumTypes) -> Result<nc::nc_type> {
+        let (name, size, fields) = match t {
+            TypeDef::Atomic(e) => {
+                return super::xtype(*e)
+                    .ok_or_else(|| ExportError::Invalid(format!("netCDF has no {e} type")))
+            }
+            TypeDef::Char => return Ok(nc::NC_CHAR),
+            TypeDef::Enum(e) => return enums.id(gid, e),
+            TypeDef::Compound { name, size, fields } => (name, *size, fields),
+        };
+        if let Some(&id) = self.ids.get(&(gid, name.clone())) {
+            return Ok(id);
+        }
+        // The field types first: a nested compound must be complete before it is inserted.
+        let types = fields
+            .iter()
+            .map(|f| self.id(gid, &f.ty, enums))
+            .collect::<Result<Vec<_>>>()?;
+        let cn = super::cname(name)?;
+        let what = || format!("define compound type `{name}`");
+        let id = super::nc(what, crate::ffi::def_compound(gid, size, &cn))?;
+        for (f, &ft) in fields.iter().zip(&types) {
+            let cf = super::cname(&f.name)?;
+            let dims = f
+                .dims
+                .iter()
+                .map(|&d| c_int::try_from(d))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|_| ExportError::Invalid(format!("field `{}` too large", f.name)))?;
+            super::nc(
+                || format!("compound `{name}` field `{}`", f.name),
+                crate::ffi::insert_compound(gid, id, &cf, f.offset, ft, &dims),
+            )?;
+        }
+        self.ids.insert((gid, name.clone()), id);
+        Ok(id)
+    }
+}
+
+/// `count` values of `t` from their JSON (`json`: the value itself for one, else an array),
+/// as native-endian records; `Err`: why they do not fit.
+pub(crate) fn encode(
+    t: &TypeDef,
+    count: usize,
+    json: &str,
+) -> std::result::Result<Vec<u8>, String> {
+    let v: Value = serde_json::from_str(json).map_err(|e| format!("values not JSON: {e}"))?;
+    let size = t.size();
+    let mut out = vec![0u8; count.checked_mul(size).ok_or("too many values")?];
+    if count == 1 {
+        put_value(t, &v, &mut out)?;
+        return Ok(out);
+    }
+    let items = v.as_array().ok_or("several values, not a JSON array")?;
+    if items.len() != count {
+        return Err(format!("{} values, the record says {count}", items.len()));
+    }
+    for (item, rec) in items.iter().zip(out.chunks_mut(size.max(1))) {
+        put_value(t, item, rec)?;
+    }
+    Ok(out)
+}
+
+/// The bytes of text `s` of at most `n` bytes: UTF-8 when it fits (the importer decodes valid
+/// UTF-8 as such), else Latin-1 (its decoding of other bytes).
+fn text_bytes(s: &str, n: usize) -> std::result::Result<Vec<u8>, String> {
+    if s.len() <= n {
+        return Ok(s.as_bytes().to_vec());
+    }
+    latin1(s)
+        .filter(|b| b.len() <= n)
+        .ok_or_else(|| format!("text {s:?} longer than its {n}-byte field"))
+}
+
+/// One value of `t` from `v` into `out` (exactly its bytes).
+fn put_value(t: &TypeDef, v: &Value, out: &mut [u8]) -> std::result::Result<(), String> {
+    match t {
+        TypeDef::Atomic(e) => put_number(*e, v, out),
+        TypeDef::Enum(e) => put_number(e.base, v, out),
+        TypeDef::Char => {
+            let s = v.as_str().ok_or("a char value that is not text")?;
+            let b = text_bytes(s, 1)?;
+            out[..b.len()].copy_from_slice(&b);
+            Ok(())
+        }
+        TypeDef::Compound { fields, .. } => {
+            let obj = v
+                .as_object()
+                .ok_or("a compound value that is not an object")?;
+            for f in fields {
+                let fv = obj
+                    .get(&f.name)
+                    .ok_or_else(|| format!("no value of field `{}`", f.name))?;
+                let outside = || format!("field `{}` outside its record", f.name);
+                let end = f.end().ok_or_else(outside)?;
+                let at = out.get_mut(f.offset..end).ok_or_else(outside)?;
+                put_array(&f.ty, &f.dims, fv, at)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// An array of extents `dims` of `t` (one value for none; `char` arrays are strings along
+/// their last axis) from `v` into `out`.
+fn put_array(
+    t: &TypeDef,
+    dims: &[usize],
+    v: &Value,
+    out: &mut [u8],
+) -> std::result::Result<(), String> {
+    if *t == TypeDef::Char && dims.len() == 1 {
+        let s = v.as_str().ok_or("a char array that is not text")?;
+        let b = text_bytes(s, dims[0])?;
+        out[..b.len()].copy_from_slice(&b);
+        return Ok(());
+    }
+    let Some((&d, rest)) = dims.split_first() else {
+        return put_value(t, v, out);
+    };
+    let items = v
+        .as_array()
+        .filter(|a| a.len() == d)
+        .ok_or_else(|| format!("an array field of {d} values given as {}", short(v)))?;
+    let stride = rest
+        .iter()
+        .try_fold(t.size(), |a, &x| a.checked_mul(x))
+        .ok_or("an array field too large")?;
+    for (item, part) in items.iter().zip(out.chunks_mut(stride.max(1))) {
+        put_array(t, rest, item, part)?;
+    }
+    Ok(())
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s,
+    }
+}
+
+/// One number of type `t` from `v` (floats: a number or a non-finite spelling) into `out`.
+fn put_number(t: ElementType, v: &Value, out: &mut [u8]) -> std::result::Result<(), String> {
+    let bad = || format!("{} is no {t} value", short(v));
+    let float = || match v {
+        Value::String(s) => json_text::parse_non_finite(s),
+        v => v.as_f64(),
+    };
+    let int = || -> Option<i128> {
+        v.as_i64()
+            .map(i128::from)
+            .or_else(|| v.as_u64().map(i128::from))
+    };
+    let b: Vec<u8> = match t {
+        ElementType::F32 => {
+            // The importer wrote the f32 widened to f64 in shortest form: exact back.
+            (float().ok_or_else(bad)? as f32).to_ne_bytes().to_vec()
+        }
+        ElementType::F64 => float().ok_or_else(bad)?.to_ne_bytes().to_vec(),
+        _ => int_bytes(t, int().ok_or_else(bad)?).ok_or_else(bad)?,
+    };
+    let dst = out.get_mut(..b.len()).ok_or("a truncated record")?;
+    dst.copy_from_slice(&b);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_encode_at_their_offsets() {
+        let (n, t) = TypeDef::of_record(
+            r#"{"count":2,"type":{"class":"compound","name":"rec_t","size":16,"fields":[
+                {"name":"tag","offset":0,"type":"char"},
+                {"name":"code","offset":1,"dims":[3],"type":"char"},
+                {"name":"n","offset":4,"type":"i16"},
+                {"name":"w","offset":8,"dims":[2],"type":"f32"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(t.size(), 16);
+        let b = encode(
+            &t,
+            2,
+            r#"[{"tag":"a","code":"xy","n":-2,"w":[0.25,"NaN"]},{"tag":"","code":"xyz","n":3,"w":[1.0,2.0]}]"#,
+        )
+        .unwrap();
+        assert_eq!(&b[..4], b"axy\0");
+        assert_eq!(i16::from_ne_bytes([b[4], b[5]]), -2);
+        assert_eq!(f32::from_ne_bytes([b[8], b[9], b[10], b[11]]), 0.25);
+        assert!(f32::from_ne_bytes([b[12], b[13], b[14], b[15]]).is_nan());
+        assert_eq!(&b[16..20], b"\0xyz");
+        assert!(encode(&t, 1, r#"{"tag":"a","code":"wxyz","n":1,"w":[1,2]}"#).is_err());
+        assert!(encode(&t, 1, r#"{"tag":"a","code":"x","n":70000,"w":[1,2]}"#).is_err());
+        let vlen = r#"{"count":1,"type":{"class":"vlen","name":"v","base":"i8"}}"#;
+        assert!(TypeDef::of_record(vlen).is_err());
+        let e = r#"{"count":1,"type":{"class":"compound","name":"c","size":1,"fields":[
+            {"name":"e","offset":0,"type":{"class":"enum","name":"e_t","base":"u8","members":{"b":1,"a":0}}}]}}"#;
+        let (_, t) = TypeDef::of_record(e).unwrap();
+        let TypeDef::Compound { fields, .. } = t else {
+            panic!("not a compound")
+        };
+        let TypeDef::Enum(e) = &fields[0].ty else {
+            panic!("not an enum")
+        };
+        assert_eq!(e.members, [("b".to_string(), 1), ("a".to_string(), 0)]);
+    }
+}
