@@ -136,7 +136,8 @@ fn sorted(attrs: &[(String, AttrValue)]) -> Vec<String> {
     a
 }
 
-/// The first value of `dim`'s coordinate variable in `src`, as f64 (`None`: no coordinate).
+/// The first and last values of `dim`'s coordinate variable in `src`, as f64 (`None`: no
+/// coordinate); an error when the values are not strictly increasing.
 fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
     let Some((i, v)) = src
         .variables()
@@ -150,13 +151,21 @@ fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
     if n == 0 {
         return Ok(None);
     }
-    let size = v.dtype.size();
-    let mut one = vec![0u8; size];
-    src.read_region(i, &[0], &[1], &mut one)?;
-    let first = crate::meta::element_values(&one, v.dtype);
-    src.read_region(i, &[n - 1], &[1], &mut one)?;
-    let last = crate::meta::element_values(&one, v.dtype);
-    Ok(first.first().copied().zip(last.first().copied()))
+    // A coordinate is 1-D: read whole, it is small beside the variables it labels.
+    let len = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_mul(v.dtype.size()))
+        .ok_or_else(|| SourceError::InvalidRequest(format!("coordinate {dim} too large")))?;
+    let mut buf = vec![0u8; len];
+    src.read_region(i, &[0], &[n], &mut buf)?;
+    let values = crate::meta::element_values(&buf, v.dtype);
+    if let Some(w) = values.windows(2).find(|w| w[1] <= w[0] || w[0].is_nan()) {
+        return Err(SourceError::InvalidRequest(format!(
+            "{dim} values are not increasing ({} then {})",
+            w[0], w[1]
+        )));
+    }
+    Ok(values.first().copied().zip(values.last().copied()))
 }
 
 impl Concat {
