@@ -41,8 +41,9 @@ def make_inputs(d: pathlib.Path, mib: int):
                 v[k] = base + rng.normal(0, 0.5, (Y, X)).astype(np.float32)
     if not zs.exists():
         src = netCDF4.Dataset(nc)
-        arr = zarr.create_array(
-            store=str(zs),
+        root = zarr.open_group(str(zs), mode="w")
+        arr = root.create_array(
+            "v",
             shape=(t, Y, X),
             chunks=(1, Y, X),
             dtype="f4",
