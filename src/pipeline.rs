@@ -1126,7 +1126,14 @@ fn run_workers<'s>(
         .map_err(|e| refused(format!("cannot start {jobs} worker threads: {e}")))?;
     // One thread runs the ordered write stage; the workers only read, widen and compress.
     let written = std::thread::scope(|scope| {
-        let stage = scope.spawn(|| writer.write_all());
+        let stage = scope.spawn(|| {
+            let written = writer.write_all();
+            if written.is_err() {
+                // Workers waiting for room would wait for writes that never come.
+                budget.close();
+            }
+            written
+        });
         pool.scope(|s| {
             for _ in 0..jobs {
                 s.spawn(|_| worker());

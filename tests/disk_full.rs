@@ -73,13 +73,23 @@ fn inner() {
         .expect("mount runs");
     assert!(mounted.success(), "mount tmpfs in the namespace");
 
-    for codec in ["raw", "zstd"] {
-        let output = disk.join(format!("out-{codec}.tet"));
-        let opts = ConvertOptions {
+    // The last case: 8 threads on 64 KiB chunks with a budget of about three of them, so that
+    // threads wait for room when the write fails (they must be released, not left waiting).
+    for (codec, jobs, budget) in [
+        ("raw", 2, None),
+        ("zstd", 2, None),
+        ("zstd", 8, Some(6 << 20)),
+    ] {
+        let output = disk.join(format!("out-{codec}-{jobs}.tet"));
+        let mut opts = ConvertOptions {
             codec: codec.parse().expect("codec"),
-            jobs: 2,
+            jobs,
             ..ConvertOptions::default()
         };
+        if let Some(b) = budget {
+            opts.memory_budget = b;
+            opts.plan.target_bytes = Some(64 << 10);
+        }
         let err = pipeline::convert(&input, &output, &opts).expect_err("the disk is full");
         match &err {
             ConvertError::Write {
