@@ -117,10 +117,12 @@ fn zeroed(n: usize) -> Option<Vec<u8>> {
     Some(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
-fn footer_of(tet: &TetFile) -> Footer {
+/// The file's footer, borrowed (an empty one when the file has none or it is unreadable).
+fn footer_of(tet: &TetFile) -> &Footer {
+    static EMPTY: std::sync::OnceLock<Footer> = std::sync::OnceLock::new();
     match tet.footer() {
-        Ok(Some(f)) => f.clone(),
-        _ => Footer::default(),
+        Ok(Some(f)) => f,
+        _ => EMPTY.get_or_init(Footer::default),
     }
 }
 
@@ -234,7 +236,7 @@ impl Reader {
     fn history<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let o = self.get(py)?;
         let list = PyList::empty(py);
-        for r in footer_of(&o.tet).history {
+        for r in &footer_of(&o.tet).history {
             let d = PyDict::new(py);
             d.set_item("op", &r.op)?;
             d.set_item("source", &r.source)?;
@@ -253,7 +255,7 @@ impl Reader {
 
     /// `metadata.file` of the footer (tool, library version, creation time…).
     fn file_info(&self, py: Python<'_>) -> PyResult<std::collections::BTreeMap<String, String>> {
-        Ok(footer_of(&self.get(py)?.tet).file)
+        Ok(footer_of(&self.get(py)?.tet).file.clone())
     }
 
     /// Items of the source that have no `.tet` form: a list of (name, reason).
