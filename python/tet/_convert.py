@@ -54,6 +54,8 @@ class ConvertReport:
 
     @classmethod
     def from_json(cls, d: dict) -> "ConvertReport":
+        """The report from the JSON the engine prints (``tet-convert --json``); a dataset's
+        unknown keys are kept in its ``extra``."""
         known = {f for f in DatasetReport.__dataclass_fields__ if f != "extra"}
         datasets = tuple(
             DatasetReport(

@@ -56,6 +56,7 @@ def attr_value(v: Any) -> Any:
 
 
 def attr_dict(pairs) -> dict[str, Any]:
+    """Typed attribute pairs as a dict of Python/numpy values, in their order."""
     return {k: attr_value(v) for k, v in pairs}
 
 
@@ -67,10 +68,12 @@ class Parent:
 
     @property
     def algorithm(self) -> str:
+        """The digest's algorithm (``sha256``), or ``""`` when it names none."""
         return self.digest.split(":", 1)[0] if ":" in self.digest else ""
 
     @property
     def hexdigest(self) -> str:
+        """The digest's hex value, without the algorithm prefix."""
         return self.digest.split(":", 1)[1] if ":" in self.digest else self.digest
 
 
@@ -137,14 +140,17 @@ class Dataset:
 
     @property
     def ndim(self) -> int:
+        """Number of axes (0 for a 0-d variable)."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the whole array in its source type (what reading it all allocates)."""
         return self.size * self.dtype.itemsize
 
     def __len__(self) -> int:
@@ -276,6 +282,7 @@ class File:
         return len(self.datasets)
 
     def keys(self):
+        """The dataset names, in file order."""
         return self.datasets.keys()
 
     # -- the rest -----------------------------------------------------------------------------
@@ -293,6 +300,7 @@ class File:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
         return self._reader.closed
 
     def verify(self, deep: bool = True) -> dict:

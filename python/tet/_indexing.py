@@ -91,6 +91,7 @@ class Selection:
 
     @property
     def empty(self) -> bool:
+        """Whether the selection holds no element (an empty slice on some axis)."""
         return any(len(r) == 0 for r in self.read)
 
     def finish(self, block: np.ndarray) -> np.ndarray:

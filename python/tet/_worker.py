@@ -38,6 +38,8 @@ def _run(job: dict) -> dict:
 
 
 def main() -> int:
+    """Runs one conversion job read as JSON from stdin and writes its events and outcome to
+    stdout (the supervised child of :func:`tet.convert`)."""
     job = json.loads(sys.stdin.read())
     _emit(_run(job))
     return 0

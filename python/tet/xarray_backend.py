@@ -89,6 +89,8 @@ class TetStore(AbstractDataStore):
 
     @classmethod
     def open(cls, filename, group=None, append_history=True) -> "TetStore":
+        """A store over ``filename`` whose file handle xarray's file manager opens, caches and
+        reopens (after pickling) by path."""
         manager = CachingFileManager(_open_file, os.fspath(filename))
         return cls(manager, group, append_history)
 
@@ -152,6 +154,7 @@ class TetStore(AbstractDataStore):
         return attrs
 
     def load(self):
+        """The variables (lazy arrays, text variables) and attributes of the store's group."""
         f = self._manager.acquire()
         if self._group and not any(
             _in_group(n, self._prefix) is not None or n.startswith(self._prefix)
@@ -165,6 +168,8 @@ class TetStore(AbstractDataStore):
         return variables, self._attrs(f)
 
     def get_encoding(self) -> dict[str, Any]:
+        """The dataset-level encoding: unlimited dimensions and the file's provenance (history
+        rows, facts)."""
         f = self._manager.acquire()
         unlimited = f.facts.get("unlimited_dims")
         enc: dict[str, Any] = {
@@ -189,6 +194,7 @@ class TetStore(AbstractDataStore):
         return enc
 
     def close(self, **kwargs) -> None:
+        """Closes the cached file handle."""
         self._manager.close(**kwargs)
 
 
@@ -211,6 +217,8 @@ class TetBackendEntrypoint(BackendEntrypoint):
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
+        """Whether ``filename_or_obj`` is a ``.tet`` file: its first bytes are the ``TETR``
+        magic (the extension is not needed; only an unreadable path falls back to it)."""
         try:
             path = os.fspath(filename_or_obj)
         except TypeError:
