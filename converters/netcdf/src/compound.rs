@@ -121,6 +121,7 @@ impl Builder<'_> {
         }
         if s.split {
             v.facts.push(Fact::SourceDataset(p.full.clone()));
+            v.facts.push(compound_type_fact(s.ty));
         }
         if let Some(e) = enum_info {
             v.facts.push(Fact::EnumType(e.name.clone()));
@@ -204,7 +205,11 @@ impl Builder<'_> {
             Vec::new()
         };
         let (values, latin1) = crate::decode_all(&rows);
-        let mut facts = Vec::new();
+        let mut facts = p.attr_facts.clone();
+        if s.split {
+            facts.push(Fact::SourceDataset(p.full.clone()));
+            facts.push(compound_type_fact(s.ty));
+        }
         if !p.unlimited.is_empty() {
             facts.push(Fact::UnlimitedDims(p.unlimited.clone()));
         }
@@ -226,6 +231,11 @@ impl Builder<'_> {
         });
         Ok(())
     }
+}
+
+/// The [`crate::COMPOUND_TYPE`] fact of the fields of a variable of compound type `t`.
+fn compound_type_fact(t: &NcType) -> Fact {
+    Fact::private("nc", crate::COMPOUND_TYPE, AttrValue::Text(t.json()))
 }
 
 /// The raw values of a text leaf over every record: each `string` element, or each `char` row

@@ -24,6 +24,11 @@
 //!   bytes, and integers an enum attribute whose enum type is defined again in the group).
 //!   A `_FillValue` whose type differs from the variable's is left out with a warning (so is
 //!   the compound fill a `char` field of a split compound variable carries).
+//! - Compound variables, split per field by the importer, are one compound variable of their
+//!   recorded type again (module `records`: every field present with the shape the split
+//!   gives; records assembled in memory, at most 256 MiB a variable), their attributes and
+//!   compound `_FillValue` with them; otherwise their fields stay variables (with a warning).
+//!   Complex compounds (netCDF4-python's `r`/`i` pairs) come back as `<x>/real`, `<x>/imag`.
 //! - Attributes of compound types (JSON text in the `.tet`, their type recorded by the
 //!   importer) are written as that compound type again, defined in the root group (module
 //!   `compound`: fields of numbers, `char`, enums, nested compounds and arrays of these, at
@@ -43,11 +48,12 @@
 //!   their groups (not when only some arrays are exported).
 //! - Data is written one chunk at a time with `nc_put_vara` at the chunk's region.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, CString};
 
 mod compound;
 mod hints;
+mod records;
 
 use netcdf_sys as nc;
 use tet_source::export::{
@@ -601,9 +607,25 @@ fn write_text(v: &TextVar<'_>) -> Result<()> {
     )
 }
 
+/// What a variable's storage is defined from: its name (in messages), shape and chunk shape.
+struct StorageOf<'a> {
+    name: &'a str,
+    shape: &'a [u64],
+    chunk_shape: &'a [u64],
+}
+
+/// What defining variables works on.
+struct Defining<'a> {
+    groups: &'a mut Groups,
+    dims: &'a mut Dims,
+    enums: &'a mut EnumTypes,
+    warnings: &'a mut Vec<String>,
+    compression: Compression,
+}
+
 /// Chunking and compression of a defined variable with elements of `size` bytes.
 fn def_storage(
-    a: &Array,
+    a: &StorageOf,
     gid: c_int,
     varid: c_int,
     size: usize,
@@ -612,7 +634,7 @@ fn def_storage(
     let chunks: Vec<usize> = a
         .chunk_shape
         .iter()
-        .zip(&a.shape)
+        .zip(a.shape)
         .map(|(&c, &s)| usize::try_from(c.min(s)))
         .collect::<std::result::Result<_, _>>()
         .map_err(|_| ExportError::Invalid(format!("`{}`: chunk too large", a.name)))?;
@@ -708,7 +730,12 @@ fn define_array(
     )?;
     let sized = !a.shape.is_empty() && !a.shape.contains(&0);
     if sized {
-        def_storage(a, gid, varid, written.size(), compression)?;
+        let at = StorageOf {
+            name: &a.name,
+            shape: &a.shape,
+            chunk_shape: &a.chunk_shape,
+        };
+        def_storage(&at, gid, varid, written.size(), compression)?;
     }
     // xarray reads a `dtype = "bool"` attribute back as booleans.
     let bool_attr = [("dtype".to_string(), AttrValue::Text("bool".into()))];
@@ -925,6 +952,103 @@ fn write_data(
     Ok(())
 }
 
+/// What [`define_all`] defined: arrays (model index, group id, variable id), string variables
+/// and rebuilt compound variables, waiting for their values.
+struct Defined<'m> {
+    vars: Vec<(usize, c_int, c_int)>,
+    strings: Vec<TextVar<'m>>,
+    records: Vec<(records::RecordVar, (c_int, c_int))>,
+}
+
+/// Defines everything of `model` in the file whose root group is `root`.
+fn define_all<'m>(
+    model: &'m Model,
+    root: c_int,
+    compression: Compression,
+    warnings: &mut Vec<String>,
+) -> Result<Defined<'m>> {
+    // Compound variables rebuilt from their fields: the fields are no variables of their own.
+    let recs = records::plan(model, warnings);
+    let members: HashSet<records::Member> = recs
+        .iter()
+        .flat_map(|r| r.leaves.iter().map(|(_, m)| *m))
+        .collect();
+    let member = |i: usize| members.contains(&records::Member::Array(i));
+    let text_member = |i: usize| members.contains(&records::Member::Text(i));
+    let mut groups = Groups {
+        ids: HashMap::from([(String::new(), root)]),
+    };
+    if !model.subset {
+        // Every group the source had, in its order: also those holding only attributes,
+        // dimensions or nothing.
+        for g in hints::text_list(&model.global_facts, crate::GROUPS) {
+            groups.ensure(g)?;
+        }
+    }
+    for (i, a) in model.arrays.iter().enumerate() {
+        if !member(i) {
+            groups.ensure(a.split_name().0)?;
+        }
+    }
+    // Coordinates first, so their dimensions live in their groups.
+    let coordinate = |a: &Array| a.role == Role::Coordinate;
+    let arrays = || model.arrays.iter().enumerate().filter(|(i, _)| !member(*i));
+    let order = arrays()
+        .filter(|(_, a)| coordinate(a))
+        .chain(arrays().filter(|(_, a)| !coordinate(a)));
+    let mut dims = Dims {
+        exact: !hints::text_list(&model.global_facts, crate::GROUPS).is_empty(),
+        ..Dims::default()
+    };
+    let mut enums = EnumTypes::default();
+    enums.compounds.root = Some(root);
+    let mut vars = Vec::with_capacity(model.arrays.len());
+    for (i, a) in order {
+        let (gid, varid) =
+            define_array(a, &mut groups, &mut dims, compression, &mut enums, warnings)?;
+        vars.push((i, gid, varid));
+    }
+    let mut records = Vec::with_capacity(recs.len());
+    for r in recs {
+        let mut ctx = Defining {
+            groups: &mut groups,
+            dims: &mut dims,
+            enums: &mut enums,
+            warnings,
+            compression,
+        };
+        let ids = records::define(&r, model, &mut ctx)?;
+        records.push((r, ids));
+    }
+    write_globals(model, root, &mut groups, &mut enums, warnings)?;
+    let mut strings = Vec::new();
+    for (i, t) in model.text_variables.iter().enumerate() {
+        match t {
+            TextEntry::Variable(_) if text_member(i) => {}
+            TextEntry::Variable(v) => strings.push(define_text(
+                v,
+                &mut groups,
+                &mut dims,
+                &mut enums,
+                warnings,
+            )?),
+            TextEntry::Malformed { .. } => warnings.push(format!(
+                "string variable `{}` is malformed in the footer; left out",
+                t.name()
+            )),
+        }
+    }
+    if !model.subset {
+        define_unused_dims(model, &mut groups, &mut dims, warnings)?;
+    }
+    warnings.append(&mut enums.warnings);
+    Ok(Defined {
+        vars,
+        strings,
+        records,
+    })
+}
+
 /// Writes the model as a netCDF-4 file at `out.staging`.
 pub fn write(
     model: &Model,
@@ -955,77 +1079,15 @@ pub fn write(
                 .into(),
         ));
     }
-    let mut groups = Groups {
-        ids: HashMap::from([(String::new(), root)]),
-    };
-    if !model.subset {
-        // Every group the source had, in its order: also those holding only attributes,
-        // dimensions or nothing.
-        for g in hints::text_list(&model.global_facts, crate::GROUPS) {
-            groups.ensure(g)?;
-        }
-    }
-    for a in &model.arrays {
-        groups.ensure(a.split_name().0)?;
-    }
-    // Coordinates first, so their dimensions live in their groups.
-    let coordinate = |a: &Array| a.role == Role::Coordinate;
-    let order = (model
-        .arrays
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| coordinate(a)))
-    .chain(
-        model
-            .arrays
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| !coordinate(a)),
-    );
-    let mut dims = Dims {
-        exact: !hints::text_list(&model.global_facts, crate::GROUPS).is_empty(),
-        ..Dims::default()
-    };
-    let mut enums = EnumTypes::default();
-    enums.compounds.root = Some(root);
-    let mut vars = Vec::with_capacity(model.arrays.len());
-    for (i, a) in order {
-        let (gid, varid) = define_array(
-            a,
-            &mut groups,
-            &mut dims,
-            compression,
-            &mut enums,
-            &mut warnings,
-        )?;
-        vars.push((i, gid, varid));
-    }
-    write_globals(model, root, &mut groups, &mut enums, &mut warnings)?;
-    let mut strings = Vec::new();
-    for t in &model.text_variables {
-        match t {
-            TextEntry::Variable(v) => strings.push(define_text(
-                v,
-                &mut groups,
-                &mut dims,
-                &mut enums,
-                &mut warnings,
-            )?),
-            TextEntry::Malformed { .. } => warnings.push(format!(
-                "string variable `{}` is malformed in the footer; left out",
-                t.name()
-            )),
-        }
-    }
-    if !model.subset {
-        define_unused_dims(model, &mut groups, &mut dims, &mut warnings)?;
-    }
-    warnings.append(&mut enums.warnings);
+    let d = define_all(model, root, compression, &mut warnings)?;
     nc(|| "end of definitions".into(), ffi::enddef(root))?;
-    for v in &strings {
+    for v in &d.strings {
         write_text(v)?;
     }
-    write_data(model, chunks, &vars)?;
+    write_data(model, chunks, &d.vars)?;
+    for (r, ids) in &d.records {
+        records::write(r, model, chunks, *ids)?;
+    }
     nc(|| format!("close {}", out.staging.display()), file.close())?;
     let arrays = model
         .arrays

@@ -21,10 +21,12 @@
 //! * **Compound** variables (netCDF-4) are split as the HDF5 importer splits HDF5 compounds (module
 //!   `compound`): one variable `<name>/<field>` per field, nested compounds joined with `/`,
 //!   array fields adding trailing axes named `<field>_dim<axis>`, a `/` in a field name
-//!   becoming `_` (with a note); each gets the variable's dims, attributes, unlimited
-//!   dimensions and the fact [`Fact::SourceDataset`]. A compound of two f32 or two f64 named
-//!   `r`/`i` or `real`/`imag` (netCDF4-python's complex numbers) is one `C64`/`C128` variable.
-//!   A `char` array field is a [`TextVariable`] (strings along its last axis). Values are read
+//!   becoming `_` (with a note); each (text fields too) gets the variable's dims, attributes
+//!   (with their recorded types), unlimited dimensions, the fact [`Fact::SourceDataset`] and
+//!   the type ([`COMPOUND_TYPE`]), from which an export rebuilds the compound variable. A
+//!   compound of two f32 or two f64 named `r`/`i` or `real`/`imag` (netCDF4-python's complex
+//!   numbers) is one `C64`/`C128` variable. A `char` field is a [`TextVariable`] (strings
+//!   along its last axis when it is an array). Values are read
 //!   by region: whole records through `nc_get_vara` in batches of at most 16 MiB, the field
 //!   copied out, little-endian.
 //! * **Scalars** (0-d) have an empty shape and no dims.
@@ -774,6 +776,11 @@ pub const GROUPS: &str = "nc_groups";
 /// ancestor's): the path of the group that defines each of its dimensions, in order (`""`: the
 /// root), so that an export uses that very dimension as netCDF resolved it.
 pub const DIM_GROUPS: &str = "nc_dim_groups";
+
+/// The private fact of each variable (numeric or text) split from a compound variable (named
+/// by its [`Fact::SourceDataset`]): the compound type as JSON (`NcType::json`: name, size,
+/// fields with their offsets, extents and types), so that an export rebuilds the variable.
+pub const COMPOUND_TYPE: &str = "nc_compound_type";
 
 /// The attributes of one variable or group.
 #[derive(Default)]

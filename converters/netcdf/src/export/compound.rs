@@ -79,6 +79,13 @@ impl TypeDef {
         Ok((count, Self::parse(&r.ty, 0)?))
     }
 
+    /// The type of a recorded type JSON (`NcType::json`, as [`crate::COMPOUND_TYPE`] holds).
+    pub fn of_type_json(json: &str) -> std::result::Result<TypeDef, String> {
+        let t: RawType =
+            serde_json::from_str(json).map_err(|e| format!("a malformed type record: {e}"))?;
+        Self::parse(&t, 0)
+    }
+
     fn parse(v: &RawType, depth: u32) -> std::result::Result<TypeDef, String> {
         if depth > MAX_DEPTH {
             return Err("types nested too deeply".into());

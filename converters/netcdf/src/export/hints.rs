@@ -29,6 +29,18 @@ pub(crate) fn text_list<'f>(facts: &'f [Fact], key: &str) -> &'f [String] {
         .unwrap_or_default()
 }
 
+/// The text of private fact `key` among `facts`.
+pub(crate) fn private_text<'f>(facts: &'f [Fact], key: &str) -> Option<&'f str> {
+    facts.iter().find_map(|f| match f {
+        Fact::Private {
+            key: k,
+            value: AttrValue::Text(t),
+            ..
+        } if k == key => Some(t.as_str()),
+        _ => None,
+    })
+}
+
 /// An enum type as the importer recorded it (`nc_attr_type:<attr>`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct EnumDef {
