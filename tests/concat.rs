@@ -138,6 +138,14 @@ fn disagreements_are_refused_naming_both_inputs() {
     inputs.push("grid.nc");
     let o = concat(d.path(), &inputs, "first.tet");
     assert!(o.status.success(), "{o:?}");
+    // More inputs than one history row can name as parents: refused before any is opened.
+    let many: Vec<&str> = DAYS.iter().cycle().take(17).copied().collect();
+    let o = concat(d.path(), &many, "many.tet");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("at most 16 parents"),
+        "{o:?}"
+    );
     // Fewer than two inputs is a usage error.
     let o = concat(d.path(), &["day1.nc"], "one.tet");
     assert_eq!(o.status.code(), Some(2), "{o:?}");
