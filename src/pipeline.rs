@@ -1044,6 +1044,14 @@ fn run_workers<'s>(
     // Sources whose library serialises every call anyway are read by one thread at a time.
     let read_lock = Mutex::new(());
     let serial_reads = !source.parallel_reads();
+    // The first error stops every worker, the writer and whoever waits for room in the budget.
+    let stop = |e: ConvertError, why: &str| {
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+        failed.store(true, Ordering::Relaxed);
+        writer.abort(why);
+        budget.close();
+    };
 
     let worker = || {
         let mut buf: Vec<u8> = Vec::new();
@@ -1059,11 +1067,7 @@ fn run_workers<'s>(
             };
             let seq = claim.seq;
             if let Some(sig) = opts.cancel.requested() {
-                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                slot.get_or_insert(ConvertError::Interrupted(sig));
-                failed.store(true, Ordering::Relaxed);
-                writer.abort("stopped by a signal");
-                budget.close();
+                stop(ConvertError::Interrupted(sig), "stopped by a signal");
                 return;
             }
             let d = bases.partition_point(|&b| b <= seq) - 1;
@@ -1109,23 +1113,40 @@ fn run_workers<'s>(
                 Ok(())
             });
             if let Err(e) = result {
-                let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
-                if slot.is_none() {
-                    *slot = Some(chunk_error(e, &p.spec.name, &coords));
-                }
-                failed.store(true, Ordering::Relaxed);
-                writer.abort("conversion failed");
-                budget.close();
+                stop(chunk_error(e, &p.spec.name, &coords), "conversion failed");
                 return;
             }
         }
     };
+    let written = run_pool(jobs, writer, budget, &failed, &worker)?;
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Finish);
+    }
+    let first_error = first_error.into_inner().unwrap_or_else(|p| p.into_inner());
+    run_outcome(written, first_error)?;
+    Ok(Stored {
+        sizes: sizes
+            .iter()
+            .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
+            .collect(),
+        carried: carried.load(Ordering::Relaxed),
+    })
+}
+
+/// Runs `worker` on `jobs` threads beside the write stage (one thread writing chunks in index
+/// order; the workers only read, widen and compress); returns how the write stage ended.
+fn run_pool(
+    jobs: usize,
+    writer: &TetWriter<'_>,
+    budget: &MemoryBudget,
+    failed: &AtomicBool,
+    worker: &(dyn Fn() + Sync),
+) -> Result<std::thread::Result<Result<(), TetError>>, ConvertError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
         .map_err(|e| refused(format!("cannot start {jobs} worker threads: {e}")))?;
-    // One thread runs the ordered write stage; the workers only read, widen and compress.
-    let written = std::thread::scope(|scope| {
+    Ok(std::thread::scope(|scope| {
         let stage = scope.spawn(|| {
             let written = writer.write_all();
             if written.is_err() {
@@ -1144,19 +1165,7 @@ fn run_workers<'s>(
         }
         budget.close();
         stage.join()
-    });
-    if let Some(p) = progress {
-        p.report(ProgressEvent::Finish);
-    }
-    let first_error = first_error.into_inner().unwrap_or_else(|p| p.into_inner());
-    run_outcome(written, first_error)?;
-    Ok(Stored {
-        sizes: sizes
-            .iter()
-            .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
-            .collect(),
-        carried: carried.load(Ordering::Relaxed),
-    })
+    }))
 }
 
 /// Where each planned dataset's chunks start in the sequence of all chunks the workers take.
