@@ -253,7 +253,10 @@ impl Concat {
             if !matches!(plan, Plan::First) || v.shape.is_empty() {
                 continue;
             }
-            let row: u64 = v.shape[1..].iter().product::<u64>() * v.dtype.size() as u64;
+            let row = v.shape[1..]
+                .iter()
+                .try_fold(v.dtype.size() as u64, |acc, &n| acc.checked_mul(n))
+                .ok_or_else(|| format!("variable {} is too large", v.name))?;
             let rows = (SLAB / row.max(1)).max(1);
             let mut start = 0u64;
             while start < v.shape[0] {
@@ -262,7 +265,10 @@ impl Concat {
                 s[0] = start;
                 let mut c = v.shape.clone();
                 c[0] = n;
-                let len = usize::try_from(n * row).map_err(|_| "slab too large")?;
+                let len = n
+                    .checked_mul(row)
+                    .and_then(|b| usize::try_from(b).ok())
+                    .ok_or("slab too large")?;
                 let read = |k: usize| -> Result<Vec<u8>, String> {
                     let mut b = vec![0u8; len];
                     let i = index_of(self.parts[k].as_ref(), &v.name)

@@ -904,14 +904,22 @@ fn cut_text(t: &TextVariable, dim_cuts: &BTreeMap<String, Cut>) -> Result<TextVa
     let cuts = axis_cuts(&t.name, t.dims.as_ref(), &t.shape, dim_cuts)?;
     let mut out = t.clone();
     out.shape = cuts.iter().map(|c| c.len).collect();
-    let total: u64 = out.shape.iter().product();
+    let total = out
+        .shape
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= t.values.len() as u64)
+        .ok_or_else(|| format!("text variable {} has fewer values than its shape", t.name))?;
     let mut values = Vec::with_capacity(total as usize);
     let mut idx = vec![0u64; cuts.len()];
     for _ in 0..total {
         let mut flat = 0u64;
         for (a, c) in cuts.iter().enumerate() {
             let p = c.at(idx[a]).ok_or("text variable cut out of range")?;
-            flat = flat * t.shape[a] + p;
+            flat = flat
+                .checked_mul(t.shape[a])
+                .and_then(|f| f.checked_add(p))
+                .ok_or("text variable position overflows")?;
         }
         values.push(
             t.values
