@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds what `benches/device.sh` needs on a bare lent machine into target/device-bundle (ignored,
+# carried to the machine; the lent machine cannot build or download): tet-convert without the
+# importers that need libhdf5/libnetcdf (`--no-default-features --features cli`), the timeit,
+# gen_npy and gen_small examples, and this machine's zstd CLI with the shared libraries it links
+# (libz, liblzma, liblz4) and tet-convert's libstdc++ / libgcc_s, all stripped. Prints the size
+# and `ldd` of the binaries.
+#
+#     bash benches/device-bundle.sh
+#
+# Note: the build writes target/release/tet-convert with that feature set; a later plain
+# `cargo build --release` restores the default one.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+B=target/device-bundle
+NEW=$B.new # filled first, then swapped in: a bundle being carried is never half-written
+cargo build --release --locked --no-default-features --features cli --bin tet-convert \
+    --example timeit --example gen_npy --example gen_small
+rm -rf "$NEW"
+mkdir -p "$NEW/bin" "$NEW/lib"
+for f in target/release/tet-convert target/release/examples/timeit \
+    target/release/examples/gen_npy target/release/examples/gen_small; do
+    cp "$f" "$NEW/bin/"
+done
+zstd_bin=$(command -v zstd)
+cp "$zstd_bin" "$NEW/bin/zstd"
+# The shared libraries of both beside glibc (libstdc++ of the vendored zfp/sz3 C++ code, zstd's
+# compression libraries), used only where the machine lacks them.
+for lib in $(ldd "$zstd_bin" "$NEW/bin/tet-convert" |
+    awk '/=> \// && !/libc\.so|libm\.so|ld-linux/ {print $3}' | sort -u); do
+    cp -L "$lib" "$NEW/lib/"
+done
+strip "$NEW"/bin/*
+git rev-parse HEAD >"$NEW/COMMIT"
+git status --short -- src converters Cargo.toml Cargo.lock >>"$NEW/COMMIT"
+rm -rf "$B.old"
+[ -d "$B" ] && mv "$B" "$B.old"
+mv "$NEW" "$B"
+rm -rf "$B.old"
+du -sh "$B"
+ldd "$B/bin/tet-convert"
