@@ -3,6 +3,10 @@
 //! (`data_vars="minimal"`), whatever order the inputs are given in (the same bytes); another
 //! grid, other units, overlapping times and a missing variable are refused with one line naming
 //! both inputs, and nothing is written; every input is a parent that `tet audit` re-checks.
+//! The same for a month of 31 daily files (fixtures/concat/month, `make_month.py`), compared
+//! after `tet export` with `xr.open_mfdataset(days, combine="by_coords", data_vars="minimal")`:
+//! more parents and params than a history row holds in the reference's form (the footer's
+//! history extension keeps them, every written row stays within the reference limits).
 #![cfg(feature = "netcdf")]
 
 use std::path::{Path, PathBuf};
@@ -138,14 +142,6 @@ fn disagreements_are_refused_naming_both_inputs() {
     inputs.push("grid.nc");
     let o = concat(d.path(), &inputs, "first.tet");
     assert!(o.status.success(), "{o:?}");
-    // More inputs than one history row can name as parents: refused before any is opened.
-    let many: Vec<&str> = DAYS.iter().cycle().take(17).copied().collect();
-    let o = concat(d.path(), &many, "many.tet");
-    assert_eq!(o.status.code(), Some(1), "{o:?}");
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("at most 16 parents"),
-        "{o:?}"
-    );
     // Fewer than two inputs is a usage error.
     let o = concat(d.path(), &["day1.nc"], "one.tet");
     assert_eq!(o.status.code(), Some(2), "{o:?}");
@@ -215,4 +211,263 @@ fn a_combined_conversion_can_be_cut() {
     let whole = values(&all, j);
     assert_eq!(values(&f, i), whole[36 * 48..79 * 48].to_vec());
     assert!(f.datasets.iter().all(|x| x.name != "precip"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A month: 31 daily files (fixtures/concat/month, make_month.py), more than one history row
+// holds in the reference's form.
+
+fn month_days() -> Vec<String> {
+    (1..=31).map(|d| format!("day{d:02}.nc")).collect()
+}
+
+/// The month fixtures copied into `dir`.
+fn copy_month(dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat/month");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "nc") {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+/// Every history row of `f`'s footer JSON, as written, is within the reference reader's limits
+/// (docs/FORMAT.md): known keys only, at most 16 parents and 32 params, strings 1..=1024 bytes.
+fn assert_reference_rows(f: &TetFile) {
+    let (json, _) = f.footer_json();
+    let rows = json.unwrap()["history"].as_array().unwrap();
+    for (i, row) in rows.iter().enumerate() {
+        let o = row.as_object().unwrap();
+        for k in o.keys() {
+            assert!(
+                ["op", "source", "at", "parents", "params"].contains(&k.as_str()),
+                "row {i}: key {k}"
+            );
+        }
+        let parents = o.get("parents").map_or(0, |p| p.as_array().unwrap().len());
+        let params = o.get("params").map_or(0, |p| p.as_object().unwrap().len());
+        assert!(
+            parents <= 16 && params <= 32,
+            "row {i}: {parents}, {params}"
+        );
+        let strings = o.get("params").into_iter().flat_map(|p| {
+            p.as_object()
+                .unwrap()
+                .iter()
+                .flat_map(|(k, v)| [k.clone(), v.as_str().unwrap().to_string()])
+        });
+        for s in strings {
+            assert!((1..=1024).contains(&s.len()), "row {i}: {s}");
+        }
+    }
+}
+
+/// A variable of netCDF-C's dump as f64 values.
+fn dump_values(v: &tet_netcdf::dump::VarDump) -> Vec<f64> {
+    let tet_netcdf::dump::RawValues::Bytes(b) = &v.values else {
+        panic!("{}: not numbers", v.name)
+    };
+    match v.xtype.as_str() {
+        "f32" => b
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        "f64" => b
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+            .collect(),
+        "i16" => b
+            .chunks_exact(2)
+            .map(|c| i16::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("{}: no {other} in the fixtures", v.name),
+    }
+}
+
+/// An attribute of netCDF-C's dump as expect.json writes it (text, or numbers as f64).
+fn dump_attr(a: &tet_netcdf::dump::AttrDump) -> serde_json::Value {
+    let tet_netcdf::dump::RawValues::Bytes(b) = &a.values else {
+        panic!("{}: not read", a.name)
+    };
+    let nums: Vec<f64> = match a.xtype.as_str() {
+        "char" => return serde_json::Value::String(String::from_utf8(b.clone()).unwrap()),
+        "f32" => b
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        "f64" => b
+            .chunks_exact(8)
+            .map(|c| f64::from_ne_bytes(c.try_into().unwrap()))
+            .collect(),
+        "i16" => b
+            .chunks_exact(2)
+            .map(|c| i16::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        other => panic!("{}: no {other} attribute in the fixtures", a.name),
+    };
+    serde_json::json!(nums)
+}
+
+fn same_number(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        // null (a NaN in expect.json) or text: equal as JSON values.
+        _ => a == b,
+    }
+}
+
+#[test]
+fn a_month_of_daily_files_equals_xarray_open_mfdataset_after_export() {
+    let d = tempfile::tempdir().unwrap();
+    copy_month(d.path());
+    let days = month_days();
+    let in_order: Vec<&str> = days.iter().map(String::as_str).collect();
+    // A fixed shuffle: day (7k mod 31) + 1.
+    let shuffled: Vec<&str> = (0..31).map(|k| in_order[(7 * k) % 31]).collect();
+    assert!(concat(d.path(), &shuffled, "a.tet").status.success());
+    let o = concat(d.path(), &in_order, "b.tet");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(
+        std::fs::read(d.path().join("a.tet")).unwrap(),
+        std::fs::read(d.path().join("b.tet")).unwrap(),
+        "same bytes for any input order"
+    );
+    let f = TetFile::open(&d.path().join("a.tet")).unwrap();
+    assert!(tet::format::verify::verify(&f, tet::format::verify::Depth::Deep).ok());
+    assert_reference_rows(&f);
+
+    // Our reader has the whole row: 31 parents in time order, every input's path.
+    let row = f.footer().unwrap().unwrap().history.last().unwrap().clone();
+    assert_eq!(row.parents.len(), 31);
+    assert_eq!(row.params["input"], "day01.nc");
+    for (k, day) in days.iter().enumerate() {
+        let (digest, _) = tet::meta::digest_input(&d.path().join(day)).unwrap();
+        assert_eq!(row.parents[k], digest, "{day}");
+        if k > 0 {
+            assert_eq!(row.params[&format!("input.{k}")], *day);
+        }
+    }
+    assert!(!row.params.contains_key("tet_ext"));
+
+    // Exported to netCDF-4 and read by netCDF-C: xarray's combined month, raw values and the
+    // attributes that decode them.
+    let o = run(d.path(), "tet", &["export", "a.tet", "a.nc"]);
+    assert!(o.status.success(), "{o:?}");
+    let expect: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat/month/expect.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let groups = tet_netcdf::dump::dump(&d.path().join("a.nc")).unwrap();
+    let root = &groups[0];
+    let mut names: Vec<&str> = root.vars.iter().map(|v| v.name.as_str()).collect();
+    names.sort();
+    let want: Vec<&str> = expect
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, want);
+    for v in &root.vars {
+        let w = &expect[&v.name];
+        let dtype = match v.xtype.as_str() {
+            "f32" => "float32",
+            "f64" => "float64",
+            "i16" => "int16",
+            other => other,
+        };
+        assert_eq!(dtype, w["dtype"], "{}", v.name);
+        assert_eq!(v.dims, w["dims"].as_array().unwrap().clone(), "{}", v.name);
+        let want: Vec<f64> = serde_json::from_value(w["values"].clone()).unwrap();
+        assert_eq!(dump_values(v), want, "{}", v.name);
+        for (k, a) in w["attrs"].as_object().unwrap() {
+            // xarray reports the NaN fill a float variable gets by default; the export writes
+            // no fill for a variable without missing values (the same decoded values).
+            if k == "_FillValue" && a[0].is_null() {
+                continue;
+            }
+            let got = v
+                .attrs
+                .iter()
+                .find(|x| &x.name == k)
+                .unwrap_or_else(|| panic!("{}: no attribute {k}", v.name));
+            let got = dump_attr(got);
+            let equal = match (a.as_array(), got.as_array()) {
+                (Some(x), Some(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_number(p, q))
+                }
+                _ => *a == got,
+            };
+            assert!(equal, "{}: {k} = {got}, xarray {a}", v.name);
+        }
+    }
+    let time = root.dims.iter().find(|x| x.name == "time").unwrap();
+    assert_eq!(time.len, 124);
+}
+
+#[test]
+fn a_month_is_audited_input_by_input() {
+    let d = tempfile::tempdir().unwrap();
+    copy_month(d.path());
+    let days = month_days();
+    let inputs: Vec<&str> = days.iter().map(String::as_str).collect();
+    assert!(concat(d.path(), &inputs, "m.tet").status.success());
+    let o = run(d.path(), "tet", &["audit", "m.tet"]);
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        text.matches("unchanged since conversion").count(),
+        31,
+        "{text}"
+    );
+    // Day 23 lies past the 16 parents of the row's reference form: its digest comes from the
+    // footer's history extension.
+    let touched = d.path().join("day23.nc");
+    let mut b = std::fs::read(&touched).unwrap();
+    b.push(0);
+    std::fs::write(&touched, b).unwrap();
+    let o = run(d.path(), "tet", &["audit", "m.tet"]);
+    assert!(!o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        text.matches("unchanged since conversion").count(),
+        30,
+        "{text}"
+    );
+    let changed: Vec<&str> = text.lines().filter(|l| l.starts_with("CHANGED")).collect();
+    assert_eq!(changed.len(), 1, "{text}");
+    assert!(changed[0].contains("day23.nc"), "{text}");
+}
+
+#[test]
+fn a_month_with_a_disagreeing_file_is_refused_naming_both_inputs() {
+    let d = tempfile::tempdir().unwrap();
+    copy_month(d.path());
+    let days = month_days();
+    let cases = [
+        ("grid.nc", "day01.nc and grid.nc: variable lat differs"),
+        (
+            "units.nc",
+            "day01.nc and units.nc: time has another attribute units",
+        ),
+        ("overlap.nc", "day15.nc and overlap.nc: time values overlap"),
+        (
+            "missing.nc",
+            "day01.nc and missing.nc: variable precip is missing from missing.nc",
+        ),
+    ];
+    for (bad, line) in cases {
+        let mut inputs: Vec<&str> = days.iter().map(String::as_str).collect();
+        inputs.insert(20, bad);
+        let o = concat(d.path(), &inputs, "bad.tet");
+        assert_eq!(o.status.code(), Some(1), "{bad}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(line), "{bad}: {err}");
+        assert_eq!(err.lines().count(), 1, "{bad}: one line: {err}");
+        assert!(!d.path().join("bad.tet").exists(), "{bad}: nothing written");
+    }
 }

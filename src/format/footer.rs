@@ -6,10 +6,15 @@
 //! else (typed attribute values, strings that are empty or too long, more than 64 attributes or
 //! labels, more than 256 dataset entries, global attributes, skipped items, notes) is kept under
 //! the extension key [`EXT_KEY`] in `metadata` and in each dataset entry, which the reference
-//! reader ignores. `docs/FORMAT.md` documents the schema.
+//! reader ignores. A history row has no room for extension keys and holds at most 16 parents
+//! and 32 params there: a row with more (a `--concat` of a month of daily files) keeps what fits
+//! plus the marker param [`HISTORY_MARKER`], and its complete lists go to
+//! `metadata.tet_ext.history` ([`RowExt`]); the decoder puts them back, so the model always has
+//! the whole row. `docs/FORMAT.md` documents the schema.
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use tet_source::{AttrValue, Attrs, Skipped};
 
@@ -29,6 +34,25 @@ pub mod limits {
     pub const PARAMS_PER_ROW: usize = 32;
     /// Inline metadata budget: above this the metadata JSON is spilled.
     pub const INLINE_JSON: usize = 64 * 1024;
+}
+
+/// The key of the history extension inside `metadata.tet_ext`: a list of [`RowExt`].
+pub const HISTORY_EXT_KEY: &str = "history";
+/// The param a history row carries in its reference form when its complete `parents` and
+/// `params` are in the history extension; its value says how many there are and where.
+pub const HISTORY_MARKER: &str = "tet_ext";
+
+/// The complete parents and params of one history row that exceeds the reference limits (more
+/// than 16 parents or 32 params, or a param outside 1..=1024 bytes). The row itself keeps its
+/// first parents and the params that fit, with [`HISTORY_MARKER`]; `parents` here starts with
+/// the row's and `params` holds every one of the row's except the marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowExt {
+    /// Index of the row in `history`.
+    pub row: usize,
+    pub parents: Vec<String>,
+    pub params: BTreeMap<String, String>,
 }
 
 /// Whether a string fits the reference limit (1..=1024 bytes).
@@ -253,7 +277,54 @@ impl EncodedFooter {
     }
 }
 
-fn encode_history(rows: &[HistoryRow]) -> Result<Value, String> {
+/// A per-input param key (`input.1`, `input_bytes.3`, …): a name, a dot and a decimal index.
+fn indexed_key(k: &str) -> Option<(&str, u64)> {
+    let (name, n) = k.rsplit_once('.')?;
+    Some((name, n.parse().ok()?))
+}
+
+/// The reference form of a row's parents and params, and whether it left anything out: the
+/// parents up to the 16th (or the first that does not fit), and the params that fit — when they
+/// are more than 32, the run-wide ones first, then the per-input ones in input order, 31 in all
+/// beside the marker.
+fn reference_lists(r: &HistoryRow) -> (&[String], BTreeMap<String, String>, bool) {
+    let kept = r
+        .parents
+        .iter()
+        .take(limits::PARENTS_PER_ROW)
+        .take_while(|p| fits(p))
+        .count();
+    let parents = &r.parents[..kept];
+    let all_fit = r.params.iter().all(|(k, v)| fits(k) && fits(v));
+    if kept == r.parents.len() && all_fit && r.params.len() <= limits::PARAMS_PER_ROW {
+        return (parents, r.params.clone(), false);
+    }
+    let fitting = r
+        .params
+        .iter()
+        .filter(|(k, v)| fits(k) && fits(v) && k.as_str() != HISTORY_MARKER);
+    let (mut per_input, run): (Vec<_>, Vec<_>) =
+        fitting.partition(|(k, _)| indexed_key(k).is_some());
+    per_input.sort_by_key(|(k, _)| indexed_key(k).map(|(name, n)| (n, name)));
+    let mut params: BTreeMap<String, String> = run
+        .into_iter()
+        .chain(per_input)
+        .take(limits::PARAMS_PER_ROW - 1)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    params.insert(
+        HISTORY_MARKER.into(),
+        format!(
+            "metadata.{EXT_KEY}.{HISTORY_EXT_KEY} holds all {} parents and {} params",
+            r.parents.len(),
+            r.params.len()
+        ),
+    );
+    (parents, params, true)
+}
+
+/// The history array in the reference's form, and the complete lists of the rows it shortened.
+fn encode_history(rows: &[HistoryRow]) -> Result<(Value, Vec<RowExt>), String> {
     if rows.len() > limits::HISTORY_ROWS {
         return Err(format!(
             "{} history rows exceed the limit of {}",
@@ -262,44 +333,58 @@ fn encode_history(rows: &[HistoryRow]) -> Result<Value, String> {
         ));
     }
     let mut out = Vec::with_capacity(rows.len());
+    let mut ext = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         for (what, s) in [("op", &r.op), ("source", &r.source), ("at", &r.at)] {
             if !fits(s) {
                 return Err(format!("history row {i}: `{what}` must be 1..=1024 bytes"));
             }
         }
-        if r.parents.len() > limits::PARENTS_PER_ROW || r.params.len() > limits::PARAMS_PER_ROW {
-            return Err(format!(
-                "history row {i}: at most {} parents and {} params",
-                limits::PARENTS_PER_ROW,
-                limits::PARAMS_PER_ROW
-            ));
-        }
-        if let Some(bad) = r
-            .parents
-            .iter()
-            .chain(r.params.keys())
-            .chain(r.params.values())
-            .find(|s| !fits(s))
-        {
-            return Err(format!(
-                "history row {i}: string of {} bytes is outside 1..=1024",
-                bad.len()
-            ));
+        let (parents, params, shortened) = reference_lists(r);
+        if shortened {
+            ext.push(RowExt {
+                row: i,
+                parents: r.parents.clone(),
+                params: r.params.clone(),
+            });
         }
         let mut row = Map::new();
         row.insert("op".into(), r.op.clone().into());
         row.insert("source".into(), r.source.clone().into());
         row.insert("at".into(), r.at.clone().into());
-        if !r.parents.is_empty() {
-            row.insert("parents".into(), json!(r.parents));
+        if !parents.is_empty() {
+            row.insert("parents".into(), json!(parents));
         }
-        if !r.params.is_empty() {
-            row.insert("params".into(), json!(r.params));
+        if !params.is_empty() {
+            row.insert("params".into(), json!(params));
         }
         out.push(Value::Object(row));
     }
-    Ok(Value::Array(out))
+    Ok((Value::Array(out), ext))
+}
+
+/// Puts the complete lists of `metadata.tet_ext.history` back into the rows they belong to: a
+/// row that carries the marker and whose parents and params agree with the entry (a tool that
+/// rewrote the history without knowing the extension leaves rows that do not; they stay as
+/// written). Malformed entries are ignored, as the reference reader ignores the key.
+fn restore_history(rows: &mut [HistoryRow], v: &Value) {
+    let Ok(entries) = Vec::<RowExt>::deserialize(v) else {
+        return;
+    };
+    for e in entries {
+        let Some(r) = rows.get_mut(e.row) else {
+            continue;
+        };
+        let agrees = r.params.contains_key(HISTORY_MARKER)
+            && e.parents.starts_with(&r.parents)
+            && r.params
+                .iter()
+                .all(|(k, v)| k == HISTORY_MARKER || e.params.get(k) == Some(v));
+        if agrees {
+            r.parents = e.parents;
+            r.params = e.params;
+        }
+    }
 }
 
 /// Splits one dataset's metadata into the reference-compatible entry and its extension object.
@@ -359,10 +444,11 @@ fn encode_dataset(meta: &DatasetMeta) -> (Map<String, Value>, Map<String, Value>
 }
 
 impl Footer {
-    /// Encodes the footer. Fails only on history rows outside the reference limits (the one
-    /// place where values cannot be moved to an extension key).
+    /// Encodes the footer. Fails only on more than 4096 history rows or a row whose `op`,
+    /// `source` or `at` is outside 1..=1024 bytes (parents and params that do not fit a row go
+    /// to the history extension).
     pub fn encode(&self) -> Result<EncodedFooter, String> {
-        let history = encode_history(&self.history)?;
+        let (history, history_ext) = encode_history(&self.history)?;
 
         let mut metadata = Map::new();
         let file: Map<String, Value> = self
@@ -410,6 +496,11 @@ impl Footer {
         }
         if !self.global_attrs.is_empty() {
             ext.insert("global_attrs".into(), attrs_to_json(&self.global_attrs));
+        }
+        if history_ext.is_empty() {
+            ext.remove(HISTORY_EXT_KEY);
+        } else {
+            ext.insert(HISTORY_EXT_KEY.into(), json!(history_ext));
         }
         if !self.skipped.is_empty() {
             ext.insert(
@@ -548,6 +639,7 @@ impl Footer {
                         }
                     }
                 }
+                HISTORY_EXT_KEY => restore_history(&mut footer.history, v),
                 "global_attrs" => {
                     footer.global_attrs = attrs_from_json(v)
                         .ok_or("`tet_ext.global_attrs` is not a typed attribute list")?;
@@ -732,5 +824,103 @@ mod tests {
             ..Default::default()
         });
         assert!(f.encode().is_err());
+    }
+
+    /// A combined conversion's row: `n` parents and a param per input beside the run's own.
+    fn combined_row(n: usize) -> HistoryRow {
+        let mut params: BTreeMap<String, String> = [
+            ("tool", "tet-convert"),
+            ("version", "0.1.0"),
+            ("concat", "time"),
+            ("codec", "zstd:3"),
+            ("input", "day00.nc"),
+            ("input_bytes", "1234"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for k in 1..n {
+            params.insert(format!("input.{k}"), format!("day{k:02}.nc"));
+        }
+        params.insert("long".into(), "p".repeat(1500));
+        HistoryRow {
+            op: "convert".into(),
+            source: "nc".into(),
+            at: "1700000000".into(),
+            parents: (0..n).map(|k| format!("sha256:{k:064x}")).collect(),
+            params,
+        }
+    }
+
+    fn through_text(f: &Footer) -> (Value, Footer) {
+        let v: Value = serde_json::from_str(&f.encode().unwrap().inline_json()).unwrap();
+        let hist = Footer::decode_history(&v["history"]).unwrap();
+        let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
+        (v, back)
+    }
+
+    #[test]
+    fn rows_over_the_reference_limits_round_trip_through_the_extension() {
+        for n in [31, 100] {
+            let mut f = Footer::default();
+            f.history.push(HistoryRow {
+                op: "convert".into(),
+                source: "npy".into(),
+                at: "1".into(),
+                parents: vec!["sha256:01".into()],
+                ..Default::default()
+            });
+            f.history.push(combined_row(n));
+            let (v, back) = through_text(&f);
+            assert_eq!(back, f, "{n} parents");
+            // The reference view: within the limits, the first 16 parents in order, the
+            // run-wide params and the first inputs' paths, and the marker.
+            let row = &v["history"][1];
+            let parents = row["parents"].as_array().unwrap();
+            assert_eq!(parents.len(), 16);
+            assert_eq!(parents[15], format!("sha256:{:064x}", 15));
+            let params = row["params"].as_object().unwrap();
+            assert_eq!(params.len(), 32);
+            assert_eq!(params["tool"], "tet-convert");
+            assert_eq!(params["input.1"], "day01.nc");
+            assert_eq!(params["input.25"], "day25.nc");
+            assert!(!params.contains_key("input.26") && !params.contains_key("long"));
+            assert_eq!(
+                params[HISTORY_MARKER],
+                format!(
+                    "metadata.tet_ext.history holds all {n} parents and {} params",
+                    n + 6
+                )
+            );
+            let ext = &v["metadata"][EXT_KEY][HISTORY_EXT_KEY];
+            assert_eq!(ext.as_array().unwrap().len(), 1, "only the long row");
+            assert_eq!(ext[0]["row"], 1);
+            assert_eq!(ext[0]["parents"].as_array().unwrap().len(), n);
+            // Unchanged rows stay as they were: no marker.
+            assert!(v["history"][0].get("params").is_none());
+            // Same bytes when written again.
+            assert_eq!(
+                back.encode().unwrap().inline_json(),
+                f.encode().unwrap().inline_json()
+            );
+        }
+    }
+
+    #[test]
+    fn an_extension_that_disagrees_with_its_row_is_not_applied() {
+        let mut f = Footer::default();
+        f.history.push(combined_row(20));
+        let enc = f.encode().unwrap();
+        let mut v: Value = serde_json::from_str(&enc.inline_json()).unwrap();
+        // Another tool rewrote the row's first parent but kept the extension.
+        v["history"][0]["parents"][0] = json!("sha256:ff");
+        let hist = Footer::decode_history(&v["history"]).unwrap();
+        let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
+        assert_eq!(back.history[0].parents.len(), 16);
+        assert!(back.history[0].params.contains_key(HISTORY_MARKER));
+        // Malformed extension entries are ignored, not fatal.
+        v["metadata"][EXT_KEY][HISTORY_EXT_KEY] = json!([{"row": "x"}]);
+        let hist = Footer::decode_history(&v["history"]).unwrap();
+        assert!(Footer::decode(hist, Some(&v["metadata"])).is_ok());
     }
 }
