@@ -1,7 +1,8 @@
 //! Every input of the public corpus whose importer is compiled in converts, and the output
 //! matches its `.expect.json` sidecar value for value: sha256 of the stored bytes, dtype, shape,
 //! dims, coordinate labels of short axes, attributes. `expect_error` inputs are refused with no
-//! output. Every output passes `verify --deep` without warnings.
+//! output. Every output passes `verify --deep` without warnings, and its raw payloads start at a
+//! multiple of their element size.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::path::Path;
 use common::sidecar::{check_attrs, expected_datasets, inputs, sha256};
 use serde_json::Value;
 use tet::format::verify::{verify, Depth};
-use tet::format::TetFile;
+use tet::format::{Codec, TetFile};
 use tet::meta::cftime;
 use tet::pipeline::{convert, ConvertOptions};
 
@@ -24,6 +25,21 @@ fn check_output(input: &Path, out: &Path, expect: &Value) {
         "{ctx}: verify warnings: {:?}",
         report.warnings
     );
+    // Raw payloads at a multiple of their element size (docs/FORMAT.md, "Payload alignment"),
+    // from the index as the reader parsed it.
+    for e in &f.entries {
+        let d = &f.datasets[e.dataset_id as usize];
+        if e.codec() == Some(Codec::Raw) {
+            assert_eq!(
+                e.payload_offset % d.dtype.size() as u64,
+                0,
+                "{ctx}/{}: raw payload at {} ({})",
+                d.name,
+                e.payload_offset,
+                d.dtype
+            );
+        }
+    }
     let footer = f.footer().unwrap().expect("footer");
     let want = expected_datasets(expect);
     for (name, dtype, shape, sha, array) in &want {

@@ -1,5 +1,5 @@
-//! The streaming writer: pinned bytes (golden file), metadata spill, refusal of bad input, and
-//! crash safety (a killed writer leaves nothing at the target path).
+//! The streaming writer: pinned bytes (golden files, payload alignment), metadata spill, refusal
+//! of bad input, and crash safety (a killed writer leaves nothing at the target path).
 
 mod common;
 
@@ -81,6 +81,113 @@ fn golden_bytes() {
     assert_eq!(f.entries.len(), 2 + 3);
     assert_eq!(f.entries[1].raw_byte_len, 8); // clipped edge chunk: 3 and 6
     assert_eq!(f.footer().unwrap().unwrap(), &golden_footer());
+}
+
+/// The layout rule (docs/FORMAT.md, "Payload alignment"), pinned in
+/// `fixtures/golden/aligned.tet`: a raw payload starts at a multiple of its element size after
+/// the fewest zero bytes that reach it; a zstd frame follows the previous payload directly.
+#[test]
+fn golden_alignment_padding() {
+    let spec = |name: &str, dtype, shape: u64, chunk: u64| DatasetSpec {
+        name: name.into(),
+        dtype,
+        shape: vec![shape],
+        chunk_shape: vec![chunk],
+    };
+    let specs = vec![
+        spec("bytes", DType::U8, 3, 3),
+        spec("wide", DType::F64, 3, 2),
+        spec("half", DType::I16, 5, 5),
+        spec("words", DType::U32, 3, 2),
+    ];
+    let wide: Vec<u8> = [1.5f64, -2.25, 1e300]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let half: Vec<u8> = (-1i16..4).flat_map(|v| v.to_le_bytes()).collect();
+    let words: Vec<u8> = [7u32, 0xdead_beef, 9]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    // A zstd frame of one raw block (19 bytes, independent of the zstd library's version):
+    // magic, single segment with a 1-byte content size, last raw block of 10 bytes.
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0x20, 10, 0x51, 0, 0];
+    frame.extend(&half);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.tet");
+    let w = TetWriter::create(&p, specs, WriterOptions::default()).unwrap();
+    // Submitted out of order: the padding depends on what precedes a chunk in the file only.
+    w.submit(3, &[1], ChunkPayload::raw(words[8..].to_vec()))
+        .unwrap();
+    w.submit(1, &[1], ChunkPayload::raw(wide[16..].to_vec()))
+        .unwrap();
+    let zstd = ChunkPayload {
+        codec: Codec::Zstd,
+        raw_len: 10,
+        data: frame.clone().into(),
+    };
+    w.submit(2, &[0], zstd).unwrap();
+    w.submit(3, &[0], ChunkPayload::raw(words[..8].to_vec()))
+        .unwrap();
+    w.submit(1, &[0], ChunkPayload::raw(wide[..16].to_vec()))
+        .unwrap();
+    w.submit(0, &[0], ChunkPayload::raw(vec![1, 2, 3])).unwrap();
+    let mut footer = Footer::default();
+    footer.history.push(HistoryRow {
+        op: "convert".into(),
+        source: "test".into(),
+        at: "1700000000".into(),
+        ..Default::default()
+    });
+    w.finish(&footer).unwrap();
+    let got = std::fs::read(&p).unwrap();
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/golden/aligned.tet");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden, &got).unwrap();
+    }
+    let want =
+        std::fs::read(&golden).expect("fixtures/golden/aligned.tet (UPDATE_GOLDEN=1 creates it)");
+    assert_eq!(got, want, "format drift: the padding rule changed");
+
+    let f = TetFile::open(&golden).unwrap();
+    let at: Vec<u64> = f.entries.iter().map(|e| e.payload_offset).collect();
+    let first = f.chunk_index_offset + f.chunk_index_length;
+    assert_eq!(first % 8, 0);
+    // u8 (3 bytes) + 5 zero bytes; f64 16, f64 8; the zstd frame directly (19 bytes); then
+    // the u32 chunk at the next multiple of 4 (1 zero byte), and the next right after it.
+    assert_eq!(
+        at,
+        [
+            first,
+            first + 8,
+            first + 24,
+            first + 32,
+            first + 52,
+            first + 60
+        ]
+    );
+    assert_eq!(&got[first as usize..][..8], &[1, 2, 3, 0, 0, 0, 0, 0]);
+    assert_eq!(got[(first + 51) as usize], 0);
+    assert_eq!(f.read_dataset(1).unwrap(), wide);
+    assert_eq!(f.read_dataset(2).unwrap(), half);
+    assert_eq!(f.read_dataset(3).unwrap(), words);
+    let r = tet::format::verify::verify(&f, tet::format::verify::Depth::Deep);
+    assert!(r.ok() && r.warnings.is_empty(), "{r:?}");
+
+    // A non-zero padding byte: the data still reads, verify warns where it is.
+    let mut bad = got.clone();
+    bad[(first + 51) as usize] = 0x40;
+    let r = tet::format::verify::verify_bytes(bad, tet::format::verify::Depth::Sample);
+    assert!(r.ok(), "{r:?}");
+    assert_eq!(r.warnings.len(), 1, "{r:?}");
+    assert_eq!(r.warnings[0].code, "payload-padding");
+    let (from, to) = (first + 51, first + 52);
+    assert!(
+        r.warnings[0]
+            .message
+            .contains(&format!("bytes {from}..{to} before index row 4")),
+        "{r:?}"
+    );
 }
 
 #[test]

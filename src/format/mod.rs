@@ -2,8 +2,9 @@
 //! streaming writer, footer model and verifier built on them.
 //!
 //! Layout (see `docs/FORMAT.md`): a 32-byte superblock, the dataset directory, the `TIDX` chunk
-//! index at `align8(40 + dataset_blob_len)`, the chunk payloads and, when flag bit 0 is set, the
-//! `THST` footer at the end of the file. All integers are little-endian.
+//! index at `align8(40 + dataset_blob_len)`, the chunk payloads (in index order, each raw one at a
+//! multiple of its element size: [`payload_alignment`]) and, when flag bit 0 is set, the `THST`
+//! footer at the end of the file. All integers are little-endian.
 
 pub mod budget;
 pub mod footer;
@@ -194,6 +195,18 @@ pub(crate) fn invalid(msg: impl Into<String>) -> TetError {
 /// Rounds up to a multiple of 8, `None` on overflow.
 pub fn align8(n: u64) -> Option<u64> {
     n.checked_add(7).map(|v| v & !7)
+}
+
+/// What a chunk payload's file offset is a multiple of in the files our writer produces: a raw
+/// payload's element size, so that typed zero-copy readers (the reference query engine, numpy
+/// views over a memory map) can use it in place; 1 for a zstd frame. The writer puts the fewest
+/// zero bytes before a payload that reach it (fewer than 8), so a file has padding only where a
+/// payload would otherwise be unaligned (docs/FORMAT.md, "Payload alignment").
+pub fn payload_alignment(codec: Codec, dtype: DType) -> u64 {
+    match codec {
+        Codec::Raw => dtype.size() as u64,
+        Codec::Zstd => 1,
+    }
 }
 
 /// The chunk grid of a dataset: `ceil(shape / chunk_shape)` per axis, with checked arithmetic.

@@ -4,7 +4,8 @@
 //! sampled chunks, or of every chunk with [`Depth::Deep`].
 //!
 //! Findings are *failures* (the file breaks a rule, or a reader would get wrong data) or
-//! *warnings* (legal but unusual: payload gaps or out-of-order payloads, non-zero reserved
+//! *warnings* (legal but unusual: payload gaps or out-of-order payloads, raw payloads not at a
+//! multiple of their element size, non-zero alignment padding, non-zero reserved
 //! fields). Verification never panics and never allocates in proportion to sizes claimed by the
 //! file: zstd frames are decoded in a streaming fashion into a fixed scratch buffer.
 
@@ -17,7 +18,7 @@ use serde_json::{Map, Value};
 use super::footer::{fits, limits, EXT_KEY};
 use super::integrity::{self, ChunkCheck, FooterDigest};
 use super::reader::{slice_at, ChunkEntry, DatasetInfo, TetFile};
-use super::{align8, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
+use super::{align8, payload_alignment, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -114,7 +115,7 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
         rows.check(i, e, &mut r);
     }
     check_grid_coverage(f, &rows.seen, &mut r);
-    check_payload_spans(rows.spans, header_end, footer_start, &mut r);
+    check_payload_spans(f, rows.spans, header_end, footer_start, &mut r);
     note_missing_checksums(f, &mut r);
     r
 }
@@ -468,6 +469,21 @@ impl<'f> RowChecker<'f> {
     }
 }
 
+/// The multiple that index row `i`'s payload offset should be ([`payload_alignment`]; 1 for a
+/// row naming no dataset or an unknown codec).
+fn row_alignment(f: &TetFile, i: usize) -> u64 {
+    let Some(e) = f.entries.get(i) else {
+        return 1;
+    };
+    let ds = usize::try_from(e.dataset_id)
+        .ok()
+        .and_then(|d| f.datasets.get(d));
+    match (e.codec(), ds) {
+        (Some(codec), Some(ds)) => payload_alignment(codec, ds.dtype),
+        _ => 1,
+    }
+}
+
 /// `raw_byte_len` is the size of the clipped chunk (naming a padded edge chunk as such).
 fn check_raw_len(row: &PlacedRow, e: &ChunkEntry, r: &mut Report) {
     let (ds, at) = (row.ds, &row.at);
@@ -512,9 +528,17 @@ fn check_grid_coverage(f: &TetFile, seen: &[HashSet<u64>], r: &mut Report) {
     }
 }
 
-/// Payload order, gaps, overlaps and unreferenced bytes before the footer, from the
+/// Payload order, gaps, overlaps, alignment and unreferenced bytes before the footer, from the
 /// `(start, end, row)` spans of the payloads inside the payload region (in index order).
+///
+/// Alignment padding ([`payload_alignment`]: fewer zero bytes before a raw payload than its
+/// element size, reaching a multiple of it) is the layout our writer produces and no gap; padding
+/// that holds non-zero bytes is reported (`payload-padding`: nothing covers those bytes with a
+/// checksum, so it is the one sign of damage there), and so is a raw payload at an offset that
+/// is no multiple of its element size (`payload-unaligned`: legal, but typed zero-copy readers —
+/// the reference query engine among them — refuse it).
 fn check_payload_spans(
+    f: &TetFile,
     mut spans: Vec<(u64, u64, usize)>,
     header_end: u64,
     footer_start: u64,
@@ -530,16 +554,52 @@ fn check_payload_spans(
     spans.sort_unstable();
     let mut cursor = header_end;
     let mut gaps = 0u64;
+    let mut unaligned: Option<(usize, u64, u64)> = None;
+    let mut unaligned_count = 0u64;
+    let mut dirty: Option<(usize, u64, u64)> = None;
+    let mut dirty_count = 0u64;
     for &(s, e, i) in &spans {
+        let align = row_alignment(f, i);
+        if !s.is_multiple_of(align) {
+            unaligned_count += 1;
+            unaligned.get_or_insert((i, s, align));
+        }
         if s < cursor && cursor > header_end {
             r.warn(
                 "payload-overlap",
                 format!("index row {i}: payload at {s} overlaps the previous payload"),
             );
         } else if s > cursor {
-            gaps += s - cursor;
+            let padding = s - cursor < align && s.is_multiple_of(align);
+            if !padding {
+                gaps += s - cursor;
+            } else if slice_at(f.bytes(), cursor, s - cursor)
+                .is_some_and(|b| b.iter().any(|&x| x != 0))
+            {
+                dirty_count += 1;
+                dirty.get_or_insert((i, cursor, s));
+            }
         }
         cursor = cursor.max(e);
+    }
+    if let Some((i, s, align)) = unaligned {
+        r.warn(
+            "payload-unaligned",
+            format!(
+                "{unaligned_count} raw payloads start at an offset that is no multiple of their \
+                 element size (first: index row {i} at {s}, element size {align}); typed \
+                 zero-copy readers cannot use them in place"
+            ),
+        );
+    }
+    if let Some((i, from, to)) = dirty {
+        r.warn(
+            "payload-padding",
+            format!(
+                "{dirty_count} alignment paddings hold non-zero bytes (first: bytes {from}..{to} \
+                 before index row {i})"
+            ),
+        );
     }
     if gaps > 0 {
         r.warn(

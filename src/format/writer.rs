@@ -2,12 +2,13 @@
 //!
 //! Datasets are declared up front, so the directory and the index size are known before the
 //! first payload: the superblock, directory and a zeroed index are written at once and payloads
-//! follow the index. Chunks may then be submitted from any number of threads in any order;
-//! a bounded reorder window puts them back into index order (dataset, then row-major grid) before
-//! they are written, so the output bytes do not depend on thread timing and at most `window`
-//! chunks wait in memory. [`TetWriter::finish`] writes the footer, fills in the index rows,
-//! fsyncs, and renames the temporary file over the target: a crash never leaves a partial file
-//! at the target path.
+//! follow the index, back to back except for the zero bytes (fewer than 8) that put a raw
+//! payload at a multiple of its element size ([`super::payload_alignment`]). Chunks may then be
+//! submitted from any number of threads in any order; a bounded reorder window puts them back
+//! into index order (dataset, then row-major grid) before they are written, so the output bytes
+//! do not depend on thread timing and at most `window` chunks wait in memory.
+//! [`TetWriter::finish`] writes the footer, fills in the index rows, fsyncs, and renames the
+//! temporary file over the target: a crash never leaves a partial file at the target path.
 //!
 //! Checksums ([`super::integrity`]): a chunk submitted without a checksum of its own (raw, or a
 //! zstd frame without the content checksum flag) is hashed (xxh3-64) by the submitting thread,
@@ -28,9 +29,9 @@ use super::budget::MemoryBudget;
 use super::footer::{limits, Footer, EXT_KEY, EXT_VERSION};
 use super::integrity;
 use super::{
-    align8, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER, FOOTER_MAGIC,
-    FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN, INDEX_VERSION, LAYOUT_VERSION,
-    MAGIC, SUPERBLOCK_LEN,
+    align8, invalid, payload_alignment, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
+    FOOTER_MAGIC, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN, INDEX_VERSION,
+    LAYOUT_VERSION, MAGIC, SUPERBLOCK_LEN,
 };
 
 /// A dataset to be written.
@@ -555,9 +556,10 @@ impl<'a> TetWriter<'a> {
             }
             // Taken: later duplicates of these are refused, and the window moves on while the
             // run is written (in flight: at most the window plus this run).
+            let first = st.next;
             st.next = n;
             drop(st);
-            let result = self.write_run(&run);
+            let result = self.write_run(first, &run);
             self.keep_spare(run);
             st = lock(&self.state);
             self.ready.notify_all();
@@ -646,12 +648,24 @@ impl<'a> TetWriter<'a> {
         self.ready.notify_all();
     }
 
-    fn write_run(&self, run: &[(ChunkPayload<'a>, Option<u64>)]) -> Result<()> {
+    /// Writes the chunks `first`, `first + 1`, … in this order, each raw one after the zero
+    /// bytes (fewer than 8) that put it at a multiple of its element size
+    /// ([`payload_alignment`]): a function of the bytes written before it, so the same whatever
+    /// the thread timing.
+    fn write_run(&self, first: u64, run: &[(ChunkPayload<'a>, Option<u64>)]) -> Result<()> {
+        const ZEROS: [u8; 8] = [0; 8];
         let mut guard = lock(&self.out);
         let out = guard
             .as_mut()
             .ok_or_else(|| invalid("writer already finished"))?;
-        for (p, digest) in run {
+        for (seq, (p, digest)) in (first..).zip(run) {
+            let align = payload_alignment(p.codec, self.specs[self.dataset_of(seq)].dtype);
+            let pad = (align - out.pos % align) % align;
+            let pad = ZEROS
+                .get(..pad as usize)
+                .ok_or_else(|| invalid(format!("payload alignment {align} is over 8 bytes")))?;
+            out.file.write_all(pad)?;
+            out.pos += pad.len() as u64;
             match &p.data {
                 PayloadBytes::Memory(b) => out.file.write_all(b)?,
                 PayloadBytes::File { file, offset, len } => {
@@ -806,10 +820,14 @@ impl<'a> TetWriter<'a> {
 
     /// Dataset and grid coordinates of a sequence number.
     fn locate(&self, seq: u64) -> (usize, Vec<u64>) {
-        // The last dataset whose first sequence number is ≤ seq (datasets without chunks share
-        // their base with the next one and are passed over).
-        let ds = self.bases.partition_point(|&b| b <= seq).saturating_sub(1);
+        let ds = self.dataset_of(seq);
         (ds, self.grids[ds].coords(seq - self.bases[ds]))
+    }
+
+    /// The dataset of a sequence number: the last dataset whose first sequence number is ≤ seq
+    /// (datasets without chunks share their base with the next one and are passed over).
+    fn dataset_of(&self, seq: u64) -> usize {
+        self.bases.partition_point(|&b| b <= seq).saturating_sub(1)
     }
 }
 
