@@ -18,6 +18,17 @@
 //! skip_unsupported = true
 //! ```
 //!
+//! A job that combines inputs along a dimension (as `tet-convert --concat DIM IN… OUT`) lists
+//! them in `inputs` instead of `input` and names the dimension in `concat`:
+//!
+//! ```toml
+//! [[job]]
+//! inputs = ["daily/day01.nc", "daily/day02.nc"]   # two or more, any order
+//! concat = "time"
+//! concat_take_first = false  # optional, as --concat-take-first
+//! output = "monthly/2024-01.tet"
+//! ```
+//!
 //! Options: `codec`, `chunk_bytes`, `chunk`, `unpack`, `skip_unsupported`, `follow_external`,
 //! `write_through_symlink`, `variables`, `exclude` (a string or a list), `no_coords`, `isel`,
 //! `sel` (a string or a list, as the repeated flags), with the meaning of the command-line flags of the same name. A job's
@@ -52,11 +63,15 @@ struct Document {
     job: Vec<Table>,
 }
 
-/// A `[[job]]` table, or `[defaults]` (which may not hold `input`/`output`).
+/// A `[[job]]` table, or `[defaults]` (which may not hold `input`/`inputs`/`output`/`concat`).
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Entry {
     input: Option<String>,
+    /// The inputs of a combined job (with `concat`).
+    inputs: Option<Vec<String>>,
+    concat: Option<String>,
+    concat_take_first: Option<bool>,
     output: Option<String>,
     codec: Option<String>,
     chunk_bytes: Option<ChunkBytes>,
@@ -125,8 +140,10 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
     let mut defaults = base.clone();
     if let Some(d) = doc.defaults {
         let d = entry(d).map_err(|e| format!("[defaults]: {e}"))?;
-        if d.input.is_some() || d.output.is_some() {
-            return Err("[defaults]: `input` and `output` belong in a [[job]]".into());
+        if d.input.is_some() || d.output.is_some() || d.inputs.is_some() || d.concat.is_some() {
+            return Err(
+                "[defaults]: `input`, `inputs`, `concat` and `output` belong in a [[job]]".into(),
+            );
         }
         d.apply(&mut defaults)
             .map_err(|e| format!("[defaults]: {e}"))?;
@@ -145,8 +162,16 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
                 None => Err(at(format!("`{key}` is missing"))),
             }
         };
-        let (input, output) = (path("input", &e.input)?, path("output", &e.output)?);
+        let output = path("output", &e.output)?;
         let mut opts = defaults.clone();
+        let input = match e.combine(dir).map_err(at)? {
+            Some(c) => {
+                let first = c.inputs[0].clone();
+                opts.combine = Some(c);
+                first
+            }
+            None => path("input", &e.input)?,
+        };
         e.apply(&mut opts).map_err(at)?;
         if let Some(other) = jobs.iter().position(|j| j.output == output) {
             return Err(at(format!(
@@ -165,6 +190,37 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
 }
 
 impl Entry {
+    /// A combined job's inputs and dimension (`inputs` and `concat`, both or neither; `None`
+    /// for a job of one `input`).
+    fn combine(&self, dir: &Path) -> Result<Option<crate::concat::Combine>, String> {
+        match (&self.inputs, &self.concat) {
+            (None, None) => {
+                if self.concat_take_first.is_some() {
+                    return Err("`concat_take_first` needs `concat`".into());
+                }
+                Ok(None)
+            }
+            (Some(_), None) => Err("`inputs` needs `concat = \"DIM\"` (or use `input`)".into()),
+            (None, Some(_)) => Err("`concat` needs `inputs = [...]`".into()),
+            (Some(inputs), Some(dim)) => {
+                if self.input.is_some() {
+                    return Err("give `input` or `inputs`, not both".into());
+                }
+                if inputs.len() < 2 {
+                    return Err("`inputs` must list two or more files".into());
+                }
+                if dim.is_empty() || inputs.iter().any(String::is_empty) {
+                    return Err("`inputs` and `concat` must be non-empty strings".into());
+                }
+                Ok(Some(crate::concat::Combine {
+                    dim: dim.clone(),
+                    take_first: self.concat_take_first.unwrap_or(false),
+                    inputs: inputs.iter().map(|i| dir.join(i)).collect(),
+                }))
+            }
+        }
+    }
+
     /// Applies the options this entry sets to `opts` (what it leaves unset is inherited).
     fn apply(self, opts: &mut ConvertOptions) -> Result<(), String> {
         if let Some(c) = self.codec {
@@ -315,6 +371,61 @@ mod tests {
         assert_eq!(b.sel.len(), 2);
         let bad = jobs("[[job]]\ninput = \"a\"\noutput = \"b\"\nisel = \"time=3\"\n");
         assert!(bad.unwrap_err().contains("--isel"));
+    }
+
+    #[test]
+    fn combined_jobs_list_inputs_and_a_dimension() {
+        let j = jobs(
+            r#"
+            [[job]]
+            inputs = ["d/day2.nc", "d/day1.nc"]
+            concat = "time"
+            variables = "temp"
+            output = "m.tet"
+            [[job]]
+            inputs = ["a.npy", "/abs/b.npy"]
+            concat = "dim_0"
+            concat_take_first = true
+            output = "ab.tet"
+            [[job]]
+            input = "one.nc"
+            output = "one.tet"
+            "#,
+        )
+        .unwrap();
+        let c = j[0].opts.combine.as_ref().unwrap();
+        assert_eq!(c.dim, "time");
+        assert!(!c.take_first);
+        assert_eq!(
+            c.inputs,
+            [Path::new("/m/d/day2.nc"), Path::new("/m/d/day1.nc")]
+        );
+        assert_eq!(j[0].input, Path::new("/m/d/day2.nc"));
+        assert_eq!(j[0].opts.select.variables, ["temp"]);
+        let c = j[1].opts.combine.as_ref().unwrap();
+        assert!(c.take_first);
+        assert_eq!(c.inputs[1], Path::new("/abs/b.npy"));
+        assert!(j[2].opts.combine.is_none());
+        let job = |body: &str| jobs(&format!("[[job]]\noutput = \"o\"\n{body}")).unwrap_err();
+        for (body, msg) in [
+            ("inputs = [\"a\", \"b\"]", "job 1: `inputs` needs `concat"),
+            ("input = \"a\"\nconcat = \"time\"", "`concat` needs `inputs"),
+            ("inputs = [\"a\"]\nconcat = \"time\"", "two or more"),
+            (
+                "input = \"a\"\ninputs = [\"a\", \"b\"]\nconcat = \"t\"",
+                "not both",
+            ),
+            ("input = \"a\"\nconcat_take_first = true", "needs `concat`"),
+            (
+                "inputs = \"a\"\nconcat = \"t\"",
+                "job 1: `inputs`: invalid type",
+            ),
+        ] {
+            let e = job(body);
+            assert!(e.contains(msg), "{body}: {e}");
+        }
+        let e = jobs("[defaults]\nconcat = \"time\"\n[[job]]\ninput = \"a\"\noutput = \"b\"");
+        assert!(e.unwrap_err().contains("belong in a [[job]]"));
     }
 
     #[test]

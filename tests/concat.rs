@@ -471,3 +471,63 @@ fn a_month_with_a_disagreeing_file_is_refused_naming_both_inputs() {
         assert!(!d.path().join("bad.tet").exists(), "{bad}: nothing written");
     }
 }
+
+#[test]
+fn a_manifest_job_combines_its_inputs() {
+    let d = tempfile::tempdir().unwrap();
+    copy_fixtures(d.path());
+    std::fs::write(
+        d.path().join("jobs.toml"),
+        r#"
+        [[job]]
+        inputs = ["day3.nc", "day1.nc", "day5.nc", "day2.nc", "day4.nc"]
+        concat = "time"
+        variables = "temp"
+        output = "week.tet"
+        [[job]]
+        input = "day1.nc"
+        output = "day1.tet"
+        "#,
+    )
+    .unwrap();
+    let o = run(d.path(), "tet-convert", &["-q", "--manifest", "jobs.toml"]);
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&d.path().join("week.tet")).unwrap();
+    let row = f.footer().unwrap().unwrap().history.last().unwrap().clone();
+    assert_eq!(row.parents.len(), 5);
+    assert_eq!(row.params["concat"], "time");
+    assert_eq!(row.params["variables"], "temp");
+    assert!(row.params["input.4"].ends_with("day5.nc"));
+    // The same values as the command line's --concat.
+    let mut args = vec!["-q", "--concat", "time", "--variables", "temp"];
+    args.extend_from_slice(&DAYS);
+    args.push("cli.tet");
+    assert!(run(d.path(), "tet-convert", &args).status.success());
+    let cli = TetFile::open(&d.path().join("cli.tet")).unwrap();
+    let i = f.datasets.iter().position(|x| x.name == "temp").unwrap();
+    let j = cli.datasets.iter().position(|x| x.name == "temp").unwrap();
+    assert_eq!(f.datasets[i].shape, [120, 6, 8]);
+    assert_eq!(values(&f, i), values(&cli, j));
+    assert_eq!(
+        row.parents,
+        cli.footer().unwrap().unwrap().history[0].parents
+    );
+    // The plain job ran beside it.
+    assert!(d.path().join("day1.tet").exists());
+
+    // A combined job that disagrees: one line naming the output and both inputs, no output.
+    std::fs::write(
+        d.path().join("bad.toml"),
+        "[[job]]\ninputs = [\"day1.nc\", \"grid.nc\"]\nconcat = \"time\"\noutput = \"bad.tet\"\n",
+    )
+    .unwrap();
+    let o = run(d.path(), "tet-convert", &["-q", "--manifest", "bad.toml"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("bad.tet") && err.contains("day1.nc and grid.nc: variable lat differs"),
+        "{err}"
+    );
+    assert!(!d.path().join("bad.tet").exists());
+}

@@ -352,6 +352,19 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     if let Some(s) = shard {
         log::info!("shard {s}: {} of {listed} inputs", planned.len());
     }
+    // Combined manifest jobs (`inputs`, `concat`) run in this process, as `--concat` does.
+    let (combined, planned): (Vec<Planned>, Vec<Planned>) =
+        planned.into_iter().partition(|p| p.opts.combine.is_some());
+    let combined_failed = run_combined(a, &combined);
+    if combined_failed && !a.keep_going {
+        return ExitCode::from(super::EXIT_FAILED);
+    }
+    if planned.is_empty() && !combined.is_empty() {
+        return ExitCode::from(match combined_failed {
+            true => super::EXIT_FAILED,
+            false => super::EXIT_OK,
+        });
+    }
 
     let mut ledger = match &a.report {
         Some(p) => match Ledger::open(p) {
@@ -408,7 +421,42 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     if batch_mode && !a.quiet {
         print_summary(&summary);
     }
-    ExitCode::from(summary.exit_code)
+    match combined_failed {
+        true => ExitCode::from(summary.exit_code.max(super::EXIT_FAILED)),
+        false => ExitCode::from(summary.exit_code),
+    }
+}
+
+/// A manifest's combined jobs, one after another in this process (as `--concat` runs: no
+/// up-to-date check, no worker process, no ledger row); whether one failed. A failure is one
+/// line naming the output and the reason (which names the inputs).
+fn run_combined(a: &ConvertArgs, jobs: &[Planned]) -> bool {
+    let mut failed = false;
+    for p in jobs {
+        let Some(c) = &p.opts.combine else {
+            continue;
+        };
+        let mut opts = p.opts.clone();
+        opts.cancel = crate::control::Cancel::from_fn(signals::pending);
+        match crate::concat::convert(&c.inputs, &p.output, &opts) {
+            Ok(r) if !a.quiet => eprintln!(
+                "{} inputs -> {}: combined along {}, {} bytes",
+                c.inputs.len(),
+                p.output.display(),
+                c.dim,
+                r.bytes_out
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("{}: {}: {e}", super::program(), p.output.display());
+                failed = true;
+                if !a.keep_going {
+                    break;
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// The inputs of the run, with their outputs and options: the manifest's jobs, `IN OUT`, or
