@@ -306,3 +306,35 @@ fn compound_variables_come_back_as_compound_variables() {
     assert!(matches!(&obs.values, RawValues::Bytes(b) if b.len() == 6 * 48));
     assert_same(&src, &out, "roundtrip_compound_vars.nc");
 }
+
+#[test]
+fn vlen_and_opaque_variables_come_back_as_their_types() {
+    for file in ["ragged_vlen.nc", "ragged_opaque.nc"] {
+        let (src, out) = round_trip(file);
+        assert_same(&src, &out, file);
+        // The comparison saw the values (a dump that read none would compare equal).
+        let root = &src[0];
+        let ragged = root.vars.iter().find(|v| v.name == "ragged").expect(file);
+        let RawValues::Ragged(seqs) = &ragged.values else {
+            panic!("{file}: `ragged` values not read");
+        };
+        assert_eq!(seqs.len(), 6, "{file}");
+        assert_eq!(
+            seqs[3],
+            [5i16, 6]
+                .iter()
+                .flat_map(|v| v.to_ne_bytes())
+                .collect::<Vec<_>>()
+        );
+        assert!(seqs[1].is_empty(), "{file}");
+    }
+    let (src, _) = round_trip("ragged_opaque.nc");
+    let blob = src[0].vars.iter().find(|v| v.name == "blob").expect("blob");
+    assert!(blob.xtype.contains("\"opaque\""), "{}", blob.xtype);
+    assert_eq!(
+        blob.values,
+        RawValues::Bytes(
+            b"\x01\x02\x03\x04\x05\xff\xff\xff\xff\xff\0\0\0\0\0\xde\xad\xbe\xef\0".to_vec()
+        )
+    );
+}

@@ -280,7 +280,7 @@ fn text_rows(
 }
 
 /// Reads the records `start`/`count` (the variable's own axes) of a compound variable.
-fn read_records<'t>(
+pub(crate) fn read_records<'t>(
     loc: VarLoc,
     ty: &'t NcType,
     start: &[usize],
@@ -301,7 +301,7 @@ fn read_records<'t>(
 /// Splits the region `start`/`count` of records of `record` bytes into boxes of at most
 /// `limit` bytes (or single records, when one is larger), each covering consecutive records
 /// in C order; calls `f(start, count, first record index, records)` for each, in order.
-fn read_batches(
+pub(crate) fn read_batches(
     start: &[u64],
     count: &[u64],
     record: usize,

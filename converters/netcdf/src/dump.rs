@@ -4,7 +4,8 @@
 //! byte strings, numbers (and compound records without `string` or vlen parts) their native
 //! bytes. What the importer maps (text decoded, types
 //! recorded as facts) shows here as the file has it, so two files can be compared exactly (an
-//! export with its source). Values of types with vlen or `string` parts are not read.
+//! export with its source). Values of types with vlen or `string` parts are not read, except
+//! vlens of numbers or enums (each element's values).
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -23,7 +24,10 @@ pub enum RawValues {
     Bytes(Vec<u8>),
     /// `string` values in C order (`None`: a null string).
     Strings(Vec<Option<Vec<u8>>>),
-    /// Values of a type with vlen or `string` parts: not read.
+    /// Values of a vlen type of numbers or enums: each element's values as native-endian
+    /// bytes, in C order.
+    Ragged(Vec<Vec<u8>>),
+    /// Values of another type with vlen or `string` parts: not read.
     NotRead,
 }
 
@@ -181,7 +185,7 @@ fn var(
             RawValues::Bytes(buf)
         }
         Some(false) => RawValues::Strings(ffi::get_var_strings(g, varid, &shape, n)?),
-        None => RawValues::NotRead,
+        None => ragged(g, varid, info.xtype, &shape, n, limit)?,
     };
     Ok(VarDump {
         attrs: attrs(g, varid, limit)?,
@@ -190,6 +194,36 @@ fn var(
         dims,
         values,
     })
+}
+
+/// The values of a vlen variable of numbers or enums ([`RawValues::Ragged`]); others are
+/// not read.
+fn ragged(
+    g: c_int,
+    varid: c_int,
+    xtype: c_int,
+    shape: &[usize],
+    n: usize,
+    limit: u64,
+) -> Result<RawValues> {
+    let ty = user::analyze(g, xtype, limit)?;
+    let NcType::Vlen { base, .. } = &ty else {
+        return Ok(RawValues::NotRead);
+    };
+    if !matches!(**base, NcType::Atomic(_) | NcType::Enum(_)) {
+        return Ok(RawValues::NotRead);
+    }
+    let mut rec = user::Records::new(&ty, n)?;
+    if n > 0 {
+        ffi::get_vara(g, varid, &vec![0; shape.len()], shape, rec.fill())?;
+        rec.arm();
+    }
+    let size = ty.size();
+    // SAFETY: record k holds a vlen of `base` netCDF just read.
+    let values = (0..n)
+        .map(|k| unsafe { rec.vlen_values(k * size, base) }.to_vec())
+        .collect();
+    Ok(RawValues::Ragged(values))
 }
 
 fn attrs(g: c_int, varid: c_int, limit: u64) -> Result<Vec<AttrDump>> {

@@ -29,6 +29,10 @@
 //!   gives; records assembled in memory, at most 256 MiB a variable), their attributes and
 //!   compound `_FillValue` with them; otherwise their fields stay variables (with a warning).
 //!   Complex compounds (netCDF4-python's `r`/`i` pairs) come back as `<x>/real`, `<x>/imag`.
+//! - Ragged arrays ([`Fact::Ragged`]: values + `<name>_count`, from a netCDF vlen variable or
+//!   an HDF5 vlen sequence) are one variable of a vlen type again, opaque values
+//!   ([`Fact::Opaque`]: `u8` with a trailing byte axis) one of an opaque type (module
+//!   `ragged`).
 //! - Attributes of compound types (JSON text in the `.tet`, their type recorded by the
 //!   importer) are written as that compound type again, defined in the root group (module
 //!   `compound`: fields of numbers, `char`, enums, nested compounds and arrays of these, at
@@ -53,6 +57,7 @@ use std::ffi::{c_int, CString};
 
 mod compound;
 mod hints;
+mod ragged;
 mod records;
 
 use netcdf_sys as nc;
@@ -708,10 +713,21 @@ fn define_array(
     let base = xtype(written).ok_or_else(|| {
         ExportError::Invalid(format!("`{}`: netCDF has no {} type", a.name, a.dtype))
     })?;
-    // An enum variable (netCDF or HDF5 source) is written as that enum type again.
-    let t = match enum_of(a, written) {
-        Some(e) => enums.id(gid, &e)?,
-        None => base,
+    // An enum variable (netCDF or HDF5 source) is written as that enum type again, opaque
+    // values as their opaque type (without the trailing byte axis).
+    let opaque = ragged::opaque_of(a);
+    let (t, shape, names) = match (enum_of(a, written), &opaque, a.shape.split_last()) {
+        (_, Some(o), Some((&size, outer))) => {
+            let size = usize::try_from(size)
+                .map_err(|_| ExportError::Invalid(format!("`{}`: too large", a.name)))?;
+            let names = a
+                .dims
+                .as_ref()
+                .map(|d| d[..d.len().min(outer.len())].to_vec());
+            (enums.opaque(gid, o, size)?, outer, names)
+        }
+        (Some(e), _, _) => (enums.id(gid, &e)?, &a.shape[..], a.dims.clone()),
+        (None, _, _) => (base, &a.shape[..], a.dims.clone()),
     };
     let at = DimHomes::of(g, &a.facts);
     let dimids = dim_ids(
@@ -719,8 +735,8 @@ fn define_array(
         dims,
         &at,
         short,
-        &a.shape,
-        a.dims.as_ref(),
+        shape,
+        names.as_ref(),
         &a.unlimited_dims,
     )?;
     let cn = cname(short)?;
@@ -728,14 +744,15 @@ fn define_array(
         || format!("define variable `{}`", a.name),
         ffi::def_var(gid, &cn, t, &dimids),
     )?;
-    let sized = !a.shape.is_empty() && !a.shape.contains(&0);
+    let sized = !shape.is_empty() && !shape.contains(&0);
     if sized {
         let at = StorageOf {
             name: &a.name,
-            shape: &a.shape,
-            chunk_shape: &a.chunk_shape,
+            shape,
+            chunk_shape: a.chunk_shape.get(..shape.len()).unwrap_or(&a.chunk_shape),
         };
-        def_storage(&at, gid, varid, written.size(), compression)?;
+        let size = a.shape[shape.len()..].iter().product::<u64>() as usize;
+        def_storage(&at, gid, varid, written.size() * size, compression)?;
     }
     // xarray reads a `dtype = "bool"` attribute back as booleans.
     let bool_attr = [("dtype".to_string(), AttrValue::Text("bool".into()))];
@@ -933,8 +950,20 @@ fn write_data(
     let mut buf = Vec::new();
     for &(i, gid, varid) in vars {
         let a = &model.arrays[i];
+        // Opaque values: the trailing byte axis is the type's, whole in every chunk.
+        let blob = ragged::opaque_of(a).and(a.shape.last().copied());
         for coords in a.chunk_coords() {
-            let c = chunks.chunk(i, &coords)?;
+            let mut c = chunks.chunk(i, &coords)?;
+            if let Some(size) = blob {
+                if c.count.last() != Some(&size) {
+                    return Err(ExportError::Invalid(format!(
+                        "`{}`: a chunk splits its opaque values",
+                        a.name
+                    )));
+                }
+                c.start.pop();
+                c.count.pop();
+            }
             let to_usize = |v: &[u64]| -> Result<Vec<usize>> {
                 v.iter()
                     .map(|&x| usize::try_from(x))
@@ -958,6 +987,7 @@ struct Defined<'m> {
     vars: Vec<(usize, c_int, c_int)>,
     strings: Vec<TextVar<'m>>,
     records: Vec<(records::RecordVar, (c_int, c_int))>,
+    vlens: Vec<(ragged::VlenVar, (c_int, c_int))>,
 }
 
 /// Defines everything of `model` in the file whose root group is `root`.
@@ -969,9 +999,17 @@ fn define_all<'m>(
 ) -> Result<Defined<'m>> {
     // Compound variables rebuilt from their fields: the fields are no variables of their own.
     let recs = records::plan(model, warnings);
+    // Ragged arrays rebuilt as vlen variables: their values and counts are no variables either.
+    let vlens = ragged::plan(model, warnings);
     let members: HashSet<records::Member> = recs
         .iter()
         .flat_map(|r| r.leaves.iter().map(|(_, m)| *m))
+        .chain(vlens.iter().flat_map(|v| {
+            [
+                records::Member::Array(v.values),
+                records::Member::Array(v.count),
+            ]
+        }))
         .collect();
     let member = |i: usize| members.contains(&records::Member::Array(i));
     let text_member = |i: usize| members.contains(&records::Member::Text(i));
@@ -1020,6 +1058,18 @@ fn define_all<'m>(
         let ids = records::define(&r, model, &mut ctx)?;
         records.push((r, ids));
     }
+    let mut vlen_vars = Vec::with_capacity(vlens.len());
+    for v in vlens {
+        let mut ctx = Defining {
+            groups: &mut groups,
+            dims: &mut dims,
+            enums: &mut enums,
+            warnings,
+            compression,
+        };
+        let ids = ragged::define(&v, model, &mut ctx)?;
+        vlen_vars.push((v, ids));
+    }
     write_globals(model, root, &mut groups, &mut enums, warnings)?;
     let mut strings = Vec::new();
     for (i, t) in model.text_variables.iter().enumerate() {
@@ -1046,6 +1096,7 @@ fn define_all<'m>(
         vars,
         strings,
         records,
+        vlens: vlen_vars,
     })
 }
 
@@ -1087,6 +1138,9 @@ pub fn write(
     write_data(model, chunks, &d.vars)?;
     for (r, ids) in &d.records {
         records::write(r, model, chunks, *ids)?;
+    }
+    for (v, ids) in &d.vlens {
+        ragged::write(v, model, chunks, *ids)?;
     }
     nc(|| format!("close {}", out.staging.display()), file.close())?;
     let arrays = model

@@ -1021,6 +1021,26 @@ pub(crate) fn def_enum(
     Ok(id)
 }
 
+/// Defines the vlen type `name` of `base` values in group `ncid`; returns its id.
+pub(crate) fn def_vlen(
+    ncid: c_int,
+    base: nc::nc_type,
+    name: &CStr,
+) -> Result<nc::nc_type, NcError> {
+    let mut id: nc::nc_type = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_vlen(ncid, name.as_ptr(), base, &mut id) })?;
+    Ok(id)
+}
+
+/// Defines the opaque type `name` of `size` bytes in group `ncid`; returns its id.
+pub(crate) fn def_opaque(ncid: c_int, size: usize, name: &CStr) -> Result<nc::nc_type, NcError> {
+    let mut id: nc::nc_type = 0;
+    // SAFETY: name is NUL-terminated; id is a valid out-pointer.
+    call(|| unsafe { nc::nc_def_opaque(ncid, size, name.as_ptr(), &mut id) })?;
+    Ok(id)
+}
+
 /// Defines the compound type `name` of `size` bytes per record in group `ncid`; returns its id.
 pub(crate) fn def_compound(ncid: c_int, size: usize, name: &CStr) -> Result<nc::nc_type, NcError> {
     let mut id: nc::nc_type = 0;

@@ -29,6 +29,12 @@
 //!   along its last axis when it is an array). Values are read
 //!   by region: whole records through `nc_get_vara` in batches of at most 16 MiB, the field
 //!   copied out, little-endian.
+//! * **Vlen** variables of numbers or enums (netCDF-4) become CF contiguous ragged arrays
+//!   (module `ragged`, `tet_source::ragged`): the values variable under the variable's name
+//!   (1-D along `<short>_sample`, the attributes with it, [`Fact::Ragged`] naming the count
+//!   variable and the vlen type) and `<name>_count` (`i64`, the variable's shape and dims, CF's
+//!   `sample_dimension`), gathered at open (at most 256 MiB). **Opaque** variables become `u8`
+//!   with a trailing axis `<short>_bytes` of the blob size and [`Fact::Opaque`] naming the type.
 //! * **Scalars** (0-d) have an empty shape and no dims.
 //! * **Text**: `char` and `string` variables are not numeric. Each becomes a [`TextVariable`]
 //!   (values in C order; for `char` the last axis is the string length, each row decoded with
@@ -82,7 +88,8 @@
 //!
 //! # Refused, skipped, validated
 //!
-//! * Ragged (vlen) and opaque variables, compound fields of `string`, vlen or opaque type,
+//! * Vlens of vlens, strings, compounds or opaque values, ragged variables of more than 256 MiB,
+//!   compound fields of `string`, vlen or opaque type,
 //!   compound variables whose field names collide once `/` becomes `_`, and variables whose
 //!   filter this libnetcdf/libhdf5 cannot decode, are [`SourceError::Unsupported`] — or listed
 //!   in [`Source::skipped`] with the reason under `skip_unsupported`. Text variables with more
@@ -136,6 +143,7 @@ mod compound;
 pub mod dump;
 pub mod export;
 mod ffi;
+mod ragged;
 mod user;
 
 use cf::Unpacking;
@@ -412,6 +420,10 @@ enum ReadPlan {
     Direct(Box<ChunkedVar>),
     /// One field of a compound variable: its records read natively, the field copied out.
     Field(Box<compound::FieldRead>),
+    /// Values gathered at open (a vlen variable's values or counts), little-endian.
+    Memory(std::sync::Arc<tet_source::ragged::InMemory>),
+    /// An opaque variable: its blobs read natively, the trailing byte axis cut.
+    Opaque(ragged::OpaqueRead),
     /// A filter this netCDF-C cannot decode (the reason): becomes [`ReadPlan::Direct`] at open
     /// when tet-hdf5 decodes every stored chunk, else the variable is unsupported. Never read.
     Undecodable(VarLoc, String),
@@ -682,6 +694,12 @@ impl Source for NcSource {
                     .map_err(|e| with_var(&v.name, e))
             }
             ReadPlan::Field(f) => f.read(start, count, out).map_err(|e| with_var(&v.name, e)),
+            ReadPlan::Memory(m) => m
+                .read_region(start, count, out)
+                .map_err(|e| with_var(&v.name, e)),
+            ReadPlan::Opaque(o) => o
+                .read(self, start, count, out)
+                .map_err(|e| with_var(&v.name, e)),
             ReadPlan::Undecodable(_, reason) => {
                 Err(SourceError::unsupported(format!("{}: {reason}", v.name)))
             }
@@ -739,6 +757,10 @@ enum Kind {
     Str,
     /// A compound type ([`NcType::Compound`]): one variable per field.
     Compound(NcType),
+    /// A vlen type: its name and base type.
+    Vlen(String, NcType),
+    /// An opaque type: its name and size.
+    Opaque(String, usize),
     Unsupported(String),
 }
 
@@ -1413,13 +1435,8 @@ impl<'o> Builder<'o> {
             NcType::Char => Kind::Char,
             NcType::Str => Kind::Str,
             t @ NcType::Compound { .. } => Kind::Compound(t),
-            NcType::Vlen { name, base } => Kind::Unsupported(format!(
-                "variable-length (vlen) type '{name}' (ragged arrays of {}) has no tensor form",
-                base.describe()
-            )),
-            NcType::Opaque { name, size } => Kind::Unsupported(format!(
-                "opaque type '{name}' ({size}-byte blobs) has no tensor form"
-            )),
+            NcType::Vlen { name, base } => Kind::Vlen(name, *base),
+            NcType::Opaque { name, size } => Kind::Opaque(name, size),
             NcType::Other(reason) => Kind::Unsupported(reason),
         })
     }
@@ -1490,6 +1507,8 @@ impl<'o> Builder<'o> {
             Kind::Char => self.text(loc, v, true),
             Kind::Str => self.text(loc, v, false),
             Kind::Compound(t) => self.compound(loc, v, t),
+            Kind::Vlen(name, base) => self.vlen(loc, v, &name, &base),
+            Kind::Opaque(name, size) => self.opaque(loc, v, &name, size),
             Kind::Unsupported(reason) => self.unsupported(v.full, reason),
         }
     }

@@ -489,6 +489,23 @@ impl<'t> Records<'t> {
             .to_vec()
     }
 
+    /// The values (native bytes) of the vlen of `base` at byte offset `off` of the buffer;
+    /// empty for a null pointer or before a successful read.
+    ///
+    /// # Safety
+    ///
+    /// `off` must be the offset of a vlen of `base` in one of the `n` records (a value netCDF
+    /// wrote there).
+    pub unsafe fn vlen_values(&self, off: usize, base: &NcType) -> &[u8] {
+        if !self.armed || off.saturating_add(2 * std::mem::size_of::<usize>()) > self.len {
+            return &[];
+        }
+        let vl = vlen_at(self.bytes(), off);
+        // SAFETY: by the caller's contract a vlen of `base` lies at `off`, read by netCDF
+        // (`armed`) and freed only when this buffer is dropped, which the borrow outlives.
+        unsafe { vlen_bytes(&vl, base) }
+    }
+
     pub fn bytes(&self) -> &[u8] {
         let len = std::mem::size_of_val(self.buf.as_slice());
         // SAFETY: any u64 is valid as bytes; the slice covers exactly the buffer's memory.

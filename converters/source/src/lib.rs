@@ -23,6 +23,7 @@ pub mod fields;
 pub mod json_text;
 pub mod mapped;
 pub mod numpy;
+pub mod ragged;
 
 use std::fmt;
 use std::path::Path;
@@ -199,6 +200,21 @@ pub enum Fact {
         /// The complex type (`C64` or `C128`).
         complex: ElementType,
     },
+    /// This variable holds the values of a variable-length (ragged) variable as a CF contiguous
+    /// ragged array (see [`ragged`]): every element's values one after the other; `count`
+    /// names the variable holding each element's count, which has the ragged variable's shape.
+    Ragged {
+        /// The count variable's name.
+        count: String,
+        /// The source's name of the variable-length type (empty when it had none).
+        type_name: String,
+    },
+    /// This `u8` variable holds opaque values (blobs) of the source type `type_name` (empty
+    /// when it had none) along its trailing axis, whose length is the blob size.
+    Opaque {
+        /// The source's name of the opaque type.
+        type_name: String,
+    },
     /// A fact only `format` (an importer id, see [`Importer::id`]) reads back; `key` is recorded
     /// as it is.
     Private {
@@ -223,6 +239,9 @@ mod fact_keys {
     pub const PACKED: &str = "packed:";
     pub const COMPLEX_PART: &str = "complex_part";
     pub const COMPLEX_DTYPE: &str = "complex_dtype";
+    pub const RAGGED_COUNT: &str = "ragged_count";
+    pub const RAGGED_TYPE: &str = "ragged_type";
+    pub const OPAQUE_TYPE: &str = "opaque_type";
 }
 
 impl Fact {
@@ -270,6 +289,11 @@ impl Fact {
                 ),
                 (COMPLEX_DTYPE.into(), text(complex.name())),
             ],
+            Fact::Ragged { count, type_name } => vec![
+                (RAGGED_COUNT.into(), text(count)),
+                (RAGGED_TYPE.into(), text(type_name)),
+            ],
+            Fact::Opaque { type_name } => vec![(OPAQUE_TYPE.into(), text(type_name))],
             Fact::Private { key, value, .. } => vec![(key.clone(), value.clone())],
         }
     }
@@ -328,6 +352,20 @@ impl Fact {
                         _ => None,
                     }
                 }
+                (RAGGED_COUNT, AttrValue::Text(c)) => Some(Fact::Ragged {
+                    count: c.clone(),
+                    type_name: String::new(),
+                }),
+                (RAGGED_TYPE, AttrValue::Text(t)) => match out.last_mut() {
+                    Some(Fact::Ragged { type_name, .. }) => {
+                        type_name.clone_from(t);
+                        continue;
+                    }
+                    _ => None,
+                },
+                (OPAQUE_TYPE, AttrValue::Text(t)) => Some(Fact::Opaque {
+                    type_name: t.clone(),
+                }),
                 (key, value) if key.starts_with(PACKED) => match out.last_mut() {
                     Some(Fact::Unpacked { packing, .. }) => {
                         packing.push((key[PACKED.len()..].to_string(), value.clone()));

@@ -274,6 +274,8 @@ impl Visitor<'_> for IntVisitor {
 #[derive(Debug, Default)]
 pub(crate) struct EnumTypes {
     ids: HashMap<(c_int, String), nc::nc_type>,
+    /// Vlen and opaque types defined: (group, name, definition) → id.
+    others: HashMap<(c_int, String, String), nc::nc_type>,
     pub compounds: super::compound::CompoundTypes,
     pub warnings: Vec<String>,
 }
@@ -303,6 +305,36 @@ impl EnumTypes {
             )?;
         }
         self.ids.insert((gid, e.name.clone()), id);
+        Ok(id)
+    }
+}
+
+impl EnumTypes {
+    /// The id of the vlen type `name` of values of type `base` in group `gid`, defined there
+    /// the first time.
+    pub fn vlen(&mut self, gid: c_int, name: &str, base: nc::nc_type) -> Result<nc::nc_type> {
+        let key = (gid, name.to_string(), format!("vlen {base}"));
+        if let Some(&id) = self.others.get(&key) {
+            return Ok(id);
+        }
+        let cn = super::cname(name)?;
+        let what = || format!("define vlen type `{name}`");
+        let id = super::nc(what, crate::ffi::def_vlen(gid, base, &cn))?;
+        self.others.insert(key, id);
+        Ok(id)
+    }
+
+    /// The id of the opaque type `name` of `size` bytes in group `gid`, defined there the
+    /// first time.
+    pub fn opaque(&mut self, gid: c_int, name: &str, size: usize) -> Result<nc::nc_type> {
+        let key = (gid, name.to_string(), format!("opaque {size}"));
+        if let Some(&id) = self.others.get(&key) {
+            return Ok(id);
+        }
+        let cn = super::cname(name)?;
+        let what = || format!("define opaque type `{name}`");
+        let id = super::nc(what, crate::ffi::def_opaque(gid, size, &cn))?;
+        self.others.insert(key, id);
         Ok(id)
     }
 }

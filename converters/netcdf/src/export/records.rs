@@ -366,7 +366,7 @@ fn place(outer: &[u64], size: usize, leaf: &LeafDef, idx: &[u64]) -> Option<usiz
 }
 
 /// Calls `f(k, index)` for each element `k` of the box `start..start+count`, in C order.
-fn for_each_index(
+pub(super) fn for_each_index(
     start: &[u64],
     count: &[u64],
     mut f: impl FnMut(usize, &[u64]) -> Result<()>,
