@@ -6,7 +6,8 @@
 //! The same for a month of 31 daily files (fixtures/concat/month, `make_month.py`), compared
 //! after `tet export` with `xr.open_mfdataset(days, combine="by_coords", data_vars="minimal")`:
 //! more parents and params than a history row holds in the reference's form (the footer's
-//! history extension keeps them, every written row stays within the reference limits).
+//! history extension keeps them, every written row stays within the reference limits). Days
+//! 1–3 as Zarr stores (`make_zarr.py`) combine to the same values; a manifest job combines too.
 #![cfg(feature = "netcdf")]
 
 use std::path::{Path, PathBuf};
@@ -529,5 +530,48 @@ fn a_manifest_job_combines_its_inputs() {
         err.contains("bad.tet") && err.contains("day1.nc and grid.nc: variable lat differs"),
         "{err}"
     );
+    assert!(!d.path().join("bad.tet").exists());
+}
+
+/// Days 1–3 as Zarr stores written by xarray (fixtures/concat, `make_zarr.py`): combined in
+/// any order to the same bytes, the first 72 hours of the netCDF days' combination; a store
+/// with another grid is refused naming both.
+#[test]
+fn zarr_days_combine_like_the_netcdf_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat");
+    let store = |n: &str| fx.join(n).display().to_string();
+    let (a, b, c) = (store("day1.zarr"), store("day2.zarr"), store("day3.zarr"));
+    let o = concat(d.path(), &[&c, &a, &b], "z1.tet");
+    assert!(o.status.success(), "{o:?}");
+    assert!(concat(d.path(), &[&a, &b, &c], "z2.tet").status.success());
+    assert_eq!(
+        std::fs::read(d.path().join("z1.tet")).unwrap(),
+        std::fs::read(d.path().join("z2.tet")).unwrap()
+    );
+    let expect: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.join("expect.json")).unwrap()).unwrap();
+    let f = TetFile::open(&d.path().join("z1.tet")).unwrap();
+    let mut names: Vec<&str> = f.datasets.iter().map(|x| x.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["lat", "lon", "orography", "precip", "temp", "time"]);
+    for (i, ds) in f.datasets.iter().enumerate() {
+        let want: Vec<f64> = serde_json::from_value(expect[&ds.name]["values"].clone()).unwrap();
+        // 72 of the 120 hours: the leading part of each time-major variable.
+        let got = values(&f, i);
+        assert_eq!(got, want[..got.len()].to_vec(), "{}", ds.name);
+        if ["time", "temp", "precip"].contains(&ds.name.as_str()) {
+            assert_eq!(ds.shape[0], 72, "{}", ds.name);
+        }
+    }
+    let row = f.footer().unwrap().unwrap().history.last().unwrap().clone();
+    assert_eq!(row.parents.len(), 3);
+    assert_eq!(row.params["input"], a);
+
+    let o = concat(d.path(), &[&a, &store("grid.zarr"), &b], "bad.tet");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("grid.zarr: variable lat differs"), "{err}");
     assert!(!d.path().join("bad.tet").exists());
 }

@@ -606,4 +606,22 @@ fn npy_inputs_are_combined_in_the_given_order() {
     let p = last_params(&f);
     assert_eq!(p["concat"], "dim_0");
     assert_eq!(p["isel"], "dim_1=10:20");
+
+    // A third file with rows of another length: refused naming both files, nothing written.
+    std::fs::create_dir(d.path().join("3")).unwrap();
+    let c = d.path().join("3/x.npy");
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4095), }";
+    std::fs::write(&c, common::npy_bytes(header, &vec![0u8; 2 * 4095 * 4])).unwrap();
+    let bad = d.path().join("bad.tet");
+    let o = Command::new(env!("CARGO_BIN_EXE_tet-convert"))
+        .args(["-q", "--concat", "dim_0"])
+        .args([&a, &c, &bad])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let both = format!("{} and {}", a.display(), c.display());
+    assert!(err.contains(&both), "{err}");
+    assert!(!bad.exists());
 }
