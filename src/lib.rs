@@ -10,6 +10,7 @@
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;
+//! - [`storage`]: `s3://`, `gs://`, `az://`, `https://` objects as inputs and outputs;
 //!
 //! and, with the `cli` feature (default), the front end over that engine:
 //!
@@ -40,4 +41,5 @@ pub mod pipeline;
 pub mod planner;
 pub mod registry;
 pub mod select;
+pub mod storage;
 pub mod tet_input;

@@ -117,6 +117,9 @@ pub struct ConvertOptions {
     pub select: crate::select::SelectOptions,
     /// A combined conversion (`--concat`, see [`crate::concat::convert`]).
     pub combine: Option<crate::concat::Combine>,
+    /// What the history row names as the input when `input` is a local copy of it (an object
+    /// URL spooled by `batch::remote`); `None`: the input path itself.
+    pub input_origin: Option<crate::storage::Origin>,
 }
 
 impl Default for ConvertOptions {
@@ -132,6 +135,7 @@ impl Default for ConvertOptions {
             write_through_symlink: false,
             select: Default::default(),
             combine: None,
+            input_origin: None,
         }
     }
 }
@@ -603,8 +607,18 @@ fn history_params(
     let mut params = opts.byte_affecting_params();
     params.insert("tool".into(), "tet-convert".into());
     params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-    params.insert("input".into(), input.display().to_string());
     params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
+    // Chunks whose zstd frame was kept from the source (what a reader decodes is the same).
+    if frames_kept > 0 {
+        params.insert(ZSTD_FRAMES_KEPT_KEY.into(), frames_kept.to_string());
+    }
+    // An object input read from a local copy: its URL and stamp, never the copy's path or time.
+    if let Some(origin) = &opts.input_origin {
+        params.insert("input".into(), origin.name.clone());
+        params.extend(origin.params.clone());
+        return params;
+    }
+    params.insert("input".into(), input.display().to_string());
     // The other inputs of a combined conversion, in the combined order (`input` is the first).
     let more = crate::concat::more_inputs(opts);
     for (k, m) in more.iter().enumerate() {
@@ -618,10 +632,6 @@ fn history_params(
     }
     if let Some(mtime) = input_mtime {
         params.insert(meta::inputs::MTIME_KEY.into(), mtime);
-    }
-    // Chunks whose zstd frame was kept from the source (what a reader decodes is the same).
-    if frames_kept > 0 {
-        params.insert(ZSTD_FRAMES_KEPT_KEY.into(), frames_kept.to_string());
     }
     params
 }

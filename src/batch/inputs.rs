@@ -78,7 +78,7 @@ impl Selection {
         Ok(Selection { globs, patterns })
     }
 
-    fn takes(&self, rel: &Path) -> bool {
+    pub(crate) fn takes(&self, rel: &Path) -> bool {
         self.globs.is_match(rel)
     }
 }

@@ -100,6 +100,7 @@ impl TryFrom<&WireOptions> for ConvertOptions {
             write_through_symlink: w.write_through_symlink,
             select: w.select.clone(),
             combine: None,
+            input_origin: None,
         })
     }
 }
@@ -130,6 +131,9 @@ pub struct WireJob {
     pub make_dirs: bool,
     /// Send the full conversion report back (single-file `--json`).
     pub want_report: bool,
+    /// `--storage-option` pairs and `--spool-dir`, for object URLs.
+    #[serde(default)]
+    pub storage: super::remote::WireStorage,
 }
 
 /// What a job gives back.
@@ -179,6 +183,11 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         Ok(o) => o,
         Err(e) => return finish(failed(out, e)),
     };
+    if crate::storage::is_url(&input) || crate::storage::is_url(&output) {
+        return finish(super::remote::execute(
+            job, &input, &output, opts, stage, out,
+        ));
+    }
     if let Ok(imp) = registry::identify(&input) {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
@@ -223,43 +232,58 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
             if let Some(s) = stamp {
                 fresh::record(&output, &r.input_digest, &s);
             }
-            if let Some(why) = rebuild_reason {
-                out.notes.push(format!("rebuilt: {why}"));
-                out.row.reason = Some(format!("rebuilt: {why}"));
-            }
-            out.notes
-                .extend(r.warnings.iter().map(|w| format!("note: {w}")));
-            out.notes.extend(
-                r.skipped
-                    .iter()
-                    .map(|s| format!("skipped {}: {}", s.name, s.reason)),
-            );
-            out.notes.insert(
-                0,
-                format!(
-                    "{} datasets, {} in, {} out ({:.2}x), {:.2}s",
-                    r.datasets.len(),
-                    super::text::human_bytes(r.bytes_in),
-                    super::text::human_bytes(r.bytes_out),
-                    r.ratio,
-                    r.elapsed_s
-                ),
-            );
-            let row = &mut out.row;
-            row.status = Some(Status::Ok);
-            row.format = Some(r.format.clone());
-            row.input_digest = Some(r.input_digest.clone());
-            row.bytes_in = Some(r.bytes_in);
-            row.bytes_out = Some(r.bytes_out);
-            row.datasets = Some(r.datasets.len());
-            row.skipped_items = Some(r.skipped.len());
-            row.warnings = r.warnings.clone();
-            if job.want_report {
-                out.report = Some(r.clone());
-            }
+            record_converted(&mut out, &r, rebuild_reason, job.want_report);
         }
     }
     finish(out)
+}
+
+/// Fills the row and notes of a finished conversion `r` (rebuilt for `rebuild_reason`).
+pub(super) fn record_converted(
+    out: &mut Outcome,
+    r: &crate::pipeline::ConvertReport,
+    rebuild_reason: Option<String>,
+    want_report: bool,
+) {
+    if let Some(why) = rebuild_reason {
+        out.notes.push(format!("rebuilt: {why}"));
+        out.row.reason = Some(format!("rebuilt: {why}"));
+    }
+    out.notes
+        .extend(r.warnings.iter().map(|w| format!("note: {w}")));
+    out.notes.extend(
+        r.skipped
+            .iter()
+            .map(|s| format!("skipped {}: {}", s.name, s.reason)),
+    );
+    out.notes.insert(
+        0,
+        format!(
+            "{} datasets, {} in, {} out ({:.2}x), {:.2}s",
+            r.datasets.len(),
+            super::text::human_bytes(r.bytes_in),
+            super::text::human_bytes(r.bytes_out),
+            r.ratio,
+            r.elapsed_s
+        ),
+    );
+    let row = &mut out.row;
+    row.status = Some(Status::Ok);
+    row.format = Some(r.format.clone());
+    row.input_digest = Some(r.input_digest.clone());
+    row.bytes_in = Some(r.bytes_in);
+    row.bytes_out = Some(r.bytes_out);
+    row.datasets = Some(r.datasets.len());
+    row.skipped_items = Some(r.skipped.len());
+    row.warnings = r.warnings.clone();
+    if want_report {
+        out.report = Some(r.clone());
+    }
+}
+
+/// A failed outcome with a one-line reason.
+pub(super) fn failed_row(out: Outcome, reason: String) -> Outcome {
+    failed(out, reason)
 }
 
 fn failed(mut out: Outcome, reason: String) -> Outcome {

@@ -11,6 +11,7 @@ pub mod inputs;
 pub mod job;
 pub mod ledger;
 pub mod progress;
+pub mod remote;
 pub mod run;
 pub mod shard;
 pub mod signals;
@@ -52,6 +53,8 @@ pub struct Recorded {
     pub parents: Vec<String>,
     /// The input path as it was given then.
     pub input: Option<String>,
+    /// An object input's stamp (ETag, size, last-modified) then.
+    pub object_stamp: Option<String>,
 }
 
 /// The last history row of `output` when it is a conversion under the same byte-affecting
@@ -74,6 +77,7 @@ pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Reco
         Some(row) if row.op == "convert" && pick(&row.params) == pick(params) => Ok(Recorded {
             parents: row.parents.clone(),
             input: row.params.get("input").cloned(),
+            object_stamp: row.params.get(crate::storage::OBJECT_STAMP_KEY).cloned(),
         }),
         Some(row) if row.op == "convert" => Err("the options changed".into()),
         _ => Err("existing output is not a conversion".into()),

@@ -55,7 +55,14 @@ pub fn run(a: &AuditArgs) -> ExitCode {
 
 /// Audits one file and prints its report; returns whether it passed.
 fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
-    let history: Vec<HistoryRow> = match TetFile::open(file) {
+    let local = match super::LocalArg::of(file) {
+        Ok(l) => l,
+        Err(e) => {
+            fail(file, e);
+            return false;
+        }
+    };
+    let history: Vec<HistoryRow> = match TetFile::open(local.path()) {
         Err(e) => {
             fail(file, e.to_string());
             return false;

@@ -147,6 +147,14 @@ pub struct ConvertArgs {
     /// List the input formats of this build and exit.
     #[arg(long)]
     formats: bool,
+    /// An object store setting for s3://, gs://, az://, https:// paths (repeatable), e.g.
+    /// `aws_endpoint_url=http://127.0.0.1:9000`; the environment's AWS_*, GOOGLE_*, AZURE_*
+    /// variables are read first. Also `max_retries=N`, `retry_timeout=SECONDS`.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::storage::parse_option)]
+    storage_option: Vec<(String, String)>,
+    /// Where object inputs are downloaded and object outputs staged (default: $TMPDIR).
+    #[arg(long, value_name = "DIR")]
+    spool_dir: Option<PathBuf>,
 }
 
 fn parse_codec(s: &str) -> Result<CodecChoice, String> {
@@ -257,7 +265,7 @@ fn plan_out_dir(
     dir: &Path,
     opts: &ConvertOptions,
 ) -> Result<Vec<Planned>, String> {
-    if !dir.is_dir() {
+    if !crate::storage::is_url(dir) && !dir.is_dir() {
         return Err(format!("--out-dir {}: not a directory", dir.display()));
     }
     let sel = Selection::new(&a.include)?;
@@ -271,6 +279,16 @@ fn plan_out_dir(
     }
     let mut refused_early = Vec::new();
     for p in &listed {
+        if crate::storage::is_url(p) {
+            // An object or a prefix (listed, keyed by the keys under it); one that cannot be
+            // listed is that input's failure.
+            if let Err(e) = crate::batch::remote::walk(p, &sel, &a.storage_option, &mut found) {
+                let prefix = format!("{}: ", p.display());
+                let e = e.strip_prefix(&prefix).map_or(e.clone(), str::to_string);
+                refused_early.push((p.clone(), e));
+            }
+            continue;
+        }
         if let Err(e) = inputs::expand(p, a.base.as_deref(), &sel, &mut found) {
             if std::fs::symlink_metadata(p).is_err() || e.contains("not under --base") {
                 // A listed input that is gone or outside --base is that input's failure.
@@ -561,6 +579,10 @@ fn wire_jobs(
                 recheck,
                 make_dirs: batch_mode,
                 want_report: a.json && !batch_mode,
+                storage: crate::batch::remote::WireStorage {
+                    options: a.storage_option.clone(),
+                    spool_dir: a.spool_dir.as_deref().map(WirePath::of),
+                },
             }),
         })
         .collect()

@@ -46,7 +46,11 @@ fn parse_compression(s: &str) -> Result<Compression, String> {
 }
 
 pub fn run(a: &ExportArgs) -> ExitCode {
-    if !a.file.is_file() {
+    let local = match super::LocalArg::of(&a.file) {
+        Ok(l) => l,
+        Err(e) => return fail(&a.file, e),
+    };
+    if !local.path().is_file() {
         eprintln!(
             "{}: {}: no such .tet file",
             super::program(),
@@ -60,7 +64,7 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         compression: a.compress.unwrap_or_default(),
         force: a.force,
     };
-    let report = match export(&a.file, &a.out, &opts) {
+    let report = match export(local.path(), &a.out, &opts) {
         Ok(r) => r,
         Err(e) => return fail(&a.file, e.to_string()),
     };

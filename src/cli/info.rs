@@ -436,7 +436,11 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
 }
 
 pub fn run(a: &InfoArgs) -> ExitCode {
-    let f = match TetFile::open(&a.file) {
+    let local = match super::LocalArg::of(&a.file) {
+        Ok(l) => l,
+        Err(e) => return fail(&a.file, e),
+    };
+    let f = match TetFile::open(local.path()) {
         Ok(f) => f,
         Err(e) => return fail(&a.file, e.to_string()),
     };

@@ -129,6 +129,38 @@ pub fn main_convert() -> ExitCode {
 
 pub(crate) use crate::batch::text::{human_bytes, one_line, program};
 
+/// A command-line file argument as a local file: the path itself, or for an object URL a copy
+/// downloaded into `$TMPDIR` (settings from the environment), removed when this is dropped.
+pub(crate) struct LocalArg {
+    path: std::path::PathBuf,
+    _spool: Option<crate::storage::Spool>,
+}
+
+impl LocalArg {
+    pub(crate) fn of(p: &std::path::Path) -> Result<LocalArg, String> {
+        if !crate::storage::is_url(p) {
+            return Ok(LocalArg {
+                path: p.to_path_buf(),
+                _spool: None,
+            });
+        }
+        let object = crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new())
+            .map_err(|e| e.to_string())?;
+        let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
+        let spool = object
+            .download(&std::env::temp_dir(), &cancel)
+            .map_err(|e| e.to_string())?;
+        Ok(LocalArg {
+            path: spool.path().to_path_buf(),
+            _spool: Some(spool),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.
 pub(crate) fn fail(path: &std::path::Path, reason: String) -> ExitCode {
     eprintln!("{}: {}: {}", program(), path.display(), one_line(&reason));

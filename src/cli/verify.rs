@@ -34,7 +34,12 @@ pub struct VerifyArgs {
 
 /// Verifies one file (a file that cannot be opened is one `structure` failure).
 fn check(path: &Path, depth: Depth) -> Report {
-    match TetFile::open(path) {
+    let local = super::LocalArg::of(path);
+    let opened = match &local {
+        Ok(l) => TetFile::open(l.path()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    };
+    match opened {
         Ok(f) => verify(&f, depth),
         Err(e) => {
             let mut r = Report {

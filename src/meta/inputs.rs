@@ -132,6 +132,9 @@ fn resolve_key(row: &HistoryRow, key: &str) -> Option<(PathBuf, &'static str)> {
     if p.is_absolute() {
         return Some((p.to_path_buf(), "absolute"));
     }
+    if crate::storage::is_url(p) {
+        return Some((p.to_path_buf(), "url"));
+    }
     match row.params.get(CWD_KEY) {
         Some(cwd) => Some((Path::new(cwd).join(p), "recorded-cwd")),
         None => Some((p.to_path_buf(), "current-dir")),
@@ -176,6 +179,9 @@ fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
     let (Some((path, _)), Some(want)) = (resolved, recorded_digest) else {
         return c;
     };
+    if crate::storage::is_url(&path) {
+        return recheck_object(c, &path, &want);
+    }
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             c.status = InputStatus::Missing;
@@ -202,6 +208,54 @@ fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
             c.error = Some(e.to_string());
         }
     }
+    c
+}
+
+/// An object input: downloaded into `$TMPDIR` (settings from the environment) and hashed.
+#[cfg(feature = "object-store")]
+fn recheck_object(mut c: InputCheck, url: &Path, want: &str) -> InputCheck {
+    let fetched = crate::storage::Object::parse(&url.to_string_lossy(), &Vec::new())
+        .and_then(|o| o.download(&std::env::temp_dir(), &crate::control::Cancel::never()));
+    let spool = match fetched {
+        Ok(s) => s,
+        Err(e) if e.is_not_found() => {
+            c.status = InputStatus::Missing;
+            return c;
+        }
+        Err(e) => {
+            c.status = InputStatus::Unreadable;
+            c.error = Some(e.to_string());
+            return c;
+        }
+    };
+    match digest_input(spool.path()) {
+        Ok((d, bytes)) => {
+            c.status = if d == want {
+                InputStatus::Unchanged
+            } else {
+                InputStatus::Changed
+            };
+            c.digest = Some(d);
+            c.bytes = Some(bytes);
+        }
+        Err(e) => {
+            c.status = InputStatus::Unreadable;
+            c.error = Some(e.to_string());
+        }
+    }
+    c
+}
+
+/// Without the `object-store` feature an object input cannot be read.
+#[cfg(not(feature = "object-store"))]
+fn recheck_object(mut c: InputCheck, url: &Path, _want: &str) -> InputCheck {
+    c.status = InputStatus::Unreadable;
+    c.error = Some(
+        crate::storage::StorageError::NotBuilt {
+            url: url.display().to_string(),
+        }
+        .to_string(),
+    );
     c
 }
 

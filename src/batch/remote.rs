@@ -1,0 +1,348 @@
+//! A job whose input or output is an object URL ([`crate::storage`]).
+//!
+//! - An object input is downloaded into a spool folder under `--spool-dir` (free space checked
+//!   first; removed on success, failure and signal, and by the next run when its owner was
+//!   killed); a prefix (a Zarr store) is downloaded object by object. The history row names the
+//!   URL and records the object's stamp (ETag, size, last-modified), never the spool path.
+//! - An object output is written to a staged local file, its footer digest checked, then
+//!   uploaded with a multipart upload completed only at the end; any failure or signal aborts
+//!   the upload, so nothing ever appears at the output key but a whole, checked file. The upload
+//!   carries the input's digest and stamp and a digest of the byte-affecting options as object
+//!   metadata, which is what the next run's up-to-date check reads (one HEAD, no GET).
+//! - Up to date: the output exists and records the same options and the same input stamp. A
+//!   changed stamp rebuilds (object inputs are never hashed just to decide).
+//! - Listing a prefix for a batch (`walk`): objects matching the selection, and `*.zarr`
+//!   prefixes taken whole as one input each.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use super::inputs::{Input, Selection};
+use super::job::{failed_row, record_converted, Outcome, StageHook, WireJob, WirePath};
+use super::ledger::Status;
+use crate::format::integrity::FooterDigest;
+use crate::format::TetFile;
+use crate::pipeline::{convert, ConvertError, ConvertOptions};
+use crate::registry;
+use crate::storage::{self, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
+
+/// Object metadata keys of an uploaded output (S3 lower-cases them).
+const META_DIGEST: &str = "tet-input-digest";
+const META_STAMP: &str = "tet-input-stamp";
+const META_PARAMS: &str = "tet-params";
+
+/// The storage settings of a job: `--storage-option` pairs and `--spool-dir`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireStorage {
+    pub options: storage::Options,
+    pub spool_dir: Option<WirePath>,
+}
+
+impl WireStorage {
+    /// Where downloads and staged outputs go: `--spool-dir`, else `$TMPDIR`.
+    fn spool_root(&self) -> PathBuf {
+        self.spool_dir
+            .as_ref()
+            .and_then(|p| p.path().ok())
+            .unwrap_or_else(std::env::temp_dir)
+    }
+}
+
+/// A digest of the byte-affecting options, as stored with an uploaded output.
+fn params_digest(params: &BTreeMap<String, String>) -> String {
+    let text = serde_json::to_string(params).unwrap_or_default();
+    format!("{:x}", Sha256::digest(text.as_bytes()))
+}
+
+fn object_of(p: &Path, job: &WireJob) -> Result<Option<Object>, StorageError> {
+    if !storage::is_url(p) {
+        return Ok(None);
+    }
+    let url = p.to_string_lossy();
+    Object::parse(&url, &job.storage.options).map(Some)
+}
+
+/// The input's stamp and size: an object's (or a prefix's) stat, or a local file's.
+fn input_stamp(input: &Path, src: Option<&Object>) -> Result<(String, u64), StorageError> {
+    match src {
+        Some(o) => o.stamp(),
+        None => super::fresh::Stamp::of(input)
+            .map(|s| (s.stat, s.bytes))
+            .map_err(|source| StorageError::Local {
+                path: input.to_path_buf(),
+                source,
+            }),
+    }
+}
+
+/// `Ok(Some((digest, bytes)))` when the output is up to date, `Ok(None)` when there is none,
+/// `Err(why)` when it is rebuilt.
+fn fresh(
+    output: &Path,
+    dst: Option<&Object>,
+    params: &BTreeMap<String, String>,
+    stamp: &(String, u64),
+    rehash: bool,
+) -> Result<Option<(String, u64)>, String> {
+    let (digest, recorded_stamp) = match dst {
+        Some(o) => {
+            let Some((_, meta)) = o.metadata().map_err(|e| e.to_string())? else {
+                return Ok(None);
+            };
+            if meta.get(META_PARAMS) != Some(&params_digest(params)) {
+                return Err("the options changed (or it was not written by tet-convert)".into());
+            }
+            (
+                meta.get(META_DIGEST).cloned(),
+                meta.get(META_STAMP).cloned(),
+            )
+        }
+        None => {
+            if std::fs::symlink_metadata(output).is_err() {
+                return Ok(None);
+            }
+            let rec = super::recorded(output, params)?;
+            (rec.parents.first().cloned(), rec.object_stamp)
+        }
+    };
+    match (digest, recorded_stamp) {
+        (Some(d), Some(s)) if s == stamp.0 && !rehash => Ok(Some((d, stamp.1))),
+        _ => Err("the input changed".into()),
+    }
+}
+
+/// Runs one job with an object input or output (see the module docs).
+pub fn execute(
+    job: &WireJob,
+    input: &Path,
+    output: &Path,
+    opts: ConvertOptions,
+    stage: StageHook<'_>,
+    out: Outcome,
+) -> Outcome {
+    let root = job.storage.spool_root();
+    storage::clean_stale_spools(&root);
+    let (src, dst) = match (object_of(input, job), object_of(output, job)) {
+        (Ok(s), Ok(d)) => (s, d),
+        (Err(e), _) | (_, Err(e)) => return failed(out, input, &e),
+    };
+    let stamp = match input_stamp(input, src.as_ref()) {
+        Ok(s) => s,
+        Err(e) => return failed(out, input, &e),
+    };
+    let params = opts.byte_affecting_params();
+    let mut rebuild = None;
+    if !job.recheck.force {
+        match fresh(output, dst.as_ref(), &params, &stamp, job.recheck.rehash) {
+            Ok(Some((digest, bytes))) => {
+                let mut out = out;
+                out.row.status = Some(Status::Skipped);
+                out.row.reason = Some("up to date".into());
+                out.row.input_digest = Some(digest);
+                out.row.bytes_in = Some(bytes);
+                return out;
+            }
+            Ok(None) => {}
+            Err(why) => rebuild = Some(why),
+        }
+    }
+    let staged = Staged {
+        job,
+        input,
+        output,
+        src,
+        dst,
+        root,
+        stamp,
+        params,
+    };
+    staged.run(opts, stage, out, rebuild)
+}
+
+/// A job past its up-to-date check.
+struct Staged<'a> {
+    job: &'a WireJob,
+    input: &'a Path,
+    output: &'a Path,
+    src: Option<Object>,
+    dst: Option<Object>,
+    root: PathBuf,
+    stamp: (String, u64),
+    params: BTreeMap<String, String>,
+}
+
+impl Staged<'_> {
+    fn run(
+        self,
+        mut opts: ConvertOptions,
+        stage: StageHook<'_>,
+        mut out: Outcome,
+        rebuild: Option<String>,
+    ) -> Outcome {
+        let input = self.input;
+        let spool = match &self.src {
+            Some(o) => match o.download(&self.root, &opts.cancel) {
+                Ok(s) => Some(s),
+                Err(e) => return failed(out, input, &e),
+            },
+            None => None,
+        };
+        let local_in = spool.as_ref().map_or(input, Spool::path);
+        if let Ok(imp) = registry::identify(local_in) {
+            out.row.format = Some(imp.id().to_owned());
+            stage(imp.name());
+        }
+        let staged_out = match &self.dst {
+            Some(o) => match Spool::for_output(&self.root, o.file_name().unwrap_or("out.tet")) {
+                Ok(s) => Some(s),
+                Err(e) => return failed(out, input, &e),
+            },
+            None => {
+                if let Some(dir) = self.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    if self.job.make_dirs {
+                        if let Err(e) = std::fs::create_dir_all(dir) {
+                            let why = format!("cannot create {}: {e}", dir.display());
+                            return failed_text(out, input, why);
+                        }
+                    }
+                }
+                None
+            }
+        };
+        let local_out = staged_out.as_ref().map_or(self.output, Spool::path);
+        if let Some(o) = &self.src {
+            let mut params = BTreeMap::new();
+            params.insert(OBJECT_STAMP_KEY.to_string(), self.stamp.0.clone());
+            opts.input_origin = Some(Origin {
+                name: o.url().to_string(),
+                params,
+            });
+        }
+        log::info!(
+            "{} -> {}: converting",
+            input.display(),
+            self.output.display()
+        );
+        let r = match convert(local_in, local_out, &opts) {
+            Ok(r) => r,
+            Err(ConvertError::Interrupted(sig)) => return interrupted(out, sig),
+            Err(e) => return failed_text(out, input, e.to_string()),
+        };
+        drop(spool);
+        if let Some(o) = &self.dst {
+            if let Err(e) = self.publish(o, local_out, &r.input_digest, &opts) {
+                return match e {
+                    StorageError::Interrupted { signal, .. } => interrupted(out, signal),
+                    e => failed(out, input, &e),
+                };
+            }
+        }
+        record_converted(&mut out, &r, rebuild, self.job.want_report);
+        out
+    }
+
+    /// Checks the staged output's footer digest, then uploads it with the up-to-date metadata.
+    fn publish(
+        &self,
+        o: &Object,
+        staged: &Path,
+        digest: &str,
+        opts: &ConvertOptions,
+    ) -> Result<(), StorageError> {
+        let bad = |reason: String| StorageError::Remote {
+            url: o.url().to_string(),
+            reason,
+            source: None,
+        };
+        let f = TetFile::open(staged).map_err(|e| bad(format!("staged output unreadable: {e}")))?;
+        match f.footer_digest() {
+            FooterDigest::Ok(_) | FooterDigest::Absent => {}
+            other => return Err(bad(format!("staged output's footer digest: {other:?}"))),
+        }
+        drop(f);
+        let mut meta = storage::UploadMetadata::new();
+        meta.insert(META_DIGEST.into(), digest.to_string());
+        meta.insert(META_STAMP.into(), self.stamp.0.clone());
+        meta.insert(META_PARAMS.into(), params_digest(&self.params));
+        o.upload(staged, &meta, &opts.cancel)
+    }
+}
+
+fn interrupted(mut out: Outcome, sig: i32) -> Outcome {
+    out.row.status = Some(Status::Interrupted);
+    out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));
+    out.interrupted_by = Some(sig);
+    out
+}
+
+/// A failed row; the reason drops a leading `INPUT: ` (the row and the printed line name it).
+fn failed_text(out: Outcome, input: &Path, reason: String) -> Outcome {
+    let prefix = format!("{}: ", input.display());
+    let reason = reason
+        .strip_prefix(&prefix)
+        .map_or(reason.clone(), str::to_string);
+    failed_row(out, reason)
+}
+
+fn failed(out: Outcome, input: &Path, e: &StorageError) -> Outcome {
+    if let StorageError::Interrupted { signal, .. } = e {
+        return interrupted(out, *signal);
+    }
+    failed_text(out, input, e.to_string())
+}
+
+/// The inputs under an object prefix `url` (a batch argument): objects whose key relative to
+/// the prefix matches `sel`, and `*.zarr` prefixes as one input each; keyed by that relative key.
+pub fn walk(
+    url: &Path,
+    sel: &Selection,
+    options: &storage::Options,
+    out: &mut Vec<Input>,
+) -> Result<(), String> {
+    let text = url.to_string_lossy();
+    let prefix = Object::parse(&text, options).map_err(|e| e.to_string())?;
+    let listed = prefix.list().map_err(|e| e.to_string())?;
+    if listed.is_empty() {
+        // One object named directly: keyed by its name.
+        prefix.info().map_err(|e| e.to_string())?;
+        let name = prefix.file_name().unwrap_or("input").to_string();
+        out.push(Input {
+            key: PathBuf::from(name),
+            path: url.to_path_buf(),
+        });
+        return Ok(());
+    }
+    let base = text.trim_end_matches('/');
+    let mut stores = std::collections::BTreeSet::new();
+    for l in listed {
+        let parts: Vec<&str> = l.relative.split('/').collect();
+        if parts.iter().any(|p| p.starts_with('.') && !is_zarr_meta(p)) {
+            continue;
+        }
+        if let Some(i) = parts.iter().position(|p| p.ends_with(".zarr")) {
+            stores.insert(parts[..=i].join("/"));
+            continue;
+        }
+        if sel.takes(Path::new(&l.relative)) {
+            out.push(Input {
+                key: PathBuf::from(&l.relative),
+                path: PathBuf::from(format!("{base}/{}", l.relative)),
+            });
+        }
+    }
+    for s in stores {
+        out.push(Input {
+            key: PathBuf::from(&s),
+            path: PathBuf::from(format!("{base}/{s}/")),
+        });
+    }
+    Ok(())
+}
+
+fn is_zarr_meta(name: &str) -> bool {
+    matches!(name, ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata")
+}

@@ -1,0 +1,720 @@
+//! Objects through the `object_store` crate: a URL parsed into a store and a key, and the few
+//! operations a conversion needs (stat with user metadata, list under a prefix, ranged reads,
+//! download into a spool folder, multipart upload completed only at the end), each run to
+//! completion on this module's tokio runtime, so callers stay synchronous.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use object_store::path::Path as Key;
+use object_store::{
+    Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt as _,
+    ObjectStoreScheme, PutMultipartOptions, RetryConfig, WriteMultipart,
+};
+use sha2::{Digest as _, Sha256};
+
+use super::{Options, StorageError};
+use crate::control::Cancel;
+
+/// Spool folders are named `.tet-spool-XXXXXX` and hold a `.lock` file their owner keeps
+/// locked (`flock`) while it lives.
+pub const SPOOL_PREFIX: &str = ".tet-spool-";
+/// Bytes per uploaded part (S3 takes 5 MiB to 5 GiB; memory is this × parts in flight).
+const PART_BYTES: usize = 16 << 20;
+/// Parts uploaded at once.
+const PARTS_IN_FLIGHT: usize = 4;
+/// Room left on the spool's file system beyond the object itself.
+const SPOOL_MARGIN: u64 = 64 << 20;
+
+/// User metadata stored with an uploaded object (`x-amz-meta-*` on S3).
+pub type UploadMetadata = BTreeMap<String, String>;
+
+/// The runtime every transfer runs on: two threads, started on first use.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tet-storage")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the object storage runtime: {e}"))
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// What a stat of an object says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub size: u64,
+    pub etag: Option<String>,
+    /// RFC 3339, UTC.
+    pub last_modified: String,
+}
+
+impl ObjectInfo {
+    fn of(m: &object_store::ObjectMeta) -> ObjectInfo {
+        ObjectInfo {
+            size: m.size,
+            etag: m.e_tag.clone(),
+            last_modified: m.last_modified.to_rfc3339(),
+        }
+    }
+
+    /// The up-to-date stamp of an object input: ETag, size and last-modified in one string
+    /// (what `inode + mtime` is for a file).
+    pub fn stamp(&self) -> String {
+        format!(
+            "object:{}:{}:{}",
+            self.size,
+            self.etag.as_deref().unwrap_or("-"),
+            self.last_modified
+        )
+    }
+}
+
+/// An object listed under a prefix: its key relative to the prefix, and its stat.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub relative: String,
+    pub info: ObjectInfo,
+}
+
+/// One object (or a prefix) in a store.
+#[derive(Debug, Clone)]
+pub struct Object {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    key: Key,
+    /// Values never to show (secrets among the options and the environment).
+    secrets: Arc<Vec<String>>,
+}
+
+/// Our own options, read before the store's: retries of transient errors.
+fn retry_config(options: &Options) -> Result<RetryConfig, String> {
+    let mut r = RetryConfig {
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(120),
+        ..RetryConfig::default()
+    };
+    for (k, v) in options {
+        match k.as_str() {
+            "max_retries" => r.max_retries = v.parse().map_err(|_| bad_option(k))?,
+            "retry_timeout" => {
+                r.retry_timeout = Duration::from_secs(v.parse().map_err(|_| bad_option(k))?)
+            }
+            _ => {}
+        }
+    }
+    Ok(r)
+}
+
+fn bad_option(k: &str) -> String {
+    format!("storage option {k}: not a number")
+}
+
+/// Values of options and environment variables that are secrets.
+fn secrets(options: &Options) -> Vec<String> {
+    let secret = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        [
+            "secret",
+            "token",
+            "password",
+            "access_key",
+            "account_key",
+            "sas",
+            "credential",
+        ]
+        .iter()
+        .any(|s| k.contains(s))
+    };
+    let mut out: Vec<String> = options
+        .iter()
+        .filter(|(k, v)| secret(k) && v.len() >= 4)
+        .map(|(_, v)| v.clone())
+        .collect();
+    for (k, v) in std::env::vars() {
+        let ours = ["AWS_", "GOOGLE_", "AZURE_"]
+            .iter()
+            .any(|p| k.starts_with(p));
+        if ours && secret(&k) && v.len() >= 4 {
+            out.push(v);
+        }
+    }
+    out
+}
+
+impl Object {
+    /// The store and key a URL names; `options` (`--storage-option`) over the environment's
+    /// settings. A trailing `/` names a prefix.
+    pub fn parse(url: &str, options: &Options) -> Result<Object, StorageError> {
+        let fail = |reason: String| StorageError::Remote {
+            url: url.to_string(),
+            reason,
+            source: None,
+        };
+        let mut u = url::Url::parse(url).map_err(|e| fail(format!("not a URL: {e}")))?;
+        let trimmed = u.path().trim_end_matches('/').to_string();
+        u.set_path(&trimmed);
+        let (scheme, key) =
+            ObjectStoreScheme::parse(&u).map_err(|e| fail(format!("not an object URL: {e}")))?;
+        let retry = retry_config(options).map_err(fail)?;
+        let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
+        let theirs = options.iter().filter(|(k, _)| !ours(k));
+        let unknown = |k: &str| fail(format!("unknown storage option {k} for this kind of URL"));
+        let store: Arc<dyn ObjectStore> = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str());
+                for (k, v) in theirs {
+                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                }
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?,
+                )
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                let mut b =
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str());
+                for (k, v) in theirs {
+                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                }
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?,
+                )
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                let mut b =
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(u.as_str());
+                for (k, v) in theirs {
+                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                }
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?,
+                )
+            }
+            ObjectStoreScheme::Http => {
+                let base = &u[..url::Position::BeforePath];
+                let mut b = object_store::http::HttpBuilder::new().with_url(base);
+                for (k, v) in theirs {
+                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                }
+                Arc::new(
+                    b.with_retry(retry)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?,
+                )
+            }
+            _ => return Err(fail("not an object URL".into())),
+        };
+        Ok(Object {
+            url: url.to_string(),
+            store,
+            key,
+            secrets: Arc::new(secrets(options)),
+        })
+    }
+
+    /// The URL as given.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The last part of the key (`in.nc` of `s3://b/x/in.nc`).
+    pub fn file_name(&self) -> Option<&str> {
+        self.key.filename()
+    }
+
+    /// The object `relative` (`/`-separated) under this prefix, in the same store.
+    pub fn child(&self, relative: &str) -> Object {
+        let rel = relative.trim_matches('/');
+        let key = Key::from(format!("{}/{rel}", self.key.as_ref()).trim_start_matches('/'));
+        Object {
+            url: format!("{}/{rel}", self.url.trim_end_matches('/')),
+            store: self.store.clone(),
+            key,
+            secrets: self.secrets.clone(),
+        }
+    }
+
+    /// The store's error as one line naming the URL and the cause, secrets removed.
+    fn error(&self, e: object_store::Error) -> StorageError {
+        let mut text = chain(&e);
+        for s in self.secrets.iter() {
+            text = text.replace(s.as_str(), "***");
+        }
+        StorageError::Remote {
+            url: self.url.clone(),
+            reason: cause(&e, &text),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    fn block<T>(
+        &self,
+        f: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> Result<T, StorageError> {
+        let rt = runtime().map_err(|reason| StorageError::Remote {
+            url: self.url.clone(),
+            reason,
+            source: None,
+        })?;
+        rt.block_on(f).map_err(|e| self.error(e))
+    }
+
+    /// Size, ETag and last-modified of the object (one HEAD request). A missing object is told
+    /// apart from a missing bucket.
+    pub fn info(&self) -> Result<ObjectInfo, StorageError> {
+        match self.block(self.store.head(&self.key)) {
+            Ok(m) => Ok(ObjectInfo::of(&m)),
+            Err(e) if e.is_not_found() => Err(self.missing_what()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// "no such bucket" when listing the store's root fails with not found, else "no such key".
+    fn missing_what(&self) -> StorageError {
+        let root = self.store.list_with_delimiter(None);
+        let bucket_missing = matches!(self.block(root), Err(e) if e.is_not_found());
+        StorageError::Remote {
+            url: self.url.clone(),
+            reason: if bucket_missing {
+                "no such bucket".into()
+            } else {
+                "no such key".into()
+            },
+            source: None,
+        }
+    }
+
+    /// The up-to-date stamp and size of the object, or of every object under the prefix (a
+    /// Zarr store: `prefix:OBJECTS:BYTES:SHA256` of the keys, sizes and ETags).
+    pub fn stamp(&self) -> Result<(String, u64), StorageError> {
+        match self.info() {
+            Ok(i) => Ok((i.stamp(), i.size)),
+            Err(e) if e.is_not_found() => {
+                let listed = self.list()?;
+                if listed.is_empty() {
+                    return Err(e);
+                }
+                let mut h = Sha256::new();
+                let mut bytes = 0u64;
+                for l in &listed {
+                    h.update(format!("{}\0{}\0", l.relative, l.info.stamp()).as_bytes());
+                    bytes = bytes.saturating_add(l.info.size);
+                }
+                let stamp = format!("prefix:{}:{bytes}:{:x}", listed.len(), h.finalize());
+                Ok((stamp, bytes))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The stat and the user metadata of the object, `None` when there is none.
+    pub fn metadata(&self) -> Result<Option<(ObjectInfo, UploadMetadata)>, StorageError> {
+        let opts = GetOptions::new().with_head(true);
+        match self.block(self.store.get_opts(&self.key, opts)) {
+            Ok(r) => {
+                let mut meta = UploadMetadata::new();
+                for (k, v) in &r.attributes {
+                    if let Attribute::Metadata(k) = k {
+                        meta.insert(k.to_string(), v.as_ref().to_string());
+                    }
+                }
+                Ok(Some((ObjectInfo::of(&r.meta), meta)))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every object under this prefix, sorted by key.
+    pub fn list(&self) -> Result<Vec<Listed>, StorageError> {
+        let prefix = (!self.key.as_ref().is_empty()).then_some(&self.key);
+        let found = self.block(async {
+            let mut s = self.store.list(prefix);
+            let mut out = Vec::new();
+            while let Some(m) = s.next().await {
+                out.push(m?);
+            }
+            Ok(out)
+        })?;
+        let mut out: Vec<Listed> = found
+            .iter()
+            .filter_map(|m| {
+                let rel: Vec<String> = match prefix {
+                    Some(p) => m
+                        .location
+                        .prefix_match(p)?
+                        .map(|x| x.as_ref().into())
+                        .collect(),
+                    None => m.location.parts().map(|x| x.as_ref().into()).collect(),
+                };
+                Some(Listed {
+                    relative: rel.join("/"),
+                    info: ObjectInfo::of(m),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.relative.cmp(&b.relative));
+        Ok(out)
+    }
+
+    /// Bytes `start..end` of the object (one ranged GET).
+    pub fn read_range(&self, start: u64, end: u64) -> Result<Vec<u8>, StorageError> {
+        Ok(self
+            .block(self.store.get_range(&self.key, start..end))?
+            .to_vec())
+    }
+
+    /// Streams the object into `file`, checking `cancel` between pieces; the GET is
+    /// conditional on `info`'s ETag, so a replaced object is an error, not a mix.
+    fn download_into(
+        &self,
+        file: &Path,
+        info: &ObjectInfo,
+        cancel: &Cancel,
+    ) -> Result<(), StorageError> {
+        let local = |source| StorageError::Local {
+            path: file.to_path_buf(),
+            source,
+        };
+        let mut out =
+            std::io::BufWriter::with_capacity(1 << 20, File::create(file).map_err(local)?);
+        let mut opts = GetOptions::new();
+        opts.if_match = info.etag.clone();
+        let mut written = 0u64;
+        let stopped = self.block(async {
+            let mut s = self.store.get_opts(&self.key, opts).await?.into_stream();
+            while let Some(piece) = s.next().await {
+                if let Some(sig) = cancel.requested() {
+                    return Ok(Some(Ok(sig)));
+                }
+                let piece = piece?;
+                if let Err(e) = out.write_all(&piece) {
+                    return Ok(Some(Err(e)));
+                }
+                written = written.saturating_add(piece.len() as u64);
+            }
+            Ok(None)
+        })?;
+        match stopped {
+            Some(Ok(signal)) => {
+                return Err(StorageError::Interrupted {
+                    url: self.url.clone(),
+                    signal,
+                })
+            }
+            Some(Err(e)) => return Err(local(e)),
+            None => {}
+        }
+        out.flush().map_err(local)?;
+        if written != info.size {
+            return Err(StorageError::Remote {
+                url: self.url.clone(),
+                reason: format!("the download ended after {written} of {} bytes", info.size),
+                source: None,
+            });
+        }
+        Ok(())
+    }
+
+    /// Downloads the object (or, for a prefix, every object under it: a Zarr store) into a new
+    /// spool folder under `dir`, after checking that `dir` has room for it. The spool is
+    /// removed when dropped.
+    pub fn download(&self, dir: &Path, cancel: &Cancel) -> Result<Spool, StorageError> {
+        let (objects, total) = match self.info() {
+            Ok(info) => {
+                let size = info.size;
+                (vec![(String::new(), info)], size)
+            }
+            Err(e) if e.is_not_found() => {
+                let listed = self.list()?;
+                if listed.is_empty() {
+                    return Err(e);
+                }
+                let total = listed.iter().map(|l| l.info.size).sum::<u64>();
+                (
+                    listed.into_iter().map(|l| (l.relative, l.info)).collect(),
+                    total,
+                )
+            }
+            Err(e) => return Err(e),
+        };
+        let free = free_space(dir).map_err(|source| StorageError::Local {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        if free < total.saturating_add(SPOOL_MARGIN) {
+            return Err(StorageError::Remote {
+                url: self.url.clone(),
+                reason: format!(
+                    "the spool folder {} has {free} bytes free, the input needs {total} (+64 MiB)",
+                    dir.display()
+                ),
+                source: None,
+            });
+        }
+        let name = self.file_name().unwrap_or("input").to_string();
+        let spool = Spool::create(dir, &name)?;
+        for (rel, info) in &objects {
+            let (obj, file) = if rel.is_empty() {
+                (self.clone(), spool.path.clone())
+            } else {
+                (self.child(rel), spool.path.join(rel))
+            };
+            if let Some(parent) = file.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| StorageError::Local {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+            }
+            obj.download_into(&file, info, cancel)?;
+        }
+        Ok(spool)
+    }
+
+    /// Uploads `file` as this object with a multipart upload that is completed only after the
+    /// last part: until then nothing is visible at the key. Any failure (or `cancel`) aborts
+    /// the upload. `metadata` is stored with the object.
+    pub fn upload(
+        &self,
+        file: &Path,
+        metadata: &UploadMetadata,
+        cancel: &Cancel,
+    ) -> Result<(), StorageError> {
+        let local = |source| StorageError::Local {
+            path: file.to_path_buf(),
+            source,
+        };
+        let mut f = File::open(file).map_err(local)?;
+        let attributes: Attributes = metadata
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Attribute::Metadata(k.clone().into()),
+                    AttributeValue::from(v.clone()),
+                )
+            })
+            .collect();
+        let opts = PutMultipartOptions {
+            attributes,
+            ..PutMultipartOptions::default()
+        };
+        let rt = runtime().map_err(|reason| StorageError::Remote {
+            url: self.url.clone(),
+            reason,
+            source: None,
+        })?;
+        // `WriteMultipart::write` starts part uploads as tasks of the current runtime.
+        let _entered = rt.enter();
+        let upload = self.block(self.store.put_multipart_opts(&self.key, opts))?;
+        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut buf = vec![0u8; 1 << 20];
+        let fed: Result<(), StorageError> = loop {
+            if let Some(signal) = cancel.requested() {
+                break Err(StorageError::Interrupted {
+                    url: self.url.clone(),
+                    signal,
+                });
+            }
+            let n = match f.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(local(e)),
+            };
+            if let Err(e) = self.block(w.wait_for_capacity(PARTS_IN_FLIGHT)) {
+                break Err(e);
+            }
+            w.write(&buf[..n]);
+        };
+        match fed {
+            Ok(()) => match self.block(w.finish()) {
+                Ok(_) => Ok(()),
+                // `finish` aborts the upload itself when a part or the completion fails.
+                Err(e) => Err(e),
+            },
+            Err(e) => {
+                if let Err(a) = self.block(w.abort()) {
+                    log::warn!("{}", one_line(&a.to_string()));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the object (a stale output).
+    pub fn delete(&self) -> Result<(), StorageError> {
+        self.block(self.store.delete(&self.key))
+    }
+}
+
+/// The cause of a store error in a few words: `no such bucket`, `no such key`, `access denied
+/// (…)`, `endpoint unreachable (…)`, else the server's error code and message (or the text),
+/// with the retries when they ran out.
+fn cause(e: &object_store::Error, text: &str) -> String {
+    let between = |a: &str, b: &str| {
+        let i = text.find(a)? + a.len();
+        Some(text[i..].split(b).next()?.to_string())
+    };
+    let answer = match (
+        between("<Code>", "</Code>"),
+        between("<Message>", "</Message>"),
+    ) {
+        (Some(c), Some(m)) => format!("{c}: {m}"),
+        (Some(c), None) => c,
+        _ => text.to_string(),
+    };
+    let retries = between(" after ", " retries")
+        .filter(|n| n.parse::<u32>().is_ok())
+        .map(|n| format!(", after {n} retries"))
+        .unwrap_or_default();
+    if text.contains("NoSuchBucket") {
+        return "no such bucket".into();
+    }
+    match e {
+        object_store::Error::NotFound { .. } => "no such key".into(),
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => format!("access denied ({answer})"),
+        _ if text.contains("AccessDenied") || text.contains("403 Forbidden") => {
+            format!("access denied ({answer})")
+        }
+        _ if text.contains("error sending request") || text.contains("onnection refused") => {
+            format!("endpoint unreachable{retries} ({text})")
+        }
+        _ => format!(
+            "{answer}{}",
+            if answer.contains(&retries) {
+                ""
+            } else {
+                &retries
+            }
+        ),
+    }
+}
+
+/// An error and its sources, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(x) = next {
+        let t = x.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        next = x.source();
+    }
+    one_line(&s)
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A download's folder: `.tet-spool-XXXXXX/NAME` under the spool directory, locked while it
+/// lives, removed when dropped (and by [`clean_stale_spools`] when its owner died).
+#[derive(Debug)]
+pub struct Spool {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+    _lock: File,
+}
+
+impl Spool {
+    fn create(root: &Path, name: &str) -> Result<Spool, StorageError> {
+        let local = |path: &Path, source| StorageError::Local {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix(SPOOL_PREFIX)
+            .tempdir_in(root)
+            .map_err(|e| local(root, e))?;
+        let lock_path = dir.path().join(".lock");
+        let lock = File::create(&lock_path).map_err(|e| local(&lock_path, e))?;
+        lock.lock().map_err(|e| local(&lock_path, e))?;
+        let path = dir.path().join(name);
+        Ok(Spool {
+            dir,
+            path,
+            _lock: lock,
+        })
+    }
+
+    /// A spool folder for a file this process writes (a staged output named `name`).
+    pub fn for_output(root: &Path, name: &str) -> Result<Spool, StorageError> {
+        Spool::create(root, name)
+    }
+
+    /// The downloaded object (a file) or prefix (a folder).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The spool folder itself.
+    pub fn folder(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Removes spool folders under `root` whose owner is gone (their `.lock` can be taken).
+pub fn clean_stale_spools(root: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        if !e
+            .file_name()
+            .as_bytes()
+            .starts_with(SPOOL_PREFIX.as_bytes())
+        {
+            continue;
+        }
+        let lock = e.path().join(".lock");
+        let free = match File::open(&lock) {
+            Ok(f) => f.try_lock().is_ok(),
+            // A folder whose lock file was never made (killed at once), once a minute old.
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|d| d > Duration::from_secs(60))),
+        };
+        if free && std::fs::remove_dir_all(e.path()).is_ok() {
+            log::info!("removed {} (its owner is gone)", e.path().display());
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Bytes free for an unprivileged writer on the file system holding `dir`.
+pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut s = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `s` points to writable memory of the type
+    // statvfs fills; both outlive the call.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled the struct (and zeroed memory is a valid one).
+    let s = unsafe { s.assume_init() };
+    Ok(s.f_bavail.saturating_mul(s.f_frsize))
+}

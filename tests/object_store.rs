@@ -1,0 +1,645 @@
+//! Object storage (issue 22) against a real S3 server on 127.0.0.1: moto's server mode, started
+//! here on a free port from the Python environment `.ci/s3-setup` prepares (TET_PYTHON, else
+//! python/.venv/bin/python, else python3). Skipped with a printed reason only when moto cannot
+//! start. Buckets and objects are made and read back with boto3 (the standard client), the
+//! conversions run through the `tet-convert` and `tet` binaries.
+
+use std::io::Write as _;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tet::format::TetFile;
+
+/// The boto3 side of the tests: `python -c HELPER CMD ARGS…` against the server in
+/// `AWS_ENDPOINT_URL`.
+const HELPER: &str = r#"
+import os, sys, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+cmd, args = sys.argv[1], sys.argv[2:]
+if cmd == "mb":
+    s3.create_bucket(Bucket=args[0])
+elif cmd == "put":
+    bucket, key, path = args
+    if os.path.isdir(path):
+        for root, _, files in os.walk(path):
+            for f in files:
+                full = os.path.join(root, f)
+                rel = os.path.relpath(full, path)
+                s3.upload_file(full, bucket, key.rstrip("/") + "/" + rel)
+    else:
+        s3.upload_file(path, bucket, key)
+elif cmd == "get":
+    bucket, key, path = args
+    s3.download_file(bucket, key, path)
+elif cmd == "ls":
+    bucket, prefix = args
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for o in page.get("Contents", []):
+            print(o["Key"])
+elif cmd == "uploads":
+    bucket = args[0]
+    for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+        print(u["Key"])
+"#;
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("TET_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+/// A moto server on a free port of 127.0.0.1, killed when dropped.
+struct Moto {
+    child: Child,
+    endpoint: String,
+    python: PathBuf,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// The server, or why it cannot start (the test is then skipped).
+    fn start() -> Result<Moto, String> {
+        let python = python();
+        let ok = Command::new(&python)
+            .args(["-c", "import moto.server, boto3"])
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("{}: {e}", python.display()))?;
+        if !ok.success() {
+            return Err(format!(
+                "{} has no moto[server] (run .ci/s3-setup)",
+                python.display()
+            ));
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let child = Command::new(&python)
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            python,
+        };
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err("moto did not listen within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(moto)
+    }
+
+    fn env(&self, c: &mut Command) {
+        c.env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "verysecretvalue")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_PROFILE");
+    }
+
+    fn helper(&self, args: &[&str]) -> String {
+        let mut c = Command::new(&self.python);
+        c.arg("-c").arg(HELPER).args(args);
+        self.env(&mut c);
+        let o = c.output().unwrap();
+        assert!(
+            o.status.success(),
+            "helper {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn run(&self, bin: &str, args: &[&str]) -> Output {
+        let mut c = Command::new(bin);
+        c.args(args);
+        self.env(&mut c);
+        c.output().unwrap()
+    }
+}
+
+macro_rules! moto_or_skip {
+    () => {
+        match Moto::start() {
+            Ok(m) => m,
+            Err(why) => {
+                eprintln!("skipped: no S3 server: {why}");
+                return;
+            }
+        }
+    };
+}
+
+const CONVERT: &str = env!("CARGO_BIN_EXE_tet-convert");
+const TET: &str = env!("CARGO_BIN_EXE_tet");
+
+fn corpus(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/corpus/public")
+        .join(rel)
+}
+
+fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Every dataset's name, dtype, shape and values.
+fn datasets(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
+    let f = TetFile::open(path).unwrap();
+    f.datasets
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            (
+                d.name.clone(),
+                d.dtype.name().to_string(),
+                d.shape.clone(),
+                f.read_dataset(i).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn last_history_params(path: &Path) -> std::collections::BTreeMap<String, String> {
+    let f = TetFile::open(path).unwrap();
+    let footer = f.footer().unwrap().unwrap();
+    footer.history.last().unwrap().params.clone()
+}
+
+#[test]
+fn every_format_from_s3_to_s3_equals_the_local_conversion() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // A .tet input too: the local conversion of an NPY file.
+    let tet_in = tmp.path().join("made.tet");
+    ok(
+        &moto.run(
+            CONVERT,
+            &[
+                corpus("npy/rank3.npy").to_str().unwrap(),
+                tet_in.to_str().unwrap(),
+            ],
+        ),
+        "local .tet",
+    );
+    let mut inputs = vec![
+        corpus("npy/rank3.npy"),
+        corpus("npy/arrays_savez.npz"),
+        corpus("teafile/tick_full.tea"),
+        corpus("tensogram/two_objects.tgm"),
+        corpus("zarr/climate.zarr"),
+        tet_in,
+    ];
+    if cfg!(feature = "netcdf") {
+        inputs.push(corpus("netcdf/nc4_classic_chunked.nc"));
+    }
+    if cfg!(feature = "hdf5") {
+        inputs.push(corpus("hdf5/structure.h5"));
+    }
+    for input in inputs {
+        let name = input.file_name().unwrap().to_str().unwrap().to_string();
+        let key = format!("data/{name}");
+        moto.helper(&["put", "inbox", &key, input.to_str().unwrap()]);
+        let url_in = format!("s3://inbox/{key}");
+        let url_out = format!("s3://outbox/tet/{name}.tet");
+        let spool = tmp.path().join(format!("spool-{name}"));
+        std::fs::create_dir(&spool).unwrap();
+        let o = moto.run(
+            CONVERT,
+            &[&url_in, &url_out, "--spool-dir", spool.to_str().unwrap()],
+        );
+        ok(&o, &format!("convert {url_in}"));
+        // The spool is gone after the run.
+        assert!(
+            std::fs::read_dir(&spool).unwrap().next().is_none(),
+            "{name}: spool left behind"
+        );
+        let local = tmp.path().join(format!("{name}.local.tet"));
+        ok(
+            &moto.run(CONVERT, &[input.to_str().unwrap(), local.to_str().unwrap()]),
+            "local conversion",
+        );
+        let fetched = tmp.path().join(format!("{name}.fetched.tet"));
+        moto.helper(&[
+            "get",
+            "outbox",
+            &format!("tet/{name}.tet"),
+            fetched.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            datasets(&fetched),
+            datasets(&local),
+            "{name}: values differ"
+        );
+        let params = last_history_params(&fetched);
+        assert_eq!(params.get("input"), Some(&url_in), "{name}: history input");
+        assert!(
+            params.get("input_object").is_some_and(|s| s.contains(':')),
+            "{name}: no object stamp: {params:?}"
+        );
+        let text = serde_json::to_string(&params).unwrap();
+        assert!(!text.contains("verysecretvalue") && !text.contains("spool-"));
+        // The object itself verifies and shows.
+        ok(
+            &moto.run(TET, &["verify", "--deep", &url_out]),
+            "verify --deep",
+        );
+        let info = moto.run(TET, &["info", "--history", &url_out]);
+        ok(&info, "info");
+        assert!(String::from_utf8_lossy(&info.stdout).contains(&url_in));
+    }
+}
+
+#[test]
+fn a_rerun_is_up_to_date_and_errors_are_one_line() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let input = corpus("npy/rank3.npy");
+    moto.helper(&["put", "inbox", "a.npy", input.to_str().unwrap()]);
+    let o = moto.run(CONVERT, &["s3://inbox/a.npy", "s3://outbox/a.tet"]);
+    ok(&o, "first");
+    let o = moto.run(CONVERT, &["s3://inbox/a.npy", "s3://outbox/a.tet", "-v"]);
+    ok(&o, "second");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("up to date"), "{err}");
+    // A changed object is converted again.
+    moto.helper(&[
+        "put",
+        "inbox",
+        "a.npy",
+        corpus("npy/dtype_i32.npy").to_str().unwrap(),
+    ]);
+    let o = moto.run(CONVERT, &["s3://inbox/a.npy", "s3://outbox/a.tet"]);
+    ok(&o, "third");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rebuilt: the input changed"));
+
+    for (args, cause) in [
+        (
+            ["s3://inbox/missing.npy", "s3://outbox/m.tet"],
+            "no such key",
+        ),
+        (
+            ["s3://nobucket/a.npy", "s3://outbox/m.tet"],
+            "no such bucket",
+        ),
+    ] {
+        let o = moto.run(CONVERT, &args);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(args[0]) && err.contains(cause), "{err}");
+        assert!(!err.contains("verysecretvalue"));
+    }
+    // Nothing was written for the failures.
+    let listed = moto.helper(&["ls", "outbox", ""]);
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["a.tet"]);
+    let _ = std::io::stderr().flush();
+}
+
+/// A TCP proxy in front of the server that records every request line and can cut the response
+/// to requests whose line contains `cut` after 64 KiB (a server dying mid-download).
+struct Proxy {
+    endpoint: String,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Proxy {
+    fn start(upstream: &str, cut: Option<&'static str>) -> Proxy {
+        use std::io::Read as _;
+        use std::sync::{Arc, Mutex};
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        // Once a response was cut, the server is "dead" for that key: later GETs get nothing.
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let Ok(mut server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let cutting = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let cut_flag = cutting.clone();
+                let seen = seen.clone();
+                let dead = dead.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    let mut pending = Vec::new();
+                    loop {
+                        let n = match client.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        pending.extend_from_slice(&buf[..n]);
+                        while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
+                            let line = String::from_utf8_lossy(&pending[..i]).into_owned();
+                            pending.drain(..i + 2);
+                            let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
+                            if verb.iter().any(|v| line.starts_with(v)) {
+                                if cut.is_some_and(|c| line.starts_with("GET ") && line.contains(c))
+                                {
+                                    cut_flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                                }
+                                seen.lock().unwrap().push(line);
+                            }
+                        }
+                        if pending.len() > 1 << 20 {
+                            pending.clear();
+                        }
+                        if server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = server.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    let mut sent = 0usize;
+                    loop {
+                        let n = match s2.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if cutting.load(std::sync::atomic::Ordering::SeqCst) {
+                            sent += n;
+                            if sent > 64 << 10 || dead.load(std::sync::atomic::Ordering::SeqCst) {
+                                dead.store(true, std::sync::atomic::Ordering::SeqCst);
+                                break;
+                            }
+                        }
+                        if c2.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                    let _ = s2.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Proxy { endpoint, lines }
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lines.lock().unwrap())
+    }
+}
+
+/// A small f32 `.npy` whose values depend on `seed`.
+fn small_npy(seed: u32) -> Vec<u8> {
+    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 8), }";
+    let data: Vec<u8> = (0..128u32)
+        .flat_map(|i| ((i * 7 + seed) as f32).to_le_bytes())
+        .collect();
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut b = b"\x93NUMPY\x01\x00".to_vec();
+    b.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    b.extend(header.as_bytes());
+    b.extend(std::iter::repeat_n(b' ', pad));
+    b.push(b'\n');
+    b.extend(data);
+    b
+}
+
+fn ledger_rows(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v.get("status").is_some())
+        .collect()
+}
+
+#[test]
+fn a_sharded_batch_over_a_prefix_converts_each_object_once_and_reruns_get_nothing() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for i in 0..200u32 {
+        let dir = src.join(format!("d{}", i % 4));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i:03}.npy")), small_npy(i)).unwrap();
+    }
+    moto.helper(&["put", "inbox", "2024", src.to_str().unwrap()]);
+    let proxy = Proxy::start(&moto.endpoint, None);
+    let run = |shard: &str, report: &Path| {
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args([
+            "s3://inbox/2024/",
+            "--out-dir",
+            "s3://outbox/tet/",
+            "--shard",
+            shard,
+            "--workers",
+            "2",
+            "--jobs",
+            "1",
+            "--keep-going",
+            "--report",
+            report.to_str().unwrap(),
+        ]);
+        c.output().unwrap()
+    };
+    let mut converted = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let report = tmp.path().join(format!("first-{}.jsonl", &shard[..1]));
+        ok(&run(shard, &report), shard);
+        for r in ledger_rows(&report) {
+            assert_eq!(r["status"], "ok", "{r}");
+            converted.push(r["input"].as_str().unwrap().to_string());
+        }
+    }
+    converted.sort();
+    let before = converted.len();
+    converted.dedup();
+    assert_eq!((before, converted.len()), (200, 200));
+    let listed = moto.helper(&["ls", "outbox", "tet/"]);
+    assert_eq!(listed.lines().count(), 200);
+    assert!(listed.lines().any(|l| l == "tet/d1/f001.tet"), "{listed}");
+    // Values of one output against its input.
+    let out = tmp.path().join("f005.tet");
+    moto.helper(&["get", "outbox", "tet/d1/f005.tet", out.to_str().unwrap()]);
+    let f = TetFile::open(&out).unwrap();
+    let want: Vec<u8> = small_npy(5)[small_npy(5).len() - 512..].to_vec();
+    assert_eq!(f.read_dataset(0).unwrap(), want);
+
+    proxy.take();
+    let mut skipped = 0;
+    for shard in ["0/2", "1/2"] {
+        let report = tmp.path().join(format!("again-{}.jsonl", &shard[..1]));
+        ok(&run(shard, &report), shard);
+        let rows = ledger_rows(&report);
+        assert!(rows.iter().all(|r| r["status"] == "skipped"), "{rows:?}");
+        skipped += rows.len();
+    }
+    assert_eq!(skipped, 200);
+    let lines = proxy.take();
+    let body_gets: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("GET /inbox/"))
+        .collect();
+    assert!(body_gets.is_empty(), "{body_gets:?}");
+    assert!(lines.iter().any(|l| l.starts_with("HEAD /inbox/")));
+}
+
+#[test]
+fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // An object large enough to be cut mid-download, and a good one.
+    let big = tmp.path().join("cut.npy");
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (262144,), }";
+    let mut bytes = Vec::new();
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    bytes.extend(b"\x93NUMPY\x01\x00");
+    bytes.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(b' ', pad));
+    bytes.push(b'\n');
+    bytes.extend((0..262144u32).flat_map(|i| f64::from(i).to_le_bytes()));
+    std::fs::write(&big, bytes).unwrap();
+    moto.helper(&["put", "inbox", "cut.npy", big.to_str().unwrap()]);
+    let good = tmp.path().join("good.npy");
+    std::fs::write(&good, small_npy(3)).unwrap();
+    moto.helper(&["put", "inbox", "good.npy", good.to_str().unwrap()]);
+    let proxy = Proxy::start(&moto.endpoint, Some("cut.npy"));
+    let report = tmp.path().join("ledger.jsonl");
+    let mut c = Command::new(CONVERT);
+    moto.env(&mut c);
+    c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args([
+        "s3://nobucket/x.npy",
+        "s3://inbox/cut.npy",
+        "s3://inbox/good.npy",
+        "--out-dir",
+        "s3://outbox/",
+        "--keep-going",
+        "--storage-option",
+        "max_retries=1",
+        "--storage-option",
+        "retry_timeout=10",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let o = c.output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let fails: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("tet-convert: s3://"))
+        .collect();
+    assert_eq!(fails.len(), 2, "{err} {:?}", proxy.take());
+    assert!(
+        fails
+            .iter()
+            .any(|l| l.contains("nobucket") && l.contains("no such bucket")),
+        "{err}"
+    );
+    assert!(fails.iter().any(|l| l.contains("cut.npy")), "{err}");
+    assert!(!err.contains("verysecretvalue"));
+    let rows = ledger_rows(&report);
+    let status = |name: &str| {
+        rows.iter()
+            .find(|r| r["input"].as_str().unwrap().contains(name))
+            .map(|r| r["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("x.npy").as_deref(), Some("failed"), "{rows:?}");
+    assert_eq!(status("cut.npy").as_deref(), Some("failed"), "{rows:?}");
+    assert_eq!(status("good.npy").as_deref(), Some("ok"), "{rows:?}");
+    let listed = moto.helper(&["ls", "outbox", ""]);
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["good.tet"]);
+}
+
+#[test]
+fn an_http_input_converts() {
+    let python = python();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("h.npy"), small_npy(9)).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let Ok(mut server) = Command::new(&python)
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        eprintln!("skipped: cannot start python -m http.server");
+        return;
+    };
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && t.elapsed().as_secs() < 20 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = tmp.path().join("h.tet");
+    let url = format!("http://127.0.0.1:{port}/h.npy");
+    let o = Command::new(CONVERT)
+        .args([
+            &url,
+            out.to_str().unwrap(),
+            "--storage-option",
+            "allow_http=true",
+        ])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    ok(&o, "http input");
+    let f = TetFile::open(&out).unwrap();
+    let npy = small_npy(9);
+    assert_eq!(f.read_dataset(0).unwrap(), npy[npy.len() - 512..].to_vec());
+    assert_eq!(last_history_params(&out).get("input"), Some(&url));
+}
