@@ -883,16 +883,8 @@ fn define_unused_dims(
         };
         let (g, name) = split_group(path);
         let unlimited = *unlimited == 1;
-        // netCDF-4 takes a variable named like a dimension of its group for that dimension's
-        // coordinate variable: a dimension no variable uses cannot share a variable's name.
-        let var_named = model.arrays.iter().any(|a| a.name == path)
-            || model.text_variables.iter().any(|t| t.name() == path);
-        if var_named {
-            warnings.push(format!(
-                "dimension `{path}` ({len}, used by no variable) left out: a variable has its name"
-            ));
-            continue;
-        }
+        // Defined before any variable: netCDF-4 then keeps a variable named like it (and not
+        // using it) apart from it, as it did in the source.
         if let Some(&(_, l)) = dims.by_group.get(&(g.to_string(), name.to_string())) {
             if l != *len {
                 warnings.push(format!(
@@ -1038,6 +1030,9 @@ fn define_all<'m>(
         exact: !hints::text_list(&model.global_facts, crate::GROUPS).is_empty(),
         ..Dims::default()
     };
+    if !model.subset {
+        define_unused_dims(model, &mut groups, &mut dims, warnings)?;
+    }
     let mut enums = EnumTypes::default();
     enums.compounds.root = Some(root);
     let mut vars = Vec::with_capacity(model.arrays.len());
@@ -1087,9 +1082,6 @@ fn define_all<'m>(
                 t.name()
             )),
         }
-    }
-    if !model.subset {
-        define_unused_dims(model, &mut groups, &mut dims, warnings)?;
     }
     warnings.append(&mut enums.warnings);
     Ok(Defined {
