@@ -342,7 +342,7 @@ struct Proxy {
 }
 
 impl Proxy {
-    fn start(upstream: &str, cut: Option<&'static str>) -> Proxy {
+    fn start(upstream: &str, cut: Option<&'static str>, stall: Option<&'static str>) -> Proxy {
         use std::io::Read as _;
         use std::sync::{Arc, Mutex};
         let upstream = upstream.trim_start_matches("http://").to_string();
@@ -366,6 +366,8 @@ impl Proxy {
                 std::thread::spawn(move || {
                     let mut buf = vec![0u8; 1 << 16];
                     let mut pending = Vec::new();
+                    // A stalled request is never forwarded (the server waits for its body).
+                    let mut stalled = false;
                     loop {
                         let n = match client.read(&mut buf) {
                             Ok(0) | Err(_) => break,
@@ -376,6 +378,9 @@ impl Proxy {
                             let line = String::from_utf8_lossy(&pending[..i]).into_owned();
                             pending.drain(..i + 2);
                             let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
+                            if stall.is_some_and(|p| line.contains(p)) {
+                                stalled = true;
+                            }
                             if verb.iter().any(|v| line.starts_with(v)) {
                                 if cut.is_some_and(|c| line.starts_with("GET ") && line.contains(c))
                                 {
@@ -386,6 +391,9 @@ impl Proxy {
                         }
                         if pending.len() > 1 << 20 {
                             pending.clear();
+                        }
+                        if stalled {
+                            continue;
                         }
                         if server.write_all(&buf[..n]).is_err() {
                             break;
@@ -463,7 +471,7 @@ fn a_sharded_batch_over_a_prefix_converts_each_object_once_and_reruns_get_nothin
         std::fs::write(dir.join(format!("f{i:03}.npy")), small_npy(i)).unwrap();
     }
     moto.helper(&["put", "inbox", "2024", src.to_str().unwrap()]);
-    let proxy = Proxy::start(&moto.endpoint, None);
+    let proxy = Proxy::start(&moto.endpoint, None, None);
     let run = |shard: &str, report: &Path| {
         let mut c = Command::new(CONVERT);
         moto.env(&mut c);
@@ -547,7 +555,7 @@ fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
     let good = tmp.path().join("good.npy");
     std::fs::write(&good, small_npy(3)).unwrap();
     moto.helper(&["put", "inbox", "good.npy", good.to_str().unwrap()]);
-    let proxy = Proxy::start(&moto.endpoint, Some("cut.npy"));
+    let proxy = Proxy::start(&moto.endpoint, Some("cut.npy"), None);
     let report = tmp.path().join("ledger.jsonl");
     let mut c = Command::new(CONVERT);
     moto.env(&mut c);
@@ -642,4 +650,91 @@ fn an_http_input_converts() {
     let npy = small_npy(9);
     assert_eq!(f.read_dataset(0).unwrap(), npy[npy.len() - 512..].to_vec());
     assert_eq!(last_history_params(&out).get("input"), Some(&url));
+}
+
+#[test]
+fn a_terminated_or_killed_upload_leaves_no_object_and_the_next_run_aborts_it() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // 40 MiB of f64: three 16 MiB parts.
+    let big = tmp.path().join("big.npy");
+    let n = 5 << 20;
+    let header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n},), }}");
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend(std::iter::repeat_n(b' ', pad));
+    bytes.push(b'\n');
+    bytes.extend((0..n as u32).flat_map(|i| (f64::from(i) * 0.37).sin().to_le_bytes()));
+    std::fs::write(&big, bytes).unwrap();
+    moto.helper(&["put", "inbox", "big.npy", big.to_str().unwrap()]);
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let args = [
+        "s3://inbox/big.npy",
+        "s3://outbox/big.tet",
+        "--isolation",
+        "none",
+        "--spool-dir",
+        spool.to_str().unwrap(),
+    ];
+    for sig in ["TERM", "KILL"] {
+        // The second part's upload hangs in the proxy; the signal comes while it does.
+        let proxy = Proxy::start(&moto.endpoint, None, Some("partNumber=2"));
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        let child = c
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .args(args)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while !proxy
+            .lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("partNumber=2"))
+        {
+            assert!(t.elapsed() < Duration::from_secs(60), "no part 2 upload");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let killed = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let o = child.wait_with_output().unwrap();
+        assert!(!o.status.success(), "{sig}");
+        let listed = moto.helper(&["ls", "outbox", "big.tet"]);
+        assert!(
+            listed.trim().is_empty(),
+            "{sig}: an object appeared: {listed}"
+        );
+        let uploads = moto.helper(&["uploads", "outbox"]);
+        if sig == "TERM" {
+            // Aborted by the run itself; its spool removed.
+            assert!(uploads.trim().is_empty(), "{uploads}");
+            assert!(std::fs::read_dir(&spool).unwrap().next().is_none());
+        } else {
+            assert_eq!(uploads.lines().collect::<Vec<_>>(), ["big.tet"]);
+        }
+    }
+    // The next run aborts the stale upload, removes the dead spool, and publishes.
+    let o = moto.run(CONVERT, &args);
+    ok(&o, "after SIGKILL");
+    assert!(moto.helper(&["uploads", "outbox"]).trim().is_empty());
+    assert_eq!(moto.helper(&["ls", "outbox", ""]).trim(), "big.tet");
+    assert!(std::fs::read_dir(&spool).unwrap().next().is_none());
+    let fetched = tmp.path().join("fetched.tet");
+    moto.helper(&["get", "outbox", "big.tet", fetched.to_str().unwrap()]);
+    ok(
+        &moto.run(TET, &["verify", "--deep", fetched.to_str().unwrap()]),
+        "verify",
+    );
 }

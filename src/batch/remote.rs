@@ -264,6 +264,12 @@ impl Staged<'_> {
             other => return Err(bad(format!("staged output's footer digest: {other:?}"))),
         }
         drop(f);
+        // Uploads to this key that killed runs left behind are aborted first.
+        match o.abort_stale_uploads() {
+            Ok(0) => {}
+            Ok(n) => log::info!("{}: aborted {n} stale upload(s)", o.url()),
+            Err(e) => log::warn!("{e}"),
+        }
         let mut meta = storage::UploadMetadata::new();
         meta.insert(META_DIGEST.into(), digest.to_string());
         meta.insert(META_STAMP.into(), self.stamp.0.clone());

@@ -6,17 +6,18 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt as _,
-    ObjectStoreScheme, PutMultipartOptions, RetryConfig, WriteMultipart,
+    ObjectStoreScheme, PutMultipartOptions, PutPayload, RetryConfig,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -89,13 +90,29 @@ pub struct Listed {
 }
 
 /// One object (or a prefix) in a store.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Object {
     url: String,
     store: Arc<dyn ObjectStore>,
+    /// The same store's multipart API (S3, GCS, Azure; not plain HTTP).
+    multipart: Option<Arc<dyn MultipartStore>>,
     key: Key,
     /// Values never to show (secrets among the options and the environment).
     secrets: Arc<Vec<String>>,
+}
+
+impl std::fmt::Debug for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Object").field("url", &self.url).finish()
+    }
+}
+
+/// A store as both of the APIs used here.
+type Stores = (Arc<dyn ObjectStore>, Option<Arc<dyn MultipartStore>>);
+
+fn both<S: ObjectStore + MultipartStore>(s: S) -> Stores {
+    let s = Arc::new(s);
+    (s.clone(), Some(s))
 }
 
 /// Our own options, read before the store's: retries of transient errors.
@@ -171,13 +188,13 @@ impl Object {
         let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
         let theirs = options.iter().filter(|(k, _)| !ours(k));
         let unknown = |k: &str| fail(format!("unknown storage option {k} for this kind of URL"));
-        let store: Arc<dyn ObjectStore> = match scheme {
+        let (store, multipart) = match scheme {
             ObjectStoreScheme::AmazonS3 => {
                 let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str());
                 for (k, v) in theirs {
                     b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
                 }
-                Arc::new(
+                both(
                     b.with_retry(retry)
                         .build()
                         .map_err(|e| fail(e.to_string()))?,
@@ -189,7 +206,7 @@ impl Object {
                 for (k, v) in theirs {
                     b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
                 }
-                Arc::new(
+                both(
                     b.with_retry(retry)
                         .build()
                         .map_err(|e| fail(e.to_string()))?,
@@ -201,7 +218,7 @@ impl Object {
                 for (k, v) in theirs {
                     b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
                 }
-                Arc::new(
+                both(
                     b.with_retry(retry)
                         .build()
                         .map_err(|e| fail(e.to_string()))?,
@@ -213,17 +230,18 @@ impl Object {
                 for (k, v) in theirs {
                     b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
                 }
-                Arc::new(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| fail(e.to_string()))?,
-                )
+                let http = b
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?;
+                (Arc::new(http) as Arc<dyn ObjectStore>, None)
             }
             _ => return Err(fail("not an object URL".into())),
         };
         Ok(Object {
             url: url.to_string(),
             store,
+            multipart,
             key,
             secrets: Arc::new(secrets(options)),
         })
@@ -246,6 +264,7 @@ impl Object {
         Object {
             url: format!("{}/{rel}", self.url.trim_end_matches('/')),
             store: self.store.clone(),
+            multipart: self.multipart.clone(),
             key,
             secrets: self.secrets.clone(),
         }
@@ -398,7 +417,7 @@ impl Object {
         let mut opts = GetOptions::new();
         opts.if_match = info.etag.clone();
         let mut written = 0u64;
-        let stopped = self.block(async {
+        let fetch = async {
             let mut s = self.store.get_opts(&self.key, opts).await?.into_stream();
             while let Some(piece) = s.next().await {
                 if let Some(sig) = cancel.requested() {
@@ -411,7 +430,8 @@ impl Object {
                 written = written.saturating_add(piece.len() as u64);
             }
             Ok(None)
-        })?;
+        };
+        let stopped = self.wait(fetch, cancel)?;
         match stopped {
             Some(Ok(signal)) => {
                 return Err(StorageError::Interrupted {
@@ -490,18 +510,28 @@ impl Object {
 
     /// Uploads `file` as this object with a multipart upload that is completed only after the
     /// last part: until then nothing is visible at the key. Any failure (or `cancel`) aborts
-    /// the upload. `metadata` is stored with the object.
+    /// the upload. While it runs, a marker object `.NAME.tet-upload-ID` beside the key holds
+    /// the upload's id, so that a run killed outright leaves something the next one finds
+    /// ([`Object::abort_stale_uploads`]). `metadata` is stored with the object.
     pub fn upload(
         &self,
         file: &Path,
         metadata: &UploadMetadata,
         cancel: &Cancel,
     ) -> Result<(), StorageError> {
-        let local = |source| StorageError::Local {
-            path: file.to_path_buf(),
-            source,
+        let Some(mp) = self.multipart.clone() else {
+            return Err(StorageError::Remote {
+                url: self.url.clone(),
+                reason: "this kind of URL is read-only here (no multipart uploads)".into(),
+                source: None,
+            });
         };
-        let mut f = File::open(file).map_err(local)?;
+        let size = std::fs::metadata(file)
+            .map_err(|source| StorageError::Local {
+                path: file.to_path_buf(),
+                source,
+            })?
+            .len();
         let attributes: Attributes = metadata
             .iter()
             .map(|(k, v)| {
@@ -515,46 +545,176 @@ impl Object {
             attributes,
             ..PutMultipartOptions::default()
         };
+        let id = self.wait(mp.create_multipart_opts(&self.key, opts), cancel)?;
+        let marker = self.marker(&id);
+        let result = self
+            .wait(
+                self.store.put(&marker.key, PutPayload::from(id.clone())),
+                cancel,
+            )
+            .and_then(|_| self.put_parts(&mp, &id, file, size, cancel))
+            .and_then(|parts| self.wait(mp.complete_multipart(&self.key, &id, parts), cancel));
+        if result.is_err() {
+            if let Err(e) = self.block(mp.abort_multipart(&self.key, &id)) {
+                log::warn!("{}: cannot abort the upload: {e}", self.url);
+            }
+        }
+        if let Err(e) = marker.delete() {
+            log::debug!("{}: marker left: {e}", marker.url);
+        }
+        result.map(|_| ())
+    }
+
+    /// The marker object of upload `id` of this key.
+    fn marker(&self, id: &str) -> Object {
+        let tag = format!("{:x}", Sha256::digest(id.as_bytes()));
+        let name = format!(
+            ".{}.tet-upload-{}",
+            self.file_name().unwrap_or("out"),
+            &tag[..16]
+        );
+        self.sibling(&name)
+    }
+
+    /// The folder of keys this key is in (`None`: the store's root).
+    fn folder(&self) -> Option<Key> {
+        let k = self.key.as_ref();
+        k.rsplit_once('/').map(|(p, _)| Key::from(p))
+    }
+
+    /// The object `name` in the same folder of keys.
+    fn sibling(&self, name: &str) -> Object {
+        let key = match self.folder() {
+            Some(f) => Key::from(format!("{}/{name}", f.as_ref())),
+            None => Key::from(name),
+        };
+        let base = self.url.rsplit_once('/').map_or("", |(b, _)| b);
+        Object {
+            url: format!("{base}/{name}"),
+            store: self.store.clone(),
+            multipart: self.multipart.clone(),
+            key,
+            secrets: self.secrets.clone(),
+        }
+    }
+
+    /// Aborts the uploads to this key that earlier runs left (killed before they could abort:
+    /// their marker objects are still there) and removes the markers. Returns how many.
+    pub fn abort_stale_uploads(&self) -> Result<usize, StorageError> {
+        let Some(mp) = self.multipart.clone() else {
+            return Ok(0);
+        };
+        let prefix = format!(".{}.tet-upload-", self.file_name().unwrap_or("out"));
+        let folder = self.folder();
+        let listed = self.block(self.store.list_with_delimiter(folder.as_ref()))?;
+        let mut aborted = 0;
+        for m in listed.objects {
+            let name = m.location.filename().unwrap_or_default();
+            if !name.starts_with(&prefix) {
+                continue;
+            }
+            let marker = self.sibling(name);
+            let id = self.block(async { self.store.get(&marker.key).await?.bytes().await })?;
+            let id = String::from_utf8_lossy(&id).into_owned();
+            match self.block(mp.abort_multipart(&self.key, &id)) {
+                Ok(()) => aborted += 1,
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+            marker.delete()?;
+            log::info!("{}: aborted a stale upload of an earlier run", self.url);
+        }
+        Ok(aborted)
+    }
+
+    /// Uploads the parts of `file` (`size` bytes), a few at a time, in order.
+    fn put_parts(
+        &self,
+        mp: &Arc<dyn MultipartStore>,
+        id: &str,
+        file: &Path,
+        size: u64,
+        cancel: &Cancel,
+    ) -> Result<Vec<PartId>, StorageError> {
+        use std::os::unix::fs::FileExt as _;
+        let local = |source| StorageError::Local {
+            path: file.to_path_buf(),
+            source,
+        };
+        let f = File::open(file).map_err(local)?;
+        let part = PART_BYTES as u64;
+        let count = size.div_ceil(part).max(1);
+        let id = id.to_string();
+        let failed_read = std::sync::Mutex::new(None);
+        let parts = (0..count).map(|i| {
+            let (f, id, failed_read) = (&f, &id, &failed_read);
+            async move {
+                let start = i * part;
+                let len = usize::try_from(part.min(size - start)).unwrap_or(PART_BYTES);
+                let mut buf = vec![0u8; len];
+                if let Err(e) = f.read_exact_at(&mut buf, start) {
+                    let msg = e.to_string();
+                    if let Ok(mut g) = failed_read.lock() {
+                        *g = Some(e);
+                    }
+                    return Err(object_store::Error::Generic {
+                        store: "local",
+                        source: msg.into(),
+                    });
+                }
+                let idx = usize::try_from(i).unwrap_or(usize::MAX);
+                mp.put_part(&self.key, id, idx, PutPayload::from(buf)).await
+            }
+        });
+        let all = async {
+            let mut s = futures_util::stream::iter(parts).buffered(PARTS_IN_FLIGHT);
+            let mut ids = Vec::new();
+            while let Some(p) = s.next().await {
+                ids.push(p?);
+            }
+            Ok(ids)
+        };
+        let r = self.wait(all, cancel);
+        if let Ok(Some(e)) = failed_read.into_inner() {
+            return Err(local(e));
+        }
+        r
+    }
+
+    /// [`Object::block`], stopped as soon as `cancel` asks (checked every 100 ms), even while a
+    /// request hangs.
+    fn wait<T>(
+        &self,
+        f: impl std::future::Future<Output = object_store::Result<T>>,
+        cancel: &Cancel,
+    ) -> Result<T, StorageError> {
+        let watch = async {
+            loop {
+                if let Some(sig) = cancel.requested() {
+                    return sig;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let both = async {
+            futures_util::pin_mut!(f);
+            futures_util::pin_mut!(watch);
+            match futures_util::future::select(f, watch).await {
+                futures_util::future::Either::Left((r, _)) => Ok(r),
+                futures_util::future::Either::Right((sig, _)) => Err(sig),
+            }
+        };
         let rt = runtime().map_err(|reason| StorageError::Remote {
             url: self.url.clone(),
             reason,
             source: None,
         })?;
-        // `WriteMultipart::write` starts part uploads as tasks of the current runtime.
-        let _entered = rt.enter();
-        let upload = self.block(self.store.put_multipart_opts(&self.key, opts))?;
-        let mut w = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut buf = vec![0u8; 1 << 20];
-        let fed: Result<(), StorageError> = loop {
-            if let Some(signal) = cancel.requested() {
-                break Err(StorageError::Interrupted {
-                    url: self.url.clone(),
-                    signal,
-                });
-            }
-            let n = match f.read(&mut buf) {
-                Ok(0) => break Ok(()),
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => break Err(local(e)),
-            };
-            if let Err(e) = self.block(w.wait_for_capacity(PARTS_IN_FLIGHT)) {
-                break Err(e);
-            }
-            w.write(&buf[..n]);
-        };
-        match fed {
-            Ok(()) => match self.block(w.finish()) {
-                Ok(_) => Ok(()),
-                // `finish` aborts the upload itself when a part or the completion fails.
-                Err(e) => Err(e),
-            },
-            Err(e) => {
-                if let Err(a) = self.block(w.abort()) {
-                    log::warn!("{}", one_line(&a.to_string()));
-                }
-                Err(e)
-            }
+        match rt.block_on(both) {
+            Ok(r) => r.map_err(|e| self.error(e)),
+            Err(signal) => Err(StorageError::Interrupted {
+                url: self.url.clone(),
+                signal,
+            }),
         }
     }
 
