@@ -343,6 +343,17 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &str, cut: Option<&'static str>, stall: Option<&'static str>) -> Proxy {
+        Proxy::start_denying(upstream, cut, stall, None)
+    }
+
+    /// [`Proxy::start`] that also answers requests whose line contains `deny` with S3's
+    /// 403 AccessDenied itself.
+    fn start_denying(
+        upstream: &str,
+        cut: Option<&'static str>,
+        stall: Option<&'static str>,
+        deny: Option<&'static str>,
+    ) -> Proxy {
         use std::io::Read as _;
         use std::sync::{Arc, Mutex};
         let upstream = upstream.trim_start_matches("http://").to_string();
@@ -363,6 +374,7 @@ impl Proxy {
                 let cut_flag = cutting.clone();
                 let seen = seen.clone();
                 let dead = dead.clone();
+                let mut denier = client.try_clone().unwrap();
                 std::thread::spawn(move || {
                     let mut buf = vec![0u8; 1 << 16];
                     let mut pending = Vec::new();
@@ -380,6 +392,22 @@ impl Proxy {
                             let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
                             if stall.is_some_and(|p| line.contains(p)) {
                                 stalled = true;
+                            }
+                            if deny.is_some_and(|p| line.contains(p)) {
+                                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                                    <Error><Code>AccessDenied</Code>\
+                                    <Message>Access Denied</Message></Error>";
+                                let head = if line.starts_with("HEAD ") { "" } else { body };
+                                let answer = format!(
+                                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n\
+                                     Content-Length: {}\r\nConnection: close\r\n\r\n{head}",
+                                    head.len()
+                                );
+                                seen.lock().unwrap().push(line);
+                                let _ = denier.write_all(answer.as_bytes());
+                                let _ = denier.shutdown(std::net::Shutdown::Both);
+                                let _ = server.shutdown(std::net::Shutdown::Both);
+                                return;
                             }
                             if verb.iter().any(|v| line.starts_with(v)) {
                                 if cut.is_some_and(|c| line.starts_with("GET ") && line.contains(c))
@@ -555,12 +583,15 @@ fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
     let good = tmp.path().join("good.npy");
     std::fs::write(&good, small_npy(3)).unwrap();
     moto.helper(&["put", "inbox", "good.npy", good.to_str().unwrap()]);
-    let proxy = Proxy::start(&moto.endpoint, Some("cut.npy"), None);
+    moto.helper(&["mb", "locked"]);
+    moto.helper(&["put", "locked", "secret.npy", good.to_str().unwrap()]);
+    let proxy = Proxy::start_denying(&moto.endpoint, Some("cut.npy"), None, Some("/locked/"));
     let report = tmp.path().join("ledger.jsonl");
     let mut c = Command::new(CONVERT);
     moto.env(&mut c);
     c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args([
         "s3://nobucket/x.npy",
+        "s3://locked/secret.npy",
         "s3://inbox/cut.npy",
         "s3://inbox/good.npy",
         "--out-dir",
@@ -576,11 +607,18 @@ fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
     let o = c.output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
+    eprintln!("{err}");
     let fails: Vec<&str> = err
         .lines()
         .filter(|l| l.starts_with("tet-convert: s3://"))
         .collect();
-    assert_eq!(fails.len(), 2, "{err} {:?}", proxy.take());
+    assert_eq!(fails.len(), 3, "{err} {:?}", proxy.take());
+    assert!(
+        fails
+            .iter()
+            .any(|l| l.contains("secret.npy") && l.contains("access denied")),
+        "{err}"
+    );
     assert!(
         fails
             .iter()
@@ -597,6 +635,7 @@ fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
     };
     assert_eq!(status("x.npy").as_deref(), Some("failed"), "{rows:?}");
     assert_eq!(status("cut.npy").as_deref(), Some("failed"), "{rows:?}");
+    assert_eq!(status("secret.npy").as_deref(), Some("failed"), "{rows:?}");
     assert_eq!(status("good.npy").as_deref(), Some("ok"), "{rows:?}");
     let listed = moto.helper(&["ls", "outbox", ""]);
     assert_eq!(listed.lines().collect::<Vec<_>>(), ["good.tet"]);

@@ -754,6 +754,11 @@ fn cause(e: &object_store::Error, text: &str) -> String {
         _ if text.contains("AccessDenied") || text.contains("403 Forbidden") => {
             format!("access denied ({answer})")
         }
+        _ if text.contains("connection closed")
+            || text.contains("error decoding response body") =>
+        {
+            format!("connection lost{retries} ({text})")
+        }
         _ if text.contains("error sending request") || text.contains("onnection refused") => {
             format!("endpoint unreachable{retries} ({text})")
         }
