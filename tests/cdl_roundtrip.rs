@@ -190,10 +190,7 @@ fn differences(src: &[GroupDump], out: &[GroupDump], undefined: &BTreeSet<String
 }
 
 /// Cases known to differ, and why (each still checked to differ).
-const KNOWN: &[(&str, &str)] = &[(
-    "netcdf_compound_text/station.cdl",
-    "a compound variable with a `string` field is exported as one variable per field",
-)];
+const KNOWN: &[(&str, &str)] = &[];
 
 /// The venv's Python when it has xarray and netCDF4.
 fn python() -> Option<PathBuf> {

@@ -25,7 +25,8 @@ pub enum RawValues {
     /// `string` values in C order (`None`: a null string).
     Strings(Vec<Option<Vec<u8>>>),
     /// Values of a vlen type of numbers or enums: each element's values as native-endian
-    /// bytes, in C order.
+    /// bytes, in C order; or of a compound type with `string` parts: each record's bytes with
+    /// the string pointers zeroed, then each string's bytes followed by a NUL.
     Ragged(Vec<Vec<u8>>),
     /// Values of another type with vlen or `string` parts: not read.
     NotRead,
@@ -207,6 +208,9 @@ fn ragged(
     limit: u64,
 ) -> Result<RawValues> {
     let ty = user::analyze(g, xtype, limit)?;
+    if let NcType::Compound { .. } = &ty {
+        return records_with_strings(g, varid, &ty, shape, n);
+    }
     let NcType::Vlen { base, .. } = &ty else {
         return Ok(RawValues::NotRead);
     };
@@ -224,6 +228,51 @@ fn ragged(
         .map(|k| unsafe { rec.vlen_values(k * size, base) }.to_vec())
         .collect();
     Ok(RawValues::Ragged(values))
+}
+
+/// The records of a compound variable with `string` parts (and no vlen or opaque ones) as
+/// [`RawValues::Ragged`]; others are not read.
+fn records_with_strings(
+    g: c_int,
+    varid: c_int,
+    ty: &NcType,
+    shape: &[usize],
+    n: usize,
+) -> Result<RawValues> {
+    let leaves = user::flatten(ty);
+    if leaves
+        .iter()
+        .any(|l| matches!(l.kind, user::LeafKind::Unsupported(_)))
+    {
+        return Ok(RawValues::NotRead);
+    }
+    let mut rec = user::Records::new(ty, n)?;
+    if n > 0 {
+        ffi::get_vara(g, varid, &vec![0; shape.len()], shape, rec.fill())?;
+        rec.arm();
+    }
+    let size = ty.size();
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n {
+        let base = k * size;
+        let mut bytes = rec.bytes()[base..base + size].to_vec();
+        for l in leaves.iter().filter(|l| l.kind == user::LeafKind::Str) {
+            let inner = l.inner_shape();
+            let zeros = vec![0u64; inner.len()];
+            user::for_each_inner(l, &zeros, &inner, |off| {
+                // SAFETY: a `string` leaf's element of record k: a pointer netCDF wrote.
+                let s = unsafe { rec.string_at(base + off) };
+                let p = std::mem::size_of::<usize>();
+                if let Some(slot) = bytes.get_mut(off..off + p) {
+                    slot.fill(0);
+                }
+                bytes.extend_from_slice(&s);
+                bytes.push(0);
+            });
+        }
+        out.push(bytes);
+    }
+    Ok(RawValues::Ragged(out))
 }
 
 fn attrs(g: c_int, varid: c_int, limit: u64) -> Result<Vec<AttrDump>> {

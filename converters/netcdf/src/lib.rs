@@ -89,7 +89,7 @@
 //! # Refused, skipped, validated
 //!
 //! * Vlens of vlens, strings, compounds or opaque values, ragged variables of more than 256 MiB,
-//!   compound fields of `string`, vlen or opaque type,
+//!   compound fields of vlen or opaque type,
 //!   compound variables whose field names collide once `/` becomes `_`, and variables whose
 //!   filter this libnetcdf/libhdf5 cannot decode, are [`SourceError::Unsupported`] — or listed
 //!   in [`Source::skipped`] with the reason under `skip_unsupported`. Text variables with more

@@ -22,6 +22,8 @@ use super::hints::{int_bytes, latin1, EnumDef, EnumTypes, Members};
 pub(crate) enum TypeDef {
     Atomic(ElementType),
     Char,
+    /// `string`: a pointer to a NUL-terminated string in memory.
+    Str,
     Enum(EnumDef),
     Compound {
         name: String,
@@ -65,8 +67,18 @@ impl TypeDef {
         match self {
             TypeDef::Atomic(t) => t.size(),
             TypeDef::Char => 1,
+            TypeDef::Str => std::mem::size_of::<*const std::ffi::c_char>(),
             TypeDef::Enum(e) => e.base.size(),
             TypeDef::Compound { size, .. } => *size,
+        }
+    }
+
+    /// Whether values hold `string` parts (netCDF-4 then allows no filters on the variable).
+    pub fn has_strings(&self) -> bool {
+        match self {
+            TypeDef::Str => true,
+            TypeDef::Compound { fields, .. } => fields.iter().any(|f| f.ty.has_strings()),
+            _ => false,
         }
     }
 
@@ -92,6 +104,7 @@ impl TypeDef {
         }
         let o = match v {
             RawType::Name(s) if s == "char" => return Ok(TypeDef::Char),
+            RawType::Name(s) if s == "string" => return Ok(TypeDef::Str),
             RawType::Name(s) => {
                 return atomic(s)
                     .map(TypeDef::Atomic)
@@ -226,6 +239,7 @@ impl CompoundTypes {
                     .ok_or_else(|| ExportError::Invalid(format!("netCDF has no {e} type")))
             }
             TypeDef::Char => return Ok(nc::NC_CHAR),
+            TypeDef::Str => return Ok(nc::NC_STRING),
             TypeDef::Enum(e) => return enums.id(gid, e),
             TypeDef::Compound { name, size, fields } => (name, *size, fields),
         };
@@ -298,6 +312,7 @@ fn put_value(t: &TypeDef, v: &Value, out: &mut [u8]) -> std::result::Result<(), 
     match t {
         TypeDef::Atomic(e) => put_number(*e, v, out),
         TypeDef::Enum(e) => put_number(e.base, v, out),
+        TypeDef::Str => Err("a string part".into()),
         TypeDef::Char => {
             let s = v.as_str().ok_or("a char value that is not text")?;
             let b = text_bytes(s, 1)?;

@@ -1,17 +1,19 @@
 //! Compound variables rebuilt: the importer splits a compound variable into one variable per
-//! field (numeric arrays, text variables for `char` fields), each with the facts
+//! field (numeric arrays, text variables for `char` and `string` fields), each with the facts
 //! [`Fact::SourceDataset`] (the compound variable) and [`crate::COMPOUND_TYPE`] (its type).
 //! When every field of the recorded type is among the exported arrays and text variables, with
 //! the shapes the split gives, the export defines the compound variable again and writes its
 //! records, assembled from the fields; otherwise the fields stay separate variables (with a
 //! warning saying why). Records are assembled in memory: a compound variable of more than
-//! [`MAX_BYTES`] stays split.
+//! [`MAX_BYTES`] stays split. `string` fields are pointers to NUL-terminated copies of the
+//! values in the records; such a variable gets no filter and keeps HDF5's fill (netCDF-C
+//! refuses both for values with `string` parts).
 
 use std::collections::BTreeMap;
-use std::ffi::c_int;
+use std::ffi::{c_int, CString};
 
 use tet_source::export::{split_group, ChunkSource, ExportError, Model, Result, TextEntry};
-use tet_source::{ElementType, Fact};
+use tet_source::{ElementType, Fact, TextVariable};
 
 use super::compound::TypeDef;
 use super::hints::{private_text, AttrHints, TextHints};
@@ -27,6 +29,8 @@ pub(crate) enum LeafKind {
     Numeric(ElementType),
     /// `char`: strings along the last inner axis (one character when there is none).
     Char,
+    /// `string`: one string per element (a pointer in the record).
+    Str,
 }
 
 /// One field (leaf) of a compound type, as the importer splits it.
@@ -60,6 +64,7 @@ fn flatten(
         TypeDef::Atomic(e) => LeafKind::Numeric(*e),
         TypeDef::Enum(e) => LeafKind::Numeric(e.base),
         TypeDef::Char => LeafKind::Char,
+        TypeDef::Str => LeafKind::Str,
         TypeDef::Compound { fields, .. } => {
             let complex = |a: &str, b: &str| {
                 matches!(
@@ -227,11 +232,12 @@ fn match_leaves(
         let (value_inner, want_strlen) = match (leaf.kind, inner.split_last()) {
             (LeafKind::Char, Some((&l, rest))) => (rest.to_vec(), Some(l)),
             (LeafKind::Char, None) => (Vec::new(), None),
-            (LeafKind::Numeric(_), _) => (inner.clone(), None),
+            (LeafKind::Numeric(_) | LeafKind::Str, _) => (inner.clone(), None),
         };
         let fits = match leaf.kind {
             LeafKind::Numeric(e) => dtype == Some(e) && strlen.is_none(),
             LeafKind::Char => dtype.is_none() && strlen == want_strlen,
+            LeafKind::Str => dtype.is_none() && strlen.is_none(),
         };
         let k = shape
             .len()
@@ -315,7 +321,13 @@ pub(super) fn define(
             shape: &r.outer,
             chunk_shape: &chunks,
         };
-        super::def_storage(&at, gid, varid, r.ty.size(), ctx.compression)?;
+        // No filters on values with `string` parts (netCDF-C refuses them).
+        let compression = if r.ty.has_strings() {
+            tet_source::export::Compression::None
+        } else {
+            ctx.compression
+        };
+        super::def_storage(&at, gid, varid, r.ty.size(), compression)?;
     }
     let hints = AttrHints::of(facts);
     let owner = super::Owner {
@@ -340,7 +352,8 @@ pub(super) fn define(
             super::put_att(&owner, k, k, v, ctx.enums)?;
         }
     }
-    if !has_fill && sized {
+    // (Values with `string` parts keep the fill: HDF5 cannot leave them unset.)
+    if !has_fill && sized && !r.ty.has_strings() {
         nc(
             || format!("fill mode of variable `{}`", r.name),
             ffi::def_var_fill_off(gid, varid),
@@ -395,6 +408,32 @@ pub(super) fn for_each_index(
     }
 }
 
+/// Places the values of `string` leaf `leaf` (text variable `v`, its values' bytes `values`) in
+/// the records `buf` as pointers to NUL-terminated copies, kept in `strings`.
+fn put_strings(
+    r: &RecordVar,
+    leaf: &LeafDef,
+    v: &TextVariable,
+    values: Vec<Vec<u8>>,
+    buf: &mut [u8],
+    strings: &mut Vec<CString>,
+) -> Result<()> {
+    const P: usize = std::mem::size_of::<usize>();
+    let zeros = vec![0u64; v.shape.len()];
+    let mut values = values.into_iter();
+    for_each_index(&zeros, &v.shape, |_, idx| {
+        let s = CString::new(values.next().unwrap_or_default())
+            .map_err(|_| ExportError::Data(format!("`{}`: a string holds a NUL byte", v.name)))?;
+        let dst = place(&r.outer, r.ty.size(), leaf, idx).and_then(|d| buf.get_mut(d..d + P));
+        let d = dst.ok_or_else(|| {
+            ExportError::Invalid(format!("`{}`: a field outside its records", r.name))
+        })?;
+        d.copy_from_slice(&(s.as_ptr() as usize).to_ne_bytes());
+        strings.push(s);
+        Ok(())
+    })
+}
+
 /// Writes the records of compound variable `r` (defined as `gid`/`varid`), assembled from its
 /// fields' values.
 pub(super) fn write(
@@ -412,6 +451,8 @@ pub(super) fn write(
     }
     let mut buf = vec![0u8; total];
     let mut tmp = Vec::new();
+    // The `string` fields' values, alive until the records are written.
+    let mut strings: Vec<CString> = Vec::new();
     let outside = || ExportError::Invalid(format!("`{}`: a field outside its records", r.name));
     for (leaf, m) in &r.leaves {
         match *m {
@@ -441,6 +482,10 @@ pub(super) fn write(
                 };
                 let what = || format!("string variable `{}`", v.name);
                 let values = TextHints::of(&v.facts).bytes(&v.values, &what)?;
+                if leaf.kind == LeafKind::Str {
+                    put_strings(r, leaf, v, values, &mut buf, &mut strings)?;
+                    continue;
+                }
                 let strlen = leaf.inner.last().map_or(1, |&(l, _)| l);
                 let strlen = usize::try_from(strlen).map_err(|_| outside())?;
                 let zeros = vec![0u64; v.shape.len()];
