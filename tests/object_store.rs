@@ -296,10 +296,31 @@ fn a_rerun_is_up_to_date_and_errors_are_one_line() {
     moto.helper(&["put", "inbox", "a.npy", input.to_str().unwrap()]);
     let o = moto.run(CONVERT, &["s3://inbox/a.npy", "s3://outbox/a.tet"]);
     ok(&o, "first");
-    let o = moto.run(CONVERT, &["s3://inbox/a.npy", "s3://outbox/a.tet", "-v"]);
+    // The ledger as one object per run under a prefix.
+    moto.helper(&["mb", "logs"]);
+    let o = moto.run(
+        CONVERT,
+        &[
+            "s3://inbox/a.npy",
+            "s3://outbox/a.tet",
+            "-v",
+            "--report",
+            "s3://logs/runs/",
+        ],
+    );
     ok(&o, "second");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("up to date"), "{err}");
+    let logs = moto.helper(&["ls", "logs", "runs/"]);
+    let keys: Vec<&str> = logs.lines().collect();
+    assert!(keys.len() == 1 && keys[0].ends_with(".jsonl"), "{logs}");
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = tmp.path().join("ledger.jsonl");
+    moto.helper(&["get", "logs", keys[0], ledger.to_str().unwrap()]);
+    let rows = ledger_rows(&ledger);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "skipped");
+    assert_eq!(rows[0]["input"], "s3://inbox/a.npy");
     // A changed object is converted again.
     moto.helper(&[
         "put",

@@ -352,3 +352,52 @@ pub fn walk(
 fn is_zarr_meta(name: &str) -> bool {
     matches!(name, ".zarray" | ".zgroup" | ".zattrs" | ".zmetadata")
 }
+
+/// `--report URL`: the ledger is written to a local file in a spool folder and uploaded when the
+/// run ends, as one object per run (appending to an object is not possible): `URL` itself, or
+/// `URL<run id>.jsonl` when `URL` ends in `/`.
+pub struct LedgerObject {
+    url: String,
+    options: storage::Options,
+    spool: Spool,
+}
+
+impl LedgerObject {
+    /// The local file the run's ledger goes to until [`LedgerObject::publish`].
+    pub fn open(
+        url: &Path,
+        options: &storage::Options,
+        spool_dir: Option<&Path>,
+    ) -> Result<LedgerObject, String> {
+        let url = url.to_string_lossy().into_owned();
+        // Parsed now, so that a wrong URL or option fails before the run.
+        Object::parse(&url, options).map_err(|e| e.to_string())?;
+        let root = spool_dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        let spool = Spool::for_output(&root, "ledger.jsonl").map_err(|e| e.to_string())?;
+        Ok(LedgerObject {
+            url,
+            options: options.clone(),
+            spool,
+        })
+    }
+
+    /// The local ledger file.
+    pub fn local(&self) -> &Path {
+        self.spool.path()
+    }
+
+    /// Uploads the ledger of run `run_id`; the object's URL.
+    pub fn publish(&self, run_id: &str) -> Result<String, String> {
+        let url = if self.url.ends_with('/') {
+            format!("{}{run_id}.jsonl", self.url)
+        } else {
+            self.url.clone()
+        };
+        let object = Object::parse(&url, &self.options).map_err(|e| e.to_string())?;
+        let cancel = crate::control::Cancel::never();
+        object
+            .upload(self.local(), &storage::UploadMetadata::new(), &cancel)
+            .map_err(|e| e.to_string())?;
+        Ok(url)
+    }
+}

@@ -384,12 +384,9 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         });
     }
 
-    let mut ledger = match &a.report {
-        Some(p) => match Ledger::open(p) {
-            Ok(l) => Some(l),
-            Err(e) => return super::fail(p, format!("cannot write the report: {e}")),
-        },
-        None => None,
+    let (mut ledger, ledger_object) = match open_report(a) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     clean_stale(&planned);
 
@@ -439,6 +436,11 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     if batch_mode && !a.quiet {
         print_summary(&summary);
     }
+    drop(ledger);
+    if let Some(Err(e)) = ledger_object.map(|l| l.publish(&run_id)) {
+        eprintln!("{}: cannot write the report: {e}", super::program());
+        return ExitCode::from(super::EXIT_FAILED);
+    }
     match combined_failed {
         true => ExitCode::from(summary.exit_code.max(super::EXIT_FAILED)),
         false => ExitCode::from(summary.exit_code),
@@ -475,6 +477,28 @@ fn run_combined(a: &ConvertArgs, jobs: &[Planned]) -> bool {
         }
     }
     failed
+}
+
+/// The `--report` ledger: a local file, or for an object URL a local file uploaded when the run
+/// ends (one object per run). `Err`: the failure, already printed.
+fn open_report(
+    a: &ConvertArgs,
+) -> Result<(Option<Ledger>, Option<crate::batch::remote::LedgerObject>), ExitCode> {
+    let Some(p) = &a.report else {
+        return Ok((None, None));
+    };
+    let object = match crate::storage::is_url(p) {
+        true => Some(
+            crate::batch::remote::LedgerObject::open(p, &a.storage_option, a.spool_dir.as_deref())
+                .map_err(|e| super::fail(p, format!("cannot write the report: {e}")))?,
+        ),
+        false => None,
+    };
+    let local = object.as_ref().map_or(p.as_path(), |o| o.local());
+    match Ledger::open(local) {
+        Ok(l) => Ok((Some(l), object)),
+        Err(e) => Err(super::fail(p, format!("cannot write the report: {e}"))),
+    }
 }
 
 /// The inputs of the run, with their outputs and options: the manifest's jobs, `IN OUT`, or
