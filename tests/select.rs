@@ -625,3 +625,98 @@ fn npy_inputs_are_combined_in_the_given_order() {
     assert!(err.contains(&both), "{err}");
     assert!(!bad.exists());
 }
+
+/// A real source with every `read_region` of variable `var` recorded as the days (chunks of 24
+/// hours along the first axis) it touches.
+#[cfg(feature = "netcdf")]
+struct Counting {
+    inner: Box<dyn tet_source::Source>,
+    var: usize,
+    touched: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>>,
+}
+
+#[cfg(feature = "netcdf")]
+impl tet_source::Source for Counting {
+    fn variables(&self) -> &[tet_source::Variable] {
+        self.inner.variables()
+    }
+
+    fn read_region(
+        &self,
+        var: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> tet_source::Result<()> {
+        if var == self.var && count.iter().all(|&c| c > 0) {
+            let last = start[0] + count[0] - 1;
+            self.touched
+                .lock()
+                .unwrap()
+                .extend(start[0] / 24..=last / 24);
+        }
+        self.inner.read_region(var, start, count, out)
+    }
+
+    fn parallel_reads(&self) -> bool {
+        self.inner.parallel_reads()
+    }
+}
+
+/// The same with a chunked netCDF-4 file written by xarray (fixtures/select/year.nc,
+/// `make_year.py`: a year of hours in daily chunks): one day of `--sel` asks the netCDF reader
+/// for that day's chunk and no other, and the values are that day's hours.
+#[cfg(feature = "netcdf")]
+#[test]
+fn a_day_out_of_a_chunked_netcdf4_year_reads_only_that_days_chunk() {
+    let d = tempfile::tempdir().unwrap();
+    let path = fixture("year.nc");
+    let opts = tet::pipeline::ConvertOptions {
+        jobs: 2,
+        select: tet::select::SelectOptions {
+            sel: vec!["time=2001-03-05:2001-03-05".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let inner = tet::registry::identify(&path)
+        .unwrap()
+        .open(&path, &opts.open)
+        .unwrap();
+    let var = inner
+        .variables()
+        .iter()
+        .position(|v| v.name == "v")
+        .unwrap();
+    assert_eq!(
+        inner.variables()[var].layout.chunk_shape,
+        Some(vec![24, 3, 4])
+    );
+    let touched = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let counting = Counting {
+        inner,
+        var,
+        touched: touched.clone(),
+    };
+    let (source, _) = tet::select::apply(Box::new(counting), &opts.select).unwrap();
+    let out = d.path().join("day.tet");
+    tet::pipeline::convert_source(
+        source.as_ref(),
+        "nc",
+        &path,
+        &out,
+        &opts,
+        std::time::Instant::now(),
+    )
+    .unwrap();
+    // 5 March 2001 is day 63 (0-based) of the 365.
+    assert_eq!(
+        touched.lock().unwrap().iter().copied().collect::<Vec<_>>(),
+        [63]
+    );
+    let f = TetFile::open(&out).unwrap();
+    let i = f.datasets.iter().position(|x| x.name == "v").unwrap();
+    assert_eq!(f.datasets[i].shape, [24, 3, 4]);
+    let want: Vec<f32> = (63 * 24..64 * 24).flat_map(|h| [h as f32; 12]).collect();
+    assert_eq!(f32s(&f, i), want);
+}
