@@ -145,11 +145,11 @@ impl LocalArg {
             });
         }
         let object = crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.cause())?;
         let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
         let spool = object
             .download(&std::env::temp_dir(), &cancel)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.cause())?;
         Ok(LocalArg {
             path: spool.path().to_path_buf(),
             _spool: Some(spool),

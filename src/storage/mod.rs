@@ -81,6 +81,15 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// The cause alone, for a line that names the URL already.
+    pub fn cause(&self) -> String {
+        match self {
+            StorageError::Remote { reason, .. } => reason.clone(),
+            StorageError::Interrupted { .. } => "interrupted".into(),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether the store said the object (or its bucket) does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, StorageError::Remote { reason, .. } if reason.starts_with("no such"))
