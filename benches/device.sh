@@ -10,9 +10,12 @@
 #     comparison;
 #   - batch: 20,000 NPY files of 4 KiB at --workers 1/4/8/16 and --isolation none --jobs 16 beside
 #     `cp -r` + sync;
-#   - diagnostics: the zstd CLI at -T1 with this project's level-3 parameters (hlog 18, clog 15),
-#     the batch at 8/16 workers writing to /dev/shm (no disk, fsync is free there), `vmstat 1`
-#     throughout, and `perf` profiles when perf exists and time is left.
+#   - diagnostics: the zstd CLI at -T1 with this project's level-3 parameters (hlog 18, clog 15);
+#     the compression engine alone on one thread (`zstd_chunks`: 4 MiB chunks with our context
+#     and other hashLog/chainLog pairs) beside the zstd CLI's benchmark of 4 MiB blocks (-b3
+#     -B4194304); the batch at 8/16 workers writing to /dev/shm (no disk, fsync is free there);
+#     `strace -f -c -w` of the batch at 8 and 16 workers on 2,000 such files; `vmstat 1`
+#     throughout; `perf` profiles when perf exists and time is left.
 #
 # Every measurement is appended to $OUT/device-results.tsv as it ends and the summary tables go to
 # $OUT/device-results.md, so a run cut short still returns what it measured. A measurement is not
@@ -59,6 +62,8 @@ ZSTD="env LD_LIBRARY_PATH=$B/lib $B/bin/zstd"
 if ! $ZSTD -V >/dev/null 2>&1; then
     ZSTD=$(command -v zstd || echo "")
 fi
+STRACE=$(command -v strace || echo "env LD_LIBRARY_PATH=$B/lib $B/bin/strace")
+$STRACE -V >/dev/null 2>&1 || STRACE=""
 
 {
     echo "== machine"
@@ -169,6 +174,32 @@ if [ -d /dev/shm ]; then
     measure "batch to /dev/shm: cp -r" 1 "cp -r $SMALL/. /dev/shm/tet-small.out/"
     rm -rf /dev/shm/tet-small.out
     PREP_MKDIR=""
+fi
+# The compression engine alone (one thread, 4 MiB chunks, 512 MiB of the input) with our context
+# and other table sizes, beside the zstd CLI's own benchmark of independent 4 MiB blocks.
+if [ "$(elapsed)" -lt "$LIMIT" ]; then
+    head -c 536870912 "$NPY" >"$W/s512.bin"
+    for p in "" "17 16" "18 14" "17 15"; do
+        echo "zstd_chunks ${p:-(ours)}: $("$B/bin/zstd_chunks" "$W/s512.bin" 3 4 $p)" |
+            tee -a "$OUT/engine.txt"
+    done
+    for z in "" "--zstd=hlog=18,clog=15"; do
+        echo "zstd CLI -b3 -B4194304 $z: $($ZSTD -b3 -e3 -B4194304 -i2 $z "$W/s512.bin" 2>&1 |
+            tr '\r' '\n' | grep -a 'MB/s' | tail -1)" | tee -a "$OUT/engine.txt"
+    done
+    rm -f "$W/s512.bin"
+fi
+# Where the batch's workers spend their system calls (wall time in each call, all processes).
+if [ -n "$STRACE" ] && [ "$(elapsed)" -lt "$LIMIT" ]; then
+    S4=$W/small2k
+    [ -d "$S4" ] || "$B/bin/gen_small" "$S4" 2000
+    for w in 8 16; do
+        rm -rf "$W/s4.out" && mkdir -p "$W/s4.out" && sync
+        $STRACE -f -c -w -S time -o "$OUT/strace-batch-w$w.txt" \
+            $CONV -q "$S4" --out-dir "$W/s4.out" --jobs 1 --workers "$w" >>"$LOG" 2>&1
+        log "strace of the batch at $w workers: $(head -3 "$OUT/strace-batch-w$w.txt" | tail -1)"
+    done
+    rm -rf "$W/s4.out"
 fi
 
 for ((r = 2; r <= ROUNDS; r++)); do
