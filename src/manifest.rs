@@ -158,6 +158,8 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
         let path = |key: &str, v: &Option<String>| -> Result<PathBuf, String> {
             match v.as_deref() {
                 Some("") => Err(at(format!("`{key}` must be a non-empty string"))),
+                // An object URL is taken as it is (never relative to the manifest's folder).
+                Some(s) if crate::storage::is_url(Path::new(s)) => Ok(PathBuf::from(s)),
                 Some(s) => Ok(dir.join(s)),
                 None => Err(at(format!("`{key}` is missing"))),
             }
@@ -328,6 +330,9 @@ mod tests {
         .unwrap();
         assert_eq!(j.len(), 2);
         assert_eq!(j[0].input, Path::new("/m/a.nc"));
+        let u = jobs("[[job]]\ninput = \"s3://b/k.nc\"\noutput = \"gs://o/k.tet\"\n").unwrap();
+        assert_eq!(u[0].input, Path::new("s3://b/k.nc"));
+        assert_eq!(u[0].output, Path::new("gs://o/k.tet"));
         assert_eq!(j[0].output, Path::new("/abs/a.tet"));
         assert_eq!(j[0].opts.codec, CodecChoice::Raw);
         assert_eq!(j[0].opts.plan.target_bytes, Some(1 << 20));
