@@ -425,6 +425,19 @@ fn a_month_is_audited_input_by_input() {
         31,
         "{text}"
     );
+    // A `.tet → .tet` conversion carries the whole row over (and writes it shortened again).
+    let o = run(
+        d.path(),
+        "tet-convert",
+        &["-q", "--codec", "zstd:1", "m.tet", "m2.tet"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&d.path().join("m2.tet")).unwrap();
+    assert_reference_rows(&f);
+    let rows = f.footer().unwrap().unwrap().history.clone();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].parents.len(), 31);
+    assert_eq!(rows[0].params["input.30"], "day31.nc");
     // Day 23 lies past the 16 parents of the row's reference form: its digest comes from the
     // footer's history extension.
     let touched = d.path().join("day23.nc");
