@@ -111,3 +111,32 @@ fn vlen_and_opaque_values_match_h5py() {
         assert!(checked >= 2, "{file}: {checked} variables checked");
     }
 }
+
+/// NPY raw void (`|V8`, numpy) goes to `.tet` as `u8` [3, 8] and back to NPY as `|V8` with the
+/// same bytes (the fixture's values: `converters/npy/tests/fixtures/issue23/make.py`).
+#[test]
+fn npy_raw_void_exports_back_as_raw_void() {
+    use tet::export::{self, ExportOptions, Target};
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("converters/npy/tests/fixtures/issue23/raw_void.npy");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = tmp.path().join("v.tet");
+    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    let got = datasets(&tet);
+    let (d, s, b) = &got["raw_void"];
+    assert_eq!((*d, s.as_slice()), (DType::U8, &[3u64, 8][..]));
+    assert_eq!(b, &(0u8..24).collect::<Vec<_>>());
+    let out = tmp.path().join("back.npy");
+    let opts = ExportOptions {
+        target: Some(Target::NPY),
+        ..ExportOptions::default()
+    };
+    export::export(&tet, &out, &opts).expect("export");
+    let bytes = std::fs::read(&out).expect("read");
+    let header = String::from_utf8_lossy(&bytes[..bytes.len() - 24]);
+    assert!(
+        header.contains("'descr': '|V8'") && header.contains("'shape': (3,)"),
+        "{header}"
+    );
+    assert_eq!(&bytes[bytes.len() - 24..], b.as_slice());
+}

@@ -5,7 +5,9 @@
 //!
 //! NPY has no attributes, dimension names, groups or strings: only the values, element type and
 //! shape are kept, and those exactly (the [`Model`] gives i8, bool, complex and 0-d arrays as
-//! the file held them); string variables are left out with a warning. Each chunk is written at
+//! the file held them; opaque values, `u8` with a trailing byte axis and
+//! [`tet_source::Fact::Opaque`], as raw void `|V<n>`); string variables are left out with a
+//! warning. Each chunk is written at
 //! its place in the C-order data with positioned writes, so memory stays at one chunk. An
 //! `.npz` entry is first written as a `.npy` file beside the staged archive and then copied
 //! into it. Output bytes are deterministic (fixed header layout, zip entries dated 1980-01-01).
@@ -19,7 +21,7 @@ use tet_source::export::{
     io_err, Array, Capabilities, ChunkSource, Compression, ExportError, Model, Output, Result,
     Written, WrittenArray,
 };
-use tet_source::ElementType;
+use tet_source::{ElementType, Fact};
 
 /// What NPY holds: booleans and complex numbers.
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -52,6 +54,11 @@ fn descr(e: ElementType) -> Option<&'static str> {
 /// fit 1.0's 16-bit length), padded so the data starts at a multiple of 64 bytes; `None` for an
 /// element type NPY lacks.
 pub fn header(e: ElementType, shape: &[u64]) -> Option<Vec<u8>> {
+    header_of(descr(e)?, shape)
+}
+
+/// The NPY header of a C-order array of `shape` whose dtype is `descr` (see [`header`]).
+fn header_of(descr: &str, shape: &[u64]) -> Option<Vec<u8>> {
     let dims = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),
@@ -60,10 +67,7 @@ pub fn header(e: ElementType, shape: &[u64]) -> Option<Vec<u8>> {
             s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
         ),
     };
-    let dict = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {dims}, }}",
-        descr(e)?
-    );
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
     let build = |v2: bool| {
         let prefix = if v2 { 12 } else { 10 };
         let unpadded = prefix + dict.len() + 1;
@@ -145,9 +149,15 @@ fn for_each_run(
 
 /// Writes array `i` of the model as a `.npy` file at `path`.
 fn write_npy(chunks: &mut dyn ChunkSource, i: usize, a: &Array, path: &Path) -> Result<()> {
-    let h = header(a.dtype, &a.shape).ok_or_else(|| {
-        ExportError::Invalid(format!("`{}`: NPY has no {} type", a.name, a.dtype))
-    })?;
+    // Opaque values (`u8` with a trailing byte axis) are numpy's raw void `|V<n>` again.
+    let opaque = a.facts.iter().any(|f| matches!(f, Fact::Opaque { .. }));
+    let h = match a.shape.split_last() {
+        Some((n, outer)) if opaque && a.dtype == ElementType::U8 => {
+            header_of(&format!("|V{n}"), outer)
+        }
+        _ => header(a.dtype, &a.shape),
+    }
+    .ok_or_else(|| ExportError::Invalid(format!("`{}`: NPY has no {} type", a.name, a.dtype)))?;
     let too_large = || ExportError::Invalid(format!("`{}`: too large", a.name));
     let data_len = a.byte_len().ok_or_else(too_large)?;
     let file = File::create(path).map_err(io_err(path))?;

@@ -47,7 +47,10 @@ pub(crate) enum LeafKind {
         /// `U` code points are big-endian.
         swap: bool,
     },
-    /// Something with no numeric form (raw bytes, float128, …), with the reason.
+    /// Raw void (`|V<size>` without fields): opaque blobs of `size` bytes, `u8` with a trailing
+    /// axis of that length.
+    Opaque { size: u64 },
+    /// Something with no numeric form (float128, …), with the reason.
     Unsupported(String),
 }
 
@@ -294,6 +297,15 @@ fn plain(
                         "numpy {kind}[{unit_text}] stored as int64 counts (NaT = {})",
                         i64::MIN
                     )],
+                },
+            ));
+        }
+        TypeChar::RawData if ts.size_field() > 0 => {
+            out.push(leaf(
+                path.to_vec(),
+                offset,
+                LeafKind::Opaque {
+                    size: ts.size_field(),
                 },
             ));
         }

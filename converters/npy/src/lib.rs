@@ -35,7 +35,9 @@
 //!   array is unsupported.
 //! - A record field with an empty name (not padding) is named `f<position>`, as numpy names
 //!   unnamed fields (with a note).
-//! - Raw `V` fields, `f16`/`c32` (extended precision) and object arrays have no numeric form:
+//! - Raw void (`|V<n>` arrays and named `V` fields) is opaque: `u8` with a trailing axis of
+//!   `n` bytes, with [`tet_source::Fact::Opaque`] (an NPY export writes `|V<n>` again).
+//! - `f16`/`c32` (extended precision) and object arrays have no numeric form:
 //!   [`SourceError::Unsupported`], or listed in [`Source::skipped`] when
 //!   [`OpenOptions::skip_unsupported`] is set.
 //! - A 0-d array becomes a 0-d variable (empty shape; a sub-array field of a 0-d record has just
@@ -75,8 +77,9 @@ use std::sync::{Arc, OnceLock};
 use tet_source::mapped::FileBytes;
 use tet_source::numpy;
 use tet_source::{
-    check_region, extension_confidence, CharAxis, Confidence, ElementType, FileExtent, Importer,
-    OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable, Variable,
+    check_region, extension_confidence, CharAxis, Confidence, ElementType, Fact, FileExtent,
+    Importer, OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable,
+    Variable,
 };
 
 pub mod export;
@@ -604,7 +607,32 @@ impl<'o> Builder<'o> {
                     self.add_text(&array, full, &leaf, *utf32, *chars, *swap)?;
                 }
                 LeafKind::Numeric { .. } => self.add_numeric(&array, full, leaf)?,
+                LeafKind::Opaque { .. } => self.add_opaque(&array, full, leaf)?,
             }
+        }
+        Ok(())
+    }
+
+    /// Adds a raw-void leaf (`|V<size>`) as `u8` with a trailing axis of its size, recorded as
+    /// [`Fact::Opaque`].
+    fn add_opaque(&mut self, array: &ArrayCtx, full: String, mut leaf: Leaf) -> Result<()> {
+        let LeafKind::Opaque { size } = leaf.kind else {
+            return Ok(());
+        };
+        leaf.sub_axes.push((size, 1));
+        leaf.kind = LeafKind::Numeric {
+            elem: ElementType::U8,
+            swap: false,
+            attrs: Vec::new(),
+            notes: vec![format!(
+                "numpy raw void |V{size}: opaque blobs of {size} bytes, u8 along the trailing axis"
+            )],
+        };
+        self.add_numeric(array, full, leaf)?;
+        if let Some(v) = self.vars.last_mut() {
+            v.facts.push(Fact::Opaque {
+                type_name: String::new(),
+            });
         }
         Ok(())
     }

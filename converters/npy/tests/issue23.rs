@@ -117,3 +117,16 @@ fn padding_only_record_is_refused_by_name_not_dropped() {
         src.skipped()
     );
 }
+
+/// Raw void (`|V8` without fields, a named `|V3` field) is `u8` with a trailing axis of the
+/// blob size, recorded as opaque, with numpy's bytes.
+#[test]
+fn raw_void_is_u8_with_a_trailing_byte_axis() {
+    assert_eq!(check_values("raw_void.npy"), 1);
+    assert_eq!(check_values("record_void.npy"), 2);
+    let src = common::open_file(&Path::new(FIXTURES).join("raw_void.npy"));
+    assert!(src.variables()[0]
+        .facts
+        .iter()
+        .any(|f| matches!(f, tet_source::Fact::Opaque { .. })));
+}
