@@ -10,6 +10,8 @@
 #     comparison;
 #   - batch: 20,000 NPY files of 4 KiB at --workers 1/4/8/16 and --isolation none --jobs 16 beside
 #     `cp -r` + sync;
+#   - the 2-core acceptance figures on a quiet machine: 1 GiB NPY → --codec raw beside cp + sync,
+#     and zstd:3 --jobs 2 beside zstd -T2 -3 + sync, every process pinned to two CPUs (taskset);
 #   - diagnostics: the zstd CLI at -T1 with this project's level-3 parameters (hlog 18, clog 15);
 #     the compression engine alone on one thread (`zstd_chunks`: 4 MiB chunks with our context
 #     and other hashLog/chainLog pairs) beside the zstd CLI's benchmark of 4 MiB blocks (-b3
@@ -26,14 +28,15 @@
 #
 # Settings (environment): OUT (default ./device-out), TET_BUNDLE (target/device-bundle),
 # TET_BENCH_DIR (target/device-work: the disk the repository is on), TET_PLANES (512 planes of
-# 4 MiB = 2 GiB), TET_NFILES (20000), TET_JOBS ("1 2 4 8 16"), TET_WORKERS ("1 4 8 16"),
-# TET_ROUNDS (3), TET_LIMIT_S (330).
+# 4 MiB = 2 GiB), TET_PLANES2 (256: the 1 GiB input on two CPUs), TET_NFILES (20000), TET_JOBS
+# ("1 2 4 8 16"), TET_WORKERS ("1 4 8 16"), TET_ROUNDS (3), TET_LIMIT_S (330).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${TET_BUNDLE:-$ROOT/target/device-bundle}
 OUT=${OUT:-$ROOT/device-out}
 W=${TET_BENCH_DIR:-$ROOT/target/device-work}
 PLANES=${TET_PLANES:-512}
+PLANES2=${TET_PLANES2:-256}
 NFILES=${TET_NFILES:-20000}
 JOBS=${TET_JOBS:-"1 2 4 8 16"}
 WORKERS=${TET_WORKERS:-"1 4 8 16"}
@@ -158,6 +161,26 @@ scaling_pair 1 1
 for j in $JOBS; do [ "$j" != 1 ] && scaling_pair "$j" 1; done
 batch_round 1
 
+# The 2-vCPU machine's acceptance figures, on two CPUs of this quiet one.
+if command -v taskset >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
+    log "two CPUs (taskset -c 0,1)"
+    NPY1=$W/f32_${PLANES2}.npy
+    [ -f "$NPY1" ] || "$B/bin/gen_npy" "$NPY1" "$PLANES2" 1024 1024
+    PREP_RM="$W/out.*"
+    PREP_WARM=$NPY1
+    P2="taskset -c 0,1"
+    for r in 1 2; do
+        measure "2 CPUs: cp + sync" "$r" "$P2 cp $NPY1 $W/out.copy && sync"
+        measure "2 CPUs: tet-convert --codec raw" "$r" \
+            "$P2 $CONV -q --codec raw $NPY1 $W/out.raw.tet"
+        measure "2 CPUs: tet-convert zstd:3 --jobs 2" "$r" \
+            "$P2 $CONV -q --codec zstd:3 --jobs 2 $NPY1 $W/out.z2.tet"
+        [ -n "$ZSTD" ] && measure "2 CPUs: zstd -T2 -3 + sync" "$r" \
+            "$P2 $ZSTD -q -T2 -3 -f $NPY1 -o $W/out.zst && sync"
+    done
+    rm -f "$W"/out.* "$NPY1"
+fi
+
 log "diagnostics"
 PREP_RM="$W/out.zst"
 PREP_WARM=$NPY
@@ -253,6 +276,12 @@ awk -F'\t' -v planes="$PLANES" -v nfiles="$NFILES" '
       for (i = 1; i <= k; i++) { c = order[i]
         if (c ~ /^tet-convert zstd:3 --jobs / && c != t1 && (t1 in best))
           printf "| speed-up %s over --jobs 1 | %.2f | - |\n", substr(c, 20), best[t1] / best[c] }
+      if (("2 CPUs: tet-convert --codec raw") in best && ("2 CPUs: cp + sync") in best)
+        printf "| 2 CPUs: raw / (cp + sync) | %.3f | <= 1.15 |\n",
+            best["2 CPUs: tet-convert --codec raw"] / best["2 CPUs: cp + sync"]
+      if (("2 CPUs: tet-convert zstd:3 --jobs 2") in best && ("2 CPUs: zstd -T2 -3 + sync") in best)
+        printf "| 2 CPUs: zstd:3 --jobs 2 / zstd -T2 -3 | %.3f | <= 1.0 |\n",
+            best["2 CPUs: tet-convert zstd:3 --jobs 2"] / best["2 CPUs: zstd -T2 -3 + sync"]
       cp = "batch: cp -r + sync"
       for (i = 1; i <= k; i++) { c = order[i]
         if (c ~ /^batch: / && c != cp && (cp in best))
