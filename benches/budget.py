@@ -36,28 +36,33 @@ CONV = harness.CONV  # --conv replaces it (a copy that a rebuild cannot change m
 
 def best_of(cases, prepare, runs):
     """Each (name, cmd) of `cases`, `runs` rounds interleaved (the order alternates), each run
-    after `prepare`: best wall seconds, median wall seconds, largest peak RSS (MiB)."""
-    res = {name: ([], []) for name, _ in cases}
+    after `prepare`: best wall seconds, median wall seconds, largest peak RSS (MiB), least and
+    median CPU seconds (user + system; steadier than wall time on a shared machine)."""
+    res = {name: ([], [], []) for name, _ in cases}
     for i in range(runs):
         order = list(cases) if i % 2 == 0 else list(reversed(cases))
         for name, cmd in order:
             sh(prepare)
-            w, rss, _cpu = harness.timed(cmd)
+            w, rss, cpu = harness.timed(cmd)
             res[name][0].append(w)
             res[name][1].append(rss)
+            res[name][2].append(cpu)
     rows = []
     for name, cmd in cases:
-        w, r = res[name]
+        w, r, c = res[name]
         rows.append({"name": name, "cmd": cmd, "best": min(w), "median": sorted(w)[len(w) // 2],
-                     "rss_mib": max(r) / 1024, "walls": w})
+                     "rss_mib": max(r) / 1024, "walls": w, "cpu": min(c),
+                     "cpu_median": sorted(c)[len(c) // 2]})
     return rows
 
 
 def print_rows(rows, runs):
-    print(f"| run | best wall s (of {runs}) | median wall s | peak RSS MiB |")
-    print("|---|---:|---:|---:|")
+    print(f"| run | best wall s (of {runs}) | median wall s | least CPU s | median CPU s "
+          "| peak RSS MiB |")
+    print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['name']} | {r['best']:.2f} | {r['median']:.2f} | {r['rss_mib']:.0f} |")
+        print(f"| {r['name']} | {r['best']:.2f} | {r['median']:.2f} | {r['cpu']:.2f} "
+              f"| {r['cpu_median']:.2f} | {r['rss_mib']:.0f} |")
     print()
     for r in rows:
         print(f"{r['name']}: {r['walls']}", file=sys.stderr)
@@ -115,6 +120,12 @@ def speed(a):
         ("zstd:3 --jobs 1 / (zstd -T1 -3 + sync), best of each",
          b["tet-convert --codec zstd:3 --jobs 1"]["best"] / b["zstd -T1 -3 + sync"]["best"],
          "<= 1.05 (16-core target)"),
+        ("zstd:3 --jobs 2 / zstd -T2 -3, CPU (user + sys), medians",
+         b["tet-convert --codec zstd:3 --jobs 2"]["cpu_median"]
+         / b["zstd -T2 -3 + sync"]["cpu_median"], "-"),
+        ("zstd:3 --jobs 1 / zstd -T1 -3, CPU (user + sys), medians",
+         b["tet-convert --codec zstd:3 --jobs 1"]["cpu_median"]
+         / b["zstd -T1 -3 + sync"]["cpu_median"], "-"),
         (".tet size / .zst size (zstd:3)",
          f"{tet_size / zst_size:.4f} ({tet_size:,} / {zst_size:,} bytes)", "<= 1.0 (issue 3)"),
     ] + ([
