@@ -26,11 +26,14 @@
 //!   field's variable when it is a field of a larger compound), read as little-endian (real,
 //!   imaginary) pairs whatever the stored order, byte order or padding of the parts; the engine
 //!   stores the parts. **Array types** (`H5T_ARRAY`) add trailing axes.
+//! * **Opaque** datasets (`H5T_OPAQUE`, h5py's `|V<n>`) are `u8` with a trailing axis of the
+//!   blob size and [`Fact::Opaque`] naming the tag (as fields of a compound: `u8` arrays);
+//!   opaque attributes are skipped.
 //! * **Strings** (fixed or variable length, ASCII or UTF-8, also as compound fields) become
 //!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
 //!   string dimension scale also gives [`DimLabels`].
 //! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
-//!   opaque data, references, variable-length sequences, non-IEEE floats, virtual datasets
+//!   references, variable-length sequences, non-IEEE floats, virtual datasets
 //!   whose sources cannot be checked (below), datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
 //!   plugins it finds in `HDF5_PLUGIN_PATH`) can decode (named in the message, with the plugin
 //!   directories searched), compound datasets whose field names collide once `/` becomes `_`
@@ -1022,6 +1025,7 @@ impl Walker<'_> {
             return Ok(());
         };
         let info = types::analyze(dtype.id());
+        let opaque = types::opaque_tag(dtype.id());
         let leaves = types::flatten(&info);
         // Two leaves with one name (fields `a/b` and `a_b`: `/` becomes `_`; an unnamed field
         // and one named `field_<i>`) cannot both be variables: this dataset is an unsupported
@@ -1077,8 +1081,21 @@ impl Walker<'_> {
             dim_names: all_named.then_some(dim_names),
             texts: None,
         };
+        let before = src.variables.len();
         for (li, leaf) in leaves.iter().enumerate() {
             self.add_leaf(src, &mut d, li, leaf)?;
+        }
+        // An opaque dataset is `u8` with a trailing axis of the blob size: recorded as such.
+        if let (Some(tag), Some(v)) = (opaque, src.variables.get_mut(before)) {
+            v.notes.push(format!(
+                "HDF5 opaque type{} of {record} bytes: u8 along the trailing axis",
+                if tag.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (tag '{tag}')")
+                }
+            ));
+            v.facts.push(Fact::Opaque { type_name: tag });
         }
         Ok(())
     }
@@ -1717,6 +1734,9 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
             .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
     };
     let info = types::analyze(dtype.id());
+    if types::opaque_tag(dtype.id()).is_some() {
+        return AttrOutcome::Skip("opaque bytes attribute".into());
+    }
     let bytes = n
         .and_then(|n| n.checked_mul(info.size as u64))
         .filter(|&b| b <= MAX_ATTR_BYTES);

@@ -20,7 +20,7 @@ use hdf5_sys::h5t::{
     H5Tget_array_dims2, H5Tget_array_ndims, H5Tget_class, H5Tget_cset, H5Tget_ebias, H5Tget_fields,
     H5Tget_member_name, H5Tget_member_offset, H5Tget_member_type, H5Tget_member_value,
     H5Tget_nmembers, H5Tget_norm, H5Tget_offset, H5Tget_order, H5Tget_precision, H5Tget_sign,
-    H5Tget_size, H5Tget_strpad, H5Tget_super, H5Tis_variable_str,
+    H5Tget_size, H5Tget_strpad, H5Tget_super, H5Tget_tag, H5Tis_variable_str,
 };
 use tet_source::{json_text, AttrValue, ElementType};
 
@@ -125,6 +125,27 @@ impl OwnedType {
     }
 }
 
+/// The tag of `tid` when it is an opaque type (empty when it has none); `None` for any other
+/// type. Takes the library lock.
+pub(crate) fn opaque_tag(tid: hid_t) -> Option<String> {
+    hdf5::sync::sync(|| {
+        // SAFETY: by-value queries of `tid` under the library lock (module safety notes).
+        if unsafe { H5Tget_class(tid) } != H5T_class_t::H5T_OPAQUE {
+            return None;
+        }
+        // SAFETY: as above; libhdf5 returns a string it allocated for the caller, or null.
+        let p = unsafe { H5Tget_tag(tid) };
+        if p.is_null() {
+            return Some(String::new());
+        }
+        // SAFETY: `p` is non-null and NUL-terminated, valid until freed below.
+        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
+        // SAFETY: allocated by libhdf5 for the caller, freed once with its allocator.
+        unsafe { hdf5_sys::h5::H5free_memory(p.cast()) };
+        Some(s)
+    })
+}
+
 /// The name of member `i` of a compound or enum type (`None` when libhdf5 has none to give).
 fn member_name(tid: hid_t, i: u32) -> Option<String> {
     // SAFETY: a by-value query of `tid` under the library lock (see the module's safety notes);
@@ -177,7 +198,23 @@ fn analyze_at(tid: hid_t, depth: u32) -> TypeInfo {
         H5T_class_t::H5T_ARRAY => array_info(tid, size, depth),
         H5T_class_t::H5T_VLEN => other(size, "variable-length sequence"),
         H5T_class_t::H5T_REFERENCE => other(size, "object/region reference"),
-        H5T_class_t::H5T_OPAQUE => other(size, "opaque bytes"),
+        // Opaque blobs: their bytes, `u8` along a trailing axis (see [`opaque_tag`]).
+        H5T_class_t::H5T_OPAQUE => TypeInfo {
+            size,
+            kind: Kind::Array {
+                dims: vec![size as u64],
+                base: Box::new(TypeInfo {
+                    size: 1,
+                    kind: Kind::Int {
+                        signed: false,
+                        be: false,
+                        bitfield: false,
+                        nbit: None,
+                        time: false,
+                    },
+                }),
+            },
+        },
         c => other(size, format!("datatype class {c:?}")),
     }
 }

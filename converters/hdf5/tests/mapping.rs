@@ -139,7 +139,7 @@ fn make_datasets(f: &hdf5::File) -> Types {
         Some(&[2]),
         &[1, 0, 0, 128],
     );
-    // Opaque and vlen sequence: unsupported.
+    // Opaque (u8 with a trailing byte axis) and vlen sequence (unsupported).
     // SAFETY: a libhdf5 call under its lock.
     let opaque = hdf5::sync::sync(|| unsafe { H5Tcreate(H5T_class_t::H5T_OPAQUE, 4) });
     raw_dataset(root, "blob", opaque, Some(&[2]), &[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -317,8 +317,9 @@ fn check_nested_and_arrays(src: &H5Source) {
     );
 }
 
-/// A signed enum keeps its base type and mapping; a bitfield is unsigned; opaque and vlen
-/// sequences are skipped; space-padded strings lose their padding.
+/// A signed enum keeps its base type and mapping; a bitfield is unsigned; opaque values are u8
+/// with a trailing byte axis; vlen sequences are skipped; space-padded strings lose their
+/// padding.
 fn check_enum_bits_and_strings(src: &H5Source) {
     let l = var(src, "levels");
     assert_eq!(l.dtype, ElementType::I16);
@@ -333,7 +334,14 @@ fn check_enum_bits_and_strings(src: &H5Source) {
     assert_eq!(var(src, "bits").dtype, ElementType::U16);
     assert_eq!(read_all(src, "bits"), vec![1, 0, 0, 128]);
 
-    assert!(skipped(src, "blob").contains("opaque"));
+    // Opaque blobs: u8 with a trailing axis of the blob size (issue 23).
+    let blob = var(src, "blob");
+    assert_eq!(
+        (blob.dtype, blob.shape.as_slice()),
+        (ElementType::U8, &[2u64, 4][..])
+    );
+    assert_eq!(read_all(src, "blob"), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert!(blob.facts.iter().any(|f| matches!(f, Fact::Opaque { .. })));
     assert!(skipped(src, "ragged").contains("variable-length"));
 
     let t = src
