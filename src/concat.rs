@@ -69,6 +69,18 @@ pub fn convert(
     if inputs.len() < 2 {
         return Err(refused("--concat needs at least two inputs".into()));
     }
+    // Object URLs are converted through a spool one input at a time (crate::batch); a combine
+    // of them is not built yet: say so rather than treat the URL as a local path.
+    if let Some(url) = inputs
+        .iter()
+        .chain([&output.to_path_buf()])
+        .find(|p| crate::storage::is_url(p))
+    {
+        return Err(refused(format!(
+            "{}: --concat takes local files only (object URLs are not combined yet)",
+            url.display()
+        )));
+    }
     let mut parts = Vec::with_capacity(inputs.len());
     let mut format = None;
     for p in inputs {

@@ -588,3 +588,32 @@ fn zarr_days_combine_like_the_netcdf_ones() {
     assert!(err.contains("grid.zarr: variable lat differs"), "{err}");
     assert!(!d.path().join("bad.tet").exists());
 }
+
+#[test]
+fn object_urls_are_not_combined_yet() {
+    let d = tempfile::tempdir().unwrap();
+    copy_fixtures(d.path());
+    for (inputs, url) in [
+        (
+            vec!["day1.nc", "s3://bucket/day2.nc"],
+            "s3://bucket/day2.nc",
+        ),
+        (vec!["day1.nc", "day2.nc"], "gs://bucket/week.tet"),
+    ] {
+        let out = if url.ends_with(".tet") { url } else { "w.tet" };
+        let o = concat(d.path(), &inputs, out);
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{url}: --concat takes local files only")),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    assert!(std::fs::read_dir(d.path()).unwrap().all(|e| !e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".tet")));
+    assert!(!d.path().join("gs:").exists());
+}
