@@ -29,11 +29,15 @@
 //! * **Opaque** datasets (`H5T_OPAQUE`, h5py's `|V<n>`) are `u8` with a trailing axis of the
 //!   blob size and [`Fact::Opaque`] naming the tag (as fields of a compound: `u8` arrays);
 //!   opaque attributes are skipped.
+//! * **Variable-length sequences** of numbers (`H5T_VLEN`: h5py's `vlen_dtype`, PyTables'
+//!   VLArray) are CF contiguous ragged arrays (module `ragged`, `tet_source::ragged`): the
+//!   values under the dataset's name and `<name>_count` (`i64`, one per element, with
+//!   `sample_dimension`), gathered at open (at most 256 MiB).
 //! * **Strings** (fixed or variable length, ASCII or UTF-8, also as compound fields) become
 //!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
 //!   string dimension scale also gives [`DimLabels`].
 //! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
-//!   references, variable-length sequences, non-IEEE floats, virtual datasets
+//!   references, sequences of anything but numbers, non-IEEE floats, virtual datasets
 //!   whose sources cannot be checked (below), datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
 //!   plugins it finds in `HDF5_PLUGIN_PATH`) can decode (named in the message, with the plugin
 //!   directories searched), compound datasets whose field names collide once `/` becomes `_`
@@ -111,6 +115,7 @@
 
 pub mod blosc2;
 pub mod chunks;
+mod ragged;
 mod types;
 pub mod vds;
 
@@ -291,6 +296,8 @@ enum Access {
     /// Absolute file offset of the records.
     Contiguous(u64),
     Library,
+    /// Values gathered at open (a vlen dataset's values or counts), little-endian.
+    Memory(tet_source::ragged::InMemory),
 }
 
 /// A dataset as read: its records, and how to get them.
@@ -1024,6 +1031,9 @@ impl Walker<'_> {
         let Some((scalar, outer)) = self.dataspace(&f)? else {
             return Ok(());
         };
+        if let Some(base) = types::vlen_base(dtype.id()) {
+            return self.vlen_dataset(src, &f, &dtype, &base, &outer, &dim_names);
+        }
         let info = types::analyze(dtype.id());
         let opaque = types::opaque_tag(dtype.id());
         let leaves = types::flatten(&info);
@@ -1096,6 +1106,77 @@ impl Walker<'_> {
                 }
             ));
             v.facts.push(Fact::Opaque { type_name: tag });
+        }
+        Ok(())
+    }
+
+    /// A variable-length sequence dataset of numbers: a CF contiguous ragged array (module
+    /// `ragged`), its values and counts gathered now.
+    fn vlen_dataset(
+        &mut self,
+        src: &mut H5Source,
+        f: &Found,
+        dtype: &hdf5::Datatype,
+        base: &TypeInfo,
+        outer: &[u64],
+        dim_names: &[Option<String>],
+    ) -> Result<()> {
+        let name = f.name.as_str();
+        let Some((et, be)) = types::numeric_type(base) else {
+            let why = format!(
+                "variable-length sequence of {} has no tensor form (sequences of numbers \
+                 become ragged arrays)",
+                types::describe(base)
+            );
+            return self.unsupported(name, why);
+        };
+        let n = outer
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| SourceError::malformed(format!("dataset '{name}': shape overflows")))?;
+        let gathered = match ragged::read_sequences(f.ds.id(), dtype.id(), n, et, be, name) {
+            Err(SourceError::Unsupported(why)) => return self.unsupported(name, why),
+            r => r?,
+        };
+        let mut v = Variable::new(name, et, outer.to_vec());
+        v.attrs = f.attrs.clone();
+        v.notes = f.notes.clone();
+        v.facts = f.attr_shapes.iter().chain(&f.facts).cloned().collect();
+        if let Kind::Enum { members, .. } = &base.kind {
+            v.facts.push(Fact::EnumMapping(members.clone()));
+        }
+        if !outer.is_empty()
+            && dim_names.len() == outer.len()
+            && dim_names.iter().any(Option::is_some)
+        {
+            let short = short_name(name);
+            v.dims = Some(
+                dim_names
+                    .iter()
+                    .enumerate()
+                    .map(|(k, d)| d.clone().unwrap_or_else(|| format!("{short}_dim{k}")))
+                    .collect(),
+            );
+        }
+        let ((values, vdata), (count, cdata)) = gathered.into_variables(v, "")?;
+        for (var, data) in [(values, vdata), (count, cdata)] {
+            let size = var.dtype.size();
+            src.entries.push(Entry {
+                name: var.name.clone(),
+                file: f.file,
+                ds: f.ds.clone(),
+                dtype: dtype.clone(),
+                record: size,
+                outer: var.shape.clone(),
+                indirect: false,
+                access: Access::Memory(data),
+            });
+            src.plans.push(Plan {
+                entry: src.entries.len() - 1,
+                leaf: types::le_leaf(var.dtype),
+            });
+            src.variables.push(var);
         }
         Ok(())
     }
@@ -2017,6 +2098,7 @@ impl H5Source {
                 res
             }
             Access::Library => self.h5_read(e, start, count, out),
+            Access::Memory(m) => m.read_region(start, count, out),
         }
     }
 }

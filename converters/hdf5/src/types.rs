@@ -125,6 +125,18 @@ impl OwnedType {
     }
 }
 
+/// The base type of `tid` when it is a variable-length sequence (`H5T_VLEN`, not a string);
+/// `None` for any other type. Takes the library lock.
+pub(crate) fn vlen_base(tid: hid_t) -> Option<TypeInfo> {
+    hdf5::sync::sync(|| {
+        // SAFETY: a by-value query of `tid` under the library lock (module safety notes).
+        if unsafe { H5Tget_class(tid) } != H5T_class_t::H5T_VLEN {
+            return None;
+        }
+        super_info(tid, 0)
+    })
+}
+
 /// The tag of `tid` when it is an opaque type (empty when it has none); `None` for any other
 /// type. Takes the library lock.
 pub(crate) fn opaque_tag(tid: hid_t) -> Option<String> {
@@ -711,6 +723,26 @@ pub(crate) struct Leaf {
     pub complex: Option<ComplexParts>,
     /// Notes to record for this leaf (compound field, renamed field…).
     pub notes: Vec<String>,
+}
+
+/// A whole-record leaf of little-endian `dtype` values (data gathered in memory).
+pub(crate) fn le_leaf(dtype: ElementType) -> Leaf {
+    Leaf {
+        suffix: String::new(),
+        offset: 0,
+        inner: Vec::new(),
+        ty: TypeInfo {
+            size: dtype.size(),
+            kind: Kind::Float { dtype, be: false },
+        },
+        kind: LeafKind::Numeric {
+            dtype,
+            be: false,
+            enum_mapping: None,
+        },
+        complex: None,
+        notes: Vec::new(),
+    }
 }
 
 impl Leaf {
