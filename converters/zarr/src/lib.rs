@@ -34,8 +34,10 @@
 //!   a note and the data type in the facts. Big-endian data (`"endian": "big"`, v2 `">f8"`) is
 //!   read through zarrs, which returns native (little-endian) bytes.
 //! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
-//!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order. Other data types
-//!   (`bytes`, raw bits `r*`, sub-byte floats, `optional`, …) are unsupported.
+//!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order.
+//! * **Raw bits** (`r<bits>`, v2 raw void `|V<n>`) are opaque blobs: `u8` with a trailing axis
+//!   of the blob size and [`Fact::Opaque`] (`tet_source::ragged::opaque_variable`). Other data
+//!   types (`bytes`, v3 `raw_bytes`, sub-byte floats, `optional`, …) are unsupported.
 //! * **Records** (structured data types: v2 `dtype` lists, the v3 `structured` type of
 //!   zarr-python 3): one variable per field, `<array>/<field>`, nested records joined with `/`,
 //!   sub-array fields as trailing axes, unnamed raw (padding) fields ignored, empty names as
@@ -712,6 +714,9 @@ enum ReadKind {
     Part(usize),
     /// A field of an array of records: its layout is `ZarrSource::fields[i]`.
     Field(usize),
+    /// Raw bits of this many bytes per element (`r*`, v2 `|V*`), delivered as `u8` along a
+    /// trailing axis.
+    Opaque(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -725,7 +730,11 @@ enum Mapped {
     Numeric(ElementType, Option<String>),
     Bool,
     Complex(ElementType),
-    Text { utf32: bool },
+    Text {
+        utf32: bool,
+    },
+    /// Raw bits (`r<bits>`, v2 `|V<bytes>`): blobs of this many bytes.
+    Opaque(usize),
 }
 
 fn map_data_type(name: &str) -> Option<Mapped> {
@@ -763,7 +772,11 @@ fn map_data_type(name: &str) -> Option<Mapped> {
         "complex_bfloat16" => Some(Mapped::Complex(E::BF16)),
         "string" => Some(Mapped::Text { utf32: false }),
         "fixed_length_utf32" => Some(Mapped::Text { utf32: true }),
-        _ => None,
+        raw => raw
+            .strip_prefix('r')
+            .and_then(|b| b.parse::<usize>().ok())
+            .filter(|b| *b > 0 && b.is_multiple_of(8))
+            .map(|b| Mapped::Opaque(b / 8)),
     }
 }
 
@@ -1224,6 +1237,34 @@ impl ZarrSource {
         self.readers.get(var).and_then(|r| self.arrays.get(r.array))
     }
 
+    /// The region `start`/`count` of raw-bits variable (its axes, then the byte axis) into
+    /// `out`: the blobs of the outer region decoded, the byte range of each copied out.
+    fn read_opaque(
+        &self,
+        array: &Array<Store>,
+        size: usize,
+        start: &[u64],
+        count: &[u64],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let r = start.len().saturating_sub(1);
+        let (bs, bc) = (start[r] as usize, count[r] as usize);
+        let subset = ArraySubset::new_with_start_shape(start[..r].to_vec(), count[..r].to_vec())
+            .map_err(|e| SourceError::InvalidRequest(e.to_string()))?;
+        let blobs = out.len() / bc.max(1);
+        let mut tmp = vec![
+            0u8;
+            blobs.checked_mul(size).ok_or_else(|| {
+                SourceError::InvalidRequest("region too large".into())
+            })?
+        ];
+        self.decode_into(array, &subset, &mut tmp, size)?;
+        for (o, b) in out.chunks_exact_mut(bc).zip(tmp.chunks_exact(size)) {
+            o.copy_from_slice(&b[bs..bs + bc]);
+        }
+        Ok(())
+    }
+
     /// Decodes `subset` of `array` into `out` (C order, native = little-endian bytes).
     fn decode_into(
         &self,
@@ -1348,6 +1389,15 @@ fn mapped_variables(
             vec![(v, ReadKind::Direct)]
         }
         Mapped::Bool => vec![(typed(ElementType::Bool), ReadKind::Bool)],
+        Mapped::Opaque(n) => {
+            let mut v = tet_source::ragged::opaque_variable(typed(ElementType::U8), "", n as u64);
+            v.facts.push(Fact::private(
+                "zarr",
+                "zarr_data_type",
+                AttrValue::Text(dt_json),
+            ));
+            vec![(v, ReadKind::Opaque(n))]
+        }
         Mapped::Complex(t) => {
             if elem != Some(2 * t.size()) {
                 return Err(Problem::Unsupported(format!(
@@ -1388,6 +1438,7 @@ fn mapped_size(vars: &[(Variable, ReadKind)]) -> Option<usize> {
     let (v, kind) = vars.first()?;
     Some(match kind {
         ReadKind::Part(_) => 2 * v.dtype.size(),
+        ReadKind::Opaque(n) => *n,
         _ => v.dtype.size(),
     })
 }
@@ -1522,6 +1573,7 @@ impl Source for ZarrSource {
                     .ok_or_else(|| SourceError::InvalidRequest(format!("no field layout {f}")))?;
                 self.read_field(array, layout, start, count, out)
             }
+            ReadKind::Opaque(size) => self.read_opaque(array, size, start, count, out),
         }
     }
 }

@@ -134,10 +134,6 @@ fn unsupported_metadata_is_named() {
             "float8_e4m3",
         ),
         (
-            array_meta(json!({"data_type": "r16", "fill_value": [0, 0]})),
-            "r16",
-        ),
-        (
             array_meta(
                 json!({"codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
                                       {"name": "lz4_magic"}]}),

@@ -72,3 +72,34 @@ fn structured_arrays_are_split_into_fields() {
         assert_eq!(read_all(&src, 2), y, "{store}");
     }
 }
+
+/// v2 raw void (`|V8`, zarrs' `r64`) is u8 with a trailing axis of 8 bytes, recorded as
+/// opaque, with the bytes zarr-python reads; a region cuts both axes.
+#[test]
+fn v2_raw_void_is_u8_with_a_trailing_byte_axis() {
+    let expect = fixture_expect("types");
+    let a = &expect["stores"]["raw_v2.zarr"][0];
+    assert_eq!(a["dtype"], "|V8");
+    let src = open_store(
+        &fixture_dir("types").join("raw_v2.zarr"),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    let idx = var_index(&src, "blob");
+    let v = &src.variables()[idx];
+    assert_eq!(
+        (v.dtype, v.shape.as_slice()),
+        (ElementType::U8, &[5u64, 8][..])
+    );
+    assert!(v
+        .facts
+        .iter()
+        .any(|f| matches!(f, tet_source::Fact::Opaque { .. })));
+    let want = std::fs::read(fixture_dir("types").join("expect/raw_v2.zarr__blob.le")).unwrap();
+    assert_eq!(want.len(), 40);
+    assert_eq!(read_all(&src, idx), want);
+    let (start, count) = ([1u64, 2], [3u64, 4]);
+    let mut part = vec![0u8; 12];
+    src.read_region(idx, &start, &count, &mut part).unwrap();
+    assert_eq!(part, sub_block(&want, &v.shape, 1, &start, &count));
+}
