@@ -134,6 +134,7 @@ fn every_fixture_output_has_aligned_raw_payloads() {
             );
         }
     }
+    eprintln!("{converted} fixture conversions, {padded} of them with alignment padding");
     assert!(converted >= 150, "only {converted} fixture conversions");
     // The rule is exercised: some outputs needed padding.
     assert!(padded >= 10, "only {padded} outputs with padding");
