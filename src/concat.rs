@@ -60,6 +60,16 @@ pub fn convert(
     output: &Path,
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
+    convert_ordered(inputs, output, opts).map(|(r, _)| r)
+}
+
+/// [`convert`], also giving the combined order: the index in `inputs` of each parent of the
+/// history row, in turn.
+pub fn convert_ordered(
+    inputs: &[PathBuf],
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
     let started = Instant::now();
     let refused = |m: String| ConvertError::Refused(m);
     let combine = opts
@@ -98,21 +108,23 @@ pub fn convert(
         parts.push((p.display().to_string(), src));
     }
     let concat = Concat::new(parts, &combine.dim, combine.take_first).map_err(refused)?;
-    let ordered: Vec<PathBuf> = concat.order.iter().map(|&i| inputs[i].clone()).collect();
+    let order = concat.order.clone();
+    let ordered: Vec<PathBuf> = order.iter().map(|&i| inputs[i].clone()).collect();
     let mut o = opts.clone();
     o.combine = Some(Combine {
         inputs: ordered.clone(),
         ..combine.clone()
     });
     let (source, _) = crate::select::apply(Box::new(concat), &o.select).map_err(refused)?;
-    crate::pipeline::convert_source(
+    let report = crate::pipeline::convert_source(
         source.as_ref(),
         format.unwrap_or("concat"),
         &ordered[0],
         output,
         &o,
         started,
-    )
+    )?;
+    Ok((report, order))
 }
 
 /// How a combined variable is read.

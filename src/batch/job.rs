@@ -53,6 +53,9 @@ pub struct WireOptions {
     /// `--variables`, `--exclude`, `--isel`, `--sel`.
     #[serde(default)]
     pub select: crate::select::SelectOptions,
+    /// `--concat DIM` (or a manifest's `inputs`/`concat`) and the inputs combined.
+    #[serde(default)]
+    pub combine: Option<super::combined::WireCombine>,
 }
 
 impl From<&ConvertOptions> for WireOptions {
@@ -70,6 +73,7 @@ impl From<&ConvertOptions> for WireOptions {
             progress: o.progress.is_some(),
             write_through_symlink: o.write_through_symlink,
             select: o.select.clone(),
+            combine: o.combine.as_ref().map(super::combined::WireCombine::of),
         }
     }
 }
@@ -99,7 +103,7 @@ impl TryFrom<&WireOptions> for ConvertOptions {
             cancel: Cancel::from_fn(super::signals::pending),
             write_through_symlink: w.write_through_symlink,
             select: w.select.clone(),
-            combine: None,
+            combine: w.combine.as_ref().map(|c| c.combine()).transpose()?,
             input_origin: None,
         })
     }
@@ -183,6 +187,9 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         Ok(o) => o,
         Err(e) => return finish(failed(out, e)),
     };
+    if opts.combine.is_some() {
+        return finish(super::combined::execute(job, &output, opts, stage, out));
+    }
     if crate::storage::is_url(&input) || crate::storage::is_url(&output) {
         return finish(super::remote::execute(
             job, &input, &output, opts, stage, out,

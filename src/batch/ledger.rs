@@ -88,6 +88,9 @@ pub struct InputRow {
     pub output: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_hex: Option<String>,
+    /// Every input of a combined job (`--concat`), in the given order (`input` is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<String>,
     pub status: Option<Status>,
     /// Why it was skipped or failed (one line).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -185,6 +185,7 @@ fn refuse_all(
                     &job.input.path().unwrap_or_default(),
                     &job.output.path().unwrap_or_default(),
                 );
+                row.inputs = super::combined::row_inputs(&job);
                 row.status = Some(Status::Failed);
                 row.reason = Some(format!("cannot start a worker process: {e}"));
                 Outcome {

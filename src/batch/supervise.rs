@@ -491,7 +491,7 @@ fn dead_worker_outcome(job: &WireJob, reason: String) -> Outcome {
             stale::clean(dir, Some(name));
         }
     }
-    if let Ok(input) = job.input.path() {
+    if let Some(input) = job.input.path().ok().filter(|_| o.row.inputs.is_empty()) {
         super::job::fill_known(&mut o.row, &input);
     }
     o
@@ -501,6 +501,7 @@ fn fail_row(job: &WireJob, reason: String) -> Outcome {
     let input = job.input.path().unwrap_or_default();
     let output = job.output.path().unwrap_or_default();
     let mut row = InputRow::new(&job.run, &input, &output);
+    row.inputs = super::combined::row_inputs(job);
     row.status = Some(Status::Failed);
     row.reason = Some(reason);
     Outcome {

@@ -350,13 +350,16 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(e),
     };
-    if let Some(dim) = &a.concat {
-        return run_concat(a, dim, opts);
-    }
     let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
-    let planned = match plan(a, &opts) {
-        Ok(p) => p,
-        Err(code) => return code,
+    let planned = match &a.concat {
+        Some(dim) => match plan_concat(a, dim, &opts) {
+            Ok(p) => p,
+            Err(e) => return usage(e),
+        },
+        None => match plan(a, &opts) {
+            Ok(p) => p,
+            Err(code) => return code,
+        },
     };
     let listed = planned.len();
     let shard = match choose_shard(a, batch_mode) {
@@ -370,20 +373,6 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     if let Some(s) = shard {
         log::info!("shard {s}: {} of {listed} inputs", planned.len());
     }
-    // Combined manifest jobs (`inputs`, `concat`) run in this process, as `--concat` does.
-    let (combined, planned): (Vec<Planned>, Vec<Planned>) =
-        planned.into_iter().partition(|p| p.opts.combine.is_some());
-    let combined_failed = run_combined(a, &combined);
-    if combined_failed && !a.keep_going {
-        return ExitCode::from(super::EXIT_FAILED);
-    }
-    if planned.is_empty() && !combined.is_empty() {
-        return ExitCode::from(match combined_failed {
-            true => super::EXIT_FAILED,
-            false => super::EXIT_OK,
-        });
-    }
-
     let (mut ledger, ledger_object) = match open_report(a) {
         Ok(l) => l,
         Err(code) => return code,
@@ -441,42 +430,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         eprintln!("{}: cannot write the report: {e}", super::program());
         return ExitCode::from(super::EXIT_FAILED);
     }
-    match combined_failed {
-        true => ExitCode::from(summary.exit_code.max(super::EXIT_FAILED)),
-        false => ExitCode::from(summary.exit_code),
-    }
-}
-
-/// A manifest's combined jobs, one after another in this process (as `--concat` runs: no
-/// up-to-date check, no worker process, no ledger row); whether one failed. A failure is one
-/// line naming the output and the reason (which names the inputs).
-fn run_combined(a: &ConvertArgs, jobs: &[Planned]) -> bool {
-    let mut failed = false;
-    for p in jobs {
-        let Some(c) = &p.opts.combine else {
-            continue;
-        };
-        let mut opts = p.opts.clone();
-        opts.cancel = crate::control::Cancel::from_fn(signals::pending);
-        match crate::concat::convert(&c.inputs, &p.output, &opts) {
-            Ok(r) if !a.quiet => eprintln!(
-                "{} inputs -> {}: combined along {}, {} bytes",
-                c.inputs.len(),
-                p.output.display(),
-                c.dim,
-                r.bytes_out
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                eprintln!("{}: {}: {e}", super::program(), p.output.display());
-                failed = true;
-                if !a.keep_going {
-                    break;
-                }
-            }
-        }
-    }
-    failed
+    ExitCode::from(summary.exit_code)
 }
 
 /// The `--report` ledger: a local file, or for an object URL a local file uploaded when the run
@@ -675,14 +629,22 @@ fn run_options_text(
 /// What the terminal (and stdout, with --json) shows of one outcome.
 fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
     let r = &o.row;
-    let input = &r.input;
+    // A combined job is named by its output on failure (the reason names the inputs), and by
+    // its inputs' count otherwise.
+    let input = match r.inputs.len() {
+        0 => r.input.clone(),
+        n => format!("{n} inputs"),
+    };
     match r.status() {
         Status::Failed | Status::Interrupted => {
-            eprintln!(
-                "{}: {input}: {}",
-                super::program(),
-                r.reason.as_deref().unwrap_or("failed")
-            );
+            let reason = r.reason.as_deref().unwrap_or("failed");
+            match r.inputs.is_empty() {
+                true => eprintln!("{}: {input}: {reason}", super::program()),
+                false if reason.starts_with(&format!("{}:", r.output)) => {
+                    eprintln!("{}: {reason}", super::program());
+                }
+                false => eprintln!("{}: {}: {reason}", super::program(), r.output),
+            }
         }
         Status::Skipped if chatty && !a.json => {
             eprintln!("{input} -> {}: skipped: up to date", r.output);
@@ -711,34 +673,23 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
     }
 }
 
-/// `tet-convert --concat DIM IN… OUT`: one combined conversion, in this process.
-fn run_concat(a: &ConvertArgs, dim: &str, mut opts: ConvertOptions) -> ExitCode {
+/// `tet-convert --concat DIM IN… OUT`: one combined job, run like any other (worker process,
+/// up-to-date check, ledger row).
+fn plan_concat(a: &ConvertArgs, dim: &str, opts: &ConvertOptions) -> Result<Vec<Planned>, String> {
     let Some((output, inputs)) = a.paths.split_last().filter(|(_, i)| i.len() >= 2) else {
-        return usage("--concat DIM takes two or more inputs and the output: IN… OUT".into());
+        return Err("--concat DIM takes two or more inputs and the output: IN… OUT".into());
     };
+    let mut opts = opts.clone();
     opts.combine = Some(crate::concat::Combine {
         dim: dim.to_string(),
         take_first: a.concat_take_first,
-        inputs: Vec::new(),
+        inputs: inputs.to_vec(),
     });
-    opts.cancel = crate::control::Cancel::from_fn(signals::pending);
-    match crate::concat::convert(inputs, output, &opts) {
-        Ok(r) => {
-            if a.json {
-                println!("{}", serde_json::to_string(&r).unwrap_or_default());
-            } else if !a.quiet {
-                eprintln!(
-                    "{} inputs -> {}: combined along {dim}, {} bytes",
-                    inputs.len(),
-                    output.display(),
-                    r.bytes_out
-                );
-            }
-            ExitCode::from(super::EXIT_OK)
-        }
-        Err(e) => {
-            eprintln!("{}: {e}", super::program());
-            ExitCode::from(super::EXIT_FAILED)
-        }
-    }
+    Ok(vec![Planned {
+        key: inputs[0].clone(),
+        input: inputs[0].clone(),
+        output: output.clone(),
+        opts,
+        refused: None,
+    }])
 }

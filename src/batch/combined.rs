@@ -1,0 +1,270 @@
+//! A combined job (`tet-convert --concat DIM IN… OUT`, a manifest job with `inputs` and
+//! `concat`) as a batch job like the others: run by [`super::job::execute`] in a supervised
+//! worker (a C library crashing on one input costs that job's row, not the run), one ledger row
+//! naming the output and every input, and the up-to-date check.
+//!
+//! Up to date means: the output's last history row is a conversion under the same byte-affecting
+//! options (`concat` among them) whose parents — all of them, the footer's history extension
+//! included — are exactly the inputs' current digests. As for one input ([`super::fresh`]), the
+//! digests come from a stamp kept in an extended attribute of the output
+//! (`user.tet-convert.sources`: each input's digest beside its size, mtime, inode and device);
+//! an input whose `stat` still matches its stamp is not read, any other one is hashed. The check
+//! stops at the first input that changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::fresh::{Freshness, Stamp};
+use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
+use super::ledger::{RecordedPath, Status};
+use crate::concat::Combine;
+use crate::pipeline::{ConvertError, ConvertOptions};
+
+/// The extended attribute that holds the inputs' stamps.
+pub const XATTR: &str = "user.tet-convert.sources";
+
+/// [`Combine`] as it travels to a worker (paths as exact bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireCombine {
+    pub dim: String,
+    pub take_first: bool,
+    /// The inputs in the given order.
+    pub inputs: Vec<WirePath>,
+}
+
+impl WireCombine {
+    pub fn of(c: &Combine) -> WireCombine {
+        WireCombine {
+            dim: c.dim.clone(),
+            take_first: c.take_first,
+            inputs: c.inputs.iter().map(|p| WirePath::of(p)).collect(),
+        }
+    }
+
+    pub fn combine(&self) -> Result<Combine, String> {
+        Ok(Combine {
+            dim: self.dim.clone(),
+            take_first: self.take_first,
+            inputs: self
+                .inputs
+                .iter()
+                .map(WirePath::path)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// The `inputs` of a combined job's ledger row (empty for a job of one input).
+pub fn row_inputs(job: &WireJob) -> Vec<String> {
+    job.opts.combine.as_ref().map_or_else(Vec::new, |c| {
+        c.inputs
+            .iter()
+            .map(|p| {
+                p.path()
+                    .map_or_else(|_| "?".into(), |p| RecordedPath::of(&p).text)
+            })
+            .collect()
+    })
+}
+
+/// One input's digest and `stat` stamp, as the extended attribute keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Source {
+    digest: String,
+    #[serde(flatten)]
+    stamp: Stamp,
+}
+
+/// Stamps `output` with its inputs' digests and stats. Best effort, as [`super::fresh::record`].
+fn record(output: &Path, sources: &[Source]) {
+    if let Ok(v) = serde_json::to_vec(sources) {
+        if let Err(e) = xattr::set(output, XATTR, &v) {
+            log::debug!("{}: no stamp ({e}); re-runs will hash", output.display());
+        }
+    }
+}
+
+fn stamps(output: &Path) -> Vec<Source> {
+    xattr::get(output, XATTR)
+        .ok()
+        .flatten()
+        .and_then(|v| serde_json::from_slice(&v).ok())
+        .unwrap_or_default()
+}
+
+/// Decides whether `output` is up to date for the combination of `inputs` under `params`.
+pub fn check(
+    inputs: &[PathBuf],
+    output: &Path,
+    params: &BTreeMap<String, String>,
+    recheck: Recheck,
+) -> Freshness {
+    if std::fs::symlink_metadata(output).is_err() {
+        return Freshness::Rebuild(None);
+    }
+    let mut parents = match super::recorded(output, params) {
+        Ok(r) => r.parents,
+        Err(why) => return Freshness::Rebuild(Some(why)),
+    };
+    if parents.len() != inputs.len() {
+        return Freshness::Rebuild(Some("the inputs changed".into()));
+    }
+    let cached = match recheck.rehash {
+        true => Vec::new(),
+        false => stamps(output),
+    };
+    let mut now = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let stamp = match Stamp::of(input) {
+            Ok(s) => s,
+            Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
+        };
+        let known = cached
+            .iter()
+            .find(|s| s.stamp == stamp && parents.contains(&s.digest));
+        let digest = match known {
+            Some(s) => s.digest.clone(),
+            None => match crate::meta::digest_input(input) {
+                Ok((d, _)) => d,
+                Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
+            },
+        };
+        match parents.iter().position(|p| *p == digest) {
+            Some(i) => {
+                parents.swap_remove(i);
+            }
+            None => {
+                return Freshness::Rebuild(Some(format!("{} changed", input.display())));
+            }
+        }
+        now.push(Source { digest, stamp });
+    }
+    record(output, &now);
+    if recheck.verify_existing {
+        match crate::format::deep_verify(output) {
+            Ok(v) if v.has_checksums => {}
+            Ok(_) => {
+                return Freshness::Rebuild(Some(
+                    "existing output has no checksums to verify it against".into(),
+                ))
+            }
+            Err(e) => {
+                return Freshness::Rebuild(Some(format!(
+                    "existing output failed verification: {}",
+                    super::text::one_line(&e.to_string())
+                )))
+            }
+        }
+    }
+    Freshness::UpToDate {
+        digest: now.first().map(|s| s.digest.clone()).unwrap_or_default(),
+        bytes: now
+            .iter()
+            .map(|s| s.stamp.bytes)
+            .fold(0, u64::saturating_add),
+    }
+}
+
+/// Runs a combined job: the up-to-date check, then [`crate::concat::convert`]; the row names
+/// the first input as `input` and every input in `inputs`.
+pub fn execute(
+    job: &WireJob,
+    output: &Path,
+    opts: ConvertOptions,
+    stage: StageHook<'_>,
+    mut out: Outcome,
+) -> Outcome {
+    let Some(combine) = opts.combine.clone() else {
+        return failed_row(out, "no dimension to combine along".into());
+    };
+    let inputs = &combine.inputs;
+    out.row.inputs = row_inputs(job);
+    if let Some(imp) = inputs
+        .first()
+        .and_then(|i| crate::registry::identify(i).ok())
+    {
+        out.row.format = Some(imp.id().to_owned());
+        stage(imp.name());
+    }
+    let params = opts.byte_affecting_params();
+    let mut rebuild_reason = None;
+    if !job.recheck.force {
+        match check(inputs, output, &params, job.recheck) {
+            Freshness::UpToDate { digest, bytes } => {
+                out.row.status = Some(Status::Skipped);
+                out.row.reason = Some("up to date".into());
+                out.row.input_digest = Some(digest);
+                out.row.bytes_in = Some(bytes);
+                return out;
+            }
+            Freshness::Rebuild(why) => rebuild_reason = why,
+            Freshness::Unreadable(e) => return failed_row(out, format!("cannot read: {e}")),
+            Freshness::Conflict(e) => return failed_row(out, e),
+        }
+    }
+    if job.make_dirs && !crate::storage::is_url(output) {
+        if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                return failed_row(out, format!("cannot create {}: {e}", dir.display()));
+            }
+        }
+    }
+    let before: Vec<Option<Stamp>> = inputs.iter().map(|i| Stamp::of(i).ok()).collect();
+    log::info!(
+        "{} inputs -> {}: combining along {}",
+        inputs.len(),
+        output.display(),
+        combine.dim
+    );
+    match crate::concat::convert_ordered(inputs, output, &opts) {
+        Err(ConvertError::Interrupted(sig)) => {
+            out.row.status = Some(Status::Interrupted);
+            out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));
+            out.interrupted_by = Some(sig);
+        }
+        Err(e) => out = failed_row(out, e.to_string()),
+        Ok((r, order)) => {
+            stamp_converted(output, &params, &order, &before);
+            record_converted(&mut out, &r, rebuild_reason, job.want_report);
+            if let Some(n) = out.notes.first_mut() {
+                *n = format!("combined along {}: {n}", combine.dim);
+            }
+            out.row.bytes_in = Some(
+                before
+                    .iter()
+                    .flatten()
+                    .fold(0, |t, s| t.saturating_add(s.bytes)),
+            );
+        }
+    }
+    out
+}
+
+/// Stamps a fresh output: the history row's parents are the digests of the inputs in the
+/// combined `order` (indices into the given inputs, whose stats were `before`).
+fn stamp_converted(
+    output: &Path,
+    params: &BTreeMap<String, String>,
+    order: &[usize],
+    before: &[Option<Stamp>],
+) {
+    let Ok(rec) = super::recorded(output, params) else {
+        return;
+    };
+    let sources: Option<Vec<Source>> = order
+        .iter()
+        .zip(&rec.parents)
+        .map(|(&i, d)| {
+            before.get(i).cloned().flatten().map(|stamp| Source {
+                digest: d.clone(),
+                stamp,
+            })
+        })
+        .collect();
+    if let Some(s) = sources.filter(|s| s.len() == before.len()) {
+        record(output, &s);
+    }
+}
