@@ -155,15 +155,15 @@ fn refusals_are_one_line_with_no_output() {
 fn skip_unsupported_reports_instead_of_failing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.tet");
-    // complex is split into real/imag and strings become text variables, so take a record
-    // with a raw void field (opaque bytes: no numeric form): craft one.
+    // complex is split into real/imag, strings become text variables and raw void bytes u8,
+    // so take a record with an extended-precision float field (no numeric form): craft one.
     let npy = dir.path().join("strs.npy");
     let header =
-        "{'descr': [('id', '<i4'), ('name', '|V3')], 'fortran_order': False, 'shape': (2,), }";
+        "{'descr': [('id', '<i4'), ('name', '<f16')], 'fortran_order': False, 'shape': (2,), }";
     let mut data = Vec::new();
     for id in [7i32, 8] {
         data.extend(id.to_le_bytes());
-        data.extend([0u8; 3]);
+        data.extend([0u8; 16]);
     }
     std::fs::write(&npy, npy_bytes(header, &data)).unwrap();
     let o = run(tet_convert().arg(&npy).arg(&out));

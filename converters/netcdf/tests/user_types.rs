@@ -192,19 +192,16 @@ fn user_type_attributes_keep_value_and_type() {
     assert_eq!(recorded_type(&temp.facts, "sky")["type"]["name"], "cloud_t");
 }
 
-/// Ragged and opaque variables and a compound's vlen field are refused, one line each; with
-/// `skip_unsupported` they are listed and everything else converts.
+/// Ragged and opaque variables convert (a CF contiguous ragged array; u8 with a trailing byte
+/// axis: the values h5py reads), a compound's vlen field is refused, in one line; with
+/// `skip_unsupported` it is listed and everything else converts.
 #[test]
-fn ragged_and_opaque_are_refused_or_skipped() {
+fn ragged_and_opaque_convert_vlen_fields_are_refused_or_skipped() {
     let e = open_path(&fixture("user_types.nc"), &OpenOptions::default()).unwrap_err();
     assert!(matches!(e, SourceError::Unsupported(_)), "{e}");
     let msg = e.to_string();
-    assert!(
-        msg.ends_with(
-            "ragged: variable-length (vlen) type 'ragged_t' (ragged arrays of i16) has no tensor form"
-        ),
-        "{msg}"
-    );
+    let why = "vlen 'ints_t' of i32 field has no tensor form (field of netCDF compound 'mixed_t' (24 bytes))";
+    assert!(msg.ends_with(&format!("mixed/tags: {why}")), "{msg}");
     assert!(!msg.contains("malformed") && !msg.contains('\n'), "{msg}");
     let src = open_skipping("user_types.nc");
     let skipped: Vec<(&str, &str)> = src
@@ -212,37 +209,38 @@ fn ragged_and_opaque_are_refused_or_skipped() {
         .iter()
         .map(|s| (s.name.as_str(), s.reason.as_str()))
         .collect();
-    assert_eq!(
-        skipped,
-        [
-            (
-                "ragged",
-                "variable-length (vlen) type 'ragged_t' (ragged arrays of i16) has no tensor form"
-            ),
-            ("blobs", "opaque type 'blob_t' (3-byte blobs) has no tensor form"),
-            (
-                "mixed/tags",
-                "vlen 'ints_t' of i32 field has no tensor form (field of netCDF compound 'mixed_t' (24 bytes))"
-            ),
-        ]
-    );
+    assert_eq!(skipped, [("mixed/tags", why)]);
     let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
+    for n in [
+        "obs/id",
+        "obs/temp",
+        "obs/flag",
+        "obs/pos",
+        "obs/inner/u",
+        "obs/inner/w",
+        "z",
+        "temp",
+        "mixed/a",
+        "sub/rec/a",
+        "sub/rec/b",
+        "ragged",
+        "ragged_count",
+        "blobs",
+    ] {
+        assert!(names.contains(&n), "{n}: {names:?}");
+    }
+    assert_eq!(names.len(), 14, "{names:?}");
+    // h5py reads `ragged` as [1, 2, 3], [-4] and `blobs` as b'\x01\x02\x03', b'\x04\x05\x06'.
+    let le16 = |v: &[i16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     assert_eq!(
-        names,
-        [
-            "obs/id",
-            "obs/temp",
-            "obs/flag",
-            "obs/pos",
-            "obs/inner/u",
-            "obs/inner/w",
-            "z",
-            "temp",
-            "mixed/a",
-            "sub/rec/a",
-            "sub/rec/b"
-        ]
+        read_all(&src, var_index(&src, "ragged")),
+        le16(&[1, 2, 3, -4])
     );
+    let counts: Vec<u8> = [3i64, 1].iter().flat_map(|x| x.to_le_bytes()).collect();
+    assert_eq!(read_all(&src, var_index(&src, "ragged_count")), counts);
+    let blobs = &src.variables()[var_index(&src, "blobs")];
+    assert_eq!(blobs.shape, [2, 3]);
+    assert_eq!(read_all(&src, var_index(&src, "blobs")), [1, 2, 3, 4, 5, 6]);
 }
 
 /// A field named `a/b` (possible in HDF5, refused by netCDF-C's writer) becomes `ab/a_b`; a
