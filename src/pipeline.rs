@@ -402,7 +402,7 @@ pub fn convert_source(
 /// [`convert_source`], starting from `carried`: the footer of an input `.tet` whose history rows,
 /// dataset metadata, global attributes, skipped items and extension keys the output keeps (the
 /// new history row is appended to its rows).
-fn convert_carrying(
+pub(crate) fn convert_carrying(
     source: &dyn Source,
     format: &str,
     input: &Path,
@@ -452,7 +452,10 @@ fn convert_carrying(
     };
     // The budget, not a chunk count, bounds the data in flight: the reorder window is open.
     let total: u64 = planned.iter().map(|p| p.grid.total).sum();
-    let budget = Arc::new(MemoryBudget::new(opts.memory_budget, total));
+    let budget = Arc::new(MemoryBudget::new(
+        crate::format::pool_limit(opts.memory_budget),
+        total,
+    ));
     let mut writer = TetWriter::create(
         output,
         planned.iter().map(|p| p.spec.clone()).collect(),

@@ -63,13 +63,13 @@ fn in_flight_bytes_stay_within_the_budget() {
             let m = report
                 .memory
                 .expect("the report carries the budget's figures");
-            assert_eq!(m.limit, budget);
+            assert_eq!(m.limit, tet::format::pool_limit(budget));
             assert_eq!(
                 m.claimed, 0,
                 "{codec} jobs {jobs}: bytes left claimed: {m:?}"
             );
             assert!(
-                m.peak <= budget.max(m.largest_alone),
+                m.peak <= m.limit.max(m.largest_alone),
                 "{codec} --jobs {jobs} budget {budget}: {m:?}"
             );
             if budget >= 16 << 20 {

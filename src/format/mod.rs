@@ -15,7 +15,7 @@ pub mod writer;
 
 use std::fmt;
 
-pub use budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
+pub use budget::{pool_limit, MemoryBudget, DEFAULT_MEMORY_BUDGET};
 pub use footer::{DatasetMeta, Footer, HistoryRow};
 pub use reader::{ChunkEntry, DatasetInfo, TetFile};
 pub use verify::{deep_verify, DeepVerified, DeepVerifyError};
