@@ -93,38 +93,83 @@ pub fn convert_ordered(
     }
     let mut parts = Vec::with_capacity(inputs.len());
     let mut format = None;
+    // The footers of `.tet` inputs, carried over as a single `.tet` input's is.
+    let mut footers = Vec::new();
     for p in inputs {
         let importer = crate::registry::identify(p)?;
-        if importer.id() == crate::tet_input::ID {
+        let first = *format.get_or_insert(importer.id());
+        let is_tet = importer.id() == crate::tet_input::ID;
+        if is_tet != (first == crate::tet_input::ID) {
             return Err(refused(format!(
-                "{}: .tet inputs cannot be combined yet",
+                "{} and {}: .tet inputs are combined with .tet inputs only",
+                inputs[0].display(),
                 p.display()
             )));
         }
-        format.get_or_insert(importer.id());
         let src = importer
             .open(p, &opts.open)
             .map_err(|e| refused(format!("{}: {e}", p.display())))?;
+        if is_tet {
+            footers.push(
+                crate::tet_input::carried_footer(p, &opts.open)
+                    .map_err(|e| refused(format!("{}: {e}", p.display())))?,
+            );
+        }
         parts.push((p.display().to_string(), src));
     }
     let concat = Concat::new(parts, &combine.dim, combine.take_first).map_err(refused)?;
     let order = concat.order.clone();
     let ordered: Vec<PathBuf> = order.iter().map(|&i| inputs[i].clone()).collect();
+    let mut carried = combine_footers(footers, &order, &combine.dim);
     let mut o = opts.clone();
     o.combine = Some(Combine {
         inputs: ordered.clone(),
         ..combine.clone()
     });
-    let (source, _) = crate::select::apply(Box::new(concat), &o.select).map_err(refused)?;
-    let report = crate::pipeline::convert_source(
+    let (source, cuts) = crate::select::apply(Box::new(concat), &o.select).map_err(refused)?;
+    if let Some(f) = carried.as_mut() {
+        cuts.cut_carried(f).map_err(refused)?;
+    }
+    let report = crate::pipeline::convert_carrying(
         source.as_ref(),
         format.unwrap_or("concat"),
         &ordered[0],
         output,
         &o,
         started,
+        carried,
     )?;
     Ok((report, order))
+}
+
+/// The footer a combination of `.tet` inputs carries over (`None` for other inputs): the first
+/// input's (in the combined `order`), with every input's history rows in that order (each one's
+/// ancestry, as a single `.tet` input keeps its rows) and the dimension labels along `dim`
+/// joined. Text variables are not combined: listed as skipped.
+fn combine_footers(
+    footers: Vec<crate::format::Footer>,
+    order: &[usize],
+    dim: &str,
+) -> Option<crate::format::Footer> {
+    let mut footers: Vec<Option<crate::format::Footer>> = footers.into_iter().map(Some).collect();
+    let mut ordered = order.iter().filter_map(|&i| footers.get_mut(i)?.take());
+    let mut first = ordered.next()?;
+    for f in ordered {
+        first.history.extend(f.history);
+        for (name, meta) in &mut first.datasets {
+            let theirs = f.datasets.get(name).and_then(|m| m.coords.get(dim));
+            if let (Some(ours), Some(theirs)) = (meta.coords.get_mut(dim), theirs) {
+                ours.extend(theirs.iter().cloned());
+            }
+        }
+    }
+    if first.extra.remove("text_variables").is_some() {
+        first.skipped.push(Skipped {
+            name: "text_variables".into(),
+            reason: "text variables of .tet inputs are not combined yet".into(),
+        });
+    }
+    Some(first)
 }
 
 /// How a combined variable is read.

@@ -814,3 +814,87 @@ fn a_failed_combined_job_is_one_ledger_row() {
     assert_eq!(by_output("two.tet")["status"], "ok");
     assert!(TetFile::open(&d.path().join("two.tet")).is_ok());
 }
+
+/// `.tet` inputs combine like the others: three daily `.tet` files (converted from the month's
+/// netCDF days) given in any order hold, combined, the values, dims, attributes and labels of
+/// the netCDF days combined; the history keeps each input's own row (its ancestry, as a single
+/// `.tet` input's is kept) and names the three `.tet` files as the parents of the last row.
+/// A `.tet` file among other formats is refused, naming both.
+#[test]
+fn tet_days_combine_like_the_netcdf_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat/month");
+    let days = ["day01", "day02", "day03"];
+    for n in days {
+        std::fs::copy(
+            src.join(format!("{n}.nc")),
+            d.path().join(format!("{n}.nc")),
+        )
+        .unwrap();
+        let o = run(
+            d.path(),
+            "tet-convert",
+            &["-q", &format!("{n}.nc"), &format!("{n}.tet")],
+        );
+        assert!(o.status.success(), "{o:?}");
+    }
+    let nc: Vec<String> = days.iter().map(|n| format!("{n}.nc")).collect();
+    let tet: Vec<String> = days.iter().map(|n| format!("{n}.tet")).collect();
+    let nc_refs: Vec<&str> = nc.iter().map(String::as_str).collect();
+    assert!(concat(d.path(), &nc_refs, "nc.tet").status.success());
+    let shuffled = [tet[2].as_str(), tet[0].as_str(), tet[1].as_str()];
+    let o = concat(d.path(), &shuffled, "tet.tet");
+    assert!(o.status.success(), "{o:?}");
+
+    let a = TetFile::open(&d.path().join("nc.tet")).unwrap();
+    let b = TetFile::open(&d.path().join("tet.tet")).unwrap();
+    let (fa, fb) = (a.footer().unwrap().unwrap(), b.footer().unwrap().unwrap());
+    assert_eq!(a.datasets.len(), b.datasets.len());
+    for (i, ds) in a.datasets.iter().enumerate() {
+        let j = b.datasets.iter().position(|x| x.name == ds.name).unwrap();
+        assert_eq!(b.datasets[j].shape, ds.shape, "{}", ds.name);
+        assert_eq!(b.datasets[j].dtype, ds.dtype, "{}", ds.name);
+        let (va, vb) = (values(&a, i), values(&b, j));
+        assert_eq!(va.len(), vb.len(), "{}", ds.name);
+        assert!(
+            va.iter()
+                .zip(&vb)
+                .all(|(x, y)| x == y || (x.is_nan() && y.is_nan())),
+            "{}",
+            ds.name
+        );
+        let (ma, mb) = (&fa.datasets[&ds.name], &fb.datasets[&ds.name]);
+        assert_eq!(ma.dim_names, mb.dim_names, "{}", ds.name);
+        assert_eq!(ma.coords, mb.coords, "{}", ds.name);
+        // Debug text: NaN fill values compare equal.
+        let text = |m: &tet::format::footer::DatasetMeta| format!("{:?}", m.attrs);
+        assert_eq!(text(ma), text(mb), "{}", ds.name);
+    }
+    assert_eq!(a.datasets[0].shape[0], 12);
+    assert_eq!(fa.global_attrs, fb.global_attrs);
+
+    let digest = |n: &str| tet::meta::digest_input(&d.path().join(n)).unwrap().0;
+    assert_eq!(fb.history.len(), 4);
+    for (k, n) in days.iter().enumerate() {
+        assert_eq!(fb.history[k].parents, [digest(&format!("{n}.nc"))]);
+    }
+    let last = &fb.history[3];
+    assert_eq!(last.source, "tet");
+    assert_eq!(
+        last.parents,
+        tet.iter().map(|n| digest(n)).collect::<Vec<_>>()
+    );
+    assert_eq!(last.params["input"], "day01.tet");
+    assert_eq!(last.params["input.2"], "day03.tet");
+    let o = run(d.path(), "tet", &["audit", "tet.tet"]);
+    assert!(o.status.success(), "{o:?}");
+
+    let o = concat(d.path(), &["day01.tet", "day02.nc"], "mixed.tet");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("day01.tet and day02.nc: .tet inputs are combined with .tet inputs only"),
+        "{err}"
+    );
+    assert!(!d.path().join("mixed.tet").exists());
+}
