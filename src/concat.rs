@@ -12,6 +12,8 @@
 //! both inputs and what differs — before anything is read for the output. Variables without the
 //! dimension come from the first input (`take_first` skips the equality check). A region of a
 //! combined variable is read from the inputs it spans, so memory stays bounded by the region.
+//! `.tet` inputs (with `.tet` inputs only) carry their footers over as one `.tet` input does:
+//! [`combine_footers`] keeps every input's history rows as ancestry and joins the labels.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

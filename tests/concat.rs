@@ -7,7 +7,8 @@
 //! after `tet export` with `xr.open_mfdataset(days, combine="by_coords", data_vars="minimal")`:
 //! more parents and params than a history row holds in the reference's form (the footer's
 //! history extension keeps them, every written row stays within the reference limits). Days
-//! 1–3 as Zarr stores (`make_zarr.py`) combine to the same values; a manifest job combines too.
+//! 1–3 as Zarr stores (`make_zarr.py`) and as `.tet` files combine to the same values; a manifest
+//! job combines too. Combined jobs are batch jobs: ledger rows, the up-to-date check, workers.
 #![cfg(feature = "netcdf")]
 
 use std::path::{Path, PathBuf};
