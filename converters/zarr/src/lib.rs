@@ -35,9 +35,10 @@
 //!   read through zarrs, which returns native (little-endian) bytes.
 //! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
 //!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order.
-//! * **Raw bits** (`r<bits>`, v2 raw void `|V<n>`) are opaque blobs: `u8` with a trailing axis
+//! * **Raw bits** (`r<bits>`, v2 raw void `|V<n>`, v3 `raw_bytes`) are opaque blobs: `u8` with a trailing axis
 //!   of the blob size and [`Fact::Opaque`] (`tet_source::ragged::opaque_variable`). Other data
-//!   types (`bytes`, v3 `raw_bytes`, sub-byte floats, `optional`, …) are unsupported.
+//!   types (`bytes`, sub-byte floats, `optional`, …) are unsupported. zarr-python 3's
+//!   `raw_bytes` (numpy `|V<n>`) is read as the raw bits it is.
 //! * **Records** (structured data types: v2 `dtype` lists, the v3 `structured` type of
 //!   zarr-python 3): one variable per field, `<array>/<field>`, nested records joined with `/`,
 //!   sub-array fields as trailing axes, unnamed raw (padding) fields ignored, empty names as
@@ -332,6 +333,16 @@ fn read_zattrs(dir: &Path, rel: &str) -> Result<Map<String, Value>> {
     }
 }
 
+/// The length of a v3 `raw_bytes` data type (`{"name": "raw_bytes", "configuration":
+/// {"length_bytes": n}}`), when the array has one.
+fn raw_bytes_len(obj: &Map<String, Value>) -> Option<u64> {
+    let dt = obj.get("data_type")?;
+    (dt.get("name")?.as_str()? == "raw_bytes")
+        .then(|| dt.get("configuration")?.get("length_bytes")?.as_u64())
+        .flatten()
+        .filter(|&n| n > 0)
+}
+
 /// The metadata of the node in directory `dir` (`rel` from the root), `None` if it has none.
 fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
     if let Some((bytes, value)) = read_json(dir, rel, "zarr.json")? {
@@ -352,6 +363,26 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
                 true,
                 v3_array_shape_ok(obj),
             )?)),
+            // zarr-python 3's `raw_bytes` (numpy `|V<n>`), which zarrs does not know: read as
+            // the raw bits `r<8n>` it is.
+            Some("array") if raw_bytes_len(obj).is_some() => {
+                let n = raw_bytes_len(obj).unwrap_or_default();
+                let mut m = obj.clone();
+                let bits = n
+                    .checked_mul(8)
+                    .ok_or_else(|| bad("raw_bytes too long".into()))?;
+                m.insert("data_type".into(), Value::String(format!("r{bits}")));
+                let fill = structured::raw_fill(obj.get("fill_value"), n).map_err(bad)?;
+                m.insert("fill_value".into(), fill);
+                let v = Value::Object(m);
+                let b = serde_json::to_vec(&v).map_err(|e| bad(e.to_string()))?;
+                Ok(Some(match v3_array_metadata(&b, &v) {
+                    Ok(m) => NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None),
+                    Err(e) => NodeMeta::Unreadable(format!(
+                        "{key}: array metadata zarrs cannot read: {e}"
+                    )),
+                }))
+            }
             Some("array") => match v3_array_metadata(&bytes, &value) {
                 Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None))),
                 // Well-formed by the specification, but not something zarrs models (e.g. a

@@ -73,18 +73,20 @@ fn structured_arrays_are_split_into_fields() {
     }
 }
 
-/// v2 raw void (`|V8`, zarrs' `r64`) is u8 with a trailing axis of 8 bytes, recorded as
-/// opaque, with the bytes zarr-python reads; a region cuts both axes.
+/// v2 raw void (`|V8`, zarrs' `r64`) and v3 `raw_bytes` are u8 with a trailing axis of 8
+/// bytes, recorded as opaque, with the bytes zarr-python reads; a region cuts both axes.
 #[test]
-fn v2_raw_void_is_u8_with_a_trailing_byte_axis() {
+fn raw_void_is_u8_with_a_trailing_byte_axis() {
+    for store in ["raw_v2.zarr", "raw_v3.zarr"] {
+        raw_store(store);
+    }
+}
+
+fn raw_store(store: &str) {
     let expect = fixture_expect("types");
-    let a = &expect["stores"]["raw_v2.zarr"][0];
+    let a = &expect["stores"][store][0];
     assert_eq!(a["dtype"], "|V8");
-    let src = open_store(
-        &fixture_dir("types").join("raw_v2.zarr"),
-        &OpenOptions::default(),
-    )
-    .unwrap();
+    let src = open_store(&fixture_dir("types").join(store), &OpenOptions::default()).unwrap();
     let idx = var_index(&src, "blob");
     let v = &src.variables()[idx];
     assert_eq!(
@@ -95,7 +97,8 @@ fn v2_raw_void_is_u8_with_a_trailing_byte_axis() {
         .facts
         .iter()
         .any(|f| matches!(f, tet_source::Fact::Opaque { .. })));
-    let want = std::fs::read(fixture_dir("types").join("expect/raw_v2.zarr__blob.le")).unwrap();
+    let want =
+        std::fs::read(fixture_dir("types").join(format!("expect/{store}__blob.le"))).unwrap();
     assert_eq!(want.len(), 40);
     assert_eq!(read_all(&src, idx), want);
     let (start, count) = ([1u64, 2], [3u64, 4]);
