@@ -8,7 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tet_source::{
-    AttrValue, CharAxis, Fact, Result, Role, SourceError, SourceLayout, TextVariable, Variable,
+    AttrValue, CharAxis, ElementType, Fact, Result, Role, SourceError, SourceLayout, TextVariable,
+    Variable,
 };
 
 use crate::user::{self, Leaf, LeafKind, NcType, Records};
@@ -105,6 +106,14 @@ impl Builder<'_> {
             LeafKind::Unsupported(why) => {
                 let reason = format!("{why} (field of netCDF {})", s.ty.describe());
                 return self.unsupported(name, reason);
+            }
+            LeafKind::Vlen { name: tname, base } => {
+                let v = Variable {
+                    dims: (!shape.is_empty()).then_some(dims),
+                    notes,
+                    ..Variable::new(name, ElementType::U8, shape)
+                };
+                return self.compound_vlen(s, leaf, v, tname, base);
             }
         };
         let mut v = Variable::new(name, dtype, shape);
@@ -234,6 +243,78 @@ impl Builder<'_> {
 }
 
 /// The [`crate::COMPOUND_TYPE`] fact of the fields of a variable of compound type `t`.
+impl Builder<'_> {
+    /// A vlen field of numbers (`v`: its name, shape, dims and notes): a CF contiguous ragged
+    /// array of every (record, inner element)'s sequence, gathered now; the values keep the
+    /// compound facts, so the export knows where they came from.
+    fn compound_vlen(
+        &mut self,
+        s: &Shared<'_>,
+        leaf: &Leaf,
+        mut v: Variable,
+        tname: &str,
+        base: &NcType,
+    ) -> Result<()> {
+        let p = s.p;
+        let (dtype, enum_info) = match base {
+            NcType::Enum(e) => (e.base, Some(e)),
+            NcType::Atomic(t) => (*t, None),
+            _ => return self.unsupported(v.name, format!("vlen '{tname}' field")),
+        };
+        let record = s.ty.size();
+        let inner = leaf.inner_shape();
+        let zeros = vec![0u64; inner.len()];
+        let size = dtype.size();
+        let mut gathered = tet_source::ragged::Ragged::new(dtype);
+        let outer = p.shape.clone();
+        let r = read_batches(
+            &vec![0; outer.len()],
+            &outer,
+            record,
+            BATCH_BYTES,
+            |bs, bc, _, n| {
+                let rec = read_records(s.loc, s.ty, bs, bc)?;
+                let mut res = Ok(());
+                for k in 0..n {
+                    user::for_each_inner(leaf, &zeros, &inner, |off| {
+                        if res.is_err() {
+                            return;
+                        }
+                        // SAFETY: `off` is a vlen element of this leaf in record k, read by netCDF.
+                        let mut le = unsafe { rec.vlen_values(k * record + off, base) }.to_vec();
+                        crate::native_to_le(&mut le, size);
+                        res = gathered.push(&le);
+                    });
+                }
+                res
+            },
+        );
+        if let Err(e) = r {
+            return match e {
+                SourceError::Unsupported(why) => self.unsupported(v.name, why),
+                e => Err(e.in_context(&format!("variable '{}'", v.name))),
+            };
+        }
+        v.attrs = p.attrs.clone();
+        v.facts = p.attr_facts.clone();
+        if !p.unlimited.is_empty() {
+            v.facts.push(Fact::UnlimitedDims(p.unlimited.clone()));
+        }
+        if s.split {
+            v.facts.push(Fact::SourceDataset(p.full.clone()));
+            v.facts.push(compound_type_fact(s.ty));
+        }
+        if let Some(e) = enum_info {
+            v.facts.push(Fact::EnumType(e.name.clone()));
+            v.facts.push(Fact::EnumMapping(e.members.clone()));
+        }
+        let ((values, vdata), (count, cdata)) = gathered.into_variables(v, tname)?;
+        self.push(values, ReadPlan::Memory(Arc::new(vdata)));
+        self.push(count, ReadPlan::Memory(Arc::new(cdata)));
+        Ok(())
+    }
+}
+
 fn compound_type_fact(t: &NcType) -> Fact {
     Fact::private("nc", crate::COMPOUND_TYPE, AttrValue::Text(t.json()))
 }

@@ -240,10 +240,12 @@ fn records_with_strings(
     n: usize,
 ) -> Result<RawValues> {
     let leaves = user::flatten(ty);
-    if leaves
-        .iter()
-        .any(|l| matches!(l.kind, user::LeafKind::Unsupported(_)))
-    {
+    if leaves.iter().any(|l| {
+        matches!(
+            l.kind,
+            user::LeafKind::Unsupported(_) | user::LeafKind::Vlen { .. }
+        )
+    }) {
         return Ok(RawValues::NotRead);
     }
     let mut rec = user::Records::new(ty, n)?;

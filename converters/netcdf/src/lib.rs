@@ -23,7 +23,9 @@
 //!   array fields adding trailing axes named `<field>_dim<axis>`, a `/` in a field name
 //!   becoming `_` (with a note); each (text fields too) gets the variable's dims, attributes
 //!   (with their recorded types), unlimited dimensions, the fact [`Fact::SourceDataset`] and
-//!   the type ([`COMPOUND_TYPE`]), from which an export rebuilds the compound variable. A
+//!   the type ([`COMPOUND_TYPE`]), from which an export rebuilds the compound variable (a
+//!   vlen field of numbers is a ragged array `<name>/<field>` + `<name>/<field>_count`, gathered
+//!   at open; such a compound is exported as its fields). A
 //!   compound of two f32 or two f64 named `r`/`i` or `real`/`imag` (netCDF4-python's complex
 //!   numbers) is one `C64`/`C128` variable. A `char` field is a [`TextVariable`] (strings
 //!   along its last axis when it is an array). Values are read
@@ -89,7 +91,7 @@
 //! # Refused, skipped, validated
 //!
 //! * Vlens of vlens, strings, compounds or opaque values, ragged variables of more than 256 MiB,
-//!   compound fields of vlen or opaque type,
+//!   compound fields of opaque type or of vlens of anything but numbers and enums,
 //!   compound variables whose field names collide once `/` becomes `_`, and variables whose
 //!   filter this libnetcdf/libhdf5 cannot decode, are [`SourceError::Unsupported`] — or listed
 //!   in [`Source::skipped`] with the reason under `skip_unsupported`. Text variables with more

@@ -286,6 +286,13 @@ pub(crate) enum LeafKind {
     Char,
     /// `string` values (a `char *` each): text, one string per element.
     Str,
+    /// A vlen of numbers or enums (an `nc_vlen_t` each): a ragged array.
+    Vlen {
+        /// The vlen type's name.
+        name: String,
+        /// Its base type ([`NcType::Atomic`] or [`NcType::Enum`]).
+        base: NcType,
+    },
     /// Nothing deliverable; the reason.
     Unsupported(String),
 }
@@ -361,6 +368,12 @@ fn flatten_at(
         },
         NcType::Char => LeafKind::Char,
         NcType::Str => LeafKind::Str,
+        NcType::Vlen { name, base } if matches!(**base, NcType::Atomic(_) | NcType::Enum(_)) => {
+            LeafKind::Vlen {
+                name: name.clone(),
+                base: (**base).clone(),
+            }
+        }
         NcType::Vlen { .. } | NcType::Opaque { .. } => {
             LeafKind::Unsupported(format!("{} field has no tensor form", t.describe()))
         }

@@ -192,24 +192,12 @@ fn user_type_attributes_keep_value_and_type() {
     assert_eq!(recorded_type(&temp.facts, "sky")["type"]["name"], "cloud_t");
 }
 
-/// Ragged and opaque variables convert (a CF contiguous ragged array; u8 with a trailing byte
-/// axis: the values h5py reads), a compound's vlen field is refused, in one line; with
-/// `skip_unsupported` it is listed and everything else converts.
+/// Ragged and opaque variables and a compound's vlen field convert (CF contiguous ragged
+/// arrays; u8 with a trailing byte axis), with the values h5py reads: nothing is refused.
 #[test]
-fn ragged_and_opaque_convert_vlen_fields_are_refused_or_skipped() {
-    let e = open_path(&fixture("user_types.nc"), &OpenOptions::default()).unwrap_err();
-    assert!(matches!(e, SourceError::Unsupported(_)), "{e}");
-    let msg = e.to_string();
-    let why = "vlen 'ints_t' of i32 field has no tensor form (field of netCDF compound 'mixed_t' (24 bytes))";
-    assert!(msg.ends_with(&format!("mixed/tags: {why}")), "{msg}");
-    assert!(!msg.contains("malformed") && !msg.contains('\n'), "{msg}");
-    let src = open_skipping("user_types.nc");
-    let skipped: Vec<(&str, &str)> = src
-        .skipped()
-        .iter()
-        .map(|s| (s.name.as_str(), s.reason.as_str()))
-        .collect();
-    assert_eq!(skipped, [("mixed/tags", why)]);
+fn ragged_opaque_and_vlen_fields_convert() {
+    let src = open_path(&fixture("user_types.nc"), &OpenOptions::default()).unwrap();
+    assert!(src.skipped().is_empty(), "{:?}", src.skipped());
     let names: Vec<&str> = src.variables().iter().map(|v| v.name.as_str()).collect();
     for n in [
         "obs/id",
@@ -221,6 +209,8 @@ fn ragged_and_opaque_convert_vlen_fields_are_refused_or_skipped() {
         "z",
         "temp",
         "mixed/a",
+        "mixed/tags",
+        "mixed/tags_count",
         "sub/rec/a",
         "sub/rec/b",
         "ragged",
@@ -229,15 +219,27 @@ fn ragged_and_opaque_convert_vlen_fields_are_refused_or_skipped() {
     ] {
         assert!(names.contains(&n), "{n}: {names:?}");
     }
-    assert_eq!(names.len(), 14, "{names:?}");
-    // h5py reads `ragged` as [1, 2, 3], [-4] and `blobs` as b'\x01\x02\x03', b'\x04\x05\x06'.
+    assert_eq!(names.len(), 16, "{names:?}");
+    // h5py reads `ragged` as [1, 2, 3], [-4], `mixed['tags']` as [1, 2, 3], [-4] (int32) and
+    // `blobs` as b'\x01\x02\x03', b'\x04\x05\x06'.
     let le16 = |v: &[i16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let le32 = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let counts: Vec<u8> = [3i64, 1].iter().flat_map(|x| x.to_le_bytes()).collect();
     assert_eq!(
         read_all(&src, var_index(&src, "ragged")),
         le16(&[1, 2, 3, -4])
     );
-    let counts: Vec<u8> = [3i64, 1].iter().flat_map(|x| x.to_le_bytes()).collect();
     assert_eq!(read_all(&src, var_index(&src, "ragged_count")), counts);
+    assert_eq!(
+        read_all(&src, var_index(&src, "mixed/tags")),
+        le32(&[1, 2, 3, -4])
+    );
+    assert_eq!(read_all(&src, var_index(&src, "mixed/tags_count")), counts);
+    let tags = &src.variables()[var_index(&src, "mixed/tags")];
+    assert!(tags.facts.contains(&Fact::Ragged {
+        count: "mixed/tags_count".into(),
+        type_name: "ints_t".into()
+    }));
     let blobs = &src.variables()[var_index(&src, "blobs")];
     assert_eq!(blobs.shape, [2, 3]);
     assert_eq!(read_all(&src, var_index(&src, "blobs")), [1, 2, 3, 4, 5, 6]);
