@@ -899,3 +899,35 @@ fn tet_days_combine_like_the_netcdf_ones() {
     );
     assert!(!d.path().join("mixed.tet").exists());
 }
+
+/// A month of inputs: the re-run is skipped, and where the file system keeps user extended
+/// attributes the output holds a stat stamp for each of its 31 parents (small enough for ext4's
+/// 4 KiB), so the re-run reads no input.
+#[test]
+#[cfg(feature = "cli")]
+fn a_month_rerun_is_skipped_on_its_stamps() {
+    let d = tempfile::tempdir().unwrap();
+    copy_month(d.path());
+    let days = month_days();
+    let mut args = vec!["-q", "--report", "r.jsonl", "--concat", "time"];
+    args.extend(days.iter().map(String::as_str));
+    args.push("month.tet");
+    for want in ["ok", "skipped"] {
+        let o = run(d.path(), "tet-convert", &args);
+        assert!(o.status.success(), "{o:?}");
+        let rows = ledger_inputs(&d.path().join("r.jsonl"));
+        assert_eq!(rows.last().unwrap()["status"], want);
+        assert_eq!(rows.last().unwrap()["inputs"].as_array().unwrap().len(), 31);
+    }
+    let probe = d.path().join("probe");
+    std::fs::write(&probe, b"").unwrap();
+    if xattr::set(&probe, "user.probe", b"1").is_err() {
+        eprintln!("note: no user extended attributes here; the stamps are not checked");
+        return;
+    }
+    let v = xattr::get(d.path().join("month.tet"), "user.tet-convert.sources")
+        .unwrap()
+        .expect("the output is stamped");
+    let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+    assert_eq!(j["stats"].as_array().unwrap().len(), 31, "{j}");
+}

@@ -6,10 +6,11 @@
 //! Up to date means: the output's last history row is a conversion under the same byte-affecting
 //! options (`concat` among them) whose parents — all of them, the footer's history extension
 //! included — are exactly the inputs' current digests. As for one input ([`super::fresh`]), the
-//! digests come from a stamp kept in an extended attribute of the output
-//! (`user.tet-convert.sources`: each input's digest beside its size, mtime, inode and device);
-//! an input whose `stat` still matches its stamp is not read, any other one is hashed. The check
-//! stops at the first input that changed.
+//! digests come from stamps kept in an extended attribute of the output
+//! (`user.tet-convert.sources`: for each parent, a short hash of the size, mtime, inode and
+//! device of the input it was — short so that a month of inputs fits ext4's 4 KiB per
+//! attribute); an input whose `stat` still matches a parent's stamp stands for that parent and is
+//! not read, any other one is hashed. The check stops at the first input that changed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,24 +71,31 @@ pub fn row_inputs(job: &WireJob) -> Vec<String> {
     })
 }
 
-/// One input's digest and `stat` stamp, as the extended attribute keeps it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Source {
-    digest: String,
-    #[serde(flatten)]
-    stamp: Stamp,
+/// What the extended attribute holds: for each parent of the output's history row, in its
+/// order, the first 8 bytes (hex) of the SHA-256 of the `stat` stamp of the input it was. Short,
+/// so a month of inputs fits the 4 KiB an ext4 attribute may hold; a stamp of this input that
+/// matches stands for the parent's digest.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Stamps {
+    stats: Vec<String>,
 }
 
-/// Stamps `output` with its inputs' digests and stats. Best effort, as [`super::fresh::record`].
-fn record(output: &Path, sources: &[Source]) {
-    if let Ok(v) = serde_json::to_vec(sources) {
+fn stat_key(s: &Stamp) -> String {
+    use sha2::Digest as _;
+    let h = sha2::Sha256::digest(s.stat.as_bytes());
+    h.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Stamps `output` (best effort, as [`super::fresh::record`]: without it re-runs hash).
+fn record(output: &Path, stamps: &Stamps) {
+    if let Ok(v) = serde_json::to_vec(stamps) {
         if let Err(e) = xattr::set(output, XATTR, &v) {
             log::debug!("{}: no stamp ({e}); re-runs will hash", output.display());
         }
     }
 }
 
-fn stamps(output: &Path) -> Vec<Source> {
+fn stamps(output: &Path) -> Stamps {
     xattr::get(output, XATTR)
         .ok()
         .flatten()
@@ -105,7 +113,7 @@ pub fn check(
     if std::fs::symlink_metadata(output).is_err() {
         return Freshness::Rebuild(None);
     }
-    let mut parents = match super::recorded(output, params) {
+    let parents = match super::recorded(output, params) {
         Ok(r) => r.parents,
         Err(why) => return Freshness::Rebuild(Some(why)),
     };
@@ -113,35 +121,39 @@ pub fn check(
         return Freshness::Rebuild(Some("the inputs changed".into()));
     }
     let cached = match recheck.rehash {
-        true => Vec::new(),
+        true => Stamps::default(),
         false => stamps(output),
     };
-    let mut now = Vec::with_capacity(inputs.len());
+    // The stat key of the input matched to each parent, in the parents' order.
+    let mut matched: Vec<Option<String>> = vec![None; parents.len()];
+    let (mut bytes, mut first_digest) = (0u64, None);
     for input in inputs {
         let stamp = match Stamp::of(input) {
             Ok(s) => s,
             Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
         };
-        let known = cached
-            .iter()
-            .find(|s| s.stamp == stamp && parents.contains(&s.digest));
-        let digest = match known {
-            Some(s) => s.digest.clone(),
+        let key = stat_key(&stamp);
+        let free = |k: usize| matched.get(k).is_some_and(Option::is_none);
+        let known = (0..parents.len()).find(|&k| free(k) && cached.stats.get(k) == Some(&key));
+        let k = match known {
+            Some(k) => Some(k),
             None => match crate::meta::digest_input(input) {
-                Ok((d, _)) => d,
+                Ok((d, _)) => (0..parents.len()).find(|&k| free(k) && parents[k] == d),
                 Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
             },
         };
-        match parents.iter().position(|p| *p == digest) {
-            Some(i) => {
-                parents.swap_remove(i);
-            }
-            None => {
-                return Freshness::Rebuild(Some(format!("{} changed", input.display())));
-            }
+        if first_digest.is_none() {
+            first_digest = k.and_then(|k| parents.get(k)).cloned();
         }
-        now.push(Source { digest, stamp });
+        match k.and_then(|k| matched.get_mut(k)) {
+            Some(slot) => *slot = Some(key),
+            None => return Freshness::Rebuild(Some(format!("{} changed", input.display()))),
+        }
+        bytes = bytes.saturating_add(stamp.bytes);
     }
+    let now = Stamps {
+        stats: matched.into_iter().flatten().collect(),
+    };
     record(output, &now);
     if recheck.verify_existing {
         match crate::format::deep_verify(output) {
@@ -160,11 +172,8 @@ pub fn check(
         }
     }
     Freshness::UpToDate {
-        digest: now.first().map(|s| s.digest.clone()).unwrap_or_default(),
-        bytes: now
-            .iter()
-            .map(|s| s.stamp.bytes)
-            .fold(0, u64::saturating_add),
+        digest: first_digest.unwrap_or_default(),
+        bytes,
     }
 }
 
@@ -254,17 +263,11 @@ fn stamp_converted(
     let Ok(rec) = super::recorded(output, params) else {
         return;
     };
-    let sources: Option<Vec<Source>> = order
+    let stats: Option<Vec<String>> = order
         .iter()
-        .zip(&rec.parents)
-        .map(|(&i, d)| {
-            before.get(i).cloned().flatten().map(|stamp| Source {
-                digest: d.clone(),
-                stamp,
-            })
-        })
+        .map(|&i| before.get(i).cloned().flatten().map(|s| stat_key(&s)))
         .collect();
-    if let Some(s) = sources.filter(|s| s.len() == before.len()) {
-        record(output, &s);
+    if let Some(stats) = stats.filter(|s| s.len() == rec.parents.len()) {
+        record(output, &Stamps { stats });
     }
 }
