@@ -1131,7 +1131,8 @@ fn run_workers<'s>(
             }
         }
     };
-    let written = run_pool(jobs, writer, budget, &failed, &worker)?;
+    let threads = pool_threads(jobs, planned);
+    let written = run_pool(threads, writer, budget, &failed, &worker)?;
     if let Some(p) = progress {
         p.report(ProgressEvent::Finish);
     }
@@ -1144,6 +1145,15 @@ fn run_workers<'s>(
             .collect(),
         carried: carried.load(Ordering::Relaxed),
     })
+}
+
+/// The worker threads of a run: `jobs`, but no more than there are chunks. A file of one chunk
+/// gets one thread, not a pool of `jobs` that would start and wait for nothing: the batch's
+/// in-process mode converts thousands of small files one after another (issue 25).
+fn pool_threads(jobs: usize, planned: &[Planned]) -> usize {
+    let chunks: u64 = planned.iter().map(|p| p.grid.total).sum();
+    jobs.min(usize::try_from(chunks).unwrap_or(usize::MAX))
+        .max(1)
 }
 
 /// Runs `worker` on `jobs` threads beside the write stage (one thread writing chunks in index
