@@ -2,8 +2,10 @@
 # A short second run on the lent machine (issue 25), after benches/device.sh: peak RSS and wall of
 # 2 GiB NPY → zstd:3 at --jobs 8/16/64 beside zstd -T16 -3 + sync, with the output digest of each
 # run (the memory budget now covers the whole process); the 2-CPU raw pair (1 GiB → --codec raw
-# beside cp + sync, taskset -c 0,1) three times; --jobs 1 beside zstd -T1 -3 once more. Needs the
-# same bundle (target/device-bundle); results in $OUT/recheck.txt. About 90 s on 16 cores.
+# beside cp + sync, taskset -c 0,1) three times; the 20,000-file batch in process
+# (--isolation none --jobs 16, a thread pool per file before) beside cp -r + sync, twice; --jobs 1
+# beside zstd -T1 -3 once more. Needs the same bundle (target/device-bundle); results in
+# $OUT/recheck.txt. About 2 minutes on 16 cores.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${TET_BUNDLE:-$ROOT/target/device-bundle}
@@ -42,6 +44,16 @@ for r in 1 2 3; do
     prep "$P"
     echo "r$r 2 CPUs raw: $("$T" "taskset -c 0,1 $C -q --codec raw $P $W/o.raw.tet")" >>"$R"
 done
+S=$W/small
+[ -d "$S" ] || "$B/bin/gen_small" "$S" "${TET_NFILES:-20000}"
+for r in 1 2; do
+    rm -rf "$W/so" && mkdir -p "$W/so" && sync && find "$S" -type f -exec cat {} + >/dev/null
+    echo "r$r batch --isolation none --jobs 16: $("$T" "$C -q $S --out-dir $W/so \
+        --isolation none --jobs 16")" >>"$R"
+    rm -rf "$W/so" && mkdir -p "$W/so" && sync
+    echo "r$r batch cp -r + sync: $("$T" "cp -r $S/. $W/so/ && sync")" >>"$R"
+done
+rm -rf "$W/so"
 prep "$A"
 echo "zstd -T1 -3 + sync: $("$T" "$Z -q -T1 -3 -f $A -o $W/o.zst && sync")" >>"$R"
 prep "$A"
