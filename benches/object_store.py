@@ -1,0 +1,128 @@
+"""Issue 22: a 1 GiB NPY object converted to a .tet object on a local S3 server (moto on
+127.0.0.1), against downloading and uploading the same bytes with boto3 (the standard client) in
+the same run; peak RSS of tet-convert; the largest spool folder seen while a 1 GiB NetCDF-4
+object converts (polled every 50 ms).
+
+    python/.venv/bin/python benches/object_store.py [--dir /work/bench] [--runs 3]
+
+Needs target/release/tet-convert (cargo build --release) and moto[server] (.ci/s3-setup). With
+--nc also a 1 GiB netCDF-4 object (made with netCDF4-python on first use; needs the netcdf
+feature, on by default).
+"""
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+a = harness.args(extra=[("--nc", {"action": "store_true", "help": "also the NetCDF-4 spool"}),
+                        ("--plain-only", {"action": "store_true",
+                                          "help": "only against boto3 without checksums"})])
+port = socket.socket()
+port.bind(("127.0.0.1", 0))
+PORT = port.getsockname()[1]
+port.close()
+env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+           AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{PORT}",
+           AWS_ALLOW_HTTP="true")
+os.environ.update(env)
+moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(PORT)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    for _ in range(300):
+        try:
+            socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    import boto3
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="inbox")
+    s3.create_bucket(Bucket="outbox")
+    big = harness.npy(a.dir)
+    s3.upload_file(big, "inbox", "big.npy")
+    spool = os.path.join(a.dir, "s3spool")
+    os.makedirs(spool, exist_ok=True)
+    copy = os.path.join(a.dir, "s3copy.npy")
+    py = sys.executable
+    boto = (f"{py} -c \"import boto3; c = boto3.client('s3'); "
+            f"c.download_file('inbox', 'big.npy', '{copy}'); "
+            f"c.upload_file('{copy}', 'outbox', 'copy.npy')\" && rm -f {copy}")
+    tet = (f"{harness.ENV} {harness.CONV} s3://inbox/big.npy s3://outbox/big.tet "
+           f"--spool-dir {spool} --force -q")
+    # boto3 >= 1.36 adds CRC32 checksums to every request by default, which moto verifies in
+    # Python; the same transfer with checksums only where required, for a fairer baseline.
+    boto_plain = (f"{py} -c \"import boto3, botocore.config as bc; c = boto3.client('s3', "
+                  f"config=bc.Config(request_checksum_calculation='when_required', "
+                  f"response_checksum_validation='when_required')); "
+                  f"c.download_file('inbox', 'big.npy', '{copy}'); "
+                  f"c.upload_file('{copy}', 'outbox', 'copy.npy')\" && rm -f {copy}")
+    if a.plain_only:
+        plain = harness.with_without("tet vs boto3 without default checksums", tet, boto_plain,
+                                     "sync", a.runs)
+        print(f"| boto3, checksums when required | {plain['without'][0]:.2f} | "
+              f"{plain['without'][1]:.2f} |")
+        print(f"| tet-convert (same rounds) | {plain['with'][0]:.2f} | {plain['with'][1]:.2f} |")
+        print(f"ratio {plain['wall_ratio']:.2f}")
+        sys.exit(0)
+    cmp = harness.with_without("1 GiB NPY object -> .tet object vs boto3 download + upload",
+                               tet, boto, "sync", a.runs)
+    rss = harness.measure("tet-convert s3 -> s3", tet, "sync", 1)
+    print("| run | wall s (median of %d) | CPU s |" % a.runs)
+    print("|---|---:|---:|")
+    print(f"| tet-convert s3://inbox/big.npy s3://outbox/big.tet | {cmp['with'][0]:.2f} | "
+          f"{cmp['with'][1]:.2f} |")
+    print(f"| boto3 download_file + upload_file | {cmp['without'][0]:.2f} | "
+          f"{cmp['without'][1]:.2f} |")
+    print()
+    rows = [("tet-convert / boto3 (wall)", cmp["wall_ratio"], "<= 1.3"),
+            ("tet-convert peak RSS MiB", rss["rss_mib"], "<= 256")]
+    if a.nc:
+        nc = os.path.join(a.dir, "s3_nc4_1g.nc")
+        if not os.path.exists(nc):
+            # A 1 GiB netCDF-4 file: f32 t(time=256, y=1024, x=1024), contiguous.
+            import netCDF4
+            import numpy as np
+            with netCDF4.Dataset(nc, "w", format="NETCDF4") as ds:
+                for name, n in (("time", 256), ("y", 1024), ("x", 1024)):
+                    ds.createDimension(name, n)
+                v = ds.createVariable("t", "f4", ("time", "y", "x"), contiguous=True)
+                plane = np.arange(1024 * 1024, dtype="f4").reshape(1024, 1024)
+                for i in range(256):
+                    v[i] = plane + i
+        s3.upload_file(nc, "inbox", "big.nc")
+        # Peak bytes of the input's spool (the downloaded .nc) and of the staged output (.tet).
+        peak = {"input": 0, "output": 0}
+        done = threading.Event()
+
+        def poll():
+            while not done.is_set():
+                seen = {"input": 0, "output": 0}
+                for root, _, files in os.walk(spool):
+                    for f in files:
+                        try:
+                            n = os.path.getsize(os.path.join(root, f))
+                        except OSError:
+                            continue
+                        seen["output" if f.endswith(".tet") else "input"] += n
+                for k in seen:
+                    peak[k] = max(peak[k], seen[k])
+                time.sleep(0.05)
+        t = threading.Thread(target=poll)
+        t.start()
+        harness.sh(f"{harness.CONV} s3://inbox/big.nc s3://outbox/big_nc.tet --spool-dir {spool} "
+                   "--force -q")
+        done.set()
+        t.join()
+        size = os.path.getsize(nc)
+        rows.append(("NetCDF-4 object: input spool peak / input size", peak["input"] / size,
+                     "<= 1"))
+        rows.append(("NetCDF-4 object: staged output peak / input size", peak["output"] / size,
+                     "(the .tet, uploaded after)"))
+    harness.print_comparisons(rows)
+finally:
+    moto.kill()
