@@ -314,3 +314,69 @@ fn too_large(what: &str) -> SourceError {
         "'{what}' claims more values than the file can hold"
     ))
 }
+
+/// The byte offsets a record type's values cover (not its padding), from a type's JSON as
+/// the dump gives it; `None` when it is no compound.
+fn covered(ty: &serde_json::Value, at: usize, mask: &mut Vec<bool>) -> Option<usize> {
+    let size = match ty {
+        serde_json::Value::String(s) => match s.as_str() {
+            "char" | "i8" | "u8" => 1,
+            "i16" | "u16" => 2,
+            "i32" | "u32" | "f32" => 4,
+            _ => 8,
+        },
+        t if t["class"] == "enum" => covered(&t["base"], at, mask)?,
+        t if t["class"] == "compound" => {
+            for f in t["fields"].as_array()? {
+                let n: u64 = f["dims"]
+                    .as_array()
+                    .map_or(1, |d| d.iter().filter_map(|x| x.as_u64()).product());
+                let mut off = at + f["offset"].as_u64()? as usize;
+                for _ in 0..n {
+                    off += covered(&f["type"], off, mask)?;
+                }
+            }
+            return t["size"].as_u64().map(|s| s as usize);
+        }
+        _ => return None,
+    };
+    if mask.len() < at + size {
+        mask.resize(at + size, false);
+    }
+    mask[at..at + size].fill(true);
+    Some(size)
+}
+
+/// Zeroes the padding bytes of every compound value (variables and attributes) of `groups`, so
+/// two dumps compare by what the records hold: netCDF4-python, for one, leaves whatever memory
+/// held in the gaps between fields. The layout comes from each value's type JSON.
+pub fn zero_compound_padding(groups: &mut [GroupDump]) {
+    let fix = |xtype: &str, values: &mut RawValues| {
+        let (Ok(ty), RawValues::Bytes(b)) = (serde_json::from_str(xtype), values) else {
+            return;
+        };
+        let mut mask = Vec::new();
+        let Some(size) = covered(&ty, 0, &mut mask).filter(|&s| s > 0) else {
+            return;
+        };
+        mask.resize(size, false);
+        for rec in b.chunks_mut(size) {
+            for (x, keep) in rec.iter_mut().zip(&mask) {
+                if !keep {
+                    *x = 0;
+                }
+            }
+        }
+    };
+    for g in groups {
+        for v in &mut g.vars {
+            fix(&v.xtype, &mut v.values);
+            for a in &mut v.attrs {
+                fix(&a.xtype, &mut a.values);
+            }
+        }
+        for a in &mut g.attrs {
+            fix(&a.xtype, &mut a.values);
+        }
+    }
+}
