@@ -188,52 +188,31 @@ impl Object {
         let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
         let theirs = options.iter().filter(|(k, _)| !ours(k));
         let unknown = |k: &str| fail(format!("unknown storage option {k} for this kind of URL"));
+        // Each builder takes the settings by their own names, then our retry policy.
+        macro_rules! configured {
+            ($builder:expr) => {{
+                let mut b = $builder;
+                for (k, v) in theirs {
+                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
+                }
+                b.with_retry(retry)
+                    .build()
+                    .map_err(|e| fail(e.to_string()))?
+            }};
+        }
         let (store, multipart) = match scheme {
-            ObjectStoreScheme::AmazonS3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str());
-                for (k, v) in theirs {
-                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
-                }
-                both(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| fail(e.to_string()))?,
-                )
-            }
-            ObjectStoreScheme::GoogleCloudStorage => {
-                let mut b =
-                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str());
-                for (k, v) in theirs {
-                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
-                }
-                both(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| fail(e.to_string()))?,
-                )
-            }
-            ObjectStoreScheme::MicrosoftAzure => {
-                let mut b =
-                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(u.as_str());
-                for (k, v) in theirs {
-                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
-                }
-                both(
-                    b.with_retry(retry)
-                        .build()
-                        .map_err(|e| fail(e.to_string()))?,
-                )
-            }
+            ObjectStoreScheme::AmazonS3 => both(configured!(
+                object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str())
+            )),
+            ObjectStoreScheme::GoogleCloudStorage => both(configured!(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str())
+            )),
+            ObjectStoreScheme::MicrosoftAzure => both(configured!(
+                object_store::azure::MicrosoftAzureBuilder::from_env().with_url(u.as_str())
+            )),
             ObjectStoreScheme::Http => {
                 let base = &u[..url::Position::BeforePath];
-                let mut b = object_store::http::HttpBuilder::new().with_url(base);
-                for (k, v) in theirs {
-                    b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
-                }
-                let http = b
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| fail(e.to_string()))?;
+                let http = configured!(object_store::http::HttpBuilder::new().with_url(base));
                 (Arc::new(http) as Arc<dyn ObjectStore>, None)
             }
             _ => return Err(fail("not an object URL".into())),
