@@ -37,8 +37,12 @@
 //!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order.
 //! * **Raw bits** (`r<bits>`, v2 raw void `|V<n>`, v3 `raw_bytes`) are opaque blobs: `u8` with a trailing axis
 //!   of the blob size and [`Fact::Opaque`] (`tet_source::ragged::opaque_variable`). Other data
-//!   types (`bytes`, sub-byte floats, `optional`, …) are unsupported. zarr-python 3's
+//!   types (sub-byte floats, `optional`, …) are unsupported. zarr-python 3's
 //!   `raw_bytes` (numpy `|V<n>`) is read as the raw bits it is.
+//! * **Variable-length bytes** (`bytes`, zarr-python 3's `variable_length_bytes` with the
+//!   `vlen-bytes` codec) as NPY `S` data: a text variable when every value is UTF-8, else a CF
+//!   contiguous ragged array of `u8` (`<name>` + `<name>_count`, [`Fact::Ragged`]), read whole
+//!   at open (`vlen_bytes`).
 //! * **Records** (structured data types: v2 `dtype` lists, the v3 `structured` type of
 //!   zarr-python 3): one variable per field, `<array>/<field>`, nested records joined with `/`,
 //!   sub-array fields as trailing axes, unnamed raw (padding) fields ignored, empty names as
@@ -122,6 +126,7 @@ pub mod guard;
 mod records;
 pub mod scaleoffset;
 pub mod structured;
+mod vlen_bytes;
 
 pub use attrs::json_to_attr;
 use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
@@ -226,6 +231,7 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
         text_variables: Vec::new(),
         frames: Vec::new(),
         fields: Vec::new(),
+        memory: Vec::new(),
         codec_options,
     };
     for node in nodes {
@@ -748,6 +754,8 @@ enum ReadKind {
     /// Raw bits of this many bytes per element (`r*`, v2 `|V*`), delivered as `u8` along a
     /// trailing axis.
     Opaque(usize),
+    /// Values gathered at open: `ZarrSource::memory[i]` (ragged `bytes` arrays).
+    Memory(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -766,6 +774,8 @@ enum Mapped {
     },
     /// Raw bits (`r<bits>`, v2 `|V<bytes>`): blobs of this many bytes.
     Opaque(usize),
+    /// Variable-length bytes: text when every value is UTF-8, else ragged `u8`.
+    Bytes,
 }
 
 fn map_data_type(name: &str) -> Option<Mapped> {
@@ -803,6 +813,7 @@ fn map_data_type(name: &str) -> Option<Mapped> {
         "complex_bfloat16" => Some(Mapped::Complex(E::BF16)),
         "string" => Some(Mapped::Text { utf32: false }),
         "fixed_length_utf32" => Some(Mapped::Text { utf32: true }),
+        "bytes" | "binary" | "variable_length_bytes" => Some(Mapped::Bytes),
         raw => raw
             .strip_prefix('r')
             .and_then(|b| b.parse::<usize>().ok())
@@ -1012,6 +1023,8 @@ pub struct ZarrSource {
     frames: Vec<Option<Vec<u64>>>,
     /// Where the fields of arrays of records sit in their records ([`ReadKind::Field`]).
     fields: Vec<structured::FieldLayout>,
+    /// Variables read whole at open ([`ReadKind::Memory`]).
+    memory: Vec<tet_source::ragged::InMemory>,
 }
 
 impl std::fmt::Debug for ZarrSource {
@@ -1225,6 +1238,20 @@ impl ZarrSource {
             return Ok(());
         }
         let basename = name.rsplit('/').next().unwrap_or(name);
+        if matches!(mapped, Mapped::Bytes) {
+            let base = Variable {
+                name: name.to_string(),
+                dtype: ElementType::U8,
+                shape,
+                dims,
+                attrs,
+                layout: SourceLayout::default(),
+                role: Role::Data,
+                notes: Vec::new(),
+                facts,
+            };
+            return self.add_bytes(array, base, count, &dt_json);
+        }
         let role = match &dims {
             Some(d) if rank == 1 && d[0] == basename => Role::Coordinate,
             _ => Role::Data,
@@ -1259,6 +1286,65 @@ impl ZarrSource {
             self.frames.push(am.frames.clone().filter(|_| whole_frames));
             self.variables.push(v);
             self.readers.push(Reader { array: index, kind });
+        }
+        Ok(())
+    }
+
+    /// Adds the variable-length `bytes` array `array` (see [`vlen_bytes`]): a text variable
+    /// when every value is UTF-8, else the values and count variables of a ragged array.
+    fn add_bytes(
+        &mut self,
+        array: Array<Store>,
+        base: Variable,
+        count: u64,
+        dt_json: &str,
+    ) -> std::result::Result<(), Problem> {
+        if count > MAX_TEXT_ELEMENTS {
+            return Err(Problem::Unsupported(format!(
+                "bytes array of {count} values is more than the {MAX_TEXT_ELEMENTS} held in memory"
+            )));
+        }
+        let name = base.name.clone();
+        let form = vlen_bytes::read(&array, &self.codec_options, base.clone(), count, dt_json)
+            .map_err(|e| match e {
+                SourceError::Unsupported(m) => Problem::Unsupported(m),
+                e => Problem::Error(SourceError::malformed(format!("array '{name}': {e}"))),
+            })?;
+        match form {
+            vlen_bytes::BytesForm::Text(values) => {
+                self.text_variables.push(TextVariable {
+                    name,
+                    // A 0-d array keeps the shape [1], as 0-d string arrays do.
+                    shape: if base.shape.is_empty() {
+                        vec![1]
+                    } else {
+                        base.shape
+                    },
+                    dims: base.dims,
+                    values,
+                    attrs: base.attrs,
+                    char_axis: None,
+                    facts: vec![Fact::private(
+                        "zarr",
+                        "zarr_data_type",
+                        AttrValue::Text(dt_json.to_string()),
+                    )],
+                });
+            }
+            vlen_bytes::BytesForm::Ragged(vars) => {
+                let index = self.arrays.len();
+                self.arrays.push(array);
+                let ((values, vdata), (counts, cdata)) = *vars;
+                for (v, data) in [(values, vdata), (counts, cdata)] {
+                    self.frames.push(None);
+                    self.variables.push(v);
+                    self.readers.push(Reader {
+                        array: index,
+                        kind: ReadKind::Memory(self.memory.len()),
+                    });
+                    self.memory.push(data);
+                }
+            }
         }
         Ok(())
     }
@@ -1460,7 +1546,7 @@ fn mapped_variables(
                     .collect(),
             }
         }
-        Mapped::Text { .. } => Vec::new(),
+        Mapped::Text { .. } | Mapped::Bytes => Vec::new(),
     })
 }
 
@@ -1605,6 +1691,11 @@ impl Source for ZarrSource {
                 self.read_field(array, layout, start, count, out)
             }
             ReadKind::Opaque(size) => self.read_opaque(array, size, start, count, out),
+            ReadKind::Memory(m) => self
+                .memory
+                .get(m)
+                .ok_or_else(|| SourceError::InvalidRequest(format!("no values {m}")))?
+                .read_region(start, count, out),
         }
     }
 }

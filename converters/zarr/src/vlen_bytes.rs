@@ -1,0 +1,70 @@
+//! Zarr variable-length `bytes` arrays (zarr-python 3's `variable_length_bytes`, the
+//! `vlen-bytes` codec; zarrs' `bytes` / `binary`) in tensor form, as the NPY importer treats
+//! `S` data: when every value is UTF-8 the array is a text variable (as `string` arrays are),
+//! else a CF contiguous ragged array of `u8` (values + `<name>_count`, see
+//! `tet_source::ragged`), so no byte is dropped. The whole array is read at open.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use tet_source::ragged::{InMemory, Ragged};
+use tet_source::{AttrValue, ElementType, Fact, Result, SourceError, Variable};
+use zarrs::array::{Array, CodecOptions};
+
+use crate::Store;
+
+/// What a `bytes` array became.
+pub(crate) enum BytesForm {
+    /// Every value decodes as UTF-8: the values as text, in C order.
+    Text(Vec<String>),
+    /// At least one value is not UTF-8: the ragged values and count variables with their data.
+    Ragged(Box<((Variable, InMemory), (Variable, InMemory))>),
+}
+
+/// Every value of `array` (C order) as zarrs decodes it.
+fn read_values(array: &Array<Store>, opts: &CodecOptions) -> Result<Vec<Vec<u8>>> {
+    let subset = array.subset_all();
+    let got = catch_unwind(AssertUnwindSafe(|| {
+        array
+            .retrieve_array_subset_opt::<Vec<Vec<u8>>>(&subset, opts)
+            .map_err(|e| e.to_string())
+    }));
+    got.unwrap_or_else(|_| Err("zarrs failed decoding the values (corrupt chunk?)".into()))
+        .map_err(|e| SourceError::malformed(format!("cannot read its bytes values: {e}")))
+}
+
+/// Reads the `bytes` array `array` (`count` elements) whose variable as the source has it is
+/// `base` (its dtype ignored) and maps it to text or a ragged array of `u8`.
+pub(crate) fn read(
+    array: &Array<Store>,
+    opts: &CodecOptions,
+    base: Variable,
+    count: u64,
+    dt_json: &str,
+) -> Result<BytesForm> {
+    let values = read_values(array, opts)?;
+    if values.len() as u64 != count {
+        return Err(SourceError::malformed(format!(
+            "{} values read, {count} expected",
+            values.len()
+        )));
+    }
+    if values.iter().all(|v| std::str::from_utf8(v).is_ok()) {
+        let text = values
+            .into_iter()
+            .map(|v| String::from_utf8(v).unwrap_or_default())
+            .collect();
+        return Ok(BytesForm::Text(text));
+    }
+    let mut gathered = Ragged::new(ElementType::U8);
+    for v in &values {
+        gathered.push(v)?;
+    }
+    let mut base = base;
+    base.facts.push(Fact::private(
+        "zarr",
+        "zarr_data_type",
+        AttrValue::Text(dt_json.to_string()),
+    ));
+    let vars = gathered.into_variables(base, "bytes")?;
+    Ok(BytesForm::Ragged(Box::new(vars)))
+}
