@@ -175,10 +175,23 @@ fn every_cdl_case_survives_the_netcdf4_round_trip() {
             target: Some(Target::NETCDF),
             ..ExportOptions::default()
         };
-        export::export(&tet, &out, &opts).unwrap_or_else(|e| panic!("{what}: export: {e}"));
+        let report =
+            export::export(&tet, &out, &opts).unwrap_or_else(|e| panic!("{what}: export: {e}"));
         let text = std::fs::read_to_string(cdl).expect("read the CDL");
         let undefined = undefined_values(&text);
         let (mut a, mut b) = (dump(&src).expect("dump"), dump(&out).expect("dump"));
+        if what.ends_with("user_types.cdl") {
+            // The compound with vlen members is rebuilt, without a warning, and its records
+            // (sequences included) are read for the comparison below.
+            let compound = |w: &&String| w.contains("compound");
+            let left: Vec<_> = report.warnings.iter().filter(compound).collect();
+            assert!(left.is_empty(), "{what}: {left:?}");
+            let tagged = a[0].vars.iter().find(|v| v.name == "tagged");
+            assert!(
+                matches!(tagged.map(|v| &v.values), Some(RawValues::Ragged(r)) if r.len() == 3),
+                "{what}: `tagged` not read: {tagged:?}"
+            );
+        }
         zero_compound_padding(&mut a);
         zero_compound_padding(&mut b);
         let diffs = differences(&a, &b, &undefined);

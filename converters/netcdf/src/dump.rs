@@ -25,8 +25,9 @@ pub enum RawValues {
     /// `string` values in C order (`None`: a null string).
     Strings(Vec<Option<Vec<u8>>>),
     /// Values of a vlen type of numbers or enums: each element's values as native-endian
-    /// bytes, in C order; or of a compound type with `string` parts: each record's bytes with
-    /// the string pointers zeroed, then each string's bytes followed by a NUL.
+    /// bytes, in C order; or of a compound type with `string` or vlen parts: each record's
+    /// bytes with those parts' pointers zeroed, then each string's bytes followed by a NUL and
+    /// each sequence's length (8 little-endian bytes) followed by its values.
     Ragged(Vec<Vec<u8>>),
     /// Values of another type with vlen or `string` parts: not read.
     NotRead,
@@ -230,8 +231,10 @@ fn ragged(
     Ok(RawValues::Ragged(values))
 }
 
-/// The records of a compound variable with `string` parts (and no vlen or opaque ones) as
-/// [`RawValues::Ragged`]; others are not read.
+/// The records of a compound variable with `string` or vlen-of-numbers parts (and no opaque
+/// ones) as [`RawValues::Ragged`]: each record's bytes with those parts' pointers zeroed, then
+/// each string (NUL-terminated) and each sequence (its length as 8 little-endian bytes, then
+/// its values); others are not read.
 fn records_with_strings(
     g: c_int,
     varid: c_int,
@@ -240,12 +243,10 @@ fn records_with_strings(
     n: usize,
 ) -> Result<RawValues> {
     let leaves = user::flatten(ty);
-    if leaves.iter().any(|l| {
-        matches!(
-            l.kind,
-            user::LeafKind::Unsupported(_) | user::LeafKind::Vlen { .. }
-        )
-    }) {
+    if leaves
+        .iter()
+        .any(|l| matches!(l.kind, user::LeafKind::Unsupported(_)))
+    {
         return Ok(RawValues::NotRead);
     }
     let mut rec = user::Records::new(ty, n)?;
@@ -270,6 +271,24 @@ fn records_with_strings(
                 }
                 bytes.extend_from_slice(&s);
                 bytes.push(0);
+            });
+        }
+        for l in &leaves {
+            let user::LeafKind::Vlen { base: vb, .. } = &l.kind else {
+                continue;
+            };
+            let inner = l.inner_shape();
+            let zeros = vec![0u64; inner.len()];
+            user::for_each_inner(l, &zeros, &inner, |off| {
+                // SAFETY: a vlen leaf's element of record k: an `nc_vlen_t` of `vb` netCDF read.
+                let seq = unsafe { rec.vlen_values(base + off, vb) };
+                let n = std::mem::size_of::<nc::nc_vlen_t>();
+                if let Some(slot) = bytes.get_mut(off..off + n) {
+                    slot.fill(0);
+                }
+                let count = (seq.len() / vb.size().max(1)) as u64;
+                bytes.extend_from_slice(&count.to_le_bytes());
+                bytes.extend_from_slice(seq);
             });
         }
         out.push(bytes);
@@ -326,6 +345,7 @@ fn covered(ty: &serde_json::Value, at: usize, mask: &mut Vec<bool>) -> Option<us
             _ => 8,
         },
         t if t["class"] == "enum" => covered(&t["base"], at, mask)?,
+        t if t["class"] == "vlen" => std::mem::size_of::<nc::nc_vlen_t>(),
         t if t["class"] == "compound" => {
             for f in t["fields"].as_array()? {
                 let n: u64 = f["dims"]
@@ -352,7 +372,7 @@ fn covered(ty: &serde_json::Value, at: usize, mask: &mut Vec<bool>) -> Option<us
 /// held in the gaps between fields. The layout comes from each value's type JSON.
 pub fn zero_compound_padding(groups: &mut [GroupDump]) {
     let fix = |xtype: &str, values: &mut RawValues| {
-        let (Ok(ty), RawValues::Bytes(b)) = (serde_json::from_str(xtype), values) else {
+        let Ok(ty) = serde_json::from_str(xtype) else {
             return;
         };
         let mut mask = Vec::new();
@@ -360,7 +380,19 @@ pub fn zero_compound_padding(groups: &mut [GroupDump]) {
             return;
         };
         mask.resize(size, false);
-        for rec in b.chunks_mut(size) {
+        // Records with strings or sequences: each record's own bytes come first.
+        let records: Vec<&mut [u8]> = match values {
+            RawValues::Bytes(b) => b.chunks_mut(size).collect(),
+            RawValues::Ragged(r) => r
+                .iter_mut()
+                .map(|x| {
+                    let n = size.min(x.len());
+                    &mut x[..n]
+                })
+                .collect(),
+            _ => return,
+        };
+        for rec in records {
             for (x, keep) in rec.iter_mut().zip(&mask) {
                 if !keep {
                     *x = 0;

@@ -992,10 +992,29 @@ fn define_all<'m>(
     // Compound variables rebuilt from their fields: the fields are no variables of their own.
     let recs = records::plan(model, warnings);
     // Ragged arrays rebuilt as vlen variables: their values and counts are no variables either.
-    let vlens = ragged::plan(model, warnings);
+    // (Those that are vlen fields of rebuilt compound variables are written in the records.)
+    let in_records: HashSet<usize> = recs
+        .iter()
+        .flat_map(|r| r.leaves.iter())
+        .filter_map(|(_, m)| match m {
+            records::Member::Ragged { values, .. } => Some(*values),
+            _ => None,
+        })
+        .collect();
+    let vlens: Vec<_> = ragged::plan(model, warnings)
+        .into_iter()
+        .filter(|v| !in_records.contains(&v.values))
+        .collect();
     let members: HashSet<records::Member> = recs
         .iter()
         .flat_map(|r| r.leaves.iter().map(|(_, m)| *m))
+        .flat_map(|m| match m {
+            records::Member::Ragged { values, count } => vec![
+                records::Member::Array(values),
+                records::Member::Array(count),
+            ],
+            m => vec![m],
+        })
         .chain(vlens.iter().flat_map(|v| {
             [
                 records::Member::Array(v.values),

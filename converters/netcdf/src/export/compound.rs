@@ -30,6 +30,11 @@ pub(crate) enum TypeDef {
         size: usize,
         fields: Vec<FieldDef>,
     },
+    /// A vlen of numbers or enums (a compound's field only): an `nc_vlen_t` in the record.
+    Vlen {
+        name: String,
+        base: Box<TypeDef>,
+    },
 }
 
 /// One field of a compound type.
@@ -70,13 +75,15 @@ impl TypeDef {
             TypeDef::Str => std::mem::size_of::<*const std::ffi::c_char>(),
             TypeDef::Enum(e) => e.base.size(),
             TypeDef::Compound { size, .. } => *size,
+            TypeDef::Vlen { .. } => std::mem::size_of::<nc::nc_vlen_t>(),
         }
     }
 
-    /// Whether values hold `string` parts (netCDF-4 then allows no filters on the variable).
+    /// Whether values hold `string` or vlen parts (netCDF-4 then allows no filters on the
+    /// variable).
     pub fn has_strings(&self) -> bool {
         match self {
-            TypeDef::Str => true,
+            TypeDef::Str | TypeDef::Vlen { .. } => true,
             TypeDef::Compound { fields, .. } => fields.iter().any(|f| f.ty.has_strings()),
             _ => false,
         }
@@ -88,7 +95,10 @@ impl TypeDef {
         let r: Record =
             serde_json::from_str(record).map_err(|e| format!("a malformed type record: {e}"))?;
         let count = usize::try_from(r.count).map_err(|_| "too many values".to_string())?;
-        Ok((count, Self::parse(&r.ty, 0)?))
+        match Self::parse(&r.ty, 0)? {
+            TypeDef::Vlen { name, .. } => Err(format!("a vlen type `{name}`")),
+            t => Ok((count, t)),
+        }
     }
 
     /// The type of a recorded type JSON (`NcType::json`, as [`crate::COMPOUND_TYPE`] holds).
@@ -115,7 +125,10 @@ impl TypeDef {
         let name = o.name.clone().unwrap_or_default();
         match o.class.as_str() {
             "enum" => {
-                let base = o.base.as_deref().and_then(atomic);
+                let base = match &o.base_type {
+                    Some(RawType::Name(b)) => atomic(b),
+                    _ => None,
+                };
                 match (base, &o.members) {
                     (Some(base), Some(m))
                         if !matches!(base, ElementType::F32 | ElementType::F64) =>
@@ -127,6 +140,19 @@ impl TypeDef {
                         }))
                     }
                     _ => Err(format!("enum `{name}` malformed in its record")),
+                }
+            }
+            "vlen" => {
+                let base = match &o.base_type {
+                    Some(b) => Self::parse(b, depth + 1)?,
+                    None => return Err(format!("vlen `{name}` without a base type")),
+                };
+                match base {
+                    TypeDef::Atomic(_) | TypeDef::Enum(_) => Ok(TypeDef::Vlen {
+                        name,
+                        base: Box::new(base),
+                    }),
+                    _ => Err(format!("vlen `{name}` of other than numbers or enums")),
                 }
             }
             "compound" => {
@@ -176,7 +202,9 @@ enum RawType {
 struct RawObject {
     class: String,
     name: Option<String>,
-    base: Option<String>,
+    /// The base type: an atomic type's name (enums), or a type (vlens).
+    #[serde(rename = "base")]
+    base_type: Option<RawType>,
     members: Option<Members>,
     size: Option<u64>,
     fields: Option<Vec<RawField>>,
@@ -241,6 +269,10 @@ impl CompoundTypes {
             TypeDef::Char => return Ok(nc::NC_CHAR),
             TypeDef::Str => return Ok(nc::NC_STRING),
             TypeDef::Enum(e) => return enums.id(gid, e),
+            TypeDef::Vlen { name, base } => {
+                let b = self.id(gid, base, enums)?;
+                return enums.vlen(gid, name, b);
+            }
             TypeDef::Compound { name, size, fields } => (name, *size, fields),
         };
         if let Some(&id) = self.ids.get(&(gid, name.clone())) {
@@ -313,6 +345,7 @@ fn put_value(t: &TypeDef, v: &Value, out: &mut [u8]) -> std::result::Result<(), 
         TypeDef::Atomic(e) => put_number(*e, v, out),
         TypeDef::Enum(e) => put_number(e.base, v, out),
         TypeDef::Str => Err("a string part".into()),
+        TypeDef::Vlen { .. } => Err("a vlen part".into()),
         TypeDef::Char => {
             let s = v.as_str().ok_or("a char value that is not text")?;
             let b = text_bytes(s, 1)?;
@@ -432,6 +465,17 @@ mod tests {
         assert!(encode(&t, 1, r#"{"tag":"a","code":"x","n":70000,"w":[1,2]}"#).is_err());
         let vlen = r#"{"count":1,"type":{"class":"vlen","name":"v","base":"i8"}}"#;
         assert!(TypeDef::of_record(vlen).is_err());
+        // A vlen field: an `nc_vlen_t` in the record.
+        let t = TypeDef::of_type_json(
+            r#"{"class":"compound","name":"c","size":24,"fields":[{"name":"k","offset":0,"type":"i16"},
+            {"name":"s","offset":8,"type":{"class":"vlen","name":"v","base":"i32"}}]}"#,
+        )
+        .unwrap();
+        let TypeDef::Compound { fields, .. } = &t else {
+            panic!("not a compound")
+        };
+        assert_eq!(fields[1].ty.size(), 16);
+        assert!(t.has_strings());
         let e = r#"{"count":1,"type":{"class":"compound","name":"c","size":1,"fields":[
             {"name":"e","offset":0,"type":{"class":"enum","name":"e_t","base":"u8","members":{"b":1,"a":0}}}]}}"#;
         let (_, t) = TypeDef::of_record(e).unwrap();

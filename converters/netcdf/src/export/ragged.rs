@@ -154,7 +154,7 @@ pub(super) fn define(
 }
 
 /// The whole of array `i` in C order, little-endian.
-fn gather(model: &Model, chunks: &mut dyn ChunkSource, i: usize) -> Result<Vec<u8>> {
+pub(super) fn gather(model: &Model, chunks: &mut dyn ChunkSource, i: usize) -> Result<Vec<u8>> {
     let a = &model.arrays[i];
     let elem = a.dtype.size();
     let outside = || ExportError::Invalid(format!("`{}`: a chunk outside the array", a.name));

@@ -8,6 +8,11 @@
 //! [`MAX_BYTES`] stays split. `string` fields are pointers to NUL-terminated copies of the
 //! values in the records; such a variable gets no filter and keeps HDF5's fill (netCDF-C
 //! refuses both for values with `string` parts).
+//!
+//! A vlen field of numbers or enums is a ragged array (its values `<var>/<field>`, with
+//! [`Fact::Ragged`] naming its count array `<var>/<field>_count`, whose shape is the field's):
+//! in the records each element is an `nc_vlen_t` (length, pointer) into those values, cut by
+//! the counts; such variables, like those with `string` parts, get no filter and keep the fill.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, CString};
@@ -31,6 +36,9 @@ pub(crate) enum LeafKind {
     Char,
     /// `string`: one string per element (a pointer in the record).
     Str,
+    /// A vlen of numbers of this type: one sequence per element (an `nc_vlen_t` in the
+    /// record), a ragged array's values and counts.
+    Vlen(ElementType),
 }
 
 /// One field (leaf) of a compound type, as the importer splits it.
@@ -65,6 +73,11 @@ fn flatten(
         TypeDef::Enum(e) => LeafKind::Numeric(e.base),
         TypeDef::Char => LeafKind::Char,
         TypeDef::Str => LeafKind::Str,
+        TypeDef::Vlen { base, .. } => match **base {
+            TypeDef::Atomic(e) => LeafKind::Vlen(e),
+            TypeDef::Enum(ref e) => LeafKind::Vlen(e.base),
+            _ => return None,
+        },
         TypeDef::Compound { fields, .. } => {
             let complex = |a: &str, b: &str| {
                 matches!(
@@ -116,6 +129,9 @@ pub(crate) enum Member {
     Array(usize),
     /// Index into [`Model::text_variables`].
     Text(usize),
+    /// A ragged array (vlen field): its values and its count array, indices into
+    /// [`Model::arrays`].
+    Ragged { values: usize, count: usize },
 }
 
 /// A compound variable to rebuild.
@@ -163,8 +179,20 @@ pub(crate) fn plan(model: &Model, warnings: &mut Vec<String>) -> Vec<RecordVar> 
     let mut found: BTreeMap<&str, Found> = BTreeMap::new();
     for (i, a) in model.arrays.iter().enumerate() {
         if let Some((src, ty)) = source_of(&a.facts) {
+            let ragged = a.facts.iter().find_map(|f| match f {
+                Fact::Ragged { count, .. } => Some(count),
+                _ => None,
+            });
+            let m = match ragged {
+                None => Member::Array(i),
+                // Without its count array the field is missing (the compound stays split).
+                Some(c) => match model.arrays.iter().position(|x| &x.name == c) {
+                    Some(count) => Member::Ragged { values: i, count },
+                    None => continue,
+                },
+            };
             let e = found.entry(src).or_insert((ty, Vec::new()));
-            e.1.push((a.name.as_str(), Member::Array(i)));
+            e.1.push((a.name.as_str(), m));
         }
     }
     for (i, t) in model.text_variables.iter().enumerate() {
@@ -193,6 +221,12 @@ fn member_shape(model: &Model, m: Member) -> Option<(Vec<u64>, Option<u64>, Opti
         Member::Array(i) => {
             let a = model.arrays.get(i)?;
             Some((a.shape.clone(), None, Some(a.dtype)))
+        }
+        // A ragged field's shape is its count array's; its type its values'.
+        Member::Ragged { values, count } => {
+            let (v, c) = (model.arrays.get(values)?, model.arrays.get(count)?);
+            (c.dtype == ElementType::I64 && v.shape.len() == 1)
+                .then(|| (c.shape.clone(), None, Some(v.dtype)))
         }
         Member::Text(i) => match model.text_variables.get(i)? {
             TextEntry::Variable(v) => {
@@ -232,10 +266,12 @@ fn match_leaves(
         let (value_inner, want_strlen) = match (leaf.kind, inner.split_last()) {
             (LeafKind::Char, Some((&l, rest))) => (rest.to_vec(), Some(l)),
             (LeafKind::Char, None) => (Vec::new(), None),
-            (LeafKind::Numeric(_) | LeafKind::Str, _) => (inner.clone(), None),
+            (LeafKind::Numeric(_) | LeafKind::Str | LeafKind::Vlen(_), _) => (inner.clone(), None),
         };
+        let ragged = matches!(m, Member::Ragged { .. });
         let fits = match leaf.kind {
-            LeafKind::Numeric(e) => dtype == Some(e) && strlen.is_none(),
+            LeafKind::Numeric(e) => dtype == Some(e) && strlen.is_none() && !ragged,
+            LeafKind::Vlen(e) => dtype == Some(e) && ragged,
             LeafKind::Char => dtype.is_none() && strlen == want_strlen,
             LeafKind::Str => dtype.is_none() && strlen.is_none(),
         };
@@ -262,6 +298,63 @@ fn match_leaves(
     }
 }
 
+/// What a compound variable takes from one of its fields.
+struct Template<'m> {
+    /// Its dimension names (the field's, outer axes first).
+    names: Option<&'m Vec<String>>,
+    /// The facts saying where its dimensions live and which are unlimited.
+    dim_facts: &'m [Fact],
+    /// The facts about its attributes.
+    facts: &'m [Fact],
+    attrs: &'m [(String, tet_source::AttrValue)],
+    chunk: &'m [u64],
+}
+
+/// The [`Template`] of `r`: an array field's, else a text field's, else a ragged field's
+/// (dims from its counts, attributes from its values).
+fn template_of<'m>(r: &RecordVar, model: &'m Model, empty: &'m [Fact]) -> Result<Template<'m>> {
+    let missing = || ExportError::Invalid(format!("`{}`: a field missing", r.name));
+    Ok(match r.template().ok_or_else(missing)? {
+        Member::Array(i) => {
+            let a = model.arrays.get(i).ok_or_else(missing)?;
+            Template {
+                names: a.dims.as_ref(),
+                dim_facts: &a.facts,
+                facts: &a.facts,
+                attrs: &a.attrs,
+                chunk: &a.chunk_shape,
+            }
+        }
+        Member::Ragged { values, count } => {
+            let v = model.arrays.get(values).ok_or_else(missing)?;
+            let c = model.arrays.get(count).ok_or_else(missing)?;
+            Template {
+                names: c.dims.as_ref(),
+                dim_facts: &c.facts,
+                facts: &v.facts,
+                attrs: &v.attrs,
+                chunk: &c.chunk_shape,
+            }
+        }
+        Member::Text(i) => match model.text_variables.get(i).ok_or_else(missing)? {
+            TextEntry::Variable(v) => Template {
+                names: v.dims.as_ref(),
+                dim_facts: &v.facts,
+                facts: &v.facts,
+                attrs: &v.attrs,
+                chunk: &[],
+            },
+            TextEntry::Malformed { .. } => Template {
+                names: None,
+                dim_facts: empty,
+                facts: empty,
+                attrs: &[],
+                chunk: &[],
+            },
+        },
+    })
+}
+
 /// Defines compound variable `r` (dims, type, storage, attributes, fill mode) in its group.
 pub(super) fn define(
     r: &RecordVar,
@@ -271,29 +364,20 @@ pub(super) fn define(
     let (g, short) = split_group(&r.name);
     let gid = ctx.groups.ensure(g)?;
     let empty = Vec::new();
-    let missing = || ExportError::Invalid(format!("`{}`: a field missing", r.name));
-    let (names, facts, attrs, chunk) = match r.template().ok_or_else(missing)? {
-        Member::Array(i) => {
-            let a = model.arrays.get(i).ok_or_else(missing)?;
-            (
-                a.dims.as_ref(),
-                &a.facts,
-                &a.attrs,
-                a.chunk_shape.as_slice(),
-            )
-        }
-        Member::Text(i) => match model.text_variables.get(i).ok_or_else(missing)? {
-            TextEntry::Variable(v) => (v.dims.as_ref(), &v.facts, &v.attrs, &[][..]),
-            TextEntry::Malformed { .. } => (None, &empty, &Vec::new(), &[][..]),
-        },
-    };
+    let Template {
+        names,
+        dim_facts,
+        facts,
+        attrs,
+        chunk,
+    } = template_of(r, model, &empty)?;
     let rank = r.outer.len();
     let names: Option<Vec<String>> = names
         .and_then(|d| d.get(..rank))
         .map(<[String]>::to_vec)
         .filter(|_| rank > 0);
-    let at = super::DimHomes::of(g, facts);
-    let unlimited = super::unlimited_of(facts);
+    let at = super::DimHomes::of(g, dim_facts);
+    let unlimited = super::unlimited_of(dim_facts);
     let dimids = super::dim_ids(
         ctx.groups,
         ctx.dims,
@@ -434,6 +518,59 @@ fn put_strings(
     })
 }
 
+/// A vlen field's ragged array: its values' name, its shape (the count array's) and the
+/// bytes of one value.
+struct Ragged<'a> {
+    name: &'a str,
+    shape: &'a [u64],
+    size: usize,
+}
+
+/// Places the sequences of vlen leaf `leaf` (ragged array `f`: native-endian values `values`,
+/// little-endian `i64` counts `counts`, one per element in C order) in the records `buf` as
+/// `nc_vlen_t`s pointing into `values`, which the caller keeps alive until they are written.
+fn put_vlens(
+    r: &RecordVar,
+    leaf: &LeafDef,
+    f: &Ragged<'_>,
+    values: &[u8],
+    counts: &[u8],
+    buf: &mut [u8],
+) -> Result<()> {
+    const P: usize = std::mem::size_of::<usize>();
+    let bad = |why: &str| ExportError::Data(format!("ragged array `{}`: {why}", f.name));
+    let zeros = vec![0u64; f.shape.len()];
+    let mut at = 0usize;
+    for_each_index(&zeros, f.shape, |k, idx| {
+        let c = k
+            .checked_mul(8)
+            .and_then(|s| counts.get(s..s.checked_add(8)?))
+            .ok_or_else(|| bad("fewer counts than elements"))?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        let n = usize::try_from(i64::from_le_bytes(b)).map_err(|_| bad("a negative count"))?;
+        let end = n
+            .checked_mul(f.size)
+            .and_then(|l| at.checked_add(l))
+            .filter(|&end| end <= values.len())
+            .ok_or_else(|| bad("its counts sum to more than its values"))?;
+        let p = values[at..end].as_ptr() as usize;
+        at = end;
+        let dst = place(&r.outer, r.ty.size(), leaf, idx).and_then(|d| buf.get_mut(d..d + 2 * P));
+        let d = dst.ok_or_else(|| {
+            ExportError::Invalid(format!("`{}`: a field outside its records", r.name))
+        })?;
+        // `nc_vlen_t`: the length (a `size_t`), then the pointer.
+        d[..P].copy_from_slice(&n.to_ne_bytes());
+        d[P..].copy_from_slice(&p.to_ne_bytes());
+        Ok(())
+    })?;
+    if at != values.len() {
+        return Err(bad("its counts sum to fewer than its values"));
+    }
+    Ok(())
+}
+
 /// Writes the records of compound variable `r` (defined as `gid`/`varid`), assembled from its
 /// fields' values.
 pub(super) fn write(
@@ -451,8 +588,10 @@ pub(super) fn write(
     }
     let mut buf = vec![0u8; total];
     let mut tmp = Vec::new();
-    // The `string` fields' values, alive until the records are written.
+    // The `string` fields' values and the vlen fields' sequences, alive until the records
+    // are written.
     let mut strings: Vec<CString> = Vec::new();
+    let mut sequences: Vec<Vec<u8>> = Vec::new();
     let outside = || ExportError::Invalid(format!("`{}`: a field outside its records", r.name));
     for (leaf, m) in &r.leaves {
         match *m {
@@ -475,6 +614,20 @@ pub(super) fn write(
                         Ok(())
                     })?;
                 }
+            }
+            Member::Ragged { values, count } => {
+                let v = model.arrays.get(values).ok_or_else(outside)?;
+                let c = model.arrays.get(count).ok_or_else(outside)?;
+                let le = super::ragged::gather(model, chunks, values)?;
+                let seq = super::native(v.dtype, &le, &mut tmp).to_vec();
+                let counts = super::ragged::gather(model, chunks, count)?;
+                let field = Ragged {
+                    name: &v.name,
+                    shape: &c.shape,
+                    size: v.dtype.size(),
+                };
+                put_vlens(r, leaf, &field, &seq, &counts, &mut buf)?;
+                sequences.push(seq);
             }
             Member::Text(i) => {
                 let Some(TextEntry::Variable(v)) = model.text_variables.get(i) else {
