@@ -34,7 +34,10 @@
 //!   a note and the data type in the facts. Big-endian data (`"endian": "big"`, v2 `">f8"`) is
 //!   read through zarrs, which returns native (little-endian) bytes.
 //! * **Strings**: `string` (v3, v2 `|O` with `vlen-utf8`) and `fixed_length_utf32` (v2 `<U*`,
-//!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order.
+//!   trailing NULs removed) arrays become [`TextVariable`]s, values in C order. v2 fixed-length
+//!   bytes `|S<n>` (which zarrs does not read) are read as records of one `S` field and become
+//!   text as NPY `S` values do (trailing NULs removed; UTF-8, else Latin-1, one character per
+//!   byte).
 //! * **Raw bits** (`r<bits>`, v2 raw void `|V<n>`, v3 `raw_bytes`) are opaque blobs: `u8` with a trailing axis
 //!   of the blob size and [`Fact::Opaque`] (`tet_source::ragged::opaque_variable`). Other data
 //!   types (sub-byte floats, `optional`, …) are unsupported. zarr-python 3's
@@ -418,11 +421,15 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         }
         numcodecs_v2_defaults(&mut value);
         let shape_ok = value.as_object().is_some_and(v2_array_shape_ok);
+        let fixed_bytes = value.as_object().and_then(fixed_bytes_len);
         if let Some(obj) = value
             .as_object()
-            .filter(|o| o.get("dtype").is_some_and(Value::is_array))
+            .filter(|o| o.get("dtype").is_some_and(Value::is_array) || fixed_bytes.is_some())
         {
-            let node = structured_node(obj, &key, false, shape_ok)?;
+            let node = match fixed_bytes {
+                Some(n) => fixed_bytes_node(obj, &key, n, shape_ok)?,
+                None => structured_node(obj, &key, false, shape_ok)?,
+            };
             return Ok(Some(match node {
                 NodeMeta::Array(mut m, s) => {
                     if let ArrayMetadata::V2(m) = m.as_mut() {
@@ -542,6 +549,68 @@ fn structured_node(
             "{key}: invalid array metadata: {e}"
         ))),
     }
+}
+
+/// The length `n` of a v2 fixed-length bytes data type (`|S<n>`, numpy `S`), which zarrs
+/// does not read.
+fn fixed_bytes_len(obj: &Map<String, Value>) -> Option<u64> {
+    let s = obj.get("dtype")?.as_str()?;
+    let n = s.strip_prefix("|S").or_else(|| s.strip_prefix("S"))?;
+    n.parse::<u64>().ok().filter(|n| *n > 0)
+}
+
+/// The node of a v2 `|S<n>` array: read as a record of one text field of `n` bytes, which
+/// is the array itself (the leaf's path is empty), so its values are text as NPY `S` values
+/// are (`tet_source::numpy::decode_bytes`: trailing NULs removed, UTF-8, else Latin-1). Its
+/// fill value `""` (zarr-python 3) is `n` zero bytes; base64 (zarr-python 2) stays.
+fn fixed_bytes_node(
+    obj: &Map<String, Value>,
+    key: &str,
+    n: u64,
+    shape_ok: bool,
+) -> Result<NodeMeta> {
+    let mut m = obj.clone();
+    m.insert("dtype".into(), Value::String(format!("|V{n}")));
+    let fill = match obj.get("fill_value") {
+        Some(Value::String(f)) if f.is_empty() => None,
+        other => other,
+    };
+    let fill = structured::raw_fill(fill, n).map_err(|e| SourceError::malformed(e.to_string()));
+    let parsed = fill.and_then(|f| {
+        m.insert("fill_value".into(), f);
+        serde_json::from_value::<ArrayMetadataV2>(Value::Object(m))
+            .map_err(|e| SourceError::malformed(format!("{key}: invalid array metadata: {e}")))
+    });
+    let meta = match parsed {
+        Ok(meta) => meta,
+        Err(e) if shape_ok => {
+            return Ok(NodeMeta::Unreadable(format!(
+                "{key}: fixed-length bytes |S{n}: {e}"
+            )))
+        }
+        Err(e) => return Err(e),
+    };
+    let record = structured::Record {
+        size: n,
+        leaves: vec![structured::Leaf {
+            path: Vec::new(),
+            offset: 0,
+            sub_axes: Vec::new(),
+            kind: structured::LeafKind::Text {
+                utf32: false,
+                chars: n,
+                swap: false,
+            },
+            notes: Vec::new(),
+        }],
+    };
+    Ok(NodeMeta::Array(
+        Box::new(ArrayMetadata::V2(meta)),
+        Some(Box::new(StructuredMeta {
+            record,
+            dt_json: serde_json::to_string(&Value::String(format!("|S{n}"))).unwrap_or_default(),
+        })),
+    ))
 }
 
 /// What an array of a record data type keeps besides its rewritten metadata.

@@ -98,7 +98,12 @@ impl ZarrSource {
         let mut all_records: Option<Vec<u8>> = None;
         self.arrays.push(array);
         for leaf in &s.record.leaves {
-            let full = format!("{name}/{}", leaf.path.join("/"));
+            // An empty path: the array itself (v2 `|S<n>`, a record of one unnamed field).
+            let full = if leaf.path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{name}/{}", leaf.path.join("/"))
+            };
             let added = if self.name_taken(&full) {
                 Err(format!("another dataset is already named '{full}'"))
             } else {

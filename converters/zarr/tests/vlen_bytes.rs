@@ -114,3 +114,47 @@ fn bytes_arrays_read_as_zarr_python_reads_them() {
     }
     assert_eq!((texts, ragged), (3, 1));
 }
+
+#[test]
+fn v2_fixed_bytes_read_as_npy_s_is() {
+    let expect = fixture_expect("bytes");
+    let arrays = expect["stores"]["fixed_v2.zarr"].as_array().unwrap();
+    let src = open_store(
+        &fixture_dir("bytes").join("fixed_v2.zarr"),
+        &OpenOptions::default(),
+    )
+    .unwrap();
+    assert!(src.skipped().is_empty(), "{:?}", src.skipped());
+    assert!(src.variables().is_empty(), "{:?}", src.variables());
+    assert_eq!(arrays.len(), 2);
+    for a in arrays {
+        let name = a["name"].as_str().unwrap();
+        let t = src
+            .text_variables()
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name}: no text variable"));
+        assert_eq!(t.shape, vec![a["shape"][0].as_u64().unwrap()], "{name}");
+        assert_eq!(t.dims, Some(vec![format!("{name}_n")]), "{name}");
+        let want: Vec<&str> = a["text"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(t.values, want, "{name}");
+        // Nothing lost: each value's bytes are what zarr-python reads (UTF-8, else one
+        // character per byte).
+        for (s, hex) in t.values.iter().zip(a["values_hex"].as_array().unwrap()) {
+            let raw = unhex(hex.as_str().unwrap());
+            let back = match std::str::from_utf8(&raw) {
+                Ok(_) => s.as_bytes().to_vec(),
+                Err(_) => s
+                    .chars()
+                    .map(|c| u8::try_from(u32::from(c)).unwrap())
+                    .collect(),
+            };
+            assert_eq!(back, raw, "{name}: {s:?}");
+        }
+    }
+}
