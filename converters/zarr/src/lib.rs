@@ -420,6 +420,7 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
             )));
         }
         numcodecs_v2_defaults(&mut value);
+        vlen_bytes::v2_object_bytes(&mut value);
         let shape_ok = value.as_object().is_some_and(v2_array_shape_ok);
         let fixed_bytes = value.as_object().and_then(fixed_bytes_len);
         if let Some(obj) = value

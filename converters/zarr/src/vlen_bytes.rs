@@ -2,7 +2,10 @@
 //! `vlen-bytes` codec; zarrs' `bytes` / `binary`) in tensor form, as the NPY importer treats
 //! `S` data: when every value is UTF-8 the array is a text variable (as `string` arrays are),
 //! else a CF contiguous ragged array of `u8` (values + `<name>_count`, see
-//! `tet_source::ragged`), so no byte is dropped. The whole array is read at open.
+//! `tet_source::ragged`), so no byte is dropped. The whole array is read at open. A v2 object
+//! array (`|O`) with the `vlen-bytes` filter (zarr-python 2's bytes objects) is the same type:
+//! zarrs takes every `|O` for `string`, so its `dtype` is rewritten to `|VX`, zarrs' v2 name of
+//! `bytes` ([`v2_object_bytes`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -11,6 +14,24 @@ use tet_source::{AttrValue, ElementType, Fact, Result, SourceError, Variable};
 use zarrs::array::{Array, CodecOptions};
 
 use crate::Store;
+
+/// Rewrites the v2 `.zarray` `value` of an object array (`|O`) whose filters hold
+/// `vlen-bytes` to zarrs' v2 name of the `bytes` type, `|VX`.
+pub(crate) fn v2_object_bytes(value: &mut serde_json::Value) {
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    let vlen_bytes = obj
+        .get("filters")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|f| {
+            f.iter()
+                .any(|c| c.get("id").and_then(serde_json::Value::as_str) == Some("vlen-bytes"))
+        });
+    if vlen_bytes && obj.get("dtype").and_then(serde_json::Value::as_str) == Some("|O") {
+        obj.insert("dtype".into(), "|VX".into());
+    }
+}
 
 /// What a `bytes` array became.
 pub(crate) enum BytesForm {
