@@ -156,19 +156,8 @@ pub fn check(
     };
     record(output, &now);
     if recheck.verify_existing {
-        match crate::format::deep_verify(output) {
-            Ok(v) if v.has_checksums => {}
-            Ok(_) => {
-                return Freshness::Rebuild(Some(
-                    "existing output has no checksums to verify it against".into(),
-                ))
-            }
-            Err(e) => {
-                return Freshness::Rebuild(Some(format!(
-                    "existing output failed verification: {}",
-                    super::text::one_line(&e.to_string())
-                )))
-            }
+        if let Some(rebuild) = super::fresh::existing_output_fails_verify(output) {
+            return rebuild;
         }
     }
     Freshness::UpToDate {

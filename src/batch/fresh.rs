@@ -169,20 +169,24 @@ pub fn check(
         },
     };
     if recheck.verify_existing {
-        match deep_verify(output) {
-            Ok(v) if v.has_checksums => {}
-            Ok(_) => {
-                return Freshness::Rebuild(Some(
-                    "existing output has no checksums to verify it against".into(),
-                ))
-            }
-            Err(e) => {
-                return Freshness::Rebuild(Some(format!(
-                    "existing output failed verification: {}",
-                    super::text::one_line(&e.to_string())
-                )))
-            }
+        if let Some(rebuild) = existing_output_fails_verify(output) {
+            return rebuild;
         }
     }
     Freshness::UpToDate { digest, bytes }
+}
+
+/// `--verify-existing`: the rebuild an up-to-date output needs when its deep verify fails or it
+/// has no checksums to verify; `None` when it verifies.
+pub(super) fn existing_output_fails_verify(output: &Path) -> Option<Freshness> {
+    match deep_verify(output) {
+        Ok(v) if v.has_checksums => None,
+        Ok(_) => Some(Freshness::Rebuild(Some(
+            "existing output has no checksums to verify it against".into(),
+        ))),
+        Err(e) => Some(Freshness::Rebuild(Some(format!(
+            "existing output failed verification: {}",
+            super::text::one_line(&e.to_string())
+        )))),
+    }
 }

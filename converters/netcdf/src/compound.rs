@@ -12,7 +12,7 @@ use tet_source::{
     Variable,
 };
 
-use crate::user::{self, Leaf, LeafKind, NcType, Records};
+use crate::user::{self, EnumInfo, Leaf, LeafKind, NcType, Records};
 use crate::{ffi, native_to_le, Builder, ReadPlan, VarLoc, VarParts};
 
 /// Most record bytes one `nc_get_vara` of a field read asks for (a region whose records are
@@ -118,23 +118,14 @@ impl Builder<'_> {
         };
         let mut v = Variable::new(name, dtype, shape);
         v.attrs = p.attrs.clone();
-        v.facts = p.attr_facts.clone();
+        v.facts = s.field_facts(enum_info.as_ref());
         if !v.shape.is_empty() {
             v.dims = Some(dims);
         }
         if p.coordinate && !s.split && inner.is_empty() {
             v.role = Role::Coordinate;
         }
-        if !p.unlimited.is_empty() {
-            v.facts.push(Fact::UnlimitedDims(p.unlimited.clone()));
-        }
-        if s.split {
-            v.facts.push(Fact::SourceDataset(p.full.clone()));
-            v.facts.push(compound_type_fact(s.ty));
-        }
         if let Some(e) = enum_info {
-            v.facts.push(Fact::EnumType(e.name.clone()));
-            v.facts.push(Fact::EnumMapping(e.members.clone()));
             notes.push(format!(
                 "netCDF enum '{}': stored as its underlying {} codes; names in enum_mapping",
                 e.name, e.base
@@ -243,6 +234,27 @@ impl Builder<'_> {
 }
 
 /// The [`crate::COMPOUND_TYPE`] fact of the fields of a variable of compound type `t`.
+impl Shared<'_> {
+    /// The facts of one field's variable: the compound variable's attribute facts and
+    /// unlimited dims, where it came from when the compound is split, and its enum type.
+    fn field_facts(&self, enum_info: Option<&EnumInfo>) -> Vec<Fact> {
+        let p = self.p;
+        let mut facts = p.attr_facts.clone();
+        if !p.unlimited.is_empty() {
+            facts.push(Fact::UnlimitedDims(p.unlimited.clone()));
+        }
+        if self.split {
+            facts.push(Fact::SourceDataset(p.full.clone()));
+            facts.push(compound_type_fact(self.ty));
+        }
+        if let Some(e) = enum_info {
+            facts.push(Fact::EnumType(e.name.clone()));
+            facts.push(Fact::EnumMapping(e.members.clone()));
+        }
+        facts
+    }
+}
+
 impl Builder<'_> {
     /// A vlen field of numbers (`v`: its name, shape, dims and notes): a CF contiguous ragged
     /// array of every (record, inner element)'s sequence, gathered now; the values keep the
@@ -296,18 +308,7 @@ impl Builder<'_> {
             };
         }
         v.attrs = p.attrs.clone();
-        v.facts = p.attr_facts.clone();
-        if !p.unlimited.is_empty() {
-            v.facts.push(Fact::UnlimitedDims(p.unlimited.clone()));
-        }
-        if s.split {
-            v.facts.push(Fact::SourceDataset(p.full.clone()));
-            v.facts.push(compound_type_fact(s.ty));
-        }
-        if let Some(e) = enum_info {
-            v.facts.push(Fact::EnumType(e.name.clone()));
-            v.facts.push(Fact::EnumMapping(e.members.clone()));
-        }
+        v.facts = s.field_facts(enum_info);
         let ((values, vdata), (count, cdata)) = gathered.into_variables(v, tname)?;
         self.push(values, ReadPlan::Memory(Arc::new(vdata)));
         self.push(count, ReadPlan::Memory(Arc::new(cdata)));

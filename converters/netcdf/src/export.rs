@@ -1060,27 +1060,20 @@ fn define_all<'m>(
             define_array(a, &mut groups, &mut dims, compression, &mut enums, warnings)?;
         vars.push((i, gid, varid));
     }
+    let mut ctx = Defining {
+        groups: &mut groups,
+        dims: &mut dims,
+        enums: &mut enums,
+        warnings,
+        compression,
+    };
     let mut records = Vec::with_capacity(recs.len());
     for r in recs {
-        let mut ctx = Defining {
-            groups: &mut groups,
-            dims: &mut dims,
-            enums: &mut enums,
-            warnings,
-            compression,
-        };
         let ids = records::define(&r, model, &mut ctx)?;
         records.push((r, ids));
     }
     let mut vlen_vars = Vec::with_capacity(vlens.len());
     for v in vlens {
-        let mut ctx = Defining {
-            groups: &mut groups,
-            dims: &mut dims,
-            enums: &mut enums,
-            warnings,
-            compression,
-        };
         let ids = ragged::define(&v, model, &mut ctx)?;
         vlen_vars.push((v, ids));
     }

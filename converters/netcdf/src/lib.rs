@@ -1523,19 +1523,8 @@ impl<'o> Builder<'o> {
         enum_info: Option<EnumInfo>,
     ) -> Result<()> {
         let ndims = p.shape.len();
-        let mut v = Variable::new(p.full.clone(), t, p.shape);
-        v.attrs = p.attrs;
-        v.facts = p.attr_facts;
-        v.notes = p.attr_notes;
-        if !loc.scalar {
-            v.dims = Some(p.dim_names);
-        }
-        if p.coordinate {
-            v.role = Role::Coordinate;
-        }
-        if !p.unlimited.is_empty() {
-            v.facts.push(Fact::UnlimitedDims(p.unlimited));
-        }
+        let mut v = ragged::base_variable(&loc, p);
+        v.dtype = t;
         let mut undecodable = None;
         if self.model.is_netcdf4() && !loc.scalar {
             let (layout, reason) = self.layout(loc, ndims)?;

@@ -138,8 +138,8 @@ impl Builder<'_> {
 }
 
 /// The variable as the file has it (before its type decides its form): name, shape, dims,
-/// attributes, facts and role.
-fn base_variable(loc: &VarLoc, p: VarParts) -> Variable {
+/// attributes, facts and role; its element type is left `U8` for the caller to set.
+pub(crate) fn base_variable(loc: &VarLoc, p: VarParts) -> Variable {
     let mut v = Variable::new(p.full, tet_source::ElementType::U8, p.shape);
     v.attrs = p.attrs;
     v.facts = p.attr_facts;
