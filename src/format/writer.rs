@@ -681,15 +681,18 @@ impl<'a> TetWriter<'a> {
                 digest: *digest,
             });
             out.pos += p.data.len();
-        }
-        if out.pos - out.flushed >= WRITEBACK_EVERY {
-            out.file.flush()?;
-            start_writeback(
-                out.file.get_ref().as_file(),
-                out.flushed,
-                out.pos - out.flushed,
-            );
-            out.flushed = out.pos;
+            // Within a run too: a run of chunks copied file to file can be the whole output,
+            // and one request for all of it would leave the disk idle while the copy runs,
+            // then block on the writeback of everything at once.
+            if out.pos - out.flushed >= WRITEBACK_EVERY {
+                out.file.flush()?;
+                start_writeback(
+                    out.file.get_ref().as_file(),
+                    out.flushed,
+                    out.pos - out.flushed,
+                );
+                out.flushed = out.pos;
+            }
         }
         Ok(())
     }
