@@ -58,6 +58,13 @@
 //! CRC-32 of a member is checked on first use (a stored member's by one pass over the mapped
 //! bytes, a deflated one's while inflating); a mismatch fails every read of it.
 //!
+//! An input read by ranges ([`open_npy_ranged`], [`open_npz_ranged`]: an object in a store, a
+//! [`ByteSource`]) is never held whole: the header (and a `.npz`'s zip directory) is read at
+//! open; a region fetches the bytes it spans when they are dense enough (it copies at least a
+//! quarter of them), else it is cut until its parts are; a stored member's CRC-32 is checked by
+//! one streamed pass on first use; a compressed member is inflated into a temporary file as
+//! above. Nothing is lent ([`Source::contiguous_bytes`], [`Source::file_extent`]).
+//!
 //! The header dict is parsed by this crate (a bounded parser, see `header.rs`); element types
 //! are described with `npyz`'s `DType` / `TypeStr`, whose type-string parser validates them.
 //!
@@ -69,11 +76,11 @@
 //! are bounded (1 MiB of header text at most, nested 32 deep at most), and nothing is allocated
 //! from a declared size that the input does not actually hold.
 
-use std::io::{self, Cursor, Read, Write};
-use std::ops::Deref;
+use std::io::{self, Cursor, Read, Seek, Write};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use tet_source::byte_source::{ByteReader, ByteSource};
 use tet_source::mapped::FileBytes;
 use tet_source::numpy;
 use tet_source::{
@@ -127,14 +134,34 @@ impl Importer for NpyImporter {
     }
 
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "array".to_string());
         let bytes = map_file(path)?;
-        Ok(Box::new(open_npy(&name, bytes, options)?))
+        Ok(Box::new(open_npy(&array_name(path), bytes, options)?))
     }
+
+    fn opens_bytes(&self) -> bool {
+        true
+    }
+
+    fn open_bytes(
+        &self,
+        name: &Path,
+        bytes: Arc<dyn ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_npy_ranged(
+            &array_name(name),
+            bytes,
+            options,
+        )?))
+    }
+}
+
+/// The dataset name of a `.npy`: its file stem, else `array`.
+fn array_name(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "array".to_string())
 }
 
 impl Importer for NpzImporter {
@@ -171,6 +198,19 @@ impl Importer for NpzImporter {
         let bytes = map_file(path)?;
         Ok(Box::new(open_npz(bytes, options)?))
     }
+
+    fn opens_bytes(&self) -> bool {
+        true
+    }
+
+    fn open_bytes(
+        &self,
+        _name: &Path,
+        bytes: Arc<dyn ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_npz_ranged(bytes, options)?))
+    }
 }
 
 /// Opens a `.npy` held in memory; `name` is the dataset name (what the file stem would be).
@@ -186,6 +226,24 @@ pub fn open_npy_bytes(
 /// first use.
 pub fn open_npz_bytes(bytes: impl Into<Arc<[u8]>>, options: &OpenOptions) -> Result<NpySource> {
     open_npz(Bytes::Mem(bytes.into()), options)
+}
+
+/// Opens a `.npy` read by ranges from `bytes` (an object in a store): the header at open,
+/// then only the bytes each region spans. A source that lends its bytes whole (a local file)
+/// is read in place instead.
+pub fn open_npy_ranged(
+    name: &str,
+    bytes: Arc<dyn ByteSource>,
+    options: &OpenOptions,
+) -> Result<NpySource> {
+    open_npy(name, Bytes::Ranged(bytes), options)
+}
+
+/// Opens a `.npz` read by ranges from `bytes`: the zip directory and each member's header at
+/// open; a stored member's regions by ranges (its CRC-32 checked once, streamed); a compressed
+/// member inflated on first use into a temporary file, as from a local file.
+pub fn open_npz_ranged(bytes: Arc<dyn ByteSource>, options: &OpenOptions) -> Result<NpySource> {
+    open_npz(Bytes::Ranged(bytes), options)
 }
 
 /// An opened `.npy` or `.npz`. `Send + Sync`; regions may be read from several threads.
@@ -208,19 +266,50 @@ impl std::fmt::Debug for NpySource {
     }
 }
 
-/// The bytes of a file: mapped (with the file kept open for file-to-file copies), or in memory.
+/// The bytes of a file: mapped (with the file kept open for file-to-file copies), in memory,
+/// or read by ranges (an object in a store; never held whole).
 enum Bytes {
     Map(FileBytes, std::fs::File),
     Mem(Arc<[u8]>),
+    Ranged(Arc<dyn ByteSource>),
 }
 
-impl Deref for Bytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
+impl Bytes {
+    /// All the bytes, when they are mapped or in memory (also a ranged source that lends them).
+    fn whole(&self) -> Option<&[u8]> {
         match self {
-            Bytes::Map(m, _) => m,
-            Bytes::Mem(b) => b,
+            Bytes::Map(m, _) => Some(m),
+            Bytes::Mem(b) => Some(b),
+            Bytes::Ranged(r) => r.as_slice(),
         }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Bytes::Ranged(r) => r.len(),
+            other => other.whole().map_or(0, |b| b.len() as u64),
+        }
+    }
+
+    /// The `.npy` header of the payload at `start` (of `len` bytes): read from the bytes in
+    /// place, or by ranges (the fixed preamble, then the header it announces).
+    fn header_at(&self, start: u64, len: u64) -> Result<Header> {
+        if let Some(all) = self.whole() {
+            let payload = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(len).ok())
+                .and_then(|(s, l)| all.get(s..s.checked_add(l)?))
+                .ok_or_else(|| SourceError::malformed("member lies outside the archive"))?;
+            return header::parse_header(payload);
+        }
+        let Bytes::Ranged(r) = self else {
+            return Err(SourceError::malformed("no bytes"));
+        };
+        let pre = len.min(header::PREAMBLE_LEN as u64);
+        let head = r.read_vec(start, pre)?;
+        let (extent, _) = header::header_extent(&head)?;
+        let head = r.read_vec(start, len.min(extent as u64))?;
+        header::parse_header(&head)
     }
 }
 
@@ -267,6 +356,10 @@ impl NpySource {
             Payload::InPlace { start, len, crc } => {
                 let bytes = self
                     .container
+                    .whole()
+                    .ok_or_else(|| {
+                        SourceError::InvalidRequest("the input is read by ranges".into())
+                    })?
                     .get(*start..start.saturating_add(*len))
                     .ok_or_else(|| SourceError::malformed("member lies outside the archive"))?;
                 if let Some((want, checked)) = crc {
@@ -292,11 +385,43 @@ impl NpySource {
             } => {
                 let r = cell.get_or_init(|| inflate(&self.container, *index, member, *needed));
                 match r {
-                    Ok(b) => Ok(b),
+                    // Always a mapped temporary file.
+                    Ok(b) => b
+                        .whole()
+                        .ok_or_else(|| SourceError::malformed("inflated member not mapped")),
                     Err(e) => Err(SourceError::Malformed(e.clone())),
                 }
             }
         }
+    }
+
+    /// For a payload in place in a container read by ranges: the source, the payload's offset
+    /// and length (its CRC-32 checked first, once, by one streamed pass). `None` when the
+    /// payload's bytes are in memory or mapped ([`NpySource::payload_bytes`]).
+    fn ranged_payload(&self, p: usize) -> Result<Option<(&dyn ByteSource, u64, u64)>> {
+        let (Bytes::Ranged(src), Payload::InPlace { start, len, crc }) =
+            (&self.container, &self.payloads[p])
+        else {
+            return Ok(None);
+        };
+        if src.as_slice().is_some() {
+            return Ok(None);
+        }
+        let (at, len) = (*start as u64, *len as u64);
+        if let Some((want, checked)) = crc {
+            let ok = checked.get_or_init(|| {
+                let got = crc_of(src.as_ref(), at, len).map_err(|e| e.to_string())?;
+                if got == *want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "corrupt .npz member: CRC-32 is {got:08x}, the archive says {want:08x}"
+                    ))
+                }
+            });
+            ok.clone().map_err(SourceError::Malformed)?;
+        }
+        Ok(Some((src.as_ref(), at, len)))
     }
 
     fn map(&self, var: usize) -> Result<&VarMap> {
@@ -318,7 +443,7 @@ impl NpySource {
         let mapped: &FileBytes = match &self.payloads[map.payload] {
             Payload::InPlace { .. } => match &self.container {
                 Bytes::Map(m, _) => m,
-                Bytes::Mem(_) => return,
+                Bytes::Mem(_) | Bytes::Ranged(_) => return,
             },
             Payload::Compressed { cell, .. } => match cell.get() {
                 Some(Ok(Bytes::Map(m, _))) => m,
@@ -352,11 +477,44 @@ impl NpySource {
     }
 }
 
+/// The CRC-32 of `len` bytes at `at` of `src`, read a few MiB at a time.
+fn crc_of(src: &dyn ByteSource, at: u64, len: u64) -> io::Result<u32> {
+    const PIECE: u64 = 8 << 20;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = Vec::new();
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(PIECE);
+        buf.resize(n as usize, 0);
+        src.read_at(at + done, &mut buf)?;
+        h.update(&buf);
+        done += n;
+    }
+    Ok(h.finalize())
+}
+
 /// Inflates the first `needed` bytes of compressed member `index` into a mapped temporary file,
 /// then reads the rest of the member (discarding it) so that the CRC-32 is verified.
-fn inflate(container: &[u8], index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
+fn inflate(container: &Bytes, index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
+    match (container.whole(), container) {
+        (Some(all), _) => inflate_from(Cursor::new(all), index, member, needed),
+        (None, Bytes::Ranged(r)) => {
+            let reader = io::BufReader::with_capacity(1 << 20, ByteReader::new(r.clone()));
+            inflate_from(reader, index, member, needed)
+        }
+        (None, _) => Err(format!("cannot inflate .npz member '{member}': no bytes")),
+    }
+}
+
+/// [`inflate`] from the archive that `reader` reads.
+fn inflate_from(
+    reader: impl Read + Seek,
+    index: usize,
+    member: &str,
+    needed: u64,
+) -> Result<Bytes, String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot inflate .npz member '{member}': {e}");
-    let mut archive = zip::ZipArchive::new(Cursor::new(container)).map_err(|e| err(&e))?;
+    let mut archive = zip::ZipArchive::new(reader).map_err(|e| err(&e))?;
     let mut file = archive.by_index(index).map_err(|e| err(&e))?;
     let tmp = tempfile::tempfile().map_err(|e| err(&e))?;
     let mut w = io::BufWriter::with_capacity(1 << 20, tmp);
@@ -396,6 +554,9 @@ impl Source for NpySource {
         if n == 0 {
             return Ok(());
         }
+        if let Some((src, at, len)) = self.ranged_payload(map.payload)? {
+            return gather::gather_ranged(src, at, len, &map.layout, start, count, out);
+        }
         let data = self.payload_bytes(map.payload)?;
         gather::gather(data, &map.layout, start, count, out)?;
         self.release(map, data, start, count, out.len());
@@ -414,7 +575,7 @@ impl Source for NpySource {
         let (file, start) = match &self.payloads[map.payload] {
             Payload::InPlace { start, .. } => match &self.container {
                 Bytes::Map(_, f) => (f, *start as u64),
-                Bytes::Mem(_) => return None,
+                Bytes::Mem(_) | Bytes::Ranged(_) => return None,
             },
             Payload::Compressed { cell, .. } => match cell.get() {
                 Some(Ok(Bytes::Map(_, f))) => (f, 0),
@@ -852,7 +1013,6 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
     if esize == 0 {
         values.resize(n, String::new());
     } else if n > 0 {
-        let data = src.payload_bytes(t.payload)?;
         let len = n
             .checked_mul(esize)
             .ok_or_else(|| SourceError::malformed("string array too large"))?;
@@ -871,7 +1031,18 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
         } else {
             t.layout.clone()
         };
-        gather::gather(data, &layout, &start, &count, &mut buf)?;
+        match src.ranged_payload(t.payload)? {
+            Some((bytes, at, plen)) => {
+                gather::gather_ranged(bytes, at, plen, &layout, &start, &count, &mut buf)?
+            }
+            None => gather::gather(
+                src.payload_bytes(t.payload)?,
+                &layout,
+                &start,
+                &count,
+                &mut buf,
+            )?,
+        }
         for s in buf.chunks_exact(esize) {
             values.push(if t.utf32 {
                 numpy::decode_ucs4(s, t.swap).map_err(SourceError::unsupported)?
@@ -923,18 +1094,21 @@ fn skip_or_fail(b: &mut Builder, name: &str, r: Result<()>) -> Result<()> {
 
 fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
     let mut b = Builder::new(options);
+    let total = bytes.len();
     b.payloads.push(Payload::InPlace {
         start: 0,
-        len: bytes.len(),
+        len: usize::try_from(total).map_err(|_| SourceError::malformed(".npy too large"))?,
         crc: None,
     });
     let from = Origin {
         what: ".npy",
         payload: 0,
-        available: bytes.len() as u64,
+        available: total,
         compressed: false,
     };
-    let r = header::parse_header(&bytes).and_then(|h| b.add_array(name, &h, &from));
+    let r = bytes
+        .header_at(0, total)
+        .and_then(|h| b.add_array(name, &h, &from));
     skip_or_fail(&mut b, name, r)?;
     b.finish(bytes)
 }
@@ -949,8 +1123,29 @@ fn zip_err(e: zip::result::ZipError) -> SourceError {
 
 fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
     let mut b = Builder::new(options);
+    match (bytes.whole(), &bytes) {
+        (Some(all), _) => {
+            let mut archive = zip::ZipArchive::new(Cursor::new(all)).map_err(zip_err)?;
+            npz_members(&mut archive, &bytes, &mut b)?;
+        }
+        (None, Bytes::Ranged(r)) => {
+            // The zip directory and the members' headers are many small reads.
+            let reader = io::BufReader::with_capacity(64 << 10, ByteReader::new(r.clone()));
+            let mut archive = zip::ZipArchive::new(reader).map_err(zip_err)?;
+            npz_members(&mut archive, &bytes, &mut b)?;
+        }
+        (None, _) => return Err(SourceError::malformed("not a valid .npz: no bytes")),
+    }
+    b.finish(bytes)
+}
+
+/// Adds the members of the archive (whose bytes are `bytes`) to `b`.
+fn npz_members<R: Read + Seek>(
+    archive: &mut zip::ZipArchive<R>,
+    bytes: &Bytes,
+    b: &mut Builder<'_>,
+) -> Result<()> {
     {
-        let mut archive = zip::ZipArchive::new(Cursor::new(&bytes[..])).map_err(zip_err)?;
         for index in 0..archive.len() {
             let (member, is_dir, encrypted, method, size, csize, crc, data_start) = {
                 let f = archive.by_index_raw(index).map_err(zip_err)?;
@@ -991,7 +1186,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                         SourceError::malformed(format!("{what}: data offset unknown"))
                     })?;
                     let end = start.checked_add(size);
-                    if csize != size || end.is_none_or(|e| e > bytes.len() as u64) {
+                    if csize != size || end.is_none_or(|e| e > bytes.len()) {
                         return Err(SourceError::malformed(format!(
                             "truncated .npz: {what} of {size} bytes extends past the end of the archive"
                         )));
@@ -1009,7 +1204,8 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                         available: size,
                         compressed: false,
                     };
-                    header::parse_header(&bytes[start..start + len])
+                    bytes
+                        .header_at(start as u64, size)
                         .map_err(|e| in_member(e, &member))
                         .and_then(|h| b.add_array(&name, &h, &from))
                 }
@@ -1022,9 +1218,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                     // compressed bytes lie inside the archive: a larger claim is a lie. (bzip2
                     // and LZMA have no such useful bound; a member that decompresses to less
                     // than its header needs is a read error either way.)
-                    let most = csize
-                        .min(bytes.len() as u64)
-                        .saturating_mul(DEFLATE_MAX_RATIO);
+                    let most = csize.min(bytes.len()).saturating_mul(DEFLATE_MAX_RATIO);
                     if method == zip::CompressionMethod::Deflated && size > most {
                         return Err(SourceError::malformed(format!(
                             "corrupt .npz: {what} claims {size} uncompressed bytes, more than \
@@ -1059,10 +1253,10 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
                     "member '{member}' uses zip compression {other}; only stored, deflated, bzip2 and LZMA members are read"
                 ))),
             };
-            skip_or_fail(&mut b, &name, r)?;
+            skip_or_fail(b, &name, r)?;
         }
     }
-    b.finish(bytes)
+    Ok(())
 }
 
 /// Prefixes a header error with the member it is about.

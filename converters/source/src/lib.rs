@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod byte_source;
 pub mod export;
 pub mod fields;
 pub mod json_text;
@@ -741,6 +742,31 @@ pub trait Importer: Send + Sync {
 
     /// Opens the file.
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>>;
+
+    /// Whether [`Importer::open_bytes`] reads this format from a [`ByteSource`] (an object read
+    /// by ranges) rather than needing a local file.
+    ///
+    /// [`ByteSource`]: byte_source::ByteSource
+    fn opens_bytes(&self) -> bool {
+        false
+    }
+
+    /// Opens the input whose bytes `bytes` gives; `name` is its name (a URL or a path, for the
+    /// dataset names a format takes from the file name). Reads only the ranges it needs. The
+    /// default refuses: the format's library needs a local file.
+    fn open_bytes(
+        &self,
+        name: &Path,
+        bytes: std::sync::Arc<dyn byte_source::ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Box<dyn Source>> {
+        let _ = (bytes, options);
+        Err(SourceError::unsupported(format!(
+            "{}: the {} importer reads local files only",
+            name.display(),
+            self.name()
+        )))
+    }
 }
 
 /// The confidence an extension alone gives: [`Confidence::Extension`] when `path` ends with one of

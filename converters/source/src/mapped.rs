@@ -87,6 +87,20 @@ impl Deref for FileBytes {
     }
 }
 
+impl crate::byte_source::ByteSource for FileBytes {
+    fn len(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        crate::byte_source::copy_at(self.bytes(), offset, buf)
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        Some(self.bytes())
+    }
+}
+
 impl std::fmt::Debug for FileBytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self {
@@ -118,6 +132,13 @@ mod tests {
         mapped.release_range(4096, 2 * 4096);
         mapped.release_range(u64::MAX, 1);
         assert_eq!(mapped.bytes(), &data[..]);
+        // As a byte source: the same bytes, lent whole.
+        use crate::byte_source::ByteSource as _;
+        let mut four = [0u8; 4];
+        mapped.read_at(4096, &mut four).unwrap();
+        assert_eq!(four[..], data[4096..4100]);
+        assert!(mapped.read_at(data.len() as u64 - 2, &mut four).is_err());
+        assert_eq!(mapped.as_slice(), Some(&data[..]));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

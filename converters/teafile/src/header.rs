@@ -372,12 +372,31 @@ fn read_i32(bytes: &[u8], at: usize, order: ByteOrder) -> Option<i32> {
 /// ItemEnd before ItemStart or beyond the end of the file, sections that run past ItemStart,
 /// fields outside the item, time fields that name no field, duplicated sections.
 pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
-    let (order, item_start, item_end, section_count) = mandatory_header(bytes)?;
+    parse_header_prefix(bytes, bytes.len() as u64)
+}
+
+/// ItemStart, from the first 32 bytes of a file of `file_len` bytes (checked as
+/// [`parse_header`] checks it): how many leading bytes [`parse_header_prefix`] needs.
+pub fn item_start(head: &[u8], file_len: u64) -> Result<u64> {
+    mandatory_header(head, file_len).map(|(_, start, _, _)| start)
+}
+
+/// [`parse_header`] of a file of `file_len` bytes from its first bytes `head`, which must hold
+/// at least the header ([`item_start`] bytes): for a file read by ranges.
+pub fn parse_header_prefix(head: &[u8], file_len: u64) -> Result<TeaHeader> {
+    let (order, item_start, item_end, section_count) = mandatory_header(head, file_len)?;
+    if (head.len() as u64) < item_start {
+        return Err(SourceError::InvalidRequest(format!(
+            "the header runs to ItemStart {item_start}, only {} bytes were given",
+            head.len()
+        )));
+    }
+    let bytes = head;
     let mut header = TeaHeader {
         byte_order: order,
         item_start,
         item_end,
-        file_len: bytes.len() as u64,
+        file_len,
         sections: Vec::with_capacity(section_count),
         item: None,
         time: None,
@@ -401,9 +420,8 @@ pub fn parse_header(bytes: &[u8]) -> Result<TeaHeader> {
 
 /// The 32-byte mandatory header, checked against the file: byte order, ItemStart, ItemEnd and
 /// the section count.
-fn mandatory_header(bytes: &[u8]) -> Result<(ByteOrder, u64, u64, usize)> {
-    let file_len = bytes.len() as u64;
-    if file_len < MANDATORY_HEADER_LEN {
+fn mandatory_header(bytes: &[u8], file_len: u64) -> Result<(ByteOrder, u64, u64, usize)> {
+    if file_len < MANDATORY_HEADER_LEN || (bytes.len() as u64) < MANDATORY_HEADER_LEN {
         return Err(malformed(format!(
             "file is {file_len} bytes, shorter than the 32-byte TeaFile header"
         )));

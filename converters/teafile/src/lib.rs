@@ -59,14 +59,19 @@
 //!   The event time is not checked to be non-decreasing (that would read the whole file).
 //!
 //! Files are memory-mapped (small ones are read), so a file of any size opens in constant memory;
-//! [`open_bytes`] parses a buffer in memory (the fuzzing entry point). Parsing never panics:
+//! [`open_bytes`] parses a buffer in memory (the fuzzing entry point); [`open_ranged`] reads an
+//! object in a store by ranges (the header up to ItemStart at open, then the items a region
+//! covers, whole strides, never the whole item area at once). Parsing never panics:
 //! every count and offset from the file is checked against the bytes that remain before it is
 //! used or allocated for.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
+use tet_source::byte_source::ByteSource;
 use tet_source::mapped::FileBytes;
 
 use tet_source::{
@@ -78,9 +83,9 @@ mod header;
 mod units;
 
 pub use header::{
-    field_type_name, field_type_size, parse_header, ByteOrder, FieldInfo, HeaderProblem, ItemInfo,
-    NameValue, SectionInfo, TeaHeader, TimeInfo, FIELD_CUSTOM, FIELD_NET_DECIMAL, MAGIC,
-    SECTION_CONTENT, SECTION_ITEM, SECTION_NAME_VALUE, SECTION_TIME,
+    field_type_name, field_type_size, item_start, parse_header, parse_header_prefix, ByteOrder,
+    FieldInfo, HeaderProblem, ItemInfo, NameValue, SectionInfo, TeaHeader, TimeInfo, FIELD_CUSTOM,
+    FIELD_NET_DECIMAL, MAGIC, SECTION_CONTENT, SECTION_ITEM, SECTION_NAME_VALUE, SECTION_TIME,
 };
 pub use units::{cf_units, date_from_epoch_days, tick_unit};
 
@@ -115,6 +120,19 @@ impl Importer for TeaImporter {
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
         Ok(Box::new(open_path(path, options)?))
     }
+
+    fn opens_bytes(&self) -> bool {
+        true
+    }
+
+    fn open_bytes(
+        &self,
+        _name: &Path,
+        bytes: Arc<dyn ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_ranged(bytes, options)?))
+    }
 }
 
 /// Opens a TeaFile on disk (memory-mapped when larger than 1 MiB).
@@ -128,6 +146,24 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Te
     TeaSource::new(FileBytes::Owned(bytes.into()), options)
 }
 
+/// Opens a TeaFile read by ranges from `bytes` (an object in a store): the header (up to
+/// ItemStart) at open, then the items each region covers.
+pub fn open_ranged(bytes: Arc<dyn ByteSource>, options: &OpenOptions) -> Result<TeaSource> {
+    let len = bytes.len();
+    let head = bytes.read_vec(0, len.min(header::MANDATORY_HEADER_LEN))?;
+    let start = item_start(&head, len)?;
+    let head = bytes.read_vec(0, start)?;
+    let header = parse_header_prefix(&head, len)?;
+    TeaSource::with_header(Data::Ranged(bytes), header, options)
+}
+
+/// A TeaFile's bytes: mapped or in memory, or read by ranges.
+#[derive(Debug)]
+enum Data {
+    Local(FileBytes),
+    Ranged(Arc<dyn ByteSource>),
+}
+
 /// Where one variable's values sit inside an item.
 #[derive(Debug, Clone, Copy)]
 struct FieldPlan {
@@ -138,7 +174,7 @@ struct FieldPlan {
 /// An opened TeaFile.
 #[derive(Debug)]
 pub struct TeaSource {
-    data: FileBytes,
+    data: Data,
     header: TeaHeader,
     /// Absolute offset of the first item.
     item_start: usize,
@@ -408,6 +444,10 @@ fn uninterpreted(header: &TeaHeader) -> Vec<Skipped> {
 impl TeaSource {
     fn new(data: FileBytes, options: &OpenOptions) -> Result<TeaSource> {
         let header = parse_header(data.bytes())?;
+        TeaSource::with_header(Data::Local(data), header, options)
+    }
+
+    fn with_header(data: Data, header: TeaHeader, options: &OpenOptions) -> Result<TeaSource> {
         let mut skipped: Vec<Skipped> = Vec::new();
         for p in &header.problems {
             unsupported(options, &mut skipped, p.name.clone(), p.reason.clone())?;
@@ -455,17 +495,33 @@ impl TeaSource {
         self.header.item_count
     }
 
-    /// The bytes of the items `first .. first + n` (whole strides), bounds-checked.
-    fn item_bytes(&self, first: u64, n: u64) -> Result<&[u8]> {
-        let range = (|| {
-            let stride = self.item_size as u64;
+    /// The bytes of the items `first .. first + n` (whole strides), bounds-checked: borrowed
+    /// from a local file, read for a file read by ranges.
+    fn item_bytes(&self, first: u64, n: u64) -> Result<Cow<'_, [u8]>> {
+        let outside = || SourceError::malformed("item range lies outside the file");
+        let stride = self.item_size as u64;
+        let (begin, len) = (|| {
             let begin = (self.item_start as u64).checked_add(first.checked_mul(stride)?)?;
-            let end = begin.checked_add(n.checked_mul(stride)?)?;
-            Some(usize::try_from(begin).ok()?..usize::try_from(end).ok()?)
-        })();
-        range
-            .and_then(|r| self.data.bytes().get(r))
-            .ok_or_else(|| SourceError::malformed("item range lies outside the file"))
+            Some((begin, n.checked_mul(stride)?))
+        })()
+        .ok_or_else(outside)?;
+        match &self.data {
+            Data::Local(bytes) => {
+                let range = (|| {
+                    let end = begin.checked_add(len)?;
+                    Some(usize::try_from(begin).ok()?..usize::try_from(end).ok()?)
+                })();
+                range
+                    .and_then(|r| bytes.bytes().get(r))
+                    .map(Cow::Borrowed)
+                    .ok_or_else(outside)
+            }
+            Data::Ranged(src) => {
+                tet_source::byte_source::check_range(src.len(), begin, len)
+                    .map_err(|_| outside())?;
+                Ok(Cow::Owned(src.read_vec(begin, len)?))
+            }
+        }
     }
 }
 
@@ -567,7 +623,8 @@ impl Source for TeaSource {
         if n == 0 {
             return Ok(());
         }
-        let src = self.item_bytes(start[0], n)?;
+        let items = self.item_bytes(start[0], n)?;
+        let src: &[u8] = &items;
         let stride = self.item_size;
         let off = plan.offset;
         match plan.size {
@@ -581,14 +638,23 @@ impl Source for TeaSource {
         }?;
         // The items are copied out: drop their whole pages from the resident set (they stay in
         // the page cache), so resident memory does not grow with the file.
-        self.data.release(src);
+        if let Data::Local(bytes) = &self.data {
+            bytes.release(src);
+        }
         Ok(())
     }
 
     fn contiguous_bytes(&self, var: usize) -> Option<&[u8]> {
         let plan = self.plans.get(var)?;
+        if matches!(self.data, Data::Ranged(_)) {
+            // Never the whole item area at once from a file read by ranges.
+            return None;
+        }
         if plan.size == self.item_size && (!self.swap || plan.size == 1) {
-            self.item_bytes(0, self.header.item_count).ok()
+            match self.item_bytes(0, self.header.item_count).ok()? {
+                Cow::Borrowed(b) => Some(b),
+                Cow::Owned(_) => None,
+            }
         } else {
             None
         }

@@ -14,6 +14,9 @@ pub(crate) struct ParsedMessage {
     pub(crate) encoder: Option<String>,
     /// Descriptor, payload length, frame offset in the message, first (up to) 4 payload bytes.
     pub(crate) objects: Vec<(DataObjectDescriptor, usize, usize, Vec<u8>)>,
+    /// Per object, where its payload starts in the message (for reads of element ranges of a
+    /// message read by ranges).
+    pub(crate) payload_offsets: Vec<Option<u64>>,
     pub(crate) index: Option<(Vec<u64>, Vec<u64>)>,
 }
 
@@ -131,7 +134,17 @@ pub(crate) fn parse_message(bytes: &[u8]) -> std::result::Result<ParsedMessage, 
         }
         _ => None,
     };
+    let start = bytes.as_ptr() as usize;
+    let payload_offsets = msg
+        .objects
+        .iter()
+        .map(|(_, payload, _, _)| {
+            let off = (payload.as_ptr() as usize).checked_sub(start)?;
+            (off.checked_add(payload.len())? <= bytes.len()).then_some(off as u64)
+        })
+        .collect();
     Ok(ParsedMessage {
+        payload_offsets,
         base: msg.global_metadata.base,
         extra: msg.global_metadata.extra,
         encoder,

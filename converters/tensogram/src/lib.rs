@@ -120,13 +120,18 @@
 //! the resident set once used. Peak memory is therefore about one or two decoded objects.
 //! `read_region` may run on several threads at once; the decoder itself runs single-threaded
 //! (the engine owns the parallelism). [`open_bytes`] opens a buffer in memory (the fuzzing
-//! entry point). Nothing is allocated from a declared size before it is checked against the
-//! file, except the decoded object itself, which the decoder reserves fallibly (a compressed
-//! payload may legitimately expand far beyond its size).
+//! entry point). [`open_ranged`] reads an object in a store by ranges: the message structure
+//! and each message (one at a time) at open, then each object's data frame when it is first
+//! read (decoded once, as from a file); a plain object whose frame carries no hash is read as
+//! element ranges of its payload instead, never whole. Nothing is allocated from a declared
+//! size before it is checked against the file, except the decoded object itself, which the
+//! decoder reserves fallibly (a compressed payload may legitimately expand far beyond its size).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+
+use tet_source::byte_source::ByteSource;
 
 use ciborium::Value;
 use tensogram::{
@@ -179,6 +184,19 @@ impl Importer for TgmImporter {
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Box<dyn Source>> {
         Ok(Box::new(open_path(path, options)?))
     }
+
+    fn opens_bytes(&self) -> bool {
+        true
+    }
+
+    fn open_bytes(
+        &self,
+        _name: &Path,
+        bytes: Arc<dyn ByteSource>,
+        options: &OpenOptions,
+    ) -> Result<Box<dyn Source>> {
+        Ok(Box::new(open_ranged(bytes, options)?))
+    }
 }
 
 /// Files smaller than this are read into memory; larger ones are memory-mapped.
@@ -192,7 +210,18 @@ pub fn open_path(path: &Path, options: &OpenOptions) -> Result<TgmSource> {
 
 /// Opens a `.tgm` held in memory (the file-system-free entry point used by fuzzing).
 pub fn open_bytes(bytes: Vec<u8>, options: &OpenOptions) -> Result<TgmSource> {
-    TgmSource::new(Backing::Owned(bytes), options)
+    TgmSource::new(
+        Backing::Local(tet_source::mapped::FileBytes::Owned(bytes)),
+        options,
+    )
+}
+
+/// Opens a `.tgm` read by ranges from `bytes` (an object in a store): at open the message
+/// structure (preambles, frame headers, postambles) and each message whole, one at a time; at
+/// read time each object's data frame (decoded once, as from a file), except for plain objects
+/// whose frame carries no hash, whose regions are read as element ranges of the payload.
+pub fn open_ranged(bytes: Arc<dyn ByteSource>, options: &OpenOptions) -> Result<TgmSource> {
+    TgmSource::new(Backing::Ranged(bytes), options)
 }
 
 /// One message of the file, as found at open.
@@ -227,6 +256,9 @@ struct ObjectInfo {
     /// Stored as plain elements (no encoding, filter or compression): regions are read straight
     /// from the payload with `decode_range_from_frame`, never the whole object.
     ranged: bool,
+    /// Absolute offset of the payload and bytes per element, for plain objects read by
+    /// ranges (element runs fetched without the rest of the frame).
+    payload: Option<(u64, u64)>,
     /// Compressed with blosc2, or with a blosc2 mask: decoded by [`blosc2`].
     blosc2: Option<Blosc2Plan>,
     /// Not C order: the shape and element strides of the payload, transposed to C order
@@ -395,6 +427,7 @@ impl Opening<'_> {
         let frames = data_frames(&parsed, bytes, length, corrupt)?;
         let message_facts = self.message_facts(&parsed);
         for (i, (desc, payload_len, _, payload_head)) in parsed.objects.iter().enumerate() {
+            let payload_at = parsed.payload_offsets.get(i).copied().flatten();
             let name = format!("message_{m}/object_{i}");
             let plan = match plan_object(desc, *payload_len).and_then(|p| {
                 if desc.compression == "lz4" {
@@ -427,6 +460,7 @@ impl Opening<'_> {
                 decoded_len: plan.decoded_len,
                 blosc2: plan.blosc2,
                 strided: plan.strides.clone().map(|st| (desc.shape.clone(), st)),
+                payload: payload_at.map(|p| (offset + p, desc.dtype.byte_width() as u64)),
                 ranged: plan.blosc2.is_none()
                     && plan.strides.is_none()
                     && desc.encoding == "none"
@@ -537,8 +571,8 @@ impl TgmSource {
         };
         for (m, span) in spans.iter().enumerate() {
             let bytes = backing.read(span.offset, span.length)?;
-            opening.add_message(m, span, bytes)?;
-            backing.release(bytes);
+            opening.add_message(m, span, &bytes)?;
+            backing.release(&bytes);
         }
         let Opening {
             messages,
@@ -634,10 +668,10 @@ impl TgmSource {
                 .read(info.frame_offset, info.frame_len)
                 .map_err(|e| e.to_string())?;
             let checked = catch_unwind(AssertUnwindSafe(|| {
-                let header = tensogram::wire::FrameHeader::read_from(frame)?;
-                tensogram::hash::check_frame_hash(frame, header.frame_type)
+                let header = tensogram::wire::FrameHeader::read_from(&frame)?;
+                tensogram::hash::check_frame_hash(&frame, header.frame_type)
             }));
-            self.backing.release(frame);
+            self.backing.release(&frame);
             match checked {
                 Ok(Ok(true)) => Ok(()),
                 Ok(Ok(false)) => Err("the frame is flagged as hashed but has no hash".into()),
@@ -658,9 +692,9 @@ impl TgmSource {
         let frame = self.backing.read(info.frame_offset, info.frame_len)?;
         let options = decode_options(false);
         let decoded = catch_unwind(AssertUnwindSafe(|| {
-            tensogram::decode::decode_range_from_frame(frame, runs, &options)
+            tensogram::decode::decode_range_from_frame(&frame, runs, &options)
         }));
-        self.backing.release(frame);
+        self.backing.release(&frame);
         let parts = match decoded {
             Ok(Ok((_, parts))) => parts,
             Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
@@ -703,16 +737,17 @@ impl TgmSource {
         if let Some(plan) = info.blosc2 {
             self.verify_once(obj)?;
             let frame = self.backing.read(info.frame_offset, info.frame_len)?;
-            let decoded = blosc2::decode_object(frame, plan, &info.label());
-            self.backing.release(frame);
+            let decoded = blosc2::decode_object(&frame, plan, &info.label());
+            self.backing.release(&frame);
             return finish_decoded(info, decoded?);
         }
         let frame = self.backing.read(info.frame_offset, info.frame_len)?;
         let options = decode_options(info.verify_hash);
         let decoded = catch_unwind(AssertUnwindSafe(|| {
-            tensogram::decode::decode_object_from_frame(frame, &options)
+            tensogram::decode::decode_object_from_frame(&frame, &options)
         }));
-        self.backing.release(frame);
+        self.backing.release(&frame);
+        drop(frame);
         let data = match decoded {
             Ok(Ok((_, data))) => data,
             Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
@@ -735,6 +770,52 @@ impl TgmSource {
         };
         finish_decoded(info, data)
     }
+}
+
+/// Reads element runs `(offset, count)` of a plain object (elements of `width` bytes from its
+/// payload at `at`) from a source read by ranges into `out`, in order, little-endian.
+fn read_payload_runs(
+    src: &dyn ByteSource,
+    info: &ObjectInfo,
+    at: u64,
+    width: u64,
+    runs: &[(u64, u64)],
+    out: &mut [u8],
+) -> Result<()> {
+    let outside = || {
+        SourceError::malformed(format!(
+            "{}: a region lies outside its payload",
+            info.label()
+        ))
+    };
+    let mut done = 0usize;
+    for &(first, n) in runs {
+        let (Some(offset), Some(len)) = (
+            first.checked_mul(width).and_then(|o| o.checked_add(at)),
+            n.checked_mul(width).and_then(|l| usize::try_from(l).ok()),
+        ) else {
+            return Err(outside());
+        };
+        let end = done
+            .checked_add(len)
+            .filter(|&e| e <= out.len())
+            .ok_or_else(outside)?;
+        src.read_at(offset, &mut out[done..end])?;
+        done = end;
+    }
+    if done != out.len() {
+        return Err(SourceError::malformed(format!(
+            "{}: a region read {done} bytes, {} expected",
+            info.label(),
+            out.len()
+        )));
+    }
+    if info.swap_unit > 1 {
+        for c in out.chunks_exact_mut(info.swap_unit) {
+            c.reverse();
+        }
+    }
+    Ok(())
 }
 
 /// Checks the decoded length of an object and swaps big-endian values to little-endian.
@@ -783,9 +864,22 @@ impl Source for TgmSource {
         if n == 0 {
             return Ok(());
         }
-        if plan.part == Part::Whole && self.objects[plan.object].ranged {
-            if let Some(runs) = region_runs(&v.shape, start, count, MAX_RUNS) {
-                return self.read_runs(plan.object, &runs, out);
+        let info = &self.objects[plan.object];
+        if plan.part == Part::Whole && info.ranged {
+            match (self.backing.ranged(), info.payload) {
+                // Read by ranges: a hashed frame is fetched and decoded once (its hash needs
+                // all of it); an unhashed one gives its element runs straight from the payload.
+                (Some(src), Some((at, width))) if !info.verify_hash => {
+                    if let Some(runs) = region_runs(&v.shape, start, count, MAX_RUNS) {
+                        return read_payload_runs(src, info, at, width, &runs, out);
+                    }
+                }
+                (Some(_), _) => {}
+                (None, _) => {
+                    if let Some(runs) = region_runs(&v.shape, start, count, MAX_RUNS) {
+                        return self.read_runs(plan.object, &runs, out);
+                    }
+                }
             }
         }
         let data = self.object_bytes(plan.object)?;

@@ -18,6 +18,11 @@
 //! Running out of bytes anywhere is `truncated Tensogram message at byte X (file is N bytes)`;
 //! a structure that is wrong is `corrupt Tensogram message at byte X: …`.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use tet_source::byte_source::ByteSource;
+use tet_source::mapped::FileBytes;
 use tet_source::{Result, SourceError};
 
 pub(crate) const MAGIC: &[u8; 8] = b"TENSOGRM";
@@ -28,34 +33,69 @@ const FRAME_HEADER: u64 = 16;
 /// Preamble + postamble: the smallest possible message.
 const MIN_MESSAGE: u64 = PREAMBLE + POSTAMBLE;
 
-/// Where the bytes come from: a buffer, or a read-only memory map of the file.
-pub(crate) use tet_source::mapped::FileBytes as Backing;
+/// Where the bytes come from: a buffer or a read-only memory map of the file, or an object read
+/// by ranges.
+#[derive(Debug)]
+pub(crate) enum Backing {
+    Local(FileBytes),
+    Ranged(Arc<dyn ByteSource>),
+}
+
+impl Backing {
+    /// A local file: read when shorter than `map_from` bytes, else memory-mapped.
+    pub(crate) fn open(file: &mut std::fs::File, map_from: u64) -> std::io::Result<Backing> {
+        FileBytes::open(file, map_from).map(Backing::Local)
+    }
+
+    /// Drops the whole pages of `sub` (read from a local map) from the resident set once used;
+    /// a no-op otherwise.
+    pub(crate) fn release(&self, sub: &[u8]) {
+        if let Backing::Local(b) = self {
+            b.release(sub);
+        }
+    }
+
+    /// The source read by ranges, when this is one (and it does not lend its bytes whole).
+    pub(crate) fn ranged(&self) -> Option<&dyn ByteSource> {
+        match self {
+            Backing::Ranged(r) if r.as_slice().is_none() => Some(r.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// Bounds-checked reads of a file's bytes.
 pub(crate) trait ReadAt {
     /// The file's length in bytes.
     fn len(&self) -> u64;
-    /// The `len` bytes at `offset`, which must lie inside the file.
-    fn read(&self, offset: u64, len: u64) -> Result<&[u8]>;
+    /// The `len` bytes at `offset`, which must lie inside the file: borrowed from a local file,
+    /// read for an object read by ranges.
+    fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>>;
 }
 
 impl ReadAt for Backing {
     fn len(&self) -> u64 {
-        self.bytes().len() as u64
+        match self {
+            Backing::Local(b) => b.bytes().len() as u64,
+            Backing::Ranged(r) => r.len(),
+        }
     }
 
-    fn read(&self, offset: u64, len: u64) -> Result<&[u8]> {
-        let all = self.bytes();
-        offset
+    fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
+        let total = self.len();
+        let beyond = || {
+            SourceError::malformed(format!(
+                "{len} bytes at byte {offset} lie beyond the end of the file ({total} bytes)"
+            ))
+        };
+        let end = offset
             .checked_add(len)
-            .filter(|&e| e <= all.len() as u64)
-            .map(|end| &all[offset as usize..end as usize])
-            .ok_or_else(|| {
-                SourceError::malformed(format!(
-                    "{len} bytes at byte {offset} lie beyond the end of the file ({} bytes)",
-                    all.len()
-                ))
-            })
+            .filter(|&e| e <= total)
+            .ok_or_else(beyond)?;
+        match self {
+            Backing::Local(b) => Ok(Cow::Borrowed(&b.bytes()[offset as usize..end as usize])),
+            Backing::Ranged(r) => Ok(Cow::Owned(r.read_vec(offset, len)?)),
+        }
     }
 }
 
