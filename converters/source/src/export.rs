@@ -324,6 +324,19 @@ pub enum ExportError {
     /// The target library refused something.
     #[error("{0}")]
     Target(String),
+    /// The target library failed: which one, what was being done, and its own error as the
+    /// [`std::error::Error::source`] (its text ends the message too, since front ends print one
+    /// line).
+    #[error("{context}: {source}")]
+    Library {
+        /// The library.
+        lib: crate::Lib,
+        /// What was being done (`zarr `a/b``, `netCDF: define variable `x``).
+        context: String,
+        /// The library's error, kept.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The container being exported failed (a `.tet` file that cannot be read, a chunk that
     /// fails its checksum); the container's own error is kept as the cause.
     #[error(transparent)]

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod byte_source;
+mod error;
 pub mod export;
 pub mod fields;
 pub mod json_text;
@@ -28,6 +29,8 @@ pub mod ragged;
 
 use std::fmt;
 use std::path::Path;
+
+pub use error::{Feature, Lib, LibraryMessage, Part, PathIssue, Request, Result, SourceError};
 
 /// The element type of a source variable, as the importer delivers its bytes.
 ///
@@ -515,112 +518,6 @@ pub struct DimLabels {
     pub labels: Vec<String>,
 }
 
-/// Errors an importer returns.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// Reading the file failed; the I/O error is kept as it is.
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// The bytes are not a valid file of the format (truncated, corrupt, inconsistent header).
-    #[error("{0}")]
-    Malformed(String),
-    /// Valid, but something the importer cannot map (and `skip_unsupported` was not set).
-    #[error("unsupported: {0}")]
-    Unsupported(String),
-    /// An error reported by an underlying library: which one, what was being done, and the
-    /// library's own error as the [`std::error::Error::source`] (its text ends the message too,
-    /// since front ends print one line).
-    #[error("{context}: {source}")]
-    Library {
-        /// The library that reported it.
-        lib: Lib,
-        /// What was being done (`dataset 'x': creation properties`).
-        context: String,
-        /// The library's error, kept.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync + 'static>,
-    },
-    /// A caller error: a region outside the variable, a wrong buffer size, a bad variable index.
-    #[error("invalid request: {0}")]
-    InvalidRequest(String),
-}
-
-/// The underlying libraries whose errors an importer passes on ([`SourceError::Library`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lib {
-    /// libhdf5 (through hdf5-metno).
-    Hdf5,
-    /// netCDF-C (through netcdf-sys).
-    NetCdf,
-    /// zarrs.
-    Zarrs,
-}
-
-impl fmt::Display for Lib {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Lib::Hdf5 => "libhdf5",
-            Lib::NetCdf => "netCDF-C",
-            Lib::Zarrs => "zarrs",
-        })
-    }
-}
-
-/// A library's report that carries no error value of its own (a failed call that returned only
-/// a status): the text is the cause of a [`SourceError::Library`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LibraryMessage(pub String);
-
-impl SourceError {
-    /// A [`SourceError::Library`]: `lib` failed while doing `context`, with its error `source`.
-    pub fn library(
-        lib: Lib,
-        context: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        SourceError::Library {
-            lib,
-            context: context.into(),
-            source: Box::new(source),
-        }
-    }
-
-    /// A [`SourceError::Library`] whose library reported only a failed status: `what` failed.
-    pub fn library_status(lib: Lib, context: impl Into<String>, what: impl Into<String>) -> Self {
-        SourceError::library(lib, context, LibraryMessage(what.into()))
-    }
-
-    /// The same error with `prefix` (e.g. `variable 'x'`) before its context, for a library
-    /// error; other errors are returned unchanged.
-    pub fn in_context(self, prefix: &str) -> Self {
-        match self {
-            SourceError::Library {
-                lib,
-                context,
-                source,
-            } => SourceError::Library {
-                lib,
-                context: format!("{prefix}: {context}"),
-                source,
-            },
-            other => other,
-        }
-    }
-
-    /// A [`SourceError::Malformed`] with this message.
-    pub fn malformed(msg: impl Into<String>) -> Self {
-        SourceError::Malformed(msg.into())
-    }
-    /// A [`SourceError::Unsupported`] with this message.
-    pub fn unsupported(msg: impl Into<String>) -> Self {
-        SourceError::Unsupported(msg.into())
-    }
-}
-
-/// The result of an importer call.
-pub type Result<T, E = SourceError> = std::result::Result<T, E>;
-
 /// An opened input.
 pub trait Source: Send + Sync {
     /// The variables, in the order they should become datasets.
@@ -792,34 +689,33 @@ pub fn check_region(
     out_len: usize,
 ) -> Result<u64> {
     if start.len() != shape.len() || count.len() != shape.len() {
-        return Err(SourceError::InvalidRequest(format!(
-            "region rank {}/{} does not match variable rank {}",
-            start.len(),
-            count.len(),
-            shape.len()
-        )));
+        return Err(Request::Rank {
+            start: start.len(),
+            count: count.len(),
+            rank: shape.len(),
+        }
+        .into());
     }
     let mut n = 1u64;
     for ((&s, &c), &d) in start.iter().zip(count).zip(shape) {
-        let end = s
-            .checked_add(c)
-            .ok_or_else(|| SourceError::InvalidRequest("region end overflows".into()))?;
+        let out_of_bounds = || Request::OutOfBounds {
+            start: s,
+            count: c,
+            len: d,
+        };
+        let end = s.checked_add(c).ok_or_else(out_of_bounds)?;
         if end > d {
-            return Err(SourceError::InvalidRequest(format!(
-                "region {s}+{c} exceeds axis length {d}"
-            )));
+            return Err(out_of_bounds().into());
         }
-        n = n
-            .checked_mul(c)
-            .ok_or_else(|| SourceError::InvalidRequest("region size overflows".into()))?;
+        n = n.checked_mul(c).ok_or(Request::TooLarge)?;
     }
-    let bytes = n
-        .checked_mul(elem_size as u64)
-        .ok_or_else(|| SourceError::InvalidRequest("region size overflows".into()))?;
+    let bytes = n.checked_mul(elem_size as u64).ok_or(Request::TooLarge)?;
     if bytes != out_len as u64 {
-        return Err(SourceError::InvalidRequest(format!(
-            "output buffer is {out_len} bytes, region needs {bytes}"
-        )));
+        return Err(Request::BufferSize {
+            expected: bytes,
+            got: out_len as u64,
+        }
+        .into());
     }
     Ok(n)
 }

@@ -17,7 +17,7 @@
 //! counts must be known before any value can be placed); [`InMemory`] serves regions of what
 //! it gathered.
 
-use crate::{check_region, AttrValue, ElementType, Fact, Result, SourceError, Variable};
+use crate::{check_region, AttrValue, ElementType, Fact, Feature, Part, Result, Variable};
 
 /// The suffix of a ragged variable's count variable.
 pub const COUNT_SUFFIX: &str = "_count";
@@ -53,7 +53,7 @@ impl Ragged {
     pub fn push(&mut self, bytes: &[u8]) -> Result<()> {
         let size = self.base.size();
         if size == 0 || !bytes.len().is_multiple_of(size) {
-            return Err(SourceError::Malformed(format!(
+            return Err(Part::Values.malformed(format!(
                 "a sequence of {} bytes is no whole number of {} values",
                 bytes.len(),
                 self.base
@@ -66,13 +66,13 @@ impl Ragged {
             .and_then(|v| v.checked_add(self.counts.len() + 8))
             .is_some_and(|t| t <= MAX_BYTES);
         if !fits {
-            return Err(SourceError::unsupported(format!(
+            return Err(Feature::Size.unsupported(format!(
                 "ragged values larger than {} MiB are not gathered",
                 MAX_BYTES >> 20
             )));
         }
         let n = i64::try_from(bytes.len() / size)
-            .map_err(|_| SourceError::Malformed("sequence too long".into()))?;
+            .map_err(|_| Part::Values.malformed("sequence too long"))?;
         self.values.extend_from_slice(bytes);
         self.counts.extend_from_slice(&n.to_le_bytes());
         Ok(())
@@ -99,9 +99,9 @@ impl Ragged {
     ) -> Result<((Variable, InMemory), (Variable, InMemory))> {
         let elements = v
             .element_count()
-            .ok_or_else(|| SourceError::Malformed(format!("'{}': shape overflows", v.name)))?;
+            .ok_or_else(|| Part::Shape.malformed(format!("'{}': shape overflows", v.name)))?;
         if elements != (self.counts.len() / 8) as u64 {
-            return Err(SourceError::Malformed(format!(
+            return Err(Part::Values.malformed(format!(
                 "'{}': {} sequences read for {elements} elements",
                 v.name,
                 self.counts.len() / 8
@@ -219,9 +219,7 @@ pub fn copy_region(
     let n = check_region(shape, start, count, elem, out.len())?;
     let total = shape.iter().try_fold(elem as u64, |a, &d| a.checked_mul(d));
     if total != Some(data.len() as u64) {
-        return Err(SourceError::Malformed(
-            "in-memory array of the wrong size".into(),
-        ));
+        return Err(Part::Shape.malformed("in-memory array of the wrong size"));
     }
     if n == 0 {
         return Ok(());
