@@ -64,27 +64,129 @@
 //! frames, variable-length chunks, b2nd arrays of more than one chunk per frame, special chunks
 //! other than zeros (NaN, a repeated value, uninitialised: none seen), dictionaries, the snappy
 //! codec and c-blosc2's plugin codecs and filters (ndlz, zfp, bytedelta, …), delta on elements
-//! of other than 1, 2, 4 or 8 bytes. [`Blosc2Error::is_unsupported`] tells these variants from
-//! damage.
+//! of other than 1, 2, 4 or 8 bytes: [`Blosc2Error::Unsupported`] (under
+//! [`Blosc2Error::InChunk`] where one chunk says so), apart from damage ([`Blosc2Error::Corrupt`],
+//! [`Blosc2Error::Codec`]); [`Blosc2Error::is_unsupported`] looks through the chunk context.
 
-/// Why a frame could not be decoded: the message starts with `blosc2: `.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Blosc2Error(pub String);
+/// Why a frame could not be decoded; its message starts with `blosc2: `. The variant tells a
+/// damaged frame from a variant this decoder does not implement.
+#[derive(Debug)]
+pub enum Blosc2Error {
+    /// The bytes contradict the format (not a frame, truncated, sizes that disagree): what is
+    /// wrong, one line.
+    Corrupt(String),
+    /// Well-formed as far as it was read, but a variant this decoder does not implement.
+    Unsupported(Unsupported),
+    /// A codec's stream that its decoder refused, with the decoder's own error.
+    Codec {
+        /// The codec (`lz4`, `zstd`).
+        codec: &'static str,
+        /// The decoder's error.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// An error inside one chunk of the frame (`chunk 3`, `offsets chunk`).
+    InChunk {
+        /// Which chunk.
+        chunk: String,
+        /// What went wrong there.
+        source: Box<Blosc2Error>,
+    },
+}
 
-impl std::fmt::Display for Blosc2Error {
+/// A variant of the format this decoder does not implement (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsupported {
+    /// Frames of chunks of different lengths.
+    VariableLengthChunks,
+    /// Sparse (directory) frames.
+    SparseFrame,
+    /// Chunk features: dictionaries, variable-length blocks, big-endian or instrumented chunks
+    /// (the chunk header's `blosc2_flags` and `blosc2_flags2`).
+    ChunkFlags {
+        /// `blosc2_flags`.
+        flags: u8,
+        /// `blosc2_flags2`.
+        flags2: u8,
+    },
+    /// A special chunk (no stored bytes) other than zeros, as the chunk header says it.
+    SpecialChunk(u8),
+    /// A special chunk other than zeros, as the frame's offsets say it (the offset's top byte).
+    SpecialOffset(u8),
+    /// A codec (the chunk header's format number; 2 is snappy).
+    Codec(u8),
+    /// A filter (its Blosc2 id).
+    Filter(u8),
+    /// The delta filter on elements of this many bytes.
+    Delta(usize),
+}
+
+impl std::fmt::Display for Unsupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            Unsupported::VariableLengthChunks => {
+                f.write_str("variable-length chunks are not supported")
+            }
+            Unsupported::SparseFrame => {
+                f.write_str("sparse frames are not supported (only contiguous ones)")
+            }
+            Unsupported::ChunkFlags { flags, flags2 } => write!(
+                f,
+                "dictionaries, variable-length blocks, big-endian or instrumented chunks are \
+                 not supported (flags {flags:#04x} {flags2:#04x})"
+            ),
+            Unsupported::SpecialChunk(k) => write!(f, "special chunk kind {k} is not supported"),
+            Unsupported::SpecialOffset(k) => {
+                write!(f, "special chunk kind {k:#04x} is not supported")
+            }
+            Unsupported::Codec(2) => f.write_str("codec snappy is not supported"),
+            Unsupported::Codec(c) => write!(f, "codec format {c} is not supported"),
+            Unsupported::Filter(id) => write!(f, "Blosc2 filter {id} is not supported"),
+            Unsupported::Delta(n) => {
+                write!(f, "delta filter on {n}-byte elements is not supported")
+            }
+        }
     }
 }
 
-impl std::error::Error for Blosc2Error {}
-
 impl Blosc2Error {
     /// The frame is (as far as it was read) well-formed but uses a variant this decoder does not
-    /// implement (a codec, a filter, a frame or chunk feature): its message says "not
-    /// supported".
+    /// implement (a codec, a filter, a frame or chunk feature).
     pub fn is_unsupported(&self) -> bool {
-        self.0.contains("not supported")
+        match self {
+            Blosc2Error::Unsupported(_) => true,
+            Blosc2Error::InChunk { source, .. } => source.is_unsupported(),
+            Blosc2Error::Corrupt(_) | Blosc2Error::Codec { .. } => false,
+        }
+    }
+
+    /// The message without its `blosc2: ` start.
+    fn detail(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blosc2Error::Corrupt(m) => f.write_str(m),
+            Blosc2Error::Unsupported(u) => std::fmt::Display::fmt(u, f),
+            Blosc2Error::Codec { codec, source } => write!(f, "{codec}: {source}"),
+            Blosc2Error::InChunk { chunk, source } => {
+                write!(f, "{chunk}: ")?;
+                source.detail(f)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Blosc2Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("blosc2: ")?;
+        self.detail(f)
+    }
+}
+
+impl std::error::Error for Blosc2Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Blosc2Error::Codec { source, .. } => Some(&**source),
+            Blosc2Error::InChunk { source, .. } => Some(&**source),
+            Blosc2Error::Corrupt(_) | Blosc2Error::Unsupported(_) => None,
+        }
     }
 }
 
@@ -98,7 +200,19 @@ const MAX_B2ND_PADDING: usize = 8;
 const CHUNK_HEADER: usize = 32;
 
 fn err<T>(msg: impl std::fmt::Display) -> Result<T, Blosc2Error> {
-    Err(Blosc2Error(format!("blosc2: {msg}")))
+    Err(Blosc2Error::Corrupt(msg.to_string()))
+}
+
+fn unsupported<T>(what: Unsupported) -> Result<T, Blosc2Error> {
+    Err(Blosc2Error::Unsupported(what))
+}
+
+/// `e` as an error of `chunk`.
+fn in_chunk(chunk: &str, e: Blosc2Error) -> Blosc2Error {
+    Blosc2Error::InChunk {
+        chunk: chunk.to_string(),
+        source: Box::new(e),
+    }
 }
 
 /// A bounds-checked reader of the frame's msgpack header.
@@ -194,10 +308,10 @@ fn parse_header(frame: &[u8]) -> Result<FrameHeader, Blosc2Error> {
         ));
     }
     if flags[0] & 0x40 != 0 {
-        return err("variable-length chunks are not supported");
+        return unsupported(Unsupported::VariableLengthChunks);
     }
     if flags[1] & 0x0f != 0 {
-        return err("sparse frames are not supported (only contiguous ones)");
+        return unsupported(Unsupported::SparseFrame);
     }
     let uncompressed = to_usize(c.be::<8>(0xd3, "uncompressed size")?, "uncompressed size")?;
     let compressed = to_usize(c.be::<8>(0xd3, "compressed size")?, "compressed size")?;
@@ -460,9 +574,12 @@ fn decode_chunk(src: &[u8], dst: &mut [u8], what: &str) -> Result<(), Blosc2Erro
         return err(format!("{what} of {} bytes runs past the frame", h.cbytes));
     };
     if h.b2flags & 0x8f != 0 || h.flags2 != 0 {
-        return err(format!(
-            "{what}: dictionaries, variable-length blocks, big-endian or instrumented chunks are not supported (flags {:#04x} {:#04x})",
-            h.b2flags, h.flags2
+        return Err(in_chunk(
+            what,
+            Blosc2Error::Unsupported(Unsupported::ChunkFlags {
+                flags: h.b2flags,
+                flags2: h.flags2,
+            }),
         ));
     }
     match (h.b2flags >> 4) & 7 {
@@ -471,7 +588,12 @@ fn decode_chunk(src: &[u8], dst: &mut [u8], what: &str) -> Result<(), Blosc2Erro
             dst.fill(0);
             return Ok(());
         }
-        k => return err(format!("{what}: special chunk kind {k} is not supported")),
+        k => {
+            return Err(in_chunk(
+                what,
+                Blosc2Error::Unsupported(Unsupported::SpecialChunk(k)),
+            ))
+        }
     }
     if h.flags & MEMCPYED != 0 {
         let Some(body) = chunk.get(CHUNK_HEADER..).and_then(|b| b.get(..dst.len())) else {
@@ -480,10 +602,7 @@ fn decode_chunk(src: &[u8], dst: &mut [u8], what: &str) -> Result<(), Blosc2Erro
         dst.copy_from_slice(body);
         return Ok(());
     }
-    decode_blocks(chunk, &h, dst).map_err(|e| {
-        let why = e.0.strip_prefix("blosc2: ").unwrap_or(&e.0);
-        Blosc2Error(format!("blosc2: {what}: {why}"))
-    })
+    decode_blocks(chunk, &h, dst).map_err(|e| in_chunk(what, e))
 }
 
 /// The codec of a chunk's blocks.
@@ -502,11 +621,10 @@ fn decode_blocks(chunk: &[u8], h: &ChunkHeader, dst: &mut [u8]) -> Result<(), Bl
         1 => Codec::Lz4,
         3 => Codec::Zlib,
         4 => Codec::Zstd,
-        2 => return err("codec snappy is not supported"),
-        c => return err(format!("codec format {c} is not supported")),
+        c => return unsupported(Unsupported::Codec(c)),
     };
     if let Some(f) = h.filters.iter().find(|&&f| f > 4) {
-        return err(format!("Blosc2 filter {f} is not supported"));
+        return unsupported(Unsupported::Filter(*f));
     }
     if h.typesize == 0 || h.blocksize == 0 || h.blocksize > h.nbytes {
         return err(format!(
@@ -599,11 +717,19 @@ fn decode_streams(
         }
         let got = match codec {
             Codec::BloscLz => blosclz_decompress(data, dst)?,
-            Codec::Lz4 => lz4_flex::block::decompress_into(data, dst)
-                .map_err(|e| Blosc2Error(format!("blosc2: lz4: {e}")))?,
+            Codec::Lz4 => {
+                lz4_flex::block::decompress_into(data, dst).map_err(|e| Blosc2Error::Codec {
+                    codec: "lz4",
+                    source: Box::new(e),
+                })?
+            }
             Codec::Zlib => inflate_into(data, dst)?,
-            Codec::Zstd => zstd::bulk::decompress_to_buffer(data, dst)
-                .map_err(|e| Blosc2Error(format!("blosc2: zstd: {e}")))?,
+            Codec::Zstd => {
+                zstd::bulk::decompress_to_buffer(data, dst).map_err(|e| Blosc2Error::Codec {
+                    codec: "zstd",
+                    source: Box::new(e),
+                })?
+            }
         };
         if got != each {
             return err(format!("stream decodes to {got} bytes, expected {each}"));
@@ -642,8 +768,9 @@ fn decode_chunks(frame: &[u8], h: &FrameHeader, data: &mut [u8]) -> Result<(), B
             match raw[7] {
                 0x81 => data[pos..pos + len].fill(0),
                 k => {
-                    return err(format!(
-                        "{what}: special chunk kind {k:#04x} is not supported"
+                    return Err(in_chunk(
+                        &what,
+                        Blosc2Error::Unsupported(Unsupported::SpecialOffset(k)),
                     ))
                 }
             }
@@ -775,9 +902,7 @@ fn unfilter(
 /// it; the other blocks each element XOR the same element of the (decoded) first block.
 fn undelta(block: &mut [u8], first: Option<&[u8]>, typesize: usize) -> Result<(), Blosc2Error> {
     if !matches!(typesize, 1 | 2 | 4 | 8) {
-        return err(format!(
-            "delta filter on {typesize}-byte elements is not supported"
-        ));
+        return unsupported(Unsupported::Delta(typesize));
     }
     let body = block.len() / typesize * typesize;
     match first {
@@ -826,7 +951,7 @@ fn bitunshuffle(src: &[u8], typesize: usize, dst: &mut [u8]) {
 /// each up to 255, until one is below 255), at a distance of ((control & 31) << 8) + the next
 /// byte + 1, or, when those are 31 and 255, 8192 + the next two bytes (big-endian) + 1.
 fn blosclz_decompress(src: &[u8], out: &mut [u8]) -> Result<usize, Blosc2Error> {
-    let bad = |what: &str| Blosc2Error(format!("blosc2: blosclz: {what}"));
+    let bad = |what: &str| Blosc2Error::Corrupt(format!("blosclz: {what}"));
     let next = |ip: &mut usize| -> Result<usize, Blosc2Error> {
         let b = src
             .get(*ip)
@@ -986,13 +1111,76 @@ fn inflate_into(input: &[u8], out: &mut [u8]) -> Result<usize, Blosc2Error> {
         _ => run(&mut None, out),
     };
     result.map_err(|e| {
-        Blosc2Error(match e {
+        Blosc2Error::Corrupt(match e {
             DecompressionError::InsufficientSpace => {
-                format!("blosc2: zlib: stream inflates past {max} bytes")
+                format!("zlib: stream inflates past {max} bytes")
             }
             DecompressionError::BadData => {
-                "blosc2: zlib: invalid or truncated zlib stream (or wrong checksum)".into()
+                "zlib: invalid or truncated zlib stream (or wrong checksum)".into()
             }
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Blosc2 chunk of `nbytes` bytes: its 32-byte header (`flags` carries the codec in its top
+    /// three bits, `b2flags` the special-chunk kind) followed by `nbytes` stored bytes.
+    fn chunk(flags: u8, b2flags: u8, nbytes: u32) -> Vec<u8> {
+        let mut c = vec![0u8; CHUNK_HEADER + nbytes as usize];
+        c[0] = 5;
+        c[2] = flags | EXTENDED;
+        c[3] = 1;
+        c[4..8].copy_from_slice(&nbytes.to_le_bytes());
+        c[8..12].copy_from_slice(&nbytes.to_le_bytes());
+        let cbytes = c.len() as u32;
+        c[12..16].copy_from_slice(&cbytes.to_le_bytes());
+        c[31] = b2flags;
+        c
+    }
+
+    #[test]
+    fn unsupported_variants_are_told_from_damage() {
+        let mut dst = [0u8; 16];
+        let snappy = chunk(2 << 5, 0, 16);
+        let e = decode_chunk(&snappy, &mut dst, "chunk 0").unwrap_err();
+        let Blosc2Error::InChunk { chunk: at, source } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(at, "chunk 0");
+        assert!(
+            matches!(**source, Blosc2Error::Unsupported(Unsupported::Codec(2))),
+            "{e:?}"
+        );
+        assert!(e.is_unsupported());
+        assert_eq!(
+            e.to_string(),
+            "blosc2: chunk 0: codec snappy is not supported"
+        );
+
+        let special = chunk(0, 2 << 4, 16);
+        let e = decode_chunk(&special, &mut dst, "chunk 1").unwrap_err();
+        assert!(e.is_unsupported(), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "blosc2: chunk 1: special chunk kind 2 is not supported"
+        );
+
+        // The same snappy chunk cut short is damage, found before its codec is looked at.
+        let e = decode_chunk(&snappy[..40], &mut dst, "chunk 0").unwrap_err();
+        assert!(matches!(e, Blosc2Error::Corrupt(_)), "{e:?}");
+        assert!(!e.is_unsupported());
+        assert_eq!(
+            e.to_string(),
+            "blosc2: chunk 0 of 48 bytes runs past the frame"
+        );
+
+        // A stored (memcpyed) chunk decodes.
+        let mut stored = chunk(MEMCPYED, 0, 16);
+        stored[CHUNK_HEADER..].copy_from_slice(&[7u8; 16]);
+        decode_chunk(&stored, &mut dst, "chunk 2").unwrap();
+        assert_eq!(dst, [7u8; 16]);
+    }
 }

@@ -59,5 +59,5 @@ pub fn unsupported_variant(cd_values: &[u32]) -> Option<String> {
 /// exactly `max` bytes, the dataset's chunk size (see [`tet_blosc2::decode_frame`]); its error
 /// as a chunk [`DecodeError`] (same message).
 pub fn blosc2_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
-    tet_blosc2::decode_frame(input, max).map_err(|e| DecodeError(e.0))
+    tet_blosc2::decode_frame(input, max).map_err(|e| DecodeError(e.to_string()))
 }
