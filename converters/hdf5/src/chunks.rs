@@ -97,7 +97,7 @@ use hdf5_sys::h5p::{
 };
 use hdf5_sys::h5s::H5Sclose;
 use hdf5_sys::h5t::{H5T_class_t, H5T_order_t, H5Tget_class, H5Tget_order, H5Tget_size};
-use tet_source::{check_region, Lib, Result, SourceError};
+use tet_source::{check_region, Lib, Part, Request, Result, SourceError};
 
 use crate::types::OwnedType;
 
@@ -1190,7 +1190,7 @@ impl ChunkedVar {
             // `max_ndims` passed) into `chunk`, which holds `rank` of them.
             let got = unsafe { H5Pget_chunk(dcpl.id(), rank as i32, chunk.as_mut_ptr()) };
             if got != rank as i32 || chunk.contains(&0) {
-                return Err(SourceError::malformed(format!(
+                return Err(Part::Shape.malformed(format!(
                     "dataset '{name}': chunk shape does not match its rank {rank}"
                 )));
             }
@@ -1202,9 +1202,7 @@ impl ChunkedVar {
             // SAFETY: a by-value query of an open datatype under the library lock.
             let elem_size = unsafe { H5Tget_size(dtype.id()) };
             if elem_size == 0 {
-                return Err(SourceError::malformed(format!(
-                    "dataset '{name}': datatype of size 0"
-                )));
+                return Err(Part::Type.malformed(format!("dataset '{name}': datatype of size 0")));
             }
             let specs = read_pipeline(dcpl.id())?;
             let mut pipeline = Vec::with_capacity(specs.len());
@@ -1223,7 +1221,7 @@ impl ChunkedVar {
                 .and_then(|n| n.checked_mul(elem_size as u64))
                 .filter(|&n| n <= u32::MAX as u64)
                 .ok_or_else(|| {
-                    SourceError::malformed(format!(
+                    Part::Shape.malformed(format!(
                         "dataset '{name}': chunk {chunk:?} of {elem_size}-byte elements is too large"
                     ))
                 })? as usize;
@@ -1365,12 +1363,12 @@ impl ChunkedVar {
                 return Ok(None);
             }
             if size > self.file_len {
-                return Err(SourceError::malformed(format!(
+                return Err(Part::Index.malformed(format!(
                     "chunk {grid_pos:?} claims {size} bytes, more than the file holds"
                 )));
             }
             let len = usize::try_from(size).map_err(|_| {
-                SourceError::malformed(format!("chunk {grid_pos:?} claims {size} bytes"))
+                Part::Index.malformed(format!("chunk {grid_pos:?} claims {size} bytes"))
             })?;
             let buf = grow(buf, len);
             let mut mask = 0u32;
@@ -1421,17 +1419,18 @@ impl ChunkedVar {
 
     fn check_grid_pos(&self, grid_pos: &[u64]) -> Result<()> {
         if self.linear(grid_pos).is_none() {
-            return Err(SourceError::InvalidRequest(format!(
-                "chunk {grid_pos:?} is outside the chunk grid {:?}",
-                self.grid
-            )));
+            return Err(Request::OutsideGrid {
+                pos: grid_pos.to_vec(),
+                grid: self.grid.clone(),
+            }
+            .into());
         }
         Ok(())
     }
 
     fn decode_error(&self, grid_pos: &[u64], at: Option<u64>, e: DecodeError) -> SourceError {
         let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
-        SourceError::malformed(format!("chunk {grid_pos:?}{at}: {e}"))
+        Part::Chunk.malformed_by(format!("chunk {grid_pos:?}{at}"), e)
     }
 
     /// Reads the stored (filtered) bytes of the chunk at `grid_pos` into `buf[..len]` (grown
@@ -1453,14 +1452,17 @@ impl ChunkedVar {
         };
         // The table's sizes were checked against the file length at open.
         let len = usize::try_from(loc.size).map_err(|_| {
-            SourceError::malformed(format!("chunk {grid_pos:?} of {} bytes", loc.size))
+            Part::Index.malformed(format!("chunk {grid_pos:?} of {} bytes", loc.size))
         })?;
         file.read_exact_at(grow(buf, len), loc.offset)
             .map_err(|e| {
-                SourceError::malformed(format!(
-                    "chunk {grid_pos:?} at byte {} ({} bytes): {e}",
-                    loc.offset, loc.size
-                ))
+                Part::Chunk.malformed_by(
+                    format!(
+                        "chunk {grid_pos:?} at byte {} ({} bytes)",
+                        loc.offset, loc.size
+                    ),
+                    e,
+                )
             })?;
         Ok(Some((len, loc.filter_mask, Some(loc.offset))))
     }
@@ -1749,7 +1751,7 @@ fn build_index(
             }
             let g: Vec<u64> = (0..rank).map(|a| off[a] / chunk[a]).collect();
             if (0..rank).any(|a| !off[a].is_multiple_of(chunk[a]) || g[a] >= grid[a]) {
-                return Err(SourceError::malformed(format!(
+                return Err(Part::Index.malformed(format!(
                     "dataset '{name}': chunk at {off:?} is not on the chunk grid"
                 )));
             }
@@ -1760,7 +1762,7 @@ fn build_index(
             match offset.and_then(|o| o.checked_add(size)) {
                 Some(end) if end <= file_len && size > 0 => {}
                 _ => {
-                    return Err(SourceError::malformed(format!(
+                    return Err(Part::Index.malformed(format!(
                         "dataset '{name}': chunk {g:?} at byte {addr} ({size} bytes) lies outside the file ({file_len} bytes)"
                     )))
                 }

@@ -138,9 +138,9 @@ use hdf5_sys::h5s::{
     H5Sselect_hyperslab, H5S_ALL,
 };
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, Fact, FileExtent,
-    Importer, Lib, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout,
-    TextVariable, Variable,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, DimLabels, Fact, Feature,
+    FileExtent, Importer, Lib, OpenOptions, Part, PathIssue, Request, Result, Role, Skipped,
+    Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 
 use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
@@ -234,12 +234,12 @@ pub fn superblock_end_of_file(head: &[u8]) -> SuperblockEnd {
 /// format for the message (`HDF5`, `netCDF-4`).
 pub fn check_not_truncated(head: &[u8], len: u64, what: &str) -> Result<()> {
     match superblock_end_of_file(head) {
-        SuperblockEnd::At(end) if end > len => Err(SourceError::malformed(format!(
+        SuperblockEnd::At(end) if end > len => Err(Part::Header.malformed(format!(
             "truncated {what} file: its superblock says it ends at byte {end}, the file has {len} bytes"
         ))),
-        SuperblockEnd::CutOff if head.len() as u64 == len => Err(SourceError::malformed(
-            format!("truncated {what} file: it ends inside its superblock ({len} bytes)"),
-        )),
+        SuperblockEnd::CutOff if head.len() as u64 == len => Err(Part::Header.malformed(format!(
+            "truncated {what} file: it ends inside its superblock ({len} bytes)"
+        ))),
         _ => Ok(()),
     }
 }
@@ -505,19 +505,19 @@ fn open_file(files: &mut Vec<OpenFile>, path: &Path) -> Result<usize> {
     // The superblock is at 0, 512, 1024, … (after a user block): look in the first 64 KiB.
     let mut head = vec![0u8; len.min(64 << 10) as usize];
     if len < 8 || os.read_exact_at(&mut head, 0).is_err() {
-        return Err(SourceError::malformed(format!(
-            "file of {len} bytes is too short for HDF5"
-        )));
+        return Err(Part::Header.malformed(format!("file of {len} bytes is too short for HDF5")));
     }
     check_not_truncated(&head, len, "HDF5")?;
     if path.to_str().is_none() {
-        return Err(SourceError::InvalidRequest(
-            "HDF5 file names must be valid UTF-8".into(),
-        ));
+        return Err(Request::Path {
+            path: path.to_path_buf(),
+            issue: PathIssue::NotUnicode,
+        }
+        .into());
     }
     let h5 = OPEN_FILES.get_or_open(path, || {
         hdf5::File::open(path)
-            .map_err(|e| SourceError::malformed(format!("not a readable HDF5 file: {e}")))
+            .map_err(|e| SourceError::library(Lib::Hdf5, "not a readable HDF5 file", e))
     })?;
     let chunk_base = chunks::chunk_address_base(h5.userblock());
     let dir = canonical
@@ -566,15 +566,18 @@ impl Walker<'_> {
     }
 
     /// An unmappable item: an error, or skipped with `skip_unsupported`.
-    fn unsupported(&mut self, name: &str, reason: impl Into<String>) -> Result<()> {
+    fn unsupported(
+        &mut self,
+        name: &str,
+        feature: Feature,
+        reason: impl Into<String>,
+    ) -> Result<()> {
         let reason = reason.into();
         if self.opts.skip_unsupported {
             self.skip(name, reason);
             Ok(())
         } else {
-            Err(SourceError::Unsupported(format!(
-                "dataset '{name}': {reason}"
-            )))
+            Err(feature.unsupported(format!("dataset '{name}': {reason}")))
         }
     }
 
@@ -589,9 +592,7 @@ impl Walker<'_> {
             self.skip(shown, format!("{what} {reason}"));
             Ok(())
         } else {
-            Err(SourceError::Unsupported(format!(
-                "{what} '{shown}' {reason}"
-            )))
+            Err(Feature::Version.unsupported(format!("{what} '{shown}' {reason}")))
         }
     }
 
@@ -1044,6 +1045,7 @@ impl Walker<'_> {
         if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix.as_str())) {
             return self.unsupported(
                 name,
+                Feature::DataType,
                 format!(
                     "compound fields collide as '{name}{}' once '/' in field names becomes '_'",
                     dup.suffix
@@ -1056,7 +1058,7 @@ impl Walker<'_> {
         let n_records = outer
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| SourceError::malformed(format!("dataset '{name}': shape overflows")))?;
+            .ok_or_else(|| Part::Shape.malformed(format!("dataset '{name}': shape overflows")))?;
         let record = info.size;
         let nbit = types::has_nbit(&info);
         let Some(storage) = self.storage(src, &f, &dtype, record, n_records, nbit)? else {
@@ -1128,15 +1130,17 @@ impl Walker<'_> {
                  become ragged arrays)",
                 types::describe(base)
             );
-            return self.unsupported(name, why);
+            return self.unsupported(name, Feature::DataType, why);
         };
         let n = outer
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
             .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| SourceError::malformed(format!("dataset '{name}': shape overflows")))?;
+            .ok_or_else(|| Part::Shape.malformed(format!("dataset '{name}': shape overflows")))?;
         let gathered = match ragged::read_sequences(f.ds.id(), dtype.id(), n, et, be, name) {
-            Err(SourceError::Unsupported(why)) => return self.unsupported(name, why),
+            Err(SourceError::Unsupported(why)) => {
+                return self.unsupported(name, Feature::DataType, why)
+            }
             r => r?,
         };
         let mut v = Variable::new(name, et, outer.to_vec());
@@ -1201,9 +1205,7 @@ impl Walker<'_> {
                 false,
                 space.shape().iter().map(|&d| d as u64).collect(),
             ))),
-            _ => Err(SourceError::malformed(format!(
-                "dataset '{name}': bad dataspace"
-            ))),
+            _ => Err(Part::Shape.malformed(format!("dataset '{name}': bad dataspace"))),
         }
     }
 
@@ -1229,6 +1231,7 @@ impl Walker<'_> {
             _ => self
                 .unsupported(
                     name,
+                    Feature::DataType,
                     format!(
                         "integers with padding bits ({}) that libhdf5 cannot convert",
                         types::describe(info)
@@ -1268,7 +1271,11 @@ impl Walker<'_> {
         }
         if n_external > 0 {
             return self
-                .unsupported(name, "raw data stored in external files is not read")
+                .unsupported(
+                    name,
+                    Feature::Layout,
+                    "raw data stored in external files is not read",
+                )
                 .map(|()| None);
         }
         let chunked = layout == H5D_layout_t::H5D_CHUNKED;
@@ -1287,6 +1294,7 @@ impl Walker<'_> {
             if !ours_only.is_empty() {
                 return self.unsupported(
                     name,
+                    Feature::Codec,
                     format!(
                         "{} chunks of a type with variable-length parts or N-bit integers: libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH) and direct decoding needs records as stored",
                         ours_only.join(", ")
@@ -1334,7 +1342,9 @@ impl Walker<'_> {
             // SAFETY: a by-value query of a filter id under the library lock.
             let avail = hdf5::sync::sync(|| unsafe { hdf5_sys::h5z::H5Zfilter_avail(s.id) }) > 0;
             if !ours && !avail {
-                return self.unsupported(name, filter_unavailable(s)).map(|()| None);
+                return self
+                    .unsupported(name, Feature::Codec, filter_unavailable(s))
+                    .map(|()| None);
             }
             if !avail {
                 ours_only.push(s.label());
@@ -1362,6 +1372,7 @@ impl Walker<'_> {
                 if !ours_only.is_empty() {
                     return self.unsupported(
                         &f.name,
+                        Feature::Codec,
                         format!(
                             "{}-compressed, but its chunks cannot be read directly ({why}) and libhdf5 has no plugin for the filter (HDF5_PLUGIN_PATH)",
                             ours_only.join(", ")
@@ -1405,6 +1416,7 @@ impl Walker<'_> {
             LeafKind::Text => self.add_text(src, d, li, v),
             LeafKind::Unsupported(why) => self.unsupported(
                 &v.name,
+                Feature::DataType,
                 format!("{why} (HDF5 type {})", types::describe(d.info)),
             ),
         }
@@ -1422,6 +1434,7 @@ impl Walker<'_> {
         if bytes > MAX_TEXT_BYTES {
             return self.unsupported(
                 &v.name,
+                Feature::Size,
                 format!("string dataset of {bytes} bytes is too large for the footer"),
             );
         }
@@ -1553,7 +1566,7 @@ fn contiguous_access(f: &Found, n_records: u64, record: usize, file_len: u64) ->
         .and_then(|n| n.checked_add(off));
     match end {
         Some(e) if e <= file_len => Ok(Access::Contiguous(off)),
-        _ => Err(SourceError::malformed(format!(
+        _ => Err(Part::Index.malformed(format!(
             "dataset '{name}': contiguous data at byte {off} runs past the end of the file ({file_len} bytes)"
         ))),
     }
@@ -1914,7 +1927,7 @@ impl H5Source {
         let bytes = n
             .and_then(|n| n.checked_mul(e.record as u64))
             .filter(|&b| b <= isize::MAX as u64)
-            .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+            .ok_or(Request::TooLarge)?;
         let mut buf = vec![0u8; bytes as usize];
         if n == Some(0) {
             return f(&buf);
@@ -1976,11 +1989,22 @@ impl H5Source {
         let bytes = count
             .iter()
             .try_fold(e.record as u64, |a, &c| a.checked_mul(c));
-        if start.len() != rank || count.len() != rank || bytes != Some(buf.len() as u64) {
-            return Err(SourceError::InvalidRequest(format!(
-                "dataset '{}': region does not match the dataset or the buffer",
-                e.name
-            )));
+        let wrong = if start.len() != rank || count.len() != rank {
+            Some(Request::Rank {
+                start: start.len(),
+                count: count.len(),
+                rank,
+            })
+        } else if bytes != Some(buf.len() as u64) {
+            Some(Request::BufferSize {
+                expected: bytes.unwrap_or(u64::MAX),
+                got: buf.len() as u64,
+            })
+        } else {
+            None
+        };
+        if let Some(wrong) = wrong {
+            return Err(SourceError::in_variable(&e.name, wrong.into()));
         }
         hdf5::sync::sync(|| {
             if rank == 0 {
@@ -2087,11 +2111,14 @@ impl H5Source {
                         }
                         let (d, n) = ((d * rs) as usize, (n * rs) as usize);
                         if let Err(x) = file.read_exact_at(&mut out[d..d + n], off + s * rs) {
-                            res = Err(SourceError::malformed(format!(
-                                "dataset '{}': reading {n} bytes at byte {}: {x}",
-                                e.name,
-                                off + s * rs
-                            )));
+                            res = Err(Part::Chunk.malformed_by(
+                                format!(
+                                    "dataset '{}': reading {n} bytes at byte {}",
+                                    e.name,
+                                    off + s * rs
+                                ),
+                                x,
+                            ));
                         }
                     },
                 );
@@ -2133,10 +2160,10 @@ impl Source for H5Source {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self
-            .variables
-            .get(var)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let v = self.variables.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.variables.len(),
+        })?;
         check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if count.contains(&0) {
             return Ok(());
@@ -2162,10 +2189,11 @@ impl Source for H5Source {
         let es = match &leaf.kind {
             LeafKind::Numeric { dtype, .. } => dtype.size(),
             _ => {
-                return Err(SourceError::InvalidRequest(format!(
-                    "variable '{}' has no numeric values",
-                    v.name
-                )))
+                return Err(Request::NotReadable {
+                    name: v.name.clone(),
+                    why: "has no numeric values",
+                }
+                .into())
             }
         };
         if leaf.is_whole(e.record) && !e.indirect {
@@ -2265,17 +2293,19 @@ impl H5Source {
         count: &[u64],
         out: &mut [u8],
     ) -> Result<()> {
-        let v = self
-            .variables
-            .get(var)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let v = self.variables.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.variables.len(),
+        })?;
         check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         let plan = &self.plans[var];
         let e = &self.entries[plan.entry];
         if !plan.leaf.is_whole(e.record) || e.outer.is_empty() {
-            return Err(SourceError::InvalidRequest(
-                "only whole-record variables of simple datasets".into(),
-            ));
+            return Err(Request::NotReadable {
+                name: v.name.clone(),
+                why: "is not a whole record of a simple dataset",
+            }
+            .into());
         }
         if count.contains(&0) {
             return Ok(());

@@ -13,7 +13,7 @@ use hdf5_sys::h5p::H5P_DEFAULT;
 use hdf5_sys::h5s::{H5Sclose, H5S_ALL};
 use hdf5_sys::h5t::hvl_t;
 use tet_source::ragged::Ragged;
-use tet_source::{ElementType, Lib, Result, SourceError};
+use tet_source::{ElementType, Feature, Lib, Part, Result, SourceError};
 
 /// Reads the `n` sequences of the vlen dataset `ds` (type `dtype`) whose values are `base`
 /// (big-endian when `be`).
@@ -30,7 +30,7 @@ pub(crate) fn read_sequences(
         .checked_mul(std::mem::size_of::<hvl_t>())
         .is_some_and(|b| b <= tet_source::ragged::MAX_BYTES);
     if !fits {
-        return Err(SourceError::unsupported(format!(
+        return Err(Feature::Size.unsupported(format!(
             "'{name}': too many variable-length elements to gather ({n})"
         )));
     }
@@ -62,9 +62,7 @@ pub(crate) fn read_sequences(
             let values = if vl.p.is_null() || vl.len == 0 {
                 Vec::new()
             } else if bytes == usize::MAX {
-                result = Err(SourceError::malformed(format!(
-                    "'{name}': a sequence too long"
-                )));
+                result = Err(Part::Values.malformed(format!("'{name}': a sequence too long")));
                 break;
             } else {
                 // SAFETY: libhdf5 allocated `len` values of `base` at `p` in this read; they

@@ -1148,18 +1148,32 @@ pub(crate) unsafe fn decode_attr(
     )
 }
 
+/// Why a compound value has no JSON rendering (the attribute is then skipped with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoJson {
+    /// The record is shorter than its type.
+    #[error("a truncated record")]
+    Truncated,
+    /// An integer of a size no element type has.
+    #[error("an odd integer size")]
+    OddInteger,
+    /// A member of a type with no JSON form (its description).
+    #[error("a member of type {0}")]
+    Member(String),
+}
+
 /// A JSON rendering of one value of type `t` at `off` of `rec`.
 ///
 /// # Safety
 /// As for [`string_at`].
-unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String> {
+unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, NoJson> {
     if rec.len() < off + t.size {
-        return Err("a truncated record".into());
+        return Err(NoJson::Truncated);
     }
     let mut tmp = [0u8; 8];
     match &t.kind {
         Kind::Int { .. } | Kind::Enum { .. } | Kind::Float { .. } => {
-            let (dtype, be) = numeric_type(t).ok_or("an odd integer size")?;
+            let (dtype, be) = numeric_type(t).ok_or(NoJson::OddInteger)?;
             let b = le_elem(rec, off, t.size, be, &mut tmp);
             Ok(match dtype {
                 ElementType::F16 => {
@@ -1210,7 +1224,7 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
                 base: &TypeInfo,
                 rec: &[u8],
                 off: usize,
-            ) -> Result<String, String> {
+            ) -> Result<String, NoJson> {
                 if dims.is_empty() {
                     // SAFETY: a value of type `base` in `rec`, live (this function's contract).
                     return unsafe { json_of(base, rec, off) };
@@ -1228,7 +1242,7 @@ unsafe fn json_of(t: &TypeInfo, rec: &[u8], off: usize) -> Result<String, String
             // SAFETY: the array of type `t` at `off` of `rec`, live (this function's contract).
             unsafe { nest(dims, base, rec, off) }
         }
-        Kind::Other(what) => Err(format!("a member of type {what}")),
+        Kind::Other(what) => Err(NoJson::Member(what.clone())),
     }
 }
 

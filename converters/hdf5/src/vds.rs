@@ -56,7 +56,7 @@ use hdf5_sys::h5s::{
     H5Sget_select_npoints, H5Sget_select_type, H5Sget_simple_extent_dims,
     H5Sget_simple_extent_ndims, H5Sis_regular_hyperslab, H5Smodify_select, H5S_UNLIMITED,
 };
-use tet_source::{AttrValue, Fact, Lib, Result, SourceError};
+use tet_source::{AttrValue, Fact, Feature, Lib, PathIssue, Request, Result, SourceError};
 
 use super::{open_file, Found, H5Source, OpenFile, Walker};
 
@@ -206,21 +206,135 @@ fn mapping_string(
     })
 }
 
-/// The mappings of a virtual dataset's creation property list; `Err` with the reason when
-/// libhdf5 cannot list them.
-fn mappings(ds: &hdf5::Dataset) -> std::result::Result<Vec<Mapping>, String> {
-    let dcpl = ds
-        .dcpl()
-        .map_err(|e| format!("virtual dataset whose mappings cannot be read: {e}"))?;
+/// Why a virtual dataset is not converted (an unsupported item; its text is the reason).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// libhdf5 cannot list the mappings (its error, when it gave one).
+    #[error("virtual dataset whose mappings cannot be read{}", cause(.0))]
+    Mappings(#[source] Option<hdf5::Error>),
+    /// libhdf5 cannot give this mapping's names or selections.
+    #[error("virtual dataset whose mapping {0} cannot be read")]
+    Mapping(usize),
+    /// A source named with printf-style substitution (`<file>:<dataset>`).
+    #[error(
+        "virtual dataset with printf-style source names ('{0}': sources found by trying \
+         numbers) is not converted"
+    )]
+    Printf(String),
+    /// A mapping of unlimited extent.
+    #[error(
+        "virtual dataset with an unlimited mapping (its extent follows its sources as they \
+         grow) is not converted"
+    )]
+    Unlimited,
+    /// A source file that is not where libhdf5 would look (`dir`).
+    #[error(
+        "virtual dataset source file '{stored}' not found (looked in {}; libhdf5 would read \
+         its region as fill values)",
+        .dir.display()
+    )]
+    FileNotFound {
+        /// The file name as stored.
+        stored: String,
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
+    /// A source file whose path cannot be made canonical.
+    #[error("virtual dataset source file '{stored}' cannot be resolved: {source}")]
+    FileUnresolved {
+        /// The file name as stored.
+        stored: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A source file outside the input's directory.
+    #[error("virtual dataset source file '{0}' resolves outside the input's directory (not read)")]
+    FileOutside(String),
+    /// `HDF5_VDS_PREFIX` would make libhdf5 look elsewhere first.
+    #[error(
+        "virtual dataset with source files, and HDF5_VDS_PREFIX is set: libhdf5 would look for \
+         them there first (unset it to convert)"
+    )]
+    PrefixSet,
+    /// Source files, read only with `follow_external`.
+    #[error(
+        "virtual dataset reading {count} source file{} ({names}): converted only with \
+         --follow-external",
+        plural(.count)
+    )]
+    External {
+        /// How many files.
+        count: usize,
+        /// Their names (at most [`LISTED`]).
+        names: String,
+    },
+    /// A source file that cannot be opened.
+    #[error("virtual dataset source file '{stored}' cannot be opened: {source}")]
+    FileUnopened {
+        /// The file name as stored.
+        stored: String,
+        /// Why.
+        source: Box<SourceError>,
+    },
+    /// A source dataset missing from its file.
+    #[error(
+        "virtual dataset source dataset '{0}' not found (libhdf5 would read its region as \
+         fill values)"
+    )]
+    DatasetNotFound(String),
+    /// A source dataset reached through an external link.
+    #[error(
+        "virtual dataset source dataset '{0}' is reached through a link to another file (not \
+         read)"
+    )]
+    DatasetLinked(String),
+    /// A source dataset that is itself virtual.
+    #[error(
+        "virtual dataset source dataset '{0}' is itself a virtual dataset (nested virtual \
+         datasets are not converted)"
+    )]
+    DatasetVirtual(String),
+    /// A source dataset smaller than the selection mapped from it.
+    #[error(
+        "virtual dataset source dataset '{label}' of shape {shape:?} does not hold the \
+         selection of {want} elements the mapping reads"
+    )]
+    DatasetTooSmall {
+        /// `<file>:<dataset>`.
+        label: String,
+        /// Its shape.
+        shape: Vec<u64>,
+        /// Elements the mapping reads.
+        want: u64,
+    },
+}
+
+/// `s` unless `n` is 1.
+fn plural(n: &usize) -> &'static str {
+    if *n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// `: <its text>` of libhdf5's error, when there is one.
+fn cause(e: &Option<hdf5::Error>) -> String {
+    e.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+}
+
+/// The mappings of a virtual dataset's creation property list.
+fn mappings(ds: &hdf5::Dataset) -> std::result::Result<Vec<Mapping>, Refusal> {
+    let dcpl = ds.dcpl().map_err(|e| Refusal::Mappings(Some(e)))?;
     let id = dcpl.id();
     let mut n: usize = 0;
     // SAFETY: libhdf5 writes one `usize` into `n`; under the library lock.
     if hdf5::sync::sync(|| unsafe { H5Pget_virtual_count(id, &mut n) }) < 0 {
-        return Err("virtual dataset whose mappings cannot be read".into());
+        return Err(Refusal::Mappings(None));
     }
     (0..n)
         .map(|i| {
-            let bad = || format!("virtual dataset whose mapping {i} cannot be read");
+            let bad = || Refusal::Mapping(i);
             let file = mapping_string(id, i, H5Pget_virtual_filename).ok_or_else(bad)?;
             let dataset = mapping_string(id, i, H5Pget_virtual_dsetname).ok_or_else(bad)?;
             // SAFETY: by-value queries of an open property list under the library lock; each
@@ -256,7 +370,7 @@ fn has_printf(name: &str) -> bool {
 
 /// Where libhdf5, with the virtual prefix `dir`, finds the source file `stored` (see the
 /// module docs), checked: canonical, inside `root_dir`. `Err` with the reason otherwise.
-fn resolve(stored: &str, dir: &Path, root_dir: &Path) -> std::result::Result<PathBuf, String> {
+fn resolve(stored: &str, dir: &Path, root_dir: &Path) -> std::result::Result<PathBuf, Refusal> {
     let p = Path::new(stored);
     let candidate = if p.is_absolute() && p.is_file() {
         p.to_path_buf()
@@ -269,17 +383,17 @@ fn resolve(stored: &str, dir: &Path, root_dir: &Path) -> std::result::Result<Pat
         dir.join(tail)
     };
     if !candidate.is_file() {
-        return Err(format!(
-            "virtual dataset source file '{stored}' not found (looked in {}; libhdf5 would read its region as fill values)",
-            dir.display()
-        ));
+        return Err(Refusal::FileNotFound {
+            stored: stored.to_string(),
+            dir: dir.to_path_buf(),
+        });
     }
-    let canon = std::fs::canonicalize(&candidate)
-        .map_err(|e| format!("virtual dataset source file '{stored}' cannot be resolved: {e}"))?;
+    let canon = std::fs::canonicalize(&candidate).map_err(|source| Refusal::FileUnresolved {
+        stored: stored.to_string(),
+        source,
+    })?;
     if !canon.starts_with(root_dir) {
-        return Err(format!(
-            "virtual dataset source file '{stored}' resolves outside the input's directory (not read)"
-        ));
+        return Err(Refusal::FileOutside(stored.to_string()));
     }
     Ok(canon)
 }
@@ -320,7 +434,11 @@ impl Walker<'_> {
     ) -> Result<Option<Found>> {
         let checked = match self.check_virtual(&mut src.files, &f) {
             Ok(c) => c,
-            Err(why) => return self.unsupported(&f.name, why).map(|()| None),
+            Err(why) => {
+                return self
+                    .unsupported(&f.name, Feature::Layout, why.to_string())
+                    .map(|()| None)
+            }
         };
         let mut f = f;
         let dir = src.files[f.file].dir.clone();
@@ -328,9 +446,7 @@ impl Walker<'_> {
         // The dataset is opened anew with the access properties: its old handle (the only one)
         // goes first, as libhdf5 keeps the properties of the first open of a dataset.
         drop(f.ds);
-        f.ds = reopen(&src.files[f.file].h5, &path, &dir).map_err(|e| {
-            SourceError::library_status(Lib::Hdf5, format!("dataset '{}'", f.name), e)
-        })?;
+        f.ds = reopen(&src.files[f.file].h5, &path, &dir, &f.name)?;
         let files: Vec<&str> = checked.files.iter().map(String::as_str).collect();
         let from = if files.is_empty() {
             "its own file".to_string()
@@ -368,25 +484,19 @@ impl Walker<'_> {
         &self,
         files: &mut Vec<OpenFile>,
         f: &Found,
-    ) -> std::result::Result<Checked, String> {
+    ) -> std::result::Result<Checked, Refusal> {
         let maps = mappings(&f.ds)?;
         if let Some(m) = maps
             .iter()
             .find(|m| has_printf(&m.file) || has_printf(&m.dataset))
         {
-            return Err(format!(
-                "virtual dataset with printf-style source names ('{}': sources found by trying numbers) is not converted",
-                m.label()
-            ));
+            return Err(Refusal::Printf(m.label()));
         }
         if maps
             .iter()
             .any(|m| m.vspace.unlimited() || m.srcspace.unlimited())
         {
-            return Err(
-                "virtual dataset with an unlimited mapping (its extent follows its sources as they grow) is not converted"
-                    .into(),
-            );
+            return Err(Refusal::Unlimited);
         }
         let mut names: Vec<&str> = Vec::new();
         for m in &maps {
@@ -402,21 +512,20 @@ impl Walker<'_> {
         }
         if !names.is_empty() {
             if std::env::var_os("HDF5_VDS_PREFIX").is_some_and(|v| !v.is_empty()) {
-                return Err("virtual dataset with source files, and HDF5_VDS_PREFIX is set: libhdf5 would look for them there first (unset it to convert)".into());
+                return Err(Refusal::PrefixSet);
             }
             if !self.opts.follow_external {
-                return Err(format!(
-                    "virtual dataset reading {} source file{} ({}): converted only with --follow-external",
-                    names.len(),
-                    if names.len() == 1 { "" } else { "s" },
-                    listed(&names)
-                ));
+                return Err(Refusal::External {
+                    count: names.len(),
+                    names: listed(&names),
+                });
             }
         }
         let mut opened: Vec<(&str, usize)> = vec![(".", f.file)];
         for (stored, path) in resolved {
-            let i = open_file(files, &path).map_err(|e| {
-                format!("virtual dataset source file '{stored}' cannot be opened: {e}")
+            let i = open_file(files, &path).map_err(|e| Refusal::FileUnopened {
+                stored: stored.to_string(),
+                source: Box::new(e),
             })?;
             opened.push((stored, i));
         }
@@ -444,22 +553,18 @@ impl Walker<'_> {
 
 /// Checks the source dataset of one mapping in the open file `fi`: it exists there (not
 /// through an external link), is not virtual, and holds the mapped selection.
-fn check_source(files: &[OpenFile], m: &Mapping, fi: usize) -> std::result::Result<(), String> {
+fn check_source(files: &[OpenFile], m: &Mapping, fi: usize) -> std::result::Result<(), Refusal> {
     let label = m.label();
     let root: hdf5::Group = (**files[fi].h5).clone();
-    let ds = root.dataset(&m.dataset).map_err(|_| {
-        format!("virtual dataset source dataset '{label}' not found (libhdf5 would read its region as fill values)")
-    })?;
+    let Ok(ds) = root.dataset(&m.dataset) else {
+        return Err(Refusal::DatasetNotFound(label));
+    };
     let same_file = std::fs::canonicalize(ds.filename()).is_ok_and(|p| p == files[fi].canonical);
     if !same_file {
-        return Err(format!(
-            "virtual dataset source dataset '{label}' is reached through a link to another file (not read)"
-        ));
+        return Err(Refusal::DatasetLinked(label));
     }
     if is_virtual(&ds).unwrap_or(false) {
-        return Err(format!(
-            "virtual dataset source dataset '{label}' is itself a virtual dataset (nested virtual datasets are not converted)"
-        ));
+        return Err(Refusal::DatasetVirtual(label));
     }
     let actual: Vec<u64> = ds.shape().iter().map(|&d| d as u64).collect();
     // An "all" selection stores no extent: it is the source's whole extent when libhdf5 opens
@@ -475,10 +580,11 @@ fn check_source(files: &[OpenFile], m: &Mapping, fi: usize) -> std::result::Resu
         }
     };
     if !fits {
-        let want = m.vspace.npoints().unwrap_or(0);
-        return Err(format!(
-            "virtual dataset source dataset '{label}' of shape {actual:?} does not hold the selection of {want} elements the mapping reads"
-        ));
+        return Err(Refusal::DatasetTooSmall {
+            label,
+            shape: actual,
+            want: m.vspace.npoints().unwrap_or(0),
+        });
     }
     Ok(())
 }
@@ -525,18 +631,28 @@ fn uncovered(ds: &hdf5::Dataset, maps: &[Mapping]) -> (u64, bool) {
 /// Opens the dataset at `path` of `file` with a dataset access property list whose virtual
 /// prefix is `dir` (the canonical directory of the file) and whose view is
 /// `H5D_VDS_FIRST_MISSING`, and checks that the dataset has them (libhdf5 keeps the properties
-/// of the first open of a dataset: another open handle would keep its own).
-fn reopen(file: &hdf5::File, path: &str, dir: &Path) -> std::result::Result<hdf5::Dataset, String> {
-    let cpath = CString::new(path).map_err(|_| "a NUL in its path".to_string())?;
+/// of the first open of a dataset: another open handle would keep its own). `name` is the
+/// dataset's name in messages.
+fn reopen(file: &hdf5::File, path: &str, dir: &Path, name: &str) -> Result<hdf5::Dataset> {
+    let failed = |what: &str| {
+        SourceError::library_status(Lib::Hdf5, format!("dataset '{name}'"), what.to_string())
+    };
+    let cpath = CString::new(path).map_err(|_| Request::Path {
+        path: path.into(),
+        issue: PathIssue::Nul,
+    })?;
     let prefix = dir
         .to_str()
         .and_then(|d| CString::new(format!("{d}/")).ok())
-        .ok_or("its directory is not valid UTF-8")?;
+        .ok_or_else(|| Request::Path {
+            path: dir.to_path_buf(),
+            issue: PathIssue::NotUnicode,
+        })?;
     hdf5::sync::sync(|| {
         // SAFETY: creates a new property list (closed below); under the library lock.
         let dapl = unsafe { H5Pcreate(*H5P_CLS_DATASET_ACCESS) };
         if dapl < 0 {
-            return Err("cannot create a dataset access property list".to_string());
+            return Err(failed("cannot create a dataset access property list"));
         }
         // SAFETY: `dapl` is the open list created above; `prefix` and `cpath` are live
         // NUL-terminated strings that libhdf5 copies; the dataset id returned is owned by the
@@ -553,24 +669,26 @@ fn reopen(file: &hdf5::File, path: &str, dir: &Path) -> std::result::Result<hdf5
             id
         };
         if id < 0 {
-            return Err("cannot be opened as a virtual dataset".to_string());
+            return Err(failed("cannot be opened as a virtual dataset"));
         }
         // SAFETY: `id` is a new dataset id this code owns; the handle takes over its reference.
-        let ds = unsafe { hdf5::from_id::<hdf5::Dataset>(id) }.map_err(|e| e.to_string())?;
-        check_access(&ds, &prefix)?;
+        let ds = unsafe { hdf5::from_id::<hdf5::Dataset>(id) }
+            .map_err(|e| SourceError::library(Lib::Hdf5, format!("dataset '{name}'"), e))?;
+        if !has_access(&ds, &prefix) {
+            return Err(failed("was already open with other access properties"));
+        }
         Ok(ds)
     })
 }
 
-/// Checks that an open VDS has the virtual prefix `prefix` and the first-missing view.
-fn check_access(ds: &hdf5::Dataset, prefix: &CString) -> std::result::Result<(), String> {
-    let wrong = || "was already open with other access properties".to_string();
+/// Whether an open VDS has the virtual prefix `prefix` and the first-missing view.
+fn has_access(ds: &hdf5::Dataset, prefix: &CString) -> bool {
     hdf5::sync::sync(|| {
         // SAFETY: a by-value call on an open dataset (a new property list, closed below);
         // under the library lock.
         let dapl = unsafe { H5Dget_access_plist(ds.id()) };
         if dapl < 0 {
-            return Err(wrong());
+            return false;
         }
         let want = prefix.as_bytes();
         let mut buf = vec![0u8; want.len() + 2];
@@ -584,11 +702,7 @@ fn check_access(ds: &hdf5::Dataset, prefix: &CString) -> std::result::Result<(),
             (len, rc)
         };
         let same = usize::try_from(len).is_ok_and(|l| buf.get(..l) == Some(want));
-        if same && rc >= 0 && view == H5D_vds_view_t::H5D_VDS_FIRST_MISSING {
-            Ok(())
-        } else {
-            Err(wrong())
-        }
+        same && rc >= 0 && view == H5D_vds_view_t::H5D_VDS_FIRST_MISSING
     })
 }
 

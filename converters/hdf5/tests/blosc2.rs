@@ -148,7 +148,7 @@ fn missing_decoder_variants_are_unsupported_items() {
         return;
     }
     let err = open_path(&fixture("blosc2.h5"), &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
+    assert!(matches!(err, SourceError::Unsupported { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("dataset 'unsupported/bytedelta'"), "{msg}");
     assert!(

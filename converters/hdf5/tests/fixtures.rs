@@ -115,7 +115,7 @@ fn class_and_name_of_groups_and_datasets_but_not_of_scales() {
 fn a_dataset_libhdf5_cannot_open_is_refused() {
     let path = fixture("latest_layout.h5");
     let err = open_path(&path, &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
+    assert!(matches!(err, SourceError::Unsupported { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(msg.contains("dataset 'chunked'"), "{msg}");
     assert!(msg.contains("cannot be opened by libhdf5"), "{msg}");

@@ -81,7 +81,7 @@ fn check_values(src: &H5Source, name: &str, file: &str, expect_name: &str) {
 
 fn refusal(file: &Path, opts: &OpenOptions) -> String {
     let err = open_path(file, opts).unwrap_err();
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err:?}");
+    assert!(matches!(err, SourceError::Unsupported { .. }), "{err:?}");
     let msg = err.to_string();
     assert!(!msg.contains('\n'), "one line: {msg}");
     msg
