@@ -31,6 +31,8 @@ impl fmt::Display for HeaderError {
     }
 }
 
+impl std::error::Error for HeaderError {}
+
 /// One variable as the header describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClassicVar {
@@ -284,8 +286,8 @@ impl ClassicHeader {
     }
 
     /// Checks that the data of every variable lies inside a file of `file_len` bytes.
-    pub fn check_extent(&self, file_len: u64) -> Result<(), String> {
-        let malformed = |m: String| Err(m);
+    pub fn check_extent(&self, file_len: u64) -> Result<(), HeaderError> {
+        let malformed = |m: String| Err(HeaderError::Malformed(m));
         // Bytes of one record (record variables) or of the whole variable (others).
         let mut sizes = Vec::with_capacity(self.vars.len());
         for v in &self.vars {
@@ -410,7 +412,10 @@ mod tests {
         assert!(!h.is_record_var(&h.vars[1]));
         assert_eq!(h.check_extent(b.len() as u64), Ok(()));
         let e = h.check_extent(b.len() as u64 - 1).unwrap_err();
-        assert!(e.contains("truncated: variable 'r' (2 records)"), "{e}");
+        assert!(
+            matches!(&e, HeaderError::Malformed(m) if m.contains("truncated: variable 'r' (2 records)")),
+            "{e}"
+        );
         // No records: nothing of `r` needs to be there.
         let b0 = tiny(0);
         let h0 = ClassicHeader::parse(&b0, b0.len() as u64).unwrap();

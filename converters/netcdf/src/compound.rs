@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tet_source::{
-    AttrValue, CharAxis, ElementType, Fact, Result, Role, SourceError, SourceLayout, TextVariable,
-    Variable,
+    AttrValue, CharAxis, ElementType, Fact, Feature, Part, Request, Result, Role, SourceError,
+    SourceLayout, TextVariable, Variable,
 };
 
 use crate::user::{self, EnumInfo, Leaf, LeafKind, NcType, Records};
@@ -53,7 +53,7 @@ impl Builder<'_> {
                 "compound fields collide as '{}{}' once '/' in field names becomes '_'",
                 p.full, dup.suffix
             );
-            return self.unsupported(p.full, reason);
+            return self.unsupported(p.full, Feature::DataType, reason);
         }
         let layout = if loc.scalar {
             SourceLayout::default()
@@ -61,7 +61,7 @@ impl Builder<'_> {
             match self.layout(loc, p.shape.len())? {
                 (l, None) => l,
                 // Fields are read through netCDF-C, which cannot decode this filter.
-                (_, Some(reason)) => return self.unsupported(p.full, reason),
+                (_, Some(reason)) => return self.unsupported(p.full, Feature::Codec, reason),
             }
         };
         let ty = Arc::new(t);
@@ -105,7 +105,7 @@ impl Builder<'_> {
             }
             LeafKind::Unsupported(why) => {
                 let reason = format!("{why} (field of netCDF {})", s.ty.describe());
-                return self.unsupported(name, reason);
+                return self.unsupported(name, Feature::DataType, reason);
             }
             LeafKind::Vlen { name: tname, base } => {
                 let v = Variable {
@@ -178,6 +178,7 @@ impl Builder<'_> {
         let Some(bytes) = bytes.filter(|&b| b <= crate::TEXT_LIMIT) else {
             return self.unsupported(
                 name,
+                Feature::Size,
                 "text field of a compound variable too large to keep in the metadata".into(),
             );
         };
@@ -271,7 +272,9 @@ impl Builder<'_> {
         let (dtype, enum_info) = match base {
             NcType::Enum(e) => (e.base, Some(e)),
             NcType::Atomic(t) => (*t, None),
-            _ => return self.unsupported(v.name, format!("vlen '{tname}' field")),
+            _ => {
+                return self.unsupported(v.name, Feature::DataType, format!("vlen '{tname}' field"))
+            }
         };
         let record = s.ty.size();
         let inner = leaf.inner_shape();
@@ -303,8 +306,8 @@ impl Builder<'_> {
         );
         if let Err(e) = r {
             return match e {
-                SourceError::Unsupported(why) => self.unsupported(v.name, why),
-                e => Err(e.in_context(&format!("variable '{}'", v.name))),
+                SourceError::Unsupported(why) => self.unsupported(v.name, Feature::Size, why),
+                e => Err(crate::with_var(&v.name, e)),
             };
         }
         v.attrs = p.attrs.clone();
@@ -371,7 +374,7 @@ pub(crate) fn read_records<'t>(
     let n = count
         .iter()
         .try_fold(1usize, |a, &c| a.checked_mul(c))
-        .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+        .ok_or(Request::TooLarge)?;
     let mut rec = Records::new(ty, n)?;
     if n > 0 {
         ffi::get_vara(loc.ncid, loc.varid, start, count, rec.fill())?;
@@ -392,10 +395,7 @@ pub(crate) fn read_batches(
 ) -> Result<()> {
     let to_usize = |v: &[u64]| -> Result<Vec<usize>> {
         v.iter()
-            .map(|&x| {
-                usize::try_from(x)
-                    .map_err(|_| SourceError::InvalidRequest(format!("region index {x} too large")))
-            })
+            .map(|&x| usize::try_from(x).map_err(|_| Request::TooLarge.into()))
             .collect()
     };
     let (st, cnt) = (to_usize(start)?, to_usize(count)?);
@@ -458,13 +458,18 @@ impl FieldRead {
             (start.len() >= r).then(|| start.split_at(r)),
             (count.len() >= r).then(|| count.split_at(r)),
         ) else {
-            return Err(SourceError::InvalidRequest("region rank mismatch".into()));
+            return Err(Request::Rank {
+                start: start.len(),
+                count: count.len(),
+                rank: r,
+            }
+            .into());
         };
         let per_inner = ic
             .iter()
             .try_fold(1usize, |a, &c| a.checked_mul(usize::try_from(c).ok()?))
             .and_then(|n| n.checked_mul(self.elem))
-            .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+            .ok_or(Request::TooLarge)?;
         let record = self.ty.size();
         let (width, parts) = match (self.leaf.kind.complex(), self.elem) {
             (Some(p), e) => (e / 2, Some(p)),
@@ -497,9 +502,7 @@ impl FieldRead {
             Ok(())
         })?;
         if bad {
-            return Err(SourceError::InvalidRequest(
-                "compound field outside its record or the region".into(),
-            ));
+            return Err(Part::Type.malformed("compound field outside its record or the region"));
         }
         Ok(())
     }

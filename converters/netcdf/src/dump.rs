@@ -12,7 +12,7 @@ use std::ffi::c_int;
 use std::path::Path;
 
 use netcdf_sys as nc;
-use tet_source::{Result, SourceError};
+use tet_source::{Part, Result, SourceError};
 
 use crate::user::{self, NcType};
 use crate::{ffi, is_hidden_attr, join, MAX_GROUPS};
@@ -95,9 +95,7 @@ pub fn dump(path: &Path) -> Result<Vec<GroupDump>> {
         let mut stack = vec![(handle.ncid(), String::new())];
         while let Some((g, path)) = stack.pop() {
             if out.len() >= MAX_GROUPS {
-                return Err(SourceError::malformed(format!(
-                    "more than {MAX_GROUPS} groups"
-                )));
+                return Err(Part::Metadata.malformed(format!("more than {MAX_GROUPS} groups")));
             }
             for d in ffi::own_dimids(g)? {
                 owners.insert(d, path.clone());
@@ -329,7 +327,7 @@ fn attrs(g: c_int, varid: c_int, limit: u64) -> Result<Vec<AttrDump>> {
 }
 
 fn too_large(what: &str) -> SourceError {
-    SourceError::malformed(format!(
+    Part::Shape.malformed(format!(
         "'{what}' claims more values than the file can hold"
     ))
 }

@@ -82,7 +82,11 @@ const H5Z_FILTER_ZSTD: u32 = 32015;
 
 /// A library error as an [`ExportError::Target`] naming what was being done.
 fn nc<T>(what: impl FnOnce() -> String, r: std::result::Result<T, NcError>) -> Result<T> {
-    r.map_err(|e| ExportError::Target(format!("netCDF: {}: {}", what(), e.text())))
+    r.map_err(|e| ExportError::Library {
+        lib: tet_source::Lib::NetCdf,
+        context: format!("netCDF: {}", what()),
+        source: Box::new(e.reported()),
+    })
 }
 
 fn cname(s: &str) -> Result<CString> {

@@ -16,7 +16,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::Path;
 
 use netcdf_sys as nc;
-use tet_source::{Lib, Result, SourceError};
+use tet_source::{Lib, Part, PathIssue, Request, Result, SourceError};
 
 /// Longest name netCDF allows, plus its NUL.
 const NAME_BUF: usize = nc::NC_MAX_NAME as usize + 1;
@@ -119,7 +119,7 @@ fn check(code: c_int, call: &str) -> Result<()> {
 fn name_from(buf: &[u8], what: &str) -> Result<String> {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8(buf[..end].to_vec()).map_err(|_| {
-        SourceError::malformed(format!(
+        Part::Metadata.malformed(format!(
             "{what} name is not valid UTF-8: {:?}",
             String::from_utf8_lossy(&buf[..end])
         ))
@@ -128,7 +128,7 @@ fn name_from(buf: &[u8], what: &str) -> Result<String> {
 
 fn count(n: c_int, what: &str) -> Result<usize> {
     usize::try_from(n)
-        .map_err(|_| SourceError::malformed(format!("negative {what} count {n} reported")))
+        .map_err(|_| Part::Metadata.malformed(format!("negative {what} count {n} reported")))
 }
 
 /// An open netCDF dataset (file or memory image). Closing it (on drop, or with
@@ -189,8 +189,11 @@ impl Handle {
         let mut memory = bytes.into_boxed_slice();
         let mut ncid: c_int = -1;
         let n = MEMORY_OPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = std::ffi::CString::new(format!("tet-memory-{n}.nc"))
-            .map_err(|_| SourceError::InvalidRequest("memory image name".into()))?;
+        let image = format!("tet-memory-{n}.nc");
+        let name = std::ffi::CString::new(image.as_str()).map_err(|_| Request::Path {
+            path: image.clone().into(),
+            issue: PathIssue::Nul,
+        })?;
         let len = memory.len();
         let ptr = memory.as_mut_ptr().cast::<c_void>();
         // SAFETY: ptr/len describe `memory`, which this handle owns and frees only after
@@ -238,17 +241,23 @@ impl Handle {
 #[cfg(unix)]
 fn path_cstring(path: &Path) -> Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
-    std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| SourceError::InvalidRequest("path contains a NUL byte".into()))
+    std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        Request::Path {
+            path: path.to_path_buf(),
+            issue: PathIssue::Nul,
+        }
+        .into()
+    })
 }
 
 #[cfg(not(unix))]
 fn path_cstring(path: &Path) -> Result<std::ffi::CString> {
-    let s = path
-        .to_str()
-        .ok_or_else(|| SourceError::InvalidRequest("path is not valid Unicode".into()))?;
-    std::ffi::CString::new(s)
-        .map_err(|_| SourceError::InvalidRequest("path contains a NUL byte".into()))
+    let bad = |issue| Request::Path {
+        path: path.to_path_buf(),
+        issue,
+    };
+    let s = path.to_str().ok_or_else(|| bad(PathIssue::NotUnicode))?;
+    std::ffi::CString::new(s).map_err(|_| bad(PathIssue::Nul).into())
 }
 
 /// The on-disk format (`NC_FORMAT_*`).
@@ -364,7 +373,7 @@ pub(crate) fn var_info(ncid: c_int, varid: c_int) -> Result<VarInfo> {
         check(code, "inq_varndims")?;
         let ndims = count(ndims, "dimension")?;
         if ndims > nc::NC_MAX_VAR_DIMS as usize {
-            return Err(SourceError::malformed(format!(
+            return Err(Part::Metadata.malformed(format!(
                 "a variable claims {ndims} dimensions (netCDF allows {})",
                 nc::NC_MAX_VAR_DIMS
             )));
@@ -389,9 +398,8 @@ pub(crate) fn var_info(ncid: c_int, varid: c_int) -> Result<VarInfo> {
         };
         check(code, "inq_var")?;
         if count(nd, "dimension")? != ndims {
-            return Err(SourceError::malformed(
-                "a variable's dimension count changed between two queries",
-            ));
+            return Err(Part::Metadata
+                .malformed("a variable's dimension count changed between two queries"));
         }
         dimids.truncate(ndims);
         Ok(VarInfo {
@@ -415,8 +423,8 @@ pub(crate) fn dim(ncid: c_int, dimid: c_int) -> Result<(String, u64)> {
 
 /// The name of attribute number `i` of `varid` (`NC_GLOBAL` for group attributes).
 pub(crate) fn att_name(ncid: c_int, varid: c_int, i: usize) -> Result<(String, Vec<u8>)> {
-    let idx =
-        c_int::try_from(i).map_err(|_| SourceError::malformed("attribute index out of range"))?;
+    let idx = c_int::try_from(i)
+        .map_err(|_| Part::Attribute.malformed("attribute index out of range"))?;
     let mut buf = [0u8; NAME_BUF];
     // SAFETY: buf holds NC_MAX_NAME + 1 bytes.
     let code = locked(|| unsafe { nc::nc_inq_attname(ncid, varid, idx, buf.as_mut_ptr().cast()) });
@@ -534,7 +542,7 @@ pub(crate) struct CompoundField {
 /// Field `i` of the compound type `xtype`.
 pub(crate) fn compound_field(ncid: c_int, xtype: c_int, i: usize) -> Result<CompoundField> {
     let idx = c_int::try_from(i)
-        .map_err(|_| SourceError::malformed("compound field index out of range"))?;
+        .map_err(|_| Part::Type.malformed("compound field index out of range"))?;
     locked(|| {
         let mut ndims: c_int = 0;
         // SAFETY: null pointers for the outputs not wanted; valid out-pointer for ndims.
@@ -542,9 +550,7 @@ pub(crate) fn compound_field(ncid: c_int, xtype: c_int, i: usize) -> Result<Comp
         check(code, "inq_compound_fieldndims")?;
         let ndims = count(ndims, "compound field dimension")?;
         if ndims > nc::NC_MAX_VAR_DIMS as usize {
-            return Err(SourceError::malformed(format!(
-                "a compound field claims {ndims} dimensions"
-            )));
+            return Err(Part::Type.malformed(format!("a compound field claims {ndims} dimensions")));
         }
         let mut name = [0u8; NAME_BUF];
         let mut offset: usize = 0;
@@ -568,15 +574,14 @@ pub(crate) fn compound_field(ncid: c_int, xtype: c_int, i: usize) -> Result<Comp
         };
         check(code, "inq_compound_field")?;
         if count(nd, "compound field dimension")? != ndims {
-            return Err(SourceError::malformed(
-                "a compound field's dimension count changed between two queries",
-            ));
+            return Err(Part::Type
+                .malformed("a compound field's dimension count changed between two queries"));
         }
         let dims = sizes[..ndims]
             .iter()
             .map(|&d| {
                 u64::try_from(d).map_err(|_| {
-                    SourceError::malformed(format!("a compound field claims an extent of {d}"))
+                    Part::Type.malformed(format!("a compound field claims an extent of {d}"))
                 })
             })
             .collect::<Result<Vec<u64>>>()?;
@@ -662,7 +667,7 @@ pub(crate) fn enum_len(ncid: c_int, xtype: c_int) -> Result<usize> {
 /// first bytes of the 8 returned).
 pub(crate) fn enum_member(ncid: c_int, xtype: c_int, i: usize) -> Result<(String, [u8; 8])> {
     let idx =
-        c_int::try_from(i).map_err(|_| SourceError::malformed("enum member index out of range"))?;
+        c_int::try_from(i).map_err(|_| Part::Type.malformed("enum member index out of range"))?;
     let mut name = [0u8; NAME_BUF];
     let mut value = 0u64; // 8 bytes, aligned for any integer base type
                           // SAFETY: name holds NC_MAX_NAME + 1 bytes; value holds the largest base type.
@@ -721,9 +726,7 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
         let code = unsafe { nc::nc_inq_var_filter_ids(ncid, varid, &mut n, std::ptr::null_mut()) };
         check(code, "inq_var_filter_ids")?;
         if n > 64 {
-            return Err(SourceError::malformed(format!(
-                "a variable claims {n} filters"
-            )));
+            return Err(Part::Metadata.malformed(format!("a variable claims {n} filters")));
         }
         let mut ids = vec![0 as c_uint; n.max(1)];
         if n > 0 {
@@ -741,9 +744,7 @@ pub(crate) fn var_filters(ncid: c_int, varid: c_int) -> Result<Filters> {
             };
             check(code, "inq_var_filter_info")?;
             if np > 256 {
-                return Err(SourceError::malformed(format!(
-                    "filter {id} claims {np} parameters"
-                )));
+                return Err(Part::Metadata.malformed(format!("filter {id} claims {np} parameters")));
             }
             let mut params = vec![0 as c_uint; np.max(1)];
             if np > 0 {

@@ -135,8 +135,8 @@ use std::path::Path;
 use netcdf_sys as nc;
 use tet_source::{
     check_region, extension_confidence, AttrValue, Attrs, CharAxis, Confidence, DimLabels,
-    ElementType, Fact, Importer, Lib, OpenOptions, Result, Role, Skipped, Source, SourceError,
-    SourceLayout, TextVariable, Variable,
+    ElementType, Fact, Feature, Importer, Lib, OpenOptions, Part, Request, Result, Role, Skipped,
+    Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 
 mod cf;
@@ -334,21 +334,20 @@ pub fn open_path(path: &Path, options: &OpenOptions) -> Result<NcSource> {
         loop {
             match ClassicHeader::parse(&buf, len) {
                 Ok(h) => {
-                    h.check_extent(len).map_err(SourceError::Malformed)?;
+                    h.check_extent(len).map_err(header_error)?;
                     break;
                 }
                 Err(HeaderError::NeedMore) if (buf.len() as u64) < len.min(MAX_CLASSIC_HEADER) => {
                     let more = (buf.len() as u64).max(64 << 10);
                     if (&mut file).take(more).read_to_end(&mut buf)? == 0 {
-                        return Err(SourceError::malformed(
-                            "the file shrank while its classic header was read",
-                        ));
+                        return Err(Part::Header
+                            .malformed("the file shrank while its classic header was read"));
                     }
                 }
-                Err(HeaderError::NeedMore) => return Err(SourceError::malformed(
+                Err(HeaderError::NeedMore) => return Err(Part::Header.malformed(
                     "classic netCDF header is larger than 256 MiB or runs past the end of the file",
                 )),
-                Err(HeaderError::Malformed(m)) => return Err(SourceError::Malformed(m)),
+                Err(e) => return Err(header_error(e)),
             }
         }
     }
@@ -373,9 +372,8 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
         tet_hdf5::check_not_truncated(&bytes, len, "netCDF-4")?;
     }
     if container.is_classic() {
-        let h =
-            ClassicHeader::parse(&bytes, len).map_err(|e| SourceError::Malformed(e.to_string()))?;
-        h.check_extent(len).map_err(SourceError::Malformed)?;
+        let h = ClassicHeader::parse(&bytes, len).map_err(header_error)?;
+        h.check_extent(len).map_err(header_error)?;
     }
     ffi::locked(|| {
         let mut src = NcSource::build(
@@ -388,16 +386,24 @@ pub fn open_bytes(bytes: impl Into<Vec<u8>>, options: &OpenOptions) -> Result<Nc
     })
 }
 
-/// Names the variable in a read error.
+/// Names the variable in a malformed-file or a library error (the others name what they are
+/// about themselves).
 fn with_var(name: &str, e: SourceError) -> SourceError {
     match e {
-        SourceError::Malformed(m) => SourceError::Malformed(format!("variable '{name}': {m}")),
-        e => e.in_context(&format!("variable '{name}'")),
+        e @ (SourceError::Malformed { .. } | SourceError::Library { .. }) => {
+            SourceError::in_variable(name, e)
+        }
+        e => e,
     }
 }
 
+/// A classic header that cannot be read, as a malformed header.
+fn header_error(e: HeaderError) -> SourceError {
+    Part::Header.malformed_from(e)
+}
+
 fn not_netcdf() -> SourceError {
-    SourceError::malformed("not a NetCDF file: no CDF-1/2/5 or HDF5 signature")
+    Part::Header.malformed("not a NetCDF file: no CDF-1/2/5 or HDF5 signature")
 }
 
 /// Where a variable lives in the open dataset.
@@ -553,7 +559,7 @@ impl NcSource {
         for (v, plan) in vars.into_iter().zip(plans) {
             if let ReadPlan::Undecodable(_, reason) = plan {
                 if !options.skip_unsupported {
-                    return Err(SourceError::unsupported(format!("{}: {reason}", v.name)));
+                    return Err(Feature::Codec.unsupported(format!("{}: {reason}", v.name)));
                 }
                 self.skipped.push(Skipped {
                     name: v.name,
@@ -594,11 +600,7 @@ impl NcSource {
     ) -> Result<()> {
         let to_usize = |v: &[u64]| -> Result<Vec<usize>> {
             v.iter()
-                .map(|&x| {
-                    usize::try_from(x).map_err(|_| {
-                        SourceError::InvalidRequest(format!("region index {x} too large"))
-                    })
-                })
+                .map(|&x| usize::try_from(x).map_err(|_| Request::TooLarge.into()))
                 .collect()
         };
         let (s, c) = if loc.scalar {
@@ -606,7 +608,7 @@ impl NcSource {
         } else {
             (to_usize(start)?, to_usize(count)?)
         };
-        let context = |e: SourceError| e.in_context(&format!("variable '{name}'"));
+        let context = |e: SourceError| with_var(name, e);
         if (out.as_ptr() as usize).is_multiple_of(elem) {
             ffi::get_vara(loc.ncid, loc.varid, &s, &c, out).map_err(context)?;
         } else {
@@ -662,11 +664,9 @@ impl Source for NcSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self.variables.get(var).ok_or_else(|| {
-            SourceError::InvalidRequest(format!(
-                "variable index {var} out of range ({} variables)",
-                self.variables.len()
-            ))
+        let v = self.variables.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.variables.len(),
         })?;
         let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if n == 0 {
@@ -681,7 +681,7 @@ impl Source for NcSource {
                 let bytes = usize::try_from(n)
                     .ok()
                     .and_then(|n| n.checked_mul(elem))
-                    .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+                    .ok_or(Request::TooLarge)?;
                 let mut tmp = vec![0u64; bytes.div_ceil(8)];
                 let packed = &mut as_bytes_mut(&mut tmp)[..bytes];
                 self.read_native(*loc, &v.name, elem, start, count, packed)?;
@@ -689,8 +689,9 @@ impl Source for NcSource {
                 Ok(())
             }
             ReadPlan::Direct(cv) => {
-                let file = self.file.as_ref().ok_or_else(|| {
-                    SourceError::InvalidRequest("direct chunk read without the file open".into())
+                let file = self.file.as_ref().ok_or(Request::NotReadable {
+                    name: v.name.clone(),
+                    why: "is read chunk by chunk, but the file is not open",
                 })?;
                 cv.read_region(file, start, count, out)
                     .map_err(|e| with_var(&v.name, e))
@@ -703,7 +704,7 @@ impl Source for NcSource {
                 .read(self, start, count, out)
                 .map_err(|e| with_var(&v.name, e)),
             ReadPlan::Undecodable(_, reason) => {
-                Err(SourceError::unsupported(format!("{}: {reason}", v.name)))
+                Err(Feature::Codec.unsupported(format!("{}: {reason}", v.name)))
             }
         }
     }
@@ -849,6 +850,28 @@ impl ObjAttrs {
 /// text was decoded as Latin-1.
 type AttrRead = (AttrValue, Option<UserAttr>, bool);
 
+/// Why an attribute has no form here (it is then an unsupported item with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NoForm {
+    /// An enum whose base type's values cannot be read.
+    #[error("enum attribute of base type {0}")]
+    EnumBase(ElementType),
+    /// A type with no attribute form (its description).
+    #[error("attribute of type {0} has no form")]
+    Type(String),
+    /// A value of a user type with no JSON text (the type's description, and why).
+    #[error("{ty} attribute with {why}")]
+    Json {
+        /// The type's description.
+        ty: String,
+        /// Why.
+        why: user::NoJson,
+    },
+    /// A type code netCDF-C reported that is no type it defines.
+    #[error("unknown netCDF type code {0}")]
+    UnknownType(c_int),
+}
+
 /// What is recorded of an attribute of a user type beside its value.
 struct UserAttr {
     /// The type as JSON ([`NcType::json`]).
@@ -932,8 +955,8 @@ fn text_values(
     units: u64,
     values_n: u64,
 ) -> Result<(Vec<String>, bool)> {
-    let context = |e: SourceError| e.in_context(&format!("variable '{}'", p.full));
-    let too_large = || SourceError::InvalidRequest(format!("'{}': too large", p.full));
+    let context = |e: SourceError| with_var(&p.full, e);
+    let too_large = || SourceError::in_variable(&p.full, Request::TooLarge.into());
     let usize_shape: Vec<usize> = p
         .shape
         .iter()
@@ -1047,12 +1070,12 @@ impl<'o> Builder<'o> {
     }
 
     /// Records an unmappable item: an error, or a skipped entry under `skip_unsupported`.
-    fn unsupported(&mut self, name: String, reason: String) -> Result<()> {
+    fn unsupported(&mut self, name: String, feature: Feature, reason: String) -> Result<()> {
         if self.options.skip_unsupported {
             self.skipped.push(Skipped { name, reason });
             Ok(())
         } else {
-            Err(SourceError::unsupported(format!("{name}: {reason}")))
+            Err(feature.unsupported(format!("{name}: {reason}")))
         }
     }
 
@@ -1064,7 +1087,7 @@ impl<'o> Builder<'o> {
             nc::NC_FORMAT_NETCDF4_CLASSIC => DataModel::Netcdf4Classic,
             nc::NC_FORMAT_NETCDF4 => DataModel::Netcdf4,
             other => {
-                return Err(SourceError::unsupported(format!(
+                return Err(Feature::Version.unsupported(format!(
                 "netCDF format code {other} (not classic, 64-bit offset, 64-bit data or netCDF-4)"
             )))
             }
@@ -1076,9 +1099,7 @@ impl<'o> Builder<'o> {
         while let Some((g, path)) = stack.pop() {
             walked += 1;
             if walked > MAX_GROUPS {
-                return Err(SourceError::malformed(format!(
-                    "more than {MAX_GROUPS} groups"
-                )));
+                return Err(Part::Metadata.malformed(format!("more than {MAX_GROUPS} groups")));
             }
             if !path.is_empty() {
                 group_paths.push(path.clone());
@@ -1234,7 +1255,7 @@ impl<'o> Builder<'o> {
                     } else {
                         format!("attribute '{name}' of '{owner}'")
                     };
-                    self.unsupported(who, reason)?;
+                    self.unsupported(who, Feature::Attribute, reason.to_string())?;
                 }
             }
         }
@@ -1253,7 +1274,7 @@ impl<'o> Builder<'o> {
         len: usize,
         name: &str,
         owner: &str,
-    ) -> Result<std::result::Result<AttrRead, String>> {
+    ) -> Result<std::result::Result<AttrRead, NoForm>> {
         // Attribute values are stored uncompressed in the file: a count the file cannot hold
         // is corrupt, and is refused before anything is allocated for it.
         let unit = match xtype {
@@ -1261,7 +1282,7 @@ impl<'o> Builder<'o> {
             t => atomic(t).map_or(1, |e| e.size() as u64),
         };
         if (len as u128) * u128::from(unit) > u128::from(self.file_len.max(64)) {
-            return Err(SourceError::malformed(format!(
+            return Err(Part::Attribute.malformed(format!(
                 "attribute '{name}' of '{owner}' claims {len} values, more than the file holds"
             )));
         }
@@ -1282,7 +1303,7 @@ impl<'o> Builder<'o> {
                     name,
                 )?
                 else {
-                    return Ok(Err(format!("enum attribute of base type {}", e.base)));
+                    return Ok(Err(NoForm::EnumBase(e.base)));
                 };
                 // The codes are read in the enum's own type (the same bytes as its base).
                 (
@@ -1296,12 +1317,7 @@ impl<'o> Builder<'o> {
                     Err(why) => return Ok(Err(why)),
                 }
             }
-            other => {
-                return Ok(Err(format!(
-                    "attribute of type {} has no form",
-                    other.describe()
-                )))
-            }
+            other => return Ok(Err(NoForm::Type(other.describe()))),
         };
         let json = t.json();
         Ok(Ok((value, Some(UserAttr { json, note }), false)))
@@ -1318,19 +1334,16 @@ impl<'o> Builder<'o> {
         len: usize,
         name: &str,
         owner: &str,
-    ) -> Result<std::result::Result<(AttrValue, String), String>> {
+    ) -> Result<std::result::Result<(AttrValue, String), NoForm>> {
         let bytes = (len as u128) * (t.size() as u128);
         if bytes > u128::from(self.file_len.max(64)) * 16 {
-            return Err(SourceError::malformed(format!(
+            return Err(Part::Attribute.malformed(format!(
                 "attribute '{name}' of '{owner}' claims {len} values of {} bytes, more than the file holds",
                 t.size()
             )));
         }
         if t.size() == 0 {
-            return Ok(Err(format!(
-                "attribute of type {} has no form",
-                t.describe()
-            )));
+            return Ok(Err(NoForm::Type(t.describe())));
         }
         let mut rec = user::Records::new(t, len)?;
         if len > 0 {
@@ -1341,7 +1354,12 @@ impl<'o> Builder<'o> {
         // live until `rec` is dropped (after this call).
         let json = match unsafe { user::attr_json(t, rec.bytes(), len) } {
             Ok(j) => j,
-            Err(why) => return Ok(Err(format!("{} attribute with {why}", t.describe()))),
+            Err(why) => {
+                return Ok(Err(NoForm::Json {
+                    ty: t.describe(),
+                    why,
+                }))
+            }
         };
         let class = match t {
             NcType::Compound { .. } => "compound",
@@ -1364,7 +1382,7 @@ impl<'o> Builder<'o> {
         xtype: c_int,
         len: usize,
         name: &str,
-    ) -> Result<std::result::Result<(AttrValue, bool), String>> {
+    ) -> Result<std::result::Result<(AttrValue, bool), NoForm>> {
         if xtype == nc::NC_CHAR {
             let mut buf = vec![0u8; len];
             ffi::get_att_raw(ncid, varid, cname, &mut buf)?;
@@ -1393,7 +1411,7 @@ impl<'o> Builder<'o> {
             return Ok(Ok((value, latin1)));
         }
         let Some(t) = atomic(xtype) else {
-            return Ok(Err(format!("unknown netCDF type code {xtype}")));
+            return Ok(Err(NoForm::UnknownType(xtype)));
         };
         let size = t.size();
         let mut tmp = vec![0u64; (len * size).div_ceil(8).max(1)];
@@ -1424,7 +1442,7 @@ impl<'o> Builder<'o> {
             ElementType::U64 => vals!(U64, u64, 8),
             ElementType::F32 => vals!(F32, f32, 4),
             ElementType::F64 => vals!(F64, f64, 8),
-            other => return Ok(Err(format!("attribute type {other} has no form"))),
+            other => return Ok(Err(NoForm::Type(other.to_string()))),
         };
         Ok(Ok((value, false)))
     }
@@ -1511,7 +1529,7 @@ impl<'o> Builder<'o> {
             Kind::Compound(t) => self.compound(loc, v, t),
             Kind::Vlen(name, base) => self.vlen(loc, v, &name, &base),
             Kind::Opaque(name, size) => self.opaque(loc, v, &name, size),
-            Kind::Unsupported(reason) => self.unsupported(v.full, reason),
+            Kind::Unsupported(reason) => self.unsupported(v.full, Feature::DataType, reason),
         }
     }
 
@@ -1554,7 +1572,7 @@ impl<'o> Builder<'o> {
                 Ok(Some(u)) => {
                     if let Some(reason) = &undecodable {
                         // Unpacking reads through netCDF-C, which cannot decode this variable.
-                        return self.unsupported(v.name, reason.clone());
+                        return self.unsupported(v.name, Feature::Codec, reason.clone());
                     }
                     let mut consumed: Vec<&str> = cf::PACKING_ATTRS.to_vec();
                     if u.packed != u.stored {
@@ -1656,11 +1674,12 @@ impl<'o> Builder<'o> {
         };
         let values_n = product(&shape);
         let (Some(units), Some(values_n)) = (units, values_n) else {
-            return self.unsupported(p.full, "text variable size overflows".into());
+            return self.unsupported(p.full, Feature::Size, "text variable size overflows".into());
         };
         if units > TEXT_LIMIT || values_n > TEXT_LIMIT {
             return self.unsupported(
                 p.full,
+                Feature::Size,
                 format!(
                     "text variable of {units} {} is too large to keep in the metadata",
                     if is_char { "characters" } else { "strings" }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use tet_source::ragged::{opaque_variable, Ragged};
-use tet_source::{Fact, Result, Role, SourceError, Variable};
+use tet_source::{Fact, Feature, Request, Result, Role, SourceError, Variable};
 
 use crate::compound::{read_batches, read_records};
 use crate::user::{EnumInfo, NcType};
@@ -44,7 +44,7 @@ impl OpaqueRead {
         });
         let bytes = n
             .and_then(|n| n.checked_mul(self.size))
-            .ok_or_else(|| SourceError::InvalidRequest("region too large".into()))?;
+            .ok_or(Request::TooLarge)?;
         if bs == 0 && bc == self.size as u64 {
             return src.read_native(self.loc, "", self.size, &start[..r], &count[..r], out);
         }
@@ -97,7 +97,7 @@ impl Builder<'_> {
                         other.describe()
                     ),
                 };
-                return self.unsupported(p.full, reason);
+                return self.unsupported(p.full, Feature::DataType, reason);
             }
         };
         let ty = NcType::Vlen {
@@ -121,8 +121,8 @@ impl Builder<'_> {
         });
         if let Err(e) = r {
             return match e {
-                SourceError::Unsupported(why) => self.unsupported(p.full, why),
-                e => Err(e.in_context(&format!("variable '{}'", p.full))),
+                SourceError::Unsupported(why) => self.unsupported(p.full, Feature::Size, why),
+                e => Err(crate::with_var(&p.full, e)),
             };
         }
         let mut v = base_variable(&loc, p);

@@ -13,7 +13,7 @@
 use std::ffi::{c_char, c_int};
 
 use netcdf_sys as nc;
-use tet_source::{json_text, ElementType, Result, SourceError};
+use tet_source::{json_text, ElementType, Part, Request, Result};
 
 use crate::{atomic, decode_text, ffi, int_from_ne, trim_nuls};
 
@@ -216,10 +216,7 @@ fn enum_type(ncid: c_int, xtype: c_int, u: &ffi::UserType, limit: u64) -> Result
     };
     let n = ffi::enum_len(ncid, xtype)?;
     if n as u64 > limit {
-        return Err(SourceError::malformed(format!(
-            "enum type '{}' claims {n} members",
-            u.name
-        )));
+        return Err(Part::Type.malformed(format!("enum type '{}' claims {n} members", u.name)));
     }
     let mut members = Vec::with_capacity(n);
     for i in 0..n {
@@ -241,7 +238,7 @@ fn compound_type(
     depth: u32,
 ) -> Result<NcType> {
     if u.nfields as u64 > limit {
-        return Err(SourceError::malformed(format!(
+        return Err(Part::Type.malformed(format!(
             "compound type '{}' claims {} fields",
             u.name, u.nfields
         )));
@@ -458,9 +455,7 @@ pub(crate) struct Records<'t> {
 impl<'t> Records<'t> {
     /// A zeroed, 8-aligned buffer for `n` values of `ty`.
     pub fn new(ty: &'t NcType, n: usize) -> Result<Records<'t>> {
-        let len = n
-            .checked_mul(ty.size())
-            .ok_or_else(|| SourceError::InvalidRequest("read too large".into()))?;
+        let len = n.checked_mul(ty.size()).ok_or(Request::TooLarge)?;
         Ok(Records {
             buf: vec![0u64; len.div_ceil(8)],
             len,
@@ -635,15 +630,33 @@ fn json_number(t: ElementType, b: &[u8], off: usize) -> String {
     }
 }
 
+/// Why a value of a user type has no JSON text (the attribute is then an unsupported item
+/// with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoJson {
+    /// The JSON would pass [`JSON_LIMIT`].
+    #[error("value larger than {JSON_LIMIT} bytes of JSON")]
+    TooLarge,
+    /// Fewer bytes than the type's size.
+    #[error("a truncated value")]
+    Truncated,
+    /// A `char` field longer than memory's integers.
+    #[error("a huge char field")]
+    HugeChar,
+    /// A part of a type with no JSON form (its description).
+    #[error("a part of type {0}")]
+    Part(String),
+}
+
 /// JSON text with a size limit: `Err` once it grows past [`JSON_LIMIT`].
 struct Json {
     out: String,
 }
 
 impl Json {
-    fn push(&mut self, s: &str) -> std::result::Result<(), String> {
+    fn push(&mut self, s: &str) -> std::result::Result<(), NoJson> {
         if self.out.len() + s.len() > JSON_LIMIT {
-            return Err(format!("value larger than {JSON_LIMIT} bytes of JSON"));
+            return Err(NoJson::TooLarge);
         }
         self.out.push_str(s);
         Ok(())
@@ -659,9 +672,9 @@ unsafe fn json_value(
     b: &[u8],
     off: usize,
     j: &mut Json,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NoJson> {
     if b.len() < off.saturating_add(t.size()) {
-        return Err("a truncated value".into());
+        return Err(NoJson::Truncated);
     }
     match t {
         NcType::Atomic(e) => j.push(&json_number(*e, b, off)),
@@ -713,7 +726,7 @@ unsafe fn json_value(
             }
             j.push("}")
         }
-        NcType::Other(why) => Err(format!("a part of type {why}")),
+        NcType::Other(why) => Err(NoJson::Part(why.clone())),
     }
 }
 
@@ -728,10 +741,10 @@ unsafe fn json_array(
     b: &[u8],
     off: usize,
     j: &mut Json,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), NoJson> {
     if *t == NcType::Char && dims.len() == 1 {
-        let n = usize::try_from(dims[0]).map_err(|_| "a huge char field".to_string())?;
-        let s = b.get(off..off + n).ok_or("a truncated value")?;
+        let n = usize::try_from(dims[0]).map_err(|_| NoJson::HugeChar)?;
+        let s = b.get(off..off + n).ok_or(NoJson::Truncated)?;
         return j.push(&json_text::string(&decode_text(trim_nuls(s))));
     }
     let Some((&d, rest)) = dims.split_first() else {
@@ -761,7 +774,7 @@ pub(crate) unsafe fn attr_json(
     t: &NcType,
     b: &[u8],
     n: usize,
-) -> std::result::Result<String, String> {
+) -> std::result::Result<String, NoJson> {
     let mut j = Json { out: String::new() };
     let s = t.size();
     if n == 1 {

@@ -545,7 +545,7 @@ fn unsupported_user_types() {
     }
     // A vlen of vlens has no tensor form here: one unsupported item naming it.
     let e = NcImporter.open(&p, &OpenOptions::default()).err().unwrap();
-    assert!(matches!(e, SourceError::Unsupported(_)), "{e}");
+    assert!(matches!(e, SourceError::Unsupported { .. }), "{e}");
     assert!(
         e.to_string().contains("nested") && e.to_string().contains("vlen 'ragged_t'"),
         "{e}"

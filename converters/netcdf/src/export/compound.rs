@@ -91,26 +91,27 @@ impl TypeDef {
 
     /// The value count and type of a recorded attribute type (`{"count": n, "type": {...}}`)
     /// of a compound; `Err`: why it has no form here.
-    pub fn of_record(record: &str) -> std::result::Result<(usize, TypeDef), String> {
-        let r: Record =
-            serde_json::from_str(record).map_err(|e| format!("a malformed type record: {e}"))?;
-        let count = usize::try_from(r.count).map_err(|_| "too many values".to_string())?;
+    pub fn of_record(record: &str) -> std::result::Result<(usize, TypeDef), RecordError> {
+        let r: Record = serde_json::from_str(record).map_err(RecordError::Json)?;
+        let count = usize::try_from(r.count)
+            .map_err(|_| RecordError::Malformed("too many values".into()))?;
         match Self::parse(&r.ty, 0)? {
-            TypeDef::Vlen { name, .. } => Err(format!("a vlen type `{name}`")),
+            TypeDef::Vlen { name, .. } => {
+                Err(RecordError::Unsupported(format!("a vlen type `{name}`")))
+            }
             t => Ok((count, t)),
         }
     }
 
     /// The type of a recorded type JSON (`NcType::json`, as [`crate::COMPOUND_TYPE`] holds).
-    pub fn of_type_json(json: &str) -> std::result::Result<TypeDef, String> {
-        let t: RawType =
-            serde_json::from_str(json).map_err(|e| format!("a malformed type record: {e}"))?;
+    pub fn of_type_json(json: &str) -> std::result::Result<TypeDef, RecordError> {
+        let t: RawType = serde_json::from_str(json).map_err(RecordError::Json)?;
         Self::parse(&t, 0)
     }
 
-    fn parse(v: &RawType, depth: u32) -> std::result::Result<TypeDef, String> {
+    fn parse(v: &RawType, depth: u32) -> std::result::Result<TypeDef, RecordError> {
         if depth > MAX_DEPTH {
-            return Err("types nested too deeply".into());
+            return Err(RecordError::Malformed("types nested too deeply".into()));
         }
         let o = match v {
             RawType::Name(s) if s == "char" => return Ok(TypeDef::Char),
@@ -118,7 +119,7 @@ impl TypeDef {
             RawType::Name(s) => {
                 return atomic(s)
                     .map(TypeDef::Atomic)
-                    .ok_or_else(|| format!("a field of type {s}"))
+                    .ok_or_else(|| RecordError::Unsupported(format!("a field of type {s}")))
             }
             RawType::Object(o) => o,
         };
@@ -139,45 +140,57 @@ impl TypeDef {
                             members: m.0.clone(),
                         }))
                     }
-                    _ => Err(format!("enum `{name}` malformed in its record")),
+                    _ => Err(RecordError::Malformed(format!(
+                        "enum `{name}` malformed in its record"
+                    ))),
                 }
             }
             "vlen" => {
                 let base = match &o.base_type {
                     Some(b) => Self::parse(b, depth + 1)?,
-                    None => return Err(format!("vlen `{name}` without a base type")),
+                    None => {
+                        return Err(RecordError::Malformed(format!(
+                            "vlen `{name}` without a base type"
+                        )))
+                    }
                 };
                 match base {
                     TypeDef::Atomic(_) | TypeDef::Enum(_) => Ok(TypeDef::Vlen {
                         name,
                         base: Box::new(base),
                     }),
-                    _ => Err(format!("vlen `{name}` of other than numbers or enums")),
+                    _ => Err(RecordError::Unsupported(format!(
+                        "vlen `{name}` of other than numbers or enums"
+                    ))),
                 }
             }
             "compound" => {
                 let size = o
                     .size
                     .and_then(|s| usize::try_from(s).ok())
-                    .ok_or_else(|| format!("compound `{name}` without a size"))?;
+                    .ok_or_else(|| {
+                        RecordError::Malformed(format!("compound `{name}` without a size"))
+                    })?;
                 let fields = o
                     .fields
                     .as_deref()
-                    .ok_or_else(|| format!("compound `{name}` without fields"))?
+                    .ok_or_else(|| {
+                        RecordError::Malformed(format!("compound `{name}` without fields"))
+                    })?
                     .iter()
                     .map(|f| FieldDef::parse(f, depth))
                     .collect::<std::result::Result<Vec<_>, _>>()?;
                 for f in &fields {
                     if f.end().is_none_or(|e| e > size) {
-                        return Err(format!(
+                        return Err(RecordError::Malformed(format!(
                             "compound `{name}`: field `{}` outside its record",
                             f.name
-                        ));
+                        )));
                     }
                 }
                 Ok(TypeDef::Compound { name, size, fields })
             }
-            other => Err(format!("a {other} type `{name}`")),
+            other => Err(RecordError::Unsupported(format!("a {other} type `{name}`"))),
         }
     }
 }
@@ -220,8 +233,8 @@ struct RawField {
 }
 
 impl FieldDef {
-    fn parse(f: &RawField, depth: u32) -> std::result::Result<FieldDef, String> {
-        let big = || format!("field `{}` too large", f.name);
+    fn parse(f: &RawField, depth: u32) -> std::result::Result<FieldDef, RecordError> {
+        let big = || RecordError::Malformed(format!("field `{}` too large", f.name));
         let offset = usize::try_from(f.offset).map_err(|_| big())?;
         let dims = f
             .dims
@@ -248,6 +261,27 @@ impl FieldDef {
     fn end(&self) -> Option<usize> {
         self.bytes()?.checked_add(self.offset)
     }
+}
+
+/// Why a recorded type, or values given for it, have no netCDF form here (the attribute or
+/// variable is then kept another way, with this as the warning's reason).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// The record is not JSON of a type record.
+    #[error("a malformed type record: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The values are not JSON.
+    #[error("values not JSON: {0}")]
+    ValuesJson(#[source] serde_json::Error),
+    /// The record contradicts itself (what, one line).
+    #[error("{0}")]
+    Malformed(String),
+    /// A valid type with no netCDF form here (which).
+    #[error("{0}")]
+    Unsupported(String),
+    /// Values that do not fit the type (which, one line).
+    #[error("{0}")]
+    Value(String),
 }
 
 /// Compound types defined in the output, per (group id, type name).
@@ -310,17 +344,23 @@ pub(crate) fn encode(
     t: &TypeDef,
     count: usize,
     json: &str,
-) -> std::result::Result<Vec<u8>, String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("values not JSON: {e}"))?;
+) -> std::result::Result<Vec<u8>, RecordError> {
+    let v: Value = serde_json::from_str(json).map_err(RecordError::ValuesJson)?;
     let size = t.size();
-    let mut out = vec![0u8; count.checked_mul(size).ok_or("too many values")?];
+    let too_many = || RecordError::Value("too many values".into());
+    let mut out = vec![0u8; count.checked_mul(size).ok_or_else(too_many)?];
     if count == 1 {
         put_value(t, &v, &mut out)?;
         return Ok(out);
     }
-    let items = v.as_array().ok_or("several values, not a JSON array")?;
+    let items = v
+        .as_array()
+        .ok_or_else(|| RecordError::Value("several values, not a JSON array".into()))?;
     if items.len() != count {
-        return Err(format!("{} values, the record says {count}", items.len()));
+        return Err(RecordError::Value(format!(
+            "{} values, the record says {count}",
+            items.len()
+        )));
     }
     for (item, rec) in items.iter().zip(out.chunks_mut(size.max(1))) {
         put_value(t, item, rec)?;
@@ -330,37 +370,40 @@ pub(crate) fn encode(
 
 /// The bytes of text `s` of at most `n` bytes: UTF-8 when it fits (the importer decodes valid
 /// UTF-8 as such), else Latin-1 (its decoding of other bytes).
-fn text_bytes(s: &str, n: usize) -> std::result::Result<Vec<u8>, String> {
+fn text_bytes(s: &str, n: usize) -> std::result::Result<Vec<u8>, RecordError> {
     if s.len() <= n {
         return Ok(s.as_bytes().to_vec());
     }
     latin1(s)
         .filter(|b| b.len() <= n)
-        .ok_or_else(|| format!("text {s:?} longer than its {n}-byte field"))
+        .ok_or_else(|| RecordError::Value(format!("text {s:?} longer than its {n}-byte field")))
 }
 
 /// One value of `t` from `v` into `out` (exactly its bytes).
-fn put_value(t: &TypeDef, v: &Value, out: &mut [u8]) -> std::result::Result<(), String> {
+fn put_value(t: &TypeDef, v: &Value, out: &mut [u8]) -> std::result::Result<(), RecordError> {
     match t {
         TypeDef::Atomic(e) => put_number(*e, v, out),
         TypeDef::Enum(e) => put_number(e.base, v, out),
-        TypeDef::Str => Err("a string part".into()),
-        TypeDef::Vlen { .. } => Err("a vlen part".into()),
+        TypeDef::Str => Err(RecordError::Unsupported("a string part".into())),
+        TypeDef::Vlen { .. } => Err(RecordError::Unsupported("a vlen part".into())),
         TypeDef::Char => {
-            let s = v.as_str().ok_or("a char value that is not text")?;
+            let s = v
+                .as_str()
+                .ok_or_else(|| RecordError::Value("a char value that is not text".into()))?;
             let b = text_bytes(s, 1)?;
             out[..b.len()].copy_from_slice(&b);
             Ok(())
         }
         TypeDef::Compound { fields, .. } => {
-            let obj = v
-                .as_object()
-                .ok_or("a compound value that is not an object")?;
+            let obj = v.as_object().ok_or_else(|| {
+                RecordError::Value("a compound value that is not an object".into())
+            })?;
             for f in fields {
                 let fv = obj
                     .get(&f.name)
-                    .ok_or_else(|| format!("no value of field `{}`", f.name))?;
-                let outside = || format!("field `{}` outside its record", f.name);
+                    .ok_or_else(|| RecordError::Value(format!("no value of field `{}`", f.name)))?;
+                let outside =
+                    || RecordError::Malformed(format!("field `{}` outside its record", f.name));
                 let end = f.end().ok_or_else(outside)?;
                 let at = out.get_mut(f.offset..end).ok_or_else(outside)?;
                 put_array(&f.ty, &f.dims, fv, at)?;
@@ -377,9 +420,11 @@ fn put_array(
     dims: &[usize],
     v: &Value,
     out: &mut [u8],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), RecordError> {
     if *t == TypeDef::Char && dims.len() == 1 {
-        let s = v.as_str().ok_or("a char array that is not text")?;
+        let s = v
+            .as_str()
+            .ok_or_else(|| RecordError::Value("a char array that is not text".into()))?;
         let b = text_bytes(s, dims[0])?;
         out[..b.len()].copy_from_slice(&b);
         return Ok(());
@@ -387,14 +432,16 @@ fn put_array(
     let Some((&d, rest)) = dims.split_first() else {
         return put_value(t, v, out);
     };
-    let items = v
-        .as_array()
-        .filter(|a| a.len() == d)
-        .ok_or_else(|| format!("an array field of {d} values given as {}", short(v)))?;
+    let items = v.as_array().filter(|a| a.len() == d).ok_or_else(|| {
+        RecordError::Value(format!(
+            "an array field of {d} values given as {}",
+            short(v)
+        ))
+    })?;
     let stride = rest
         .iter()
         .try_fold(t.size(), |a, &x| a.checked_mul(x))
-        .ok_or("an array field too large")?;
+        .ok_or_else(|| RecordError::Malformed("an array field too large".into()))?;
     for (item, part) in items.iter().zip(out.chunks_mut(stride.max(1))) {
         put_array(t, rest, item, part)?;
     }
@@ -410,8 +457,8 @@ fn short(v: &Value) -> String {
 }
 
 /// One number of type `t` from `v` (floats: a number or a non-finite spelling) into `out`.
-fn put_number(t: ElementType, v: &Value, out: &mut [u8]) -> std::result::Result<(), String> {
-    let bad = || format!("{} is no {t} value", short(v));
+fn put_number(t: ElementType, v: &Value, out: &mut [u8]) -> std::result::Result<(), RecordError> {
+    let bad = || RecordError::Value(format!("{} is no {t} value", short(v)));
     let float = || match v {
         Value::String(s) => json_text::parse_non_finite(s),
         v => v.as_f64(),
@@ -429,7 +476,9 @@ fn put_number(t: ElementType, v: &Value, out: &mut [u8]) -> std::result::Result<
         ElementType::F64 => float().ok_or_else(bad)?.to_ne_bytes().to_vec(),
         _ => int_bytes(t, int().ok_or_else(bad)?).ok_or_else(bad)?,
     };
-    let dst = out.get_mut(..b.len()).ok_or("a truncated record")?;
+    let dst = out
+        .get_mut(..b.len())
+        .ok_or_else(|| RecordError::Malformed("a truncated record".into()))?;
     dst.copy_from_slice(&b);
     Ok(())
 }

@@ -20,7 +20,7 @@ use std::ffi::{c_int, CString};
 use tet_source::export::{split_group, ChunkSource, ExportError, Model, Result, TextEntry};
 use tet_source::{ElementType, Fact, TextVariable};
 
-use super::compound::TypeDef;
+use super::compound::{RecordError, TypeDef};
 use super::hints::{private_text, AttrHints, TextHints};
 use super::{cname, nc};
 use crate::ffi;
@@ -237,20 +237,53 @@ fn member_shape(model: &Model, m: Member) -> Option<(Vec<u64>, Option<u64>, Opti
     }
 }
 
+/// Why a compound variable is not rebuilt from its exported fields.
+#[derive(Debug, thiserror::Error)]
+enum NotRebuilt {
+    /// Its recorded type has no netCDF form.
+    #[error(transparent)]
+    Type(#[from] RecordError),
+    /// Its type holds a complex pair (split into two fields).
+    #[error("its type holds a complex pair")]
+    ComplexPair,
+    /// Not every field was exported.
+    #[error("{exported} of its {fields} fields exported")]
+    Fields {
+        /// Fields exported.
+        exported: usize,
+        /// Fields of the type.
+        fields: usize,
+    },
+    /// A field of the type was not exported (its variable's name).
+    #[error("no field `{0}`")]
+    NoField(String),
+    /// A field whose arrays do not form a field.
+    #[error("a field malformed")]
+    Malformed,
+    /// A field of another type or shape than the type says.
+    #[error("field `{0}` has another type or shape")]
+    FieldType(String),
+    /// A field whose outer shape differs from the others'.
+    #[error("field `{0}` has another shape")]
+    FieldShape(String),
+    /// Records larger than [`MAX_BYTES`].
+    #[error("larger than {} MiB", MAX_BYTES >> 20)]
+    TooLarge,
+}
+
 fn match_leaves(
     model: &Model,
     src: &str,
     ty: &str,
     members: &[(&str, Member)],
-) -> std::result::Result<RecordVar, String> {
+) -> std::result::Result<RecordVar, NotRebuilt> {
     let t = TypeDef::of_type_json(ty)?;
-    let leaves = leaves(&t).ok_or("its type holds a complex pair")?;
+    let leaves = leaves(&t).ok_or(NotRebuilt::ComplexPair)?;
     if leaves.len() != members.len() {
-        return Err(format!(
-            "{} of its {} fields exported",
-            members.len(),
-            leaves.len()
-        ));
+        return Err(NotRebuilt::Fields {
+            exported: members.len(),
+            fields: leaves.len(),
+        });
     }
     let mut outer: Option<Vec<u64>> = None;
     let mut out = Vec::with_capacity(leaves.len());
@@ -259,8 +292,8 @@ fn match_leaves(
         let &(_, m) = members
             .iter()
             .find(|(n, _)| *n == name)
-            .ok_or_else(|| format!("no field `{name}`"))?;
-        let (shape, strlen, dtype) = member_shape(model, m).ok_or("a field malformed")?;
+            .ok_or_else(|| NotRebuilt::NoField(name.clone()))?;
+        let (shape, strlen, dtype) = member_shape(model, m).ok_or(NotRebuilt::Malformed)?;
         let inner: Vec<u64> = leaf.inner.iter().map(|(d, _)| *d).collect();
         // A `char` leaf's last inner axis is its text's string length.
         let (value_inner, want_strlen) = match (leaf.kind, inner.split_last()) {
@@ -279,10 +312,10 @@ fn match_leaves(
             .len()
             .checked_sub(value_inner.len())
             .filter(|&k| fits && shape[k..] == value_inner[..])
-            .ok_or_else(|| format!("field `{name}` has another type or shape"))?;
+            .ok_or_else(|| NotRebuilt::FieldType(name.clone()))?;
         let o = shape[..k].to_vec();
         if outer.get_or_insert_with(|| o.clone()) != &o {
-            return Err(format!("field `{name}` has another shape"));
+            return Err(NotRebuilt::FieldShape(name));
         }
         out.push((leaf, m));
     }
@@ -294,7 +327,7 @@ fn match_leaves(
     };
     match r.bytes() {
         Some(b) if b <= MAX_BYTES => Ok(r),
-        _ => Err(format!("larger than {} MiB", MAX_BYTES >> 20)),
+        _ => Err(NotRebuilt::TooLarge),
     }
 }
 
