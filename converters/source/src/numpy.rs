@@ -15,8 +15,8 @@ pub fn decode_bytes(b: &[u8]) -> String {
 
 /// A numpy `U` value (UCS-4 code points, little-endian unless `big`): trailing NULs removed.
 /// A code point that is not a Unicode scalar value (numpy allows surrogates) has no exact UTF-8
-/// form: `Err` with the reason.
-pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, String> {
+/// form: `Err` naming it.
+pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, NotScalarValue> {
     let cps: Vec<u32> = b
         .chunks_exact(4)
         .map(|c| {
@@ -31,15 +31,23 @@ pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, String> {
     let end = cps.iter().rposition(|&c| c != 0).map_or(0, |p| p + 1);
     cps[..end]
         .iter()
-        .map(|&c| {
-            char::from_u32(c).ok_or_else(|| {
-                format!(
-                    "unicode string holds code point {c:#x}, which is not a Unicode scalar value \
-                     (no exact UTF-8 form)"
-                )
-            })
-        })
+        .map(|&c| char::from_u32(c).ok_or(NotScalarValue(c)))
         .collect()
+}
+
+/// A numpy `U` value holds this code point, which is not a Unicode scalar value (a surrogate or
+/// beyond U+10FFFF): it has no exact UTF-8 form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unicode string holds code point {0:#x}, which is not a Unicode scalar value \
+     (no exact UTF-8 form)"
+)]
+pub struct NotScalarValue(pub u32);
+
+impl From<NotScalarValue> for String {
+    fn from(e: NotScalarValue) -> String {
+        e.to_string()
+    }
 }
 
 /// The name of record field `i` when it has none: `f<i>`, as numpy names unnamed fields, with
@@ -71,7 +79,10 @@ mod tests {
             .flat_map(|&c| (c as u32).to_be_bytes())
             .collect();
         assert_eq!(decode_ucs4(&be, true).as_deref(), Ok("x"));
-        assert!(decode_ucs4(&0xd800u32.to_le_bytes(), false).is_err());
+        assert_eq!(
+            decode_ucs4(&0xd800u32.to_le_bytes(), false),
+            Err(NotScalarValue(0xd800))
+        );
         assert_eq!(unnamed_field(1, |n| n == "f1" || n == "f1_"), "f1__");
         assert_eq!(unnamed_field(0, |_| false), "f0");
     }

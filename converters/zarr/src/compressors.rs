@@ -415,6 +415,39 @@ pub fn lookup3(key: &[u8], initval: u32) -> u32 {
 mod zfp {
     use zfp_sys_cc as z;
 
+    /// Why a zfpy chunk cannot be decoded.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    pub enum ZfpError {
+        /// libzfp could not allocate its objects.
+        #[error("libzfp could not allocate")]
+        Alloc,
+        /// The chunk does not start with a zfp header.
+        #[error("no valid zfp header")]
+        NoHeader,
+        /// A scalar type zfpy does not write (libzfp's code).
+        #[error("zfp scalar type {0}")]
+        ScalarType(u32),
+        /// The extents' product overflows.
+        #[error("zfp extents overflow")]
+        Overflow,
+        /// The header's size is not the chunk's.
+        #[error("zfp header says {n} scalars of {size} bytes, the chunk has {limit} bytes")]
+        Size {
+            /// Scalars the header says.
+            n: usize,
+            /// Bytes a scalar.
+            size: usize,
+            /// Bytes of the chunk.
+            limit: usize,
+        },
+        /// The header read twice differs.
+        #[error("zfp header changed")]
+        Changed,
+        /// libzfp reported a failed decompression.
+        #[error("libzfp failed to decompress the stream")]
+        Failed,
+    }
+
     /// `ZFP_HEADER_FULL`: magic, field metadata and compression mode.
     const HEADER_FULL: u32 = 7;
 
@@ -456,7 +489,7 @@ mod zfp {
     }
 
     /// Opens libzfp over `buf` and reads the full header: (handles, bytes per scalar, scalars).
-    fn open(buf: &mut [u64]) -> Result<(Handles, usize, usize), String> {
+    fn open(buf: &mut [u64]) -> Result<(Handles, usize, usize), ZfpError> {
         // SAFETY: `buf` outlives the handles (both live in the caller's frame and the handles
         // are dropped first); libzfp only reads within `buf.len() * 8` bytes.
         unsafe {
@@ -466,23 +499,23 @@ mod zfp {
                 stream: z::stream_open(buf.as_mut_ptr().cast(), buf.len() * 8),
             };
             if h.field.is_null() || h.zfp.is_null() || h.stream.is_null() {
-                return Err("libzfp could not allocate".into());
+                return Err(ZfpError::Alloc);
             }
             z::zfp_stream_set_bit_stream(h.zfp, h.stream);
             z::zfp_stream_rewind(h.zfp);
             if z::zfp_read_header(h.zfp, h.field, HEADER_FULL) == 0 {
-                return Err("no valid zfp header".into());
+                return Err(ZfpError::NoHeader);
             }
             let size = match z::zfp_field_type(h.field) {
                 t if t == z::zfp_type_zfp_type_int32 || t == z::zfp_type_zfp_type_float => 4,
                 t if t == z::zfp_type_zfp_type_int64 || t == z::zfp_type_zfp_type_double => 8,
-                t => return Err(format!("zfp scalar type {t}")),
+                t => return Err(ZfpError::ScalarType(t)),
             };
             let f = &*h.field;
             let mut n = 1usize;
             for d in [f.nx, f.ny, f.nz, f.nw] {
                 if d != 0 {
-                    n = n.checked_mul(d).ok_or("zfp extents overflow")?;
+                    n = n.checked_mul(d).ok_or(ZfpError::Overflow)?;
                 }
             }
             Ok((h, size, n))
@@ -491,24 +524,22 @@ mod zfp {
 
     /// Decodes a zfpy chunk to little-endian scalars in C order: exactly `limit` bytes when
     /// `exact`, else at most `limit`.
-    pub fn decode(enc: &[u8], limit: usize, exact: bool) -> Result<Vec<u8>, String> {
+    pub fn decode(enc: &[u8], limit: usize, exact: bool) -> Result<Vec<u8>, ZfpError> {
         // The header first (at most 20 bytes), from a small copy.
         let mut head = words(&enc[..enc.len().min(32)], 32);
         let (h, size, n) = open(&mut head)?;
         // SAFETY: valid handles holding the header's mode and field.
         let max = unsafe { z::zfp_stream_maximum_size(h.zfp, h.field) };
         drop(h);
-        let bytes = n.checked_mul(size).ok_or("zfp extents overflow")?;
+        let bytes = n.checked_mul(size).ok_or(ZfpError::Overflow)?;
         if (exact && bytes != limit) || bytes > limit {
-            return Err(format!(
-                "zfp header says {n} scalars of {size} bytes, the chunk has {limit} bytes"
-            ));
+            return Err(ZfpError::Size { n, size, limit });
         }
         let mut out = vec![0u64; bytes.div_ceil(8)];
         let mut buf = words(enc, max);
         let (h, _, n2) = open(&mut buf)?;
         if n2 != n {
-            return Err("zfp header changed".into());
+            return Err(ZfpError::Changed);
         }
         // SAFETY: the field's extents (read again from the same header bytes) were checked
         // against `out`'s size above; `buf` holds at least the largest stream such a field
@@ -519,7 +550,7 @@ mod zfp {
         };
         drop(h);
         if done == 0 {
-            return Err("libzfp failed to decompress the stream".into());
+            return Err(ZfpError::Failed);
         }
         let mut bytes_out: Vec<u8> = out.iter().flat_map(|w| w.to_ne_bytes()).collect();
         bytes_out.truncate(bytes);

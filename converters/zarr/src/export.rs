@@ -126,9 +126,15 @@ fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
         .collect()
 }
 
-/// zarrs' errors as a one-line [`ExportError::Target`] naming the node.
-fn zerr<E: std::fmt::Display>(node: &str) -> impl FnOnce(E) -> ExportError + '_ {
-    move |e| ExportError::Target(format!("zarr `{node}`: {e}"))
+/// zarrs' errors as an [`ExportError::Library`] naming the node, zarrs' error kept.
+fn zerr<E: std::error::Error + Send + Sync + 'static>(
+    node: &str,
+) -> impl FnOnce(E) -> ExportError + '_ {
+    move |e| ExportError::Library {
+        lib: tet_source::Lib::Zarrs,
+        context: format!("zarr `{node}`"),
+        source: Box::new(e),
+    }
 }
 
 /// Attributes as a JSON object with sorted keys (zarrs keeps insertion order), so the same

@@ -519,13 +519,39 @@ fn load(t: Num, b: &[u8]) -> Val {
     }
 }
 
+/// Why a chunk cannot be cast from the codec's `astype` to its `dtype`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum CastError {
+    /// The chunk is not `n` elements of the type.
+    #[error("{len} bytes for {n} {from:?} elements")]
+    Length {
+        /// Bytes of the chunk.
+        len: usize,
+        /// Elements expected.
+        n: usize,
+        /// Their type.
+        from: Num,
+    },
+    /// The cast chunk would not fit memory's integers.
+    #[error("chunk too large")]
+    TooLarge,
+    /// A value the target type cannot hold.
+    #[error("value {value} does not fit {to:?} (NumPy's cast would be undefined)")]
+    DoesNotFit {
+        /// The value.
+        value: f64,
+        /// The target type.
+        to: Num,
+    },
+}
+
 /// Stores `v` as `t` with NumPy's C-cast semantics (see the module docs).
 #[allow(
     clippy::cast_possible_truncation,
     clippy::cast_precision_loss,
     clippy::cast_sign_loss
 )]
-fn store(t: Num, v: Val, out: &mut [u8]) -> Result<(), String> {
+fn store(t: Num, v: Val, out: &mut [u8]) -> Result<(), CastError> {
     let int_bits = (t.size() * 8) as u32;
     match (t, v) {
         (Num::F64, Val::Int(i)) => out.copy_from_slice(&(i as f64).to_le_bytes()),
@@ -552,9 +578,7 @@ fn store(t: Num, v: Val, out: &mut [u8]) -> Result<(), String> {
                 (0.0, 2f64.powi(int_bits as i32))
             };
             if !(tr.is_finite() && tr >= lo && tr < hi) {
-                return Err(format!(
-                    "value {f} does not fit {t:?} (NumPy's cast would be undefined)"
-                ));
+                return Err(CastError::DoesNotFit { value: f, to: t });
             }
             let i = tr as i128;
             out.copy_from_slice(&i.to_le_bytes()[..t.size()]);
@@ -564,11 +588,15 @@ fn store(t: Num, v: Val, out: &mut [u8]) -> Result<(), String> {
 }
 
 /// `n` elements of `from` cast to `to`.
-fn cast(enc: &[u8], n: usize, from: Num, to: Num) -> Result<Vec<u8>, String> {
+fn cast(enc: &[u8], n: usize, from: Num, to: Num) -> Result<Vec<u8>, CastError> {
     if Some(enc.len()) != n.checked_mul(from.size()) {
-        return Err(format!("{} bytes for {n} {from:?} elements", enc.len()));
+        return Err(CastError::Length {
+            len: enc.len(),
+            n,
+            from,
+        });
     }
-    let len = n.checked_mul(to.size()).ok_or("chunk too large")?;
+    let len = n.checked_mul(to.size()).ok_or(CastError::TooLarge)?;
     let mut out = vec![0u8; len];
     for (e, o) in enc
         .chunks_exact(from.size())

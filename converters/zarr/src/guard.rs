@@ -184,8 +184,28 @@ impl BytesToBytesCodecTraits for GuardedCodec {
         let limit = usize::try_from(limit).unwrap_or(usize::MAX);
         bounded_zstd_decode(&encoded_value, limit, decoded_representation)
             .map(Cow::Owned)
-            .map_err(CodecError::Other)
+            // zarrs' own I/O variant, so the zstd error stays the cause.
+            .map_err(|e| CodecError::IOError(std::sync::Arc::new(std::io::Error::other(e))))
     }
+}
+
+/// Why a zstd chunk does not decode within its bound.
+#[derive(Debug, thiserror::Error)]
+enum ZstdChunkError {
+    /// The one-call decoder failed (zstd's error).
+    #[error("zstd chunk does not decode to at most {limit} bytes: {source}")]
+    Bounded {
+        /// The bound.
+        limit: usize,
+        /// zstd's error.
+        source: std::io::Error,
+    },
+    /// The streaming decoder failed (zstd's error).
+    #[error("zstd chunk is corrupt: {0}")]
+    Corrupt(#[source] std::io::Error),
+    /// The stream goes on past the bound.
+    #[error("zstd chunk decodes to more than {0} bytes")]
+    TooLarge(usize),
 }
 
 /// zstd-decodes `data` (one or more frames) into at most `limit` bytes.
@@ -193,25 +213,25 @@ fn bounded_zstd_decode(
     data: &[u8],
     limit: usize,
     expected: &BytesRepresentation,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, ZstdChunkError> {
     match expected {
         // The expected size is known (and trusted: it comes from the array metadata, checked at
         // open): decode in one call into a buffer of at most that size.
         BytesRepresentation::FixedSize(_) | BytesRepresentation::BoundedSize(_) => {
             zstd::bulk::decompress(data, limit)
-                .map_err(|e| format!("zstd chunk does not decode to at most {limit} bytes: {e}"))
+                .map_err(|source| ZstdChunkError::Bounded { limit, source })
         }
         // Unknown size (variable-length data): stream, growing with the real output only.
         BytesRepresentation::UnboundedSize => {
-            let decoder = zstd::stream::read::Decoder::new(data)
-                .map_err(|e| format!("zstd chunk is corrupt: {e}"))?;
+            let decoder =
+                zstd::stream::read::Decoder::new(data).map_err(ZstdChunkError::Corrupt)?;
             let mut out = Vec::new();
             decoder
                 .take(limit as u64 + 1)
                 .read_to_end(&mut out)
-                .map_err(|e| format!("zstd chunk is corrupt: {e}"))?;
+                .map_err(ZstdChunkError::Corrupt)?;
             if out.len() > limit {
-                return Err(format!("zstd chunk decodes to more than {limit} bytes"));
+                return Err(ZstdChunkError::TooLarge(limit));
             }
             Ok(out)
         }

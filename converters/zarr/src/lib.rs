@@ -106,9 +106,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Importer,
-    Lib, OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, TextVariable,
-    Variable,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Feature,
+    Importer, Lib, OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceError,
+    SourceLayout, TextVariable, Variable,
 };
 use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{
@@ -130,6 +130,8 @@ mod records;
 pub mod scaleoffset;
 pub mod structured;
 mod vlen_bytes;
+
+use structured::RecordError;
 
 pub use attrs::json_to_attr;
 use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
@@ -193,12 +195,12 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
     compressors::register();
     datetime::register();
     if !path.is_dir() {
-        return Err(SourceError::unsupported(
+        return Err(Feature::Layout.unsupported(
             "not a directory: only Zarr directory stores are supported (no zip or remote stores)",
         ));
     }
     let root = read_node(path, "")?.ok_or_else(|| {
-        SourceError::malformed("no zarr.json, .zgroup or .zarray at the top: not a Zarr store")
+        Part::Header.malformed("no zarr.json, .zgroup or .zarray at the top: not a Zarr store")
     })?;
     let mut nodes = Vec::new();
     let mut skipped = Vec::new();
@@ -213,7 +215,8 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
     }
     nodes.sort_by(|a, b| a.path.cmp(&b.path));
 
-    let fs = FilesystemStore::new(path).map_err(|e| SourceError::unsupported(e.to_string()))?;
+    let fs = FilesystemStore::new(path)
+        .map_err(|e| SourceError::library(Lib::Zarrs, "cannot open the directory store", e))?;
     let fs = Arc::new(fs);
     let stem = path
         .file_stem()
@@ -249,7 +252,7 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
                     src.global_attrs.push((key, v));
                 }
             }
-            meta @ (NodeMeta::Array(..) | NodeMeta::Unreadable(_)) => {
+            meta @ (NodeMeta::Array(..) | NodeMeta::Unreadable(..)) => {
                 let name = if node.path.is_empty() {
                     stem.clone()
                 } else {
@@ -260,20 +263,20 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
                     NodeMeta::Array(meta, Some(s)) => {
                         src.add_structured(&fs, &node.path, &name, *meta, *s, options)
                     }
-                    _ => Err(Problem::Unsupported(match meta {
-                        NodeMeta::Unreadable(reason) => reason,
-                        _ => String::new(),
-                    })),
+                    _ => Err(match meta {
+                        NodeMeta::Unreadable(feature, reason) => {
+                            Problem::Unsupported(feature, reason)
+                        }
+                        _ => Problem::Unsupported(Feature::DataType, String::new()),
+                    }),
                 };
                 match added {
                     Ok(()) => {}
-                    Err(Problem::Unsupported(reason)) if options.skip_unsupported => {
+                    Err(Problem::Unsupported(_, reason)) if options.skip_unsupported => {
                         src.skipped.push(Skipped { name, reason });
                     }
-                    Err(Problem::Unsupported(reason)) => {
-                        return Err(SourceError::Unsupported(format!(
-                            "array '{name}': {reason}"
-                        )))
+                    Err(Problem::Unsupported(feature, reason)) => {
+                        return Err(feature.unsupported(format!("array '{name}': {reason}")))
                     }
                     Err(Problem::Error(e)) => return Err(e),
                 }
@@ -297,7 +300,7 @@ enum NodeMeta {
     Array(Box<ArrayMetadata>, Option<Box<StructuredMeta>>),
     /// An array whose metadata is valid JSON naming an array, but that zarrs cannot parse
     /// (e.g. a data type it has no model for): an unsupported item, not a broken store.
-    Unreadable(String),
+    Unreadable(Feature, String),
 }
 
 fn key_of(rel: &str, file: &str) -> String {
@@ -319,14 +322,14 @@ fn read_json(dir: &Path, rel: &str, file: &str) -> Result<Option<(Vec<u8>, Value
     };
     let key = key_of(rel, file);
     if md.len() > MAX_METADATA_BYTES {
-        return Err(SourceError::malformed(format!(
+        return Err(Part::Metadata.malformed(format!(
             "{key} is {} bytes: metadata larger than {MAX_METADATA_BYTES} bytes is refused",
             md.len()
         )));
     }
     let bytes = std::fs::read(&p)?;
     let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| SourceError::malformed(format!("{key}: invalid JSON: {e}")))?;
+        .map_err(|e| Part::Metadata.malformed_by(format!("{key}: invalid JSON"), e))?;
     Ok(Some((bytes, value)))
 }
 
@@ -335,7 +338,7 @@ fn read_zattrs(dir: &Path, rel: &str) -> Result<Map<String, Value>> {
     match read_json(dir, rel, ".zattrs")? {
         None => Ok(Map::new()),
         Some((_, Value::Object(m))) => Ok(m),
-        Some(_) => Err(SourceError::malformed(format!(
+        Some(_) => Err(Part::Attribute.malformed(format!(
             "{}: attributes must be a JSON object",
             key_of(rel, ".zattrs")
         ))),
@@ -356,7 +359,7 @@ fn raw_bytes_len(obj: &Map<String, Value>) -> Option<u64> {
 fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
     if let Some((bytes, value)) = read_json(dir, rel, "zarr.json")? {
         let key = key_of(rel, "zarr.json");
-        let bad = |what: String| SourceError::malformed(format!("{key}: {what}"));
+        let bad = |what: String| Part::Metadata.malformed(format!("{key}: {what}"));
         let obj = value
             .as_object()
             .ok_or_else(|| bad("metadata must be a JSON object".into()))?;
@@ -381,29 +384,35 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
                     .checked_mul(8)
                     .ok_or_else(|| bad("raw_bytes too long".into()))?;
                 m.insert("data_type".into(), Value::String(format!("r{bits}")));
-                let fill = structured::raw_fill(obj.get("fill_value"), n).map_err(bad)?;
+                let fill = structured::raw_fill(obj.get("fill_value"), n)
+                    .map_err(|e| Part::Metadata.malformed_by(key.clone(), e))?;
                 m.insert("fill_value".into(), fill);
                 let v = Value::Object(m);
-                let b = serde_json::to_vec(&v).map_err(|e| bad(e.to_string()))?;
+                let b = serde_json::to_vec(&v).map_err(|e| Part::Metadata.malformed_by(&key, e))?;
                 Ok(Some(match v3_array_metadata(&b, &v) {
                     Ok(m) => NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None),
-                    Err(e) => NodeMeta::Unreadable(format!(
-                        "{key}: array metadata zarrs cannot read: {e}"
-                    )),
+                    Err(e) => NodeMeta::Unreadable(
+                        Feature::DataType,
+                        format!("{key}: array metadata zarrs cannot read: {e}"),
+                    ),
                 }))
             }
             Some("array") => match v3_array_metadata(&bytes, &value) {
                 Ok(m) => Ok(Some(NodeMeta::Array(Box::new(ArrayMetadata::V3(m)), None))),
                 // Well-formed by the specification, but not something zarrs models (e.g. a
                 // data type given as an object it does not know): that array is unsupported.
-                Err(e) if v3_array_shape_ok(obj) => Ok(Some(NodeMeta::Unreadable(format!(
-                    "{key}: array metadata zarrs cannot read: {e}"
-                )))),
-                Err(e) => Err(bad(format!("invalid array metadata: {e}"))),
+                Err(e) if v3_array_shape_ok(obj) => Ok(Some(NodeMeta::Unreadable(
+                    Feature::DataType,
+                    format!("{key}: array metadata zarrs cannot read: {e}"),
+                ))),
+                Err(e) => {
+                    Err(Part::Metadata.malformed_by(format!("{key}: invalid array metadata"), e))
+                }
             },
             Some("group") => {
-                let m: GroupMetadataV3 = serde_json::from_slice(&bytes)
-                    .map_err(|e| bad(format!("invalid group metadata: {e}")))?;
+                let m: GroupMetadataV3 = serde_json::from_slice(&bytes).map_err(|e| {
+                    Part::Metadata.malformed_by(format!("{key}: invalid group metadata"), e)
+                })?;
                 Ok(Some(NodeMeta::Group(m.attributes)))
             }
             Some(other) => Err(bad(format!(
@@ -415,9 +424,7 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
     if let Some((_, mut value)) = read_json(dir, rel, ".zarray")? {
         let key = key_of(rel, ".zarray");
         if !value.is_object() {
-            return Err(SourceError::malformed(format!(
-                "{key}: metadata must be a JSON object"
-            )));
+            return Err(Part::Metadata.malformed(format!("{key}: metadata must be a JSON object")));
         }
         numcodecs_v2_defaults(&mut value);
         vlen_bytes::v2_object_bytes(&mut value);
@@ -444,14 +451,13 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
         let mut m: ArrayMetadataV2 = match serde_json::from_value(value) {
             Ok(m) => m,
             Err(e) if shape_ok => {
-                return Ok(Some(NodeMeta::Unreadable(format!(
-                    "{key}: array metadata zarrs cannot read: {e}"
-                ))))
+                return Ok(Some(NodeMeta::Unreadable(
+                    Feature::DataType,
+                    format!("{key}: array metadata zarrs cannot read: {e}"),
+                )))
             }
             Err(e) => {
-                return Err(SourceError::malformed(format!(
-                    "{key}: invalid array metadata: {e}"
-                )))
+                return Err(Part::Metadata.malformed_by(format!("{key}: invalid array metadata"), e))
             }
         };
         m.attributes = read_zattrs(dir, rel)?;
@@ -459,8 +465,9 @@ fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
     }
     if let Some((bytes, _)) = read_json(dir, rel, ".zgroup")? {
         let key = key_of(rel, ".zgroup");
-        serde_json::from_slice::<GroupMetadataV2>(&bytes)
-            .map_err(|e| SourceError::malformed(format!("{key}: invalid group metadata: {e}")))?;
+        serde_json::from_slice::<GroupMetadataV2>(&bytes).map_err(|e| {
+            Part::Metadata.malformed_by(format!("{key}: invalid group metadata"), e)
+        })?;
         return Ok(Some(NodeMeta::Group(read_zattrs(dir, rel)?)));
     }
     Ok(None)
@@ -505,7 +512,7 @@ fn structured_node(
 ) -> Result<NodeMeta> {
     let dtype_key = if v3 { "data_type" } else { "dtype" };
     let original = obj.get(dtype_key).cloned().unwrap_or_default();
-    let rewritten = (|| -> std::result::Result<(Value, structured::Record), String> {
+    let rewritten = (|| -> std::result::Result<(Value, structured::Record), RecordError> {
         let record = if v3 {
             structured::parse_v3(&original)?
         } else {
@@ -516,7 +523,8 @@ fn structured_node(
         let raw = if v3 {
             Value::String(format!(
                 "r{}",
-                size.checked_mul(8).ok_or("record size overflows")?
+                size.checked_mul(8)
+                    .ok_or_else(|| { RecordError::Malformed("record size overflows".into()) })?
             ))
         } else {
             Value::String(format!("|V{size}"))
@@ -533,7 +541,7 @@ fn structured_node(
             serde_json::from_value::<ArrayMetadataV2>(value).map(ArrayMetadata::V2)
         };
         meta.map(|m| (m, record))
-            .map_err(|e| format!("array metadata zarrs cannot read: {e}"))
+            .map_err(|e| RecordError::Unsupported(format!("array metadata zarrs cannot read: {e}")))
     });
     match parsed {
         Ok((meta, record)) => Ok(NodeMeta::Array(
@@ -543,12 +551,11 @@ fn structured_node(
                 dt_json: serde_json::to_string(&original).unwrap_or_default(),
             })),
         )),
-        Err(e) if shape_ok => Ok(NodeMeta::Unreadable(format!(
-            "{key}: structured (record) data type: {e}"
-        ))),
-        Err(e) => Err(SourceError::malformed(format!(
-            "{key}: invalid array metadata: {e}"
-        ))),
+        Err(e) if shape_ok => Ok(NodeMeta::Unreadable(
+            Feature::DataType,
+            format!("{key}: structured (record) data type: {e}"),
+        )),
+        Err(e) => Err(Part::Metadata.malformed(format!("{key}: invalid array metadata: {e}"))),
     }
 }
 
@@ -576,18 +583,19 @@ fn fixed_bytes_node(
         Some(Value::String(f)) if f.is_empty() => None,
         other => other,
     };
-    let fill = structured::raw_fill(fill, n).map_err(|e| SourceError::malformed(e.to_string()));
+    let fill = structured::raw_fill(fill, n).map_err(|e| Part::Metadata.malformed(e.to_string()));
     let parsed = fill.and_then(|f| {
         m.insert("fill_value".into(), f);
         serde_json::from_value::<ArrayMetadataV2>(Value::Object(m))
-            .map_err(|e| SourceError::malformed(format!("{key}: invalid array metadata: {e}")))
+            .map_err(|e| Part::Metadata.malformed_by(format!("{key}: invalid array metadata"), e))
     });
     let meta = match parsed {
         Ok(meta) => meta,
         Err(e) if shape_ok => {
-            return Ok(NodeMeta::Unreadable(format!(
-                "{key}: fixed-length bytes |S{n}: {e}"
-            )))
+            return Ok(NodeMeta::Unreadable(
+                Feature::DataType,
+                format!("{key}: fixed-length bytes |S{n}: {e}"),
+            ))
         }
         Err(e) => return Err(e),
     };
@@ -729,7 +737,7 @@ fn walk(
     options: &OpenOptions,
 ) -> Result<()> {
     if ancestors.len() > MAX_DEPTH {
-        return Err(SourceError::malformed(format!(
+        return Err(Part::Metadata.malformed(format!(
             "group '{rel}' is nested deeper than {MAX_DEPTH} levels (a symlink loop?)"
         )));
     }
@@ -753,9 +761,7 @@ fn walk(
                 let shown = os_name.to_string_lossy().to_string();
                 let reason = "directory name is not valid UTF-8".to_string();
                 if !options.skip_unsupported {
-                    return Err(SourceError::Unsupported(format!(
-                        "node '{shown}': {reason}"
-                    )));
+                    return Err(Feature::Structure.unsupported(format!("node '{shown}': {reason}")));
                 }
                 skipped.push(Skipped {
                     name: key_of(rel, &shown),
@@ -775,7 +781,7 @@ fn walk(
             Some(NodeMeta::Group(attrs)) => {
                 let canonical = std::fs::canonicalize(&p)?;
                 if ancestors.contains(&canonical) {
-                    return Err(SourceError::malformed(format!(
+                    return Err(Part::Metadata.malformed(format!(
                         "group '{child_rel}' links back to a group above it (a symlink loop)"
                     )));
                 }
@@ -798,8 +804,8 @@ fn walk(
 
 /// Why an array could not be added.
 enum Problem {
-    /// Valid but unmappable (skippable).
-    Unsupported(String),
+    /// Valid but unmappable (skippable): what kind of thing, and the reason.
+    Unsupported(Feature, String),
     Error(SourceError),
 }
 
@@ -893,17 +899,19 @@ fn map_data_type(name: &str) -> Option<Mapped> {
 }
 
 /// Whether an array-creation error means "valid but not supported by this build".
-fn is_unsupported(e: &ArrayCreateError) -> bool {
-    let plugin = |p: &PluginCreateError| matches!(p, PluginCreateError::Unsupported(_));
+fn unsupported_feature(e: &ArrayCreateError) -> Option<Feature> {
+    let plugin = |p: &PluginCreateError, f: Feature| {
+        matches!(p, PluginCreateError::Unsupported(_)).then_some(f)
+    };
     match e {
-        ArrayCreateError::DataTypeCreateError(p)
-        | ArrayCreateError::CodecsCreateError(p)
-        | ArrayCreateError::StorageTransformersCreateError(p)
+        ArrayCreateError::DataTypeCreateError(p) => plugin(p, Feature::DataType),
+        ArrayCreateError::CodecsCreateError(p) => plugin(p, Feature::Codec),
+        ArrayCreateError::StorageTransformersCreateError(p)
         | ArrayCreateError::ChunkGridCreateError(p)
-        | ArrayCreateError::ChunkKeyEncodingCreateError(p) => plugin(p),
+        | ArrayCreateError::ChunkKeyEncodingCreateError(p) => plugin(p, Feature::Layout),
         ArrayCreateError::UnsupportedZarrV2Array(_)
-        | ArrayCreateError::AdditionalFieldUnsupportedError(_) => true,
-        _ => false,
+        | ArrayCreateError::AdditionalFieldUnsupportedError(_) => Some(Feature::Version),
+        _ => None,
     }
 }
 
@@ -1168,9 +1176,10 @@ fn check_must_understand(meta: &ArrayMetadata) -> std::result::Result<(), Proble
             .iter()
             .find(|(_, f)| f.must_understand())
         {
-            return Err(Problem::Unsupported(format!(
-                "metadata field '{field}' is not understood (must_understand)"
-            )));
+            return Err(Problem::Unsupported(
+                Feature::Version,
+                format!("metadata field '{field}' is not understood (must_understand)"),
+            ));
         }
     }
     Ok(())
@@ -1248,18 +1257,23 @@ impl ZarrSource {
         let meta_is_v2 = matches!(meta, ArrayMetadata::V2(_));
         let node_path = format!("/{rel}");
         let store = Arc::new(GuardedStore::new(fs.clone(), None));
-        let array = Array::new_with_metadata(store, &node_path, meta).map_err(|e| {
-            if is_unsupported(&e) {
-                Problem::Unsupported(e.to_string())
-            } else {
-                Problem::Error(SourceError::malformed(format!("array '{name}': {e}")))
-            }
-        })?;
+        let array =
+            Array::new_with_metadata(store, &node_path, meta).map_err(
+                |e| match unsupported_feature(&e) {
+                    Some(feature) => Problem::Unsupported(feature, e.to_string()),
+                    None => {
+                        Problem::Error(Part::Metadata.malformed_by(format!("array '{name}'"), e))
+                    }
+                },
+            )?;
         let malformed =
-            |msg: String| Problem::Error(SourceError::malformed(format!("array '{name}': {msg}")));
+            |msg: String| Problem::Error(Part::Shape.malformed(format!("array '{name}': {msg}")));
         let (type_name, dt_json) = data_type_of(&array, meta_is_v2, am.dt_json);
         let mapped = map_data_type(&type_name).ok_or_else(|| {
-            Problem::Unsupported(format!("data type {type_name} has no .tet form"))
+            Problem::Unsupported(
+                Feature::DataType,
+                format!("data type {type_name} has no .tet form"),
+            )
         })?;
 
         let shape = array.shape().to_vec();
@@ -1283,17 +1297,16 @@ impl ZarrSource {
         let (dims, attrs, facts) = dims_attrs_facts(&array, rank, am.fill_json);
         if let Mapped::Text { utf32 } = mapped {
             if count > MAX_TEXT_ELEMENTS {
-                return Err(Problem::Unsupported(format!(
+                return Err(Problem::Unsupported(Feature::Size, format!(
                     "{type_name} array of {count} strings is more than the {MAX_TEXT_ELEMENTS} held in memory"
                 )));
             }
-            let values = read_text(&array, utf32, &self.codec_options)
-                .map_err(|e| malformed(format!("cannot read its strings: {e}")))?;
+            let values = read_text(&array, name, utf32, &self.codec_options)?;
             if values.len() as u64 != count {
-                return Err(malformed(format!(
-                    "{} strings read, {count} expected",
+                return Err(Problem::Error(Part::Values.malformed(format!(
+                    "array '{name}': {} strings read, {count} expected",
                     values.len()
-                )));
+                ))));
             }
             self.text_variables.push(TextVariable {
                 name: name.to_string(),
@@ -1344,10 +1357,13 @@ impl ZarrSource {
         let index = self.arrays.len();
         let new_vars = mapped_variables(mapped, base, &type_name, dt_json, elem)?;
         if matches!(mapped_size(&new_vars), Some(s) if elem.is_some_and(|e| e != s)) {
-            return Err(Problem::Unsupported(format!(
-                "data type {type_name} is {elem:?} bytes per element, expected {:?}",
-                mapped_size(&new_vars)
-            )));
+            return Err(Problem::Unsupported(
+                Feature::DataType,
+                format!(
+                    "data type {type_name} is {elem:?} bytes per element, expected {:?}",
+                    mapped_size(&new_vars)
+                ),
+            ));
         }
         self.arrays.push(array);
         for (v, kind) in new_vars {
@@ -1370,15 +1386,18 @@ impl ZarrSource {
         dt_json: &str,
     ) -> std::result::Result<(), Problem> {
         if count > MAX_TEXT_ELEMENTS {
-            return Err(Problem::Unsupported(format!(
+            return Err(Problem::Unsupported(
+                Feature::Size,
+                format!(
                 "bytes array of {count} values is more than the {MAX_TEXT_ELEMENTS} held in memory"
-            )));
+            ),
+            ));
         }
         let name = base.name.clone();
         let form = vlen_bytes::read(&array, &self.codec_options, base.clone(), count, dt_json)
             .map_err(|e| match e {
-                SourceError::Unsupported(m) => Problem::Unsupported(m),
-                e => Problem::Error(SourceError::malformed(format!("array '{name}': {e}"))),
+                SourceError::Unsupported(m) => Problem::Unsupported(Feature::Size, m),
+                e => Problem::Error(e),
             })?;
         match form {
             vlen_bytes::BytesForm::Text(values) => {
@@ -1437,14 +1456,9 @@ impl ZarrSource {
         let r = start.len().saturating_sub(1);
         let (bs, bc) = (start[r] as usize, count[r] as usize);
         let subset = ArraySubset::new_with_start_shape(start[..r].to_vec(), count[..r].to_vec())
-            .map_err(|e| SourceError::InvalidRequest(e.to_string()))?;
+            .map_err(|e| SourceError::library(Lib::Zarrs, "region", e))?;
         let blobs = out.len() / bc.max(1);
-        let mut tmp = vec![
-            0u8;
-            blobs.checked_mul(size).ok_or_else(|| {
-                SourceError::InvalidRequest("region too large".into())
-            })?
-        ];
+        let mut tmp = vec![0u8; blobs.checked_mul(size).ok_or(Request::TooLarge)?];
         self.decode_into(array, &subset, &mut tmp, size)?;
         for (o, b) in out.chunks_exact_mut(bc).zip(tmp.chunks_exact(size)) {
             o.copy_from_slice(&b[bs..bs + bc]);
@@ -1475,16 +1489,16 @@ impl ZarrSource {
         }));
         match result {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(SourceError::malformed(format!(
-                "array '{name}': cannot decode {subset}: {e}"
-            ))),
+            Ok(Err(e)) => {
+                Err(Part::Chunk.malformed_by(format!("array '{name}': cannot decode {subset}"), e))
+            }
             Err(panic) => {
                 let msg = panic
                     .downcast_ref::<String>()
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_else(|| "unknown panic".to_string());
-                Err(SourceError::malformed(format!(
+                Err(Part::Chunk.malformed(format!(
                     "array '{name}': zarrs failed decoding {subset} (corrupt chunk?): {msg}"
                 )))
             }
@@ -1517,7 +1531,7 @@ fn decode_chunk_shape(
                     .try_fold(1u64, |a, (&s, &i)| a.checked_mul(s.div_ceil(i.max(1))));
                 let per_shard = per_shard.filter(|&n| n <= MAX_CHUNKS_PER_SHARD);
                 let Some(per_shard) = per_shard else {
-                    return Err(Problem::Unsupported(format!(
+                    return Err(Problem::Unsupported(Feature::Layout, format!(
                         "shards of {shard:?} in inner chunks of {inner:?} have more than {MAX_CHUNKS_PER_SHARD} inner chunks"
                     )));
                 };
@@ -1533,7 +1547,7 @@ fn decode_chunk_shape(
     if let (Some(unit), Some(size)) = (&decode_unit, elem) {
         let bytes = product(unit).and_then(|n| n.checked_mul(size as u64));
         if bytes.is_none_or(|b| b > MAX_DECODED_CHUNK) {
-            return Err(Problem::Unsupported(format!(
+            return Err(Problem::Unsupported(Feature::Size, format!(
                 "a chunk of {unit:?} elements decodes to more than {MAX_DECODED_CHUNK} bytes at once"
             )));
         }
@@ -1587,9 +1601,10 @@ fn mapped_variables(
         }
         Mapped::Complex(t) => {
             if elem != Some(2 * t.size()) {
-                return Err(Problem::Unsupported(format!(
-                    "complex data type {type_name} of {elem:?} bytes"
-                )));
+                return Err(Problem::Unsupported(
+                    Feature::DataType,
+                    format!("complex data type {type_name} of {elem:?} bytes"),
+                ));
             }
             match t.complex_of() {
                 // complex64 / complex128: one complex variable, as zarrs decodes it.
@@ -1630,24 +1645,28 @@ fn mapped_size(vars: &[(Variable, ReadKind)]) -> Option<usize> {
     })
 }
 
-/// All values of a string array, in C order.
+/// All values of the string array `name`, in C order.
 fn read_text(
     array: &Array<Store>,
+    name: &str,
     utf32: bool,
     opts: &CodecOptions,
-) -> std::result::Result<Vec<String>, String> {
+) -> Result<Vec<String>> {
+    let what = || format!("array '{name}': cannot read its strings");
     let subset = array.subset_all();
     let got = catch_unwind(AssertUnwindSafe(|| {
         if utf32 {
             let size = array.data_type().fixed_size().unwrap_or(0);
             if size == 0 || !size.is_multiple_of(4) {
-                return Err(format!("fixed_length_utf32 of {size} bytes"));
+                return Err(
+                    Part::Type.malformed(format!("{}: fixed_length_utf32 of {size} bytes", what()))
+                );
             }
             let bytes = array
                 .retrieve_array_subset_opt::<zarrs::array::ArrayBytes<'static>>(&subset, opts)
-                .map_err(|e| e.to_string())?
+                .map_err(|e| Part::Chunk.malformed_by(what(), e))?
                 .into_fixed()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Part::Chunk.malformed_by(what(), e))?;
             bytes
                 .chunks_exact(size)
                 .map(|el| {
@@ -1655,9 +1674,12 @@ fn read_text(
                         .chunks_exact(4)
                         .map(|c| {
                             let u = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
-                            char::from_u32(u).ok_or_else(|| format!("invalid code point {u:#x}"))
+                            char::from_u32(u).ok_or_else(|| {
+                                Part::Values
+                                    .malformed(format!("{}: invalid code point {u:#x}", what()))
+                            })
                         })
-                        .collect::<std::result::Result<String, String>>()?;
+                        .collect::<Result<String>>()?;
                     let trimmed = s.trim_end_matches('\0').len();
                     s.truncate(trimmed);
                     Ok(s)
@@ -1666,10 +1688,15 @@ fn read_text(
         } else {
             array
                 .retrieve_array_subset_opt::<Vec<String>>(&subset, opts)
-                .map_err(|e| e.to_string())
+                .map_err(|e| Part::Chunk.malformed_by(what(), e))
         }
     }));
-    got.unwrap_or_else(|_| Err("zarrs failed decoding the strings (corrupt chunk?)".into()))
+    got.unwrap_or_else(|_| {
+        Err(Part::Chunk.malformed(format!(
+            "{}: zarrs failed decoding the strings (corrupt chunk?)",
+            what()
+        )))
+    })
 }
 
 impl Source for ZarrSource {
@@ -1719,10 +1746,10 @@ impl Source for ZarrSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self
-            .variables
-            .get(var)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let v = self.variables.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.variables.len(),
+        })?;
         let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if n == 0 {
             return Ok(());
@@ -1733,7 +1760,7 @@ impl Source for ZarrSource {
             ArraySubset::new_with_shape(Vec::new())
         } else {
             ArraySubset::new_with_start_shape(start.to_vec(), count.to_vec())
-                .map_err(|e| SourceError::InvalidRequest(e.to_string()))?
+                .map_err(|e| SourceError::library(Lib::Zarrs, "region", e))?
         };
         let size = v.dtype.size();
         match r.kind {
@@ -1754,17 +1781,20 @@ impl Source for ZarrSource {
                 Ok(())
             }
             ReadKind::Field(f) => {
-                let layout = self
-                    .fields
-                    .get(f)
-                    .ok_or_else(|| SourceError::InvalidRequest(format!("no field layout {f}")))?;
+                let layout = self.fields.get(f).ok_or(Request::NoEntry {
+                    table: "field layout",
+                    index: f,
+                })?;
                 self.read_field(array, layout, start, count, out)
             }
             ReadKind::Opaque(size) => self.read_opaque(array, size, start, count, out),
             ReadKind::Memory(m) => self
                 .memory
                 .get(m)
-                .ok_or_else(|| SourceError::InvalidRequest(format!("no values {m}")))?
+                .ok_or(Request::NoEntry {
+                    table: "values",
+                    index: m,
+                })?
                 .read_region(start, count, out),
         }
     }

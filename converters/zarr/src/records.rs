@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use tet_source::{
-    AttrValue, CharAxis, Fact, OpenOptions, Role, Skipped, SourceError, SourceLayout, TextVariable,
-    Variable,
+    AttrValue, CharAxis, Fact, Feature, Lib, OpenOptions, Part, Request, Role, Skipped,
+    SourceError, SourceLayout, TextVariable, Variable,
 };
 use zarrs::array::{Array, ArrayMetadata, ArraySubset};
 use zarrs::filesystem::FilesystemStore;
 
 use crate::guard::GuardedStore;
-use crate::structured::{extract, FieldLayout, Fix, Leaf, LeafKind};
+use crate::structured::{extract, FieldLayout, Fix, Leaf, LeafKind, RecordError};
 use crate::{
     check_must_understand, decode_chunk_shape, dims_attrs_facts, product, ArrayMeta, Problem,
     ReadKind, Reader, Store, StructuredMeta, ZarrSource, MAX_TEXT_ELEMENTS,
@@ -23,6 +23,57 @@ use crate::{
 const SLAB_BYTES: u64 = 16 << 20;
 /// Largest array (its records' bytes) whose string fields are read at open.
 const MAX_TEXT_RECORD_BYTES: u64 = 64 << 20;
+
+/// Why a field of a record has no form here (an unsupported item with this reason).
+#[derive(Debug, thiserror::Error)]
+enum FieldRefusal {
+    /// Another variable already has the field's name.
+    #[error("another dataset is already named '{0}'")]
+    NameTaken(String),
+    /// A field type with no form (why, from the record's analysis).
+    #[error("{0}")]
+    Type(String),
+    /// Not a number (where a numeric field was expected).
+    #[error("not a numeric field")]
+    NotNumeric,
+    /// The field's layout in the record.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The variable's shape holds more bytes than memory's integers.
+    #[error("shape {0:?} has too many bytes")]
+    TooManyBytes(Vec<u64>),
+    /// A string field whose values would pass what is read at open.
+    #[error(
+        "string field of an array of {records} records of {record} bytes: over what is read at \
+         open ({} MiB of records, {MAX_TEXT_ELEMENTS} strings)",
+        MAX_TEXT_RECORD_BYTES >> 20
+    )]
+    TextTooLarge {
+        /// Records of the array (`too many` when they overflow).
+        records: String,
+        /// Bytes of a record.
+        record: u64,
+    },
+    /// A string field whose size overflows.
+    #[error("string field too large")]
+    StringTooLarge,
+    /// A `U` value that is not Unicode.
+    #[error(transparent)]
+    NotText(#[from] tet_source::numpy::NotScalarValue),
+}
+
+impl FieldRefusal {
+    /// What of the format it refuses.
+    fn feature(&self) -> Feature {
+        match self {
+            FieldRefusal::TooManyBytes(_)
+            | FieldRefusal::TextTooLarge { .. }
+            | FieldRefusal::StringTooLarge => Feature::Size,
+            FieldRefusal::NameTaken(_) => Feature::Structure,
+            _ => Feature::DataType,
+        }
+    }
+}
 
 /// What every field of one array of records shares while its variables are added.
 struct ArrayCtx<'a> {
@@ -56,12 +107,16 @@ impl ZarrSource {
         am.dt_json = s.dt_json;
         let store = Arc::new(GuardedStore::new(fs.clone(), None));
         // The metadata was rewritten here: whatever zarrs refuses in it is unsupported.
-        let array = Array::new_with_metadata(store, &format!("/{rel}"), meta)
-            .map_err(|e| Problem::Unsupported(format!("structured (record) data type: {e}")))?;
+        let array = Array::new_with_metadata(store, &format!("/{rel}"), meta).map_err(|e| {
+            Problem::Unsupported(
+                Feature::DataType,
+                format!("structured (record) data type: {e}"),
+            )
+        })?;
         let record = s.record.size;
         let shape = array.shape().to_vec();
         let malformed =
-            |msg: String| Problem::Error(SourceError::malformed(format!("array '{name}': {msg}")));
+            |msg: String| Problem::Error(Part::Shape.malformed(format!("array '{name}': {msg}")));
         product(&shape)
             .and_then(|n| n.checked_mul(record))
             .ok_or_else(|| malformed(format!("shape {shape:?} has too many bytes")))?;
@@ -105,10 +160,10 @@ impl ZarrSource {
                 format!("{name}/{}", leaf.path.join("/"))
             };
             let added = if self.name_taken(&full) {
-                Err(format!("another dataset is already named '{full}'"))
+                Err(FieldRefusal::NameTaken(full.clone()))
             } else {
                 match &leaf.kind {
-                    LeafKind::Unsupported(reason) => Err(reason.clone()),
+                    LeafKind::Unsupported(reason) => Err(FieldRefusal::Type(reason.clone())),
                     LeafKind::Numeric { .. } => self.add_field(&ctx, full.clone(), leaf),
                     LeafKind::Text { utf32, chars, swap } => {
                         let text = Text {
@@ -122,9 +177,15 @@ impl ZarrSource {
             };
             if let Err(reason) = added {
                 if !options.skip_unsupported {
-                    return Err(Problem::Unsupported(format!("field '{full}': {reason}")));
+                    return Err(Problem::Unsupported(
+                        reason.feature(),
+                        format!("field '{full}': {reason}"),
+                    ));
                 }
-                self.skipped.push(Skipped { name: full, reason });
+                self.skipped.push(Skipped {
+                    name: full,
+                    reason: reason.to_string(),
+                });
             }
         }
         Ok(())
@@ -142,7 +203,7 @@ impl ZarrSource {
         ctx: &ArrayCtx,
         full: String,
         leaf: &Leaf,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), FieldRefusal> {
         let LeafKind::Numeric {
             elem,
             swap,
@@ -150,14 +211,14 @@ impl ZarrSource {
             notes,
         } = &leaf.kind
         else {
-            return Err("not a numeric field".into());
+            return Err(FieldRefusal::NotNumeric);
         };
         let layout = FieldLayout::new(ctx.record, leaf, *elem, *swap)?;
         let mut shape = ctx.shape.to_vec();
         shape.extend(leaf.sub_axes.iter().map(|&(n, _)| n));
         product(&shape)
             .and_then(|n| n.checked_mul(elem.size() as u64))
-            .ok_or_else(|| format!("shape {shape:?} has too many bytes"))?;
+            .ok_or_else(|| FieldRefusal::TooManyBytes(shape.clone()))?;
         let mut var_attrs = ctx.attrs.clone();
         var_attrs.extend(attrs.iter().cloned());
         let mut var_notes = field_notes(ctx.name, leaf);
@@ -201,7 +262,7 @@ impl ZarrSource {
         leaf: &Leaf,
         t: Text,
         all_records: &mut Option<Vec<u8>>,
-    ) -> std::result::Result<std::result::Result<(), String>, Problem> {
+    ) -> std::result::Result<std::result::Result<(), FieldRefusal>, Problem> {
         let esize = t.chars.checked_mul(if t.utf32 { 4 } else { 1 });
         let mut shape = ctx.shape.to_vec();
         shape.extend(leaf.sub_axes.iter().map(|&(n, _)| n));
@@ -210,20 +271,17 @@ impl ZarrSource {
         if record_bytes.is_none_or(|b| b > MAX_TEXT_RECORD_BYTES)
             || values_n.is_none_or(|n| n > MAX_TEXT_ELEMENTS)
         {
-            return Ok(Err(format!(
-                "string field of an array of {} records of {} bytes: over what is read at open \
-                 ({} MiB of records, {MAX_TEXT_ELEMENTS} strings)",
-                product(ctx.shape).map_or("too many".into(), |n| n.to_string()),
-                ctx.record,
-                MAX_TEXT_RECORD_BYTES >> 20
-            )));
+            return Ok(Err(FieldRefusal::TextTooLarge {
+                records: product(ctx.shape).map_or("too many".into(), |n| n.to_string()),
+                record: ctx.record,
+            }));
         }
         let Some(esize) = esize else {
-            return Ok(Err("string field too large".into()));
+            return Ok(Err(FieldRefusal::StringTooLarge));
         };
         let layout = match FieldLayout::with(ctx.record, leaf, esize, Fix::None) {
             Ok(l) => l,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => return Ok(Err(e.into())),
         };
         if all_records.is_none() {
             let array = &self.arrays[ctx.index];
@@ -247,19 +305,18 @@ impl ZarrSource {
         let zeros = vec![0u64; leaf.sub_axes.len()];
         let counts: Vec<u64> = leaf.sub_axes.iter().map(|&(n, _)| n).collect();
         if let Err(e) = extract(records, &layout, &zeros, &counts, &mut bytes) {
-            return Err(Problem::Error(SourceError::malformed(format!(
-                "array '{}': {e}",
-                ctx.name
-            ))));
+            return Err(Problem::Error(
+                Part::Type.malformed(format!("array '{}': {e}", ctx.name)),
+            ));
         }
-        let values: std::result::Result<Vec<String>, String> = if layout.esize == 0 {
+        let values: std::result::Result<Vec<String>, FieldRefusal> = if layout.esize == 0 {
             Ok(vec![String::new(); n_values])
         } else {
             bytes
                 .chunks_exact(layout.esize)
                 .map(|b| {
                     if t.utf32 {
-                        tet_source::numpy::decode_ucs4(b, t.swap)
+                        Ok(tet_source::numpy::decode_ucs4(b, t.swap)?)
                     } else {
                         Ok(tet_source::numpy::decode_bytes(b))
                     }
@@ -300,15 +357,19 @@ impl ZarrSource {
         let rank = start
             .len()
             .checked_sub(f.sub_axes.len())
-            .ok_or_else(|| SourceError::InvalidRequest("region of the wrong rank".into()))?;
+            .ok_or(Request::Rank {
+                start: start.len(),
+                count: count.len(),
+                rank: f.sub_axes.len(),
+            })?;
         let (outer_start, inner_start) = start.split_at(rank);
         let (outer_count, inner_count) = count.split_at(rank);
-        let too_large = || SourceError::InvalidRequest("region too large".into());
+        let too_large = || SourceError::from(Request::TooLarge);
         let per_record = product(inner_count)
             .and_then(|n| n.checked_mul(f.esize as u64))
             .ok_or_else(too_large)?;
-        let fail = |e: String| {
-            SourceError::malformed(format!(
+        let fail = |e: RecordError| {
+            Part::Type.malformed(format!(
                 "array '{}': {e}",
                 array.path().as_str().trim_start_matches('/')
             ))
@@ -348,12 +409,16 @@ impl ZarrSource {
                 .ok_or_else(too_large)?;
             buf.resize(in_len, 0);
             let subset = ArraySubset::new_with_start_shape(s, c)
-                .map_err(|e| SourceError::InvalidRequest(e.to_string()))?;
+                .map_err(|e| SourceError::library(Lib::Zarrs, "region", e))?;
             self.decode_into(array, &subset, &mut buf, f.record)?;
+            let got = out.len() as u64;
             let dst = at
                 .checked_add(out_len)
                 .and_then(|end| out.get_mut(at..end))
-                .ok_or_else(|| SourceError::InvalidRequest("output buffer too short".into()))?;
+                .ok_or(Request::BufferSize {
+                    expected: (at as u64).saturating_add(out_len as u64),
+                    got,
+                })?;
             extract(&buf, f, inner_start, inner_count, dst).map_err(fail)?;
             at += out_len;
             done += rows;

@@ -87,9 +87,33 @@ pub(crate) enum Num {
     F64,
 }
 
+/// A NumPy dtype string the codecs do not take (the string).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadNum {
+    /// Not one of the integer or float types.
+    #[error("type '{0}' (only 8- to 64-bit integers, float32 and float64)")]
+    Type(String),
+    /// A big-endian type.
+    #[error("big-endian type '{0}'")]
+    BigEndian(String),
+}
+
+/// A decoded value the codec's dtype cannot hold (numcodecs' result would be undefined).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "decoded value {value} does not fit the codec's dtype {dtype:?} (numcodecs' result would \
+     be undefined)"
+)]
+pub(crate) struct DoesNotFit {
+    /// The value.
+    pub value: f64,
+    /// The type it should be stored as.
+    pub dtype: Num,
+}
+
 impl Num {
     /// Parses a NumPy dtype string (`<f8`, `|u1`, `f4`, `float64`, …).
-    pub(crate) fn parse(s: &str) -> Result<Num, String> {
+    pub(crate) fn parse(s: &str) -> Result<Num, BadNum> {
         let named = match s {
             "int8" => Some(Num::I8),
             "int16" => Some(Num::I16),
@@ -121,14 +145,10 @@ impl Num {
             "u8" => Num::U64,
             "f4" => Num::F32,
             "f8" => Num::F64,
-            _ => {
-                return Err(format!(
-                    "type '{s}' (only 8- to 64-bit integers, float32 and float64)"
-                ))
-            }
+            _ => return Err(BadNum::Type(s.to_string())),
         };
         if order == Some('>') && num.size() > 1 {
-            return Err(format!("big-endian type '{s}'"));
+            return Err(BadNum::BigEndian(s.to_string()));
         }
         Ok(num)
     }
@@ -186,8 +206,8 @@ impl Num {
     /// `astype` does: floats round to nearest, integers truncate towards zero. A value an
     /// integer type cannot hold (NaN, infinite, out of range: undefined in NumPy) is an error.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    fn store(self, v: f64, out: &mut [u8]) -> Result<(), String> {
-        let int = |bits: i32, signed: bool| -> Result<f64, String> {
+    fn store(self, v: f64, out: &mut [u8]) -> Result<(), DoesNotFit> {
+        let int = |bits: i32, signed: bool| -> Result<f64, DoesNotFit> {
             let t = v.trunc();
             // Bounds as exact powers of two: [-2^(bits-1), 2^(bits-1)) or [0, 2^bits).
             let (lo, hi) = if signed {
@@ -198,10 +218,10 @@ impl Num {
             if t.is_finite() && t >= lo && t < hi {
                 Ok(t)
             } else {
-                Err(format!(
-                    "decoded value {v} does not fit the codec's dtype {self:?} \
-                     (numcodecs' result would be undefined)"
-                ))
+                Err(DoesNotFit {
+                    value: v,
+                    dtype: self,
+                })
             }
         };
         match self {
@@ -298,7 +318,7 @@ impl FixedScaleOffset {
     /// Decodes one element: `astype` value `enc` → `dtype` value, as NumPy computes
     /// `(enc / scale + offset).astype(dtype)`.
     #[allow(clippy::cast_possible_truncation)]
-    fn decode_one(&self, enc: &[u8], out: &mut [u8]) -> Result<(), String> {
+    fn decode_one(&self, enc: &[u8], out: &mut [u8]) -> Result<(), DoesNotFit> {
         let v = if self.astype == Num::F32 {
             // float32 array with Python scalars: NumPy computes in float32 (each operation
             // rounded to float32), the scalars first rounded to float32.
@@ -312,7 +332,7 @@ impl FixedScaleOffset {
 
     /// Encodes one element: `dtype` value → `astype` value, `around((x - offset) * scale)`.
     #[allow(clippy::cast_possible_truncation)]
-    fn encode_one(&self, dec: &[u8], out: &mut [u8]) -> Result<(), String> {
+    fn encode_one(&self, dec: &[u8], out: &mut [u8]) -> Result<(), DoesNotFit> {
         let v = if self.dtype == Num::F32 {
             let x = self.dtype.load_f64(dec) as f32;
             f64::from(((x - self.offset as f32) * self.scale as f32).round_ties_even())
@@ -339,7 +359,7 @@ impl FixedScaleOffset {
         input: &[u8],
         from: Num,
         to: Num,
-        f: impl Fn(&[u8], &mut [u8]) -> Result<(), String>,
+        f: impl Fn(&[u8], &mut [u8]) -> Result<(), DoesNotFit>,
     ) -> Result<Vec<u8>, CodecError> {
         if !input.len().is_multiple_of(from.size()) {
             return Err(CodecError::Other(format!(

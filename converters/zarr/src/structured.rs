@@ -29,6 +29,53 @@
 use serde_json::{Map, Value};
 use tet_source::{AttrValue, Attrs, ElementType};
 
+/// Why a record data type, or records of it, cannot be read: what the importer does not map
+/// (an unsupported item), or what contradicts itself; under the field it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// The type description or the records contradict themselves (what, one line).
+    #[error("{0}")]
+    Malformed(String),
+    /// Valid, but with no form here (what, one line).
+    #[error("{0}")]
+    Unsupported(String),
+    /// An error about one field of the record.
+    #[error("field '{field}': {source}")]
+    InField {
+        /// The field's name.
+        field: String,
+        /// What is wrong with it.
+        source: Box<RecordError>,
+    },
+}
+
+impl RecordError {
+    /// This error about field `name`.
+    fn in_field(self, name: &str) -> Self {
+        RecordError::InField {
+            field: name.to_string(),
+            source: Box::new(self),
+        }
+    }
+
+    /// Whether the record is valid but not mappable (whatever field it is about).
+    pub fn is_unsupported(&self) -> bool {
+        match self {
+            RecordError::Unsupported(_) => true,
+            RecordError::InField { source, .. } => source.is_unsupported(),
+            RecordError::Malformed(_) => false,
+        }
+    }
+}
+
+fn bad(what: impl Into<String>) -> RecordError {
+    RecordError::Malformed(what.into())
+}
+
+fn unsupported(what: impl Into<String>) -> RecordError {
+    RecordError::Unsupported(what.into())
+}
+
 /// Deepest nesting of records and sub-arrays accepted.
 const MAX_NESTING: usize = 32;
 /// Most leaves (variables) one record may have.
@@ -104,7 +151,12 @@ pub struct FieldLayout {
 impl FieldLayout {
     /// The layout of a numeric leaf in records of `record` bytes, after checking that every
     /// element of it lies inside a record.
-    pub fn new(record: u64, leaf: &Leaf, elem: ElementType, swap: bool) -> Result<Self, String> {
+    pub fn new(
+        record: u64,
+        leaf: &Leaf,
+        elem: ElementType,
+        swap: bool,
+    ) -> Result<Self, RecordError> {
         let fix = match (elem, swap) {
             (ElementType::Bool, _) => Fix::Bool,
             (_, false) => Fix::None,
@@ -115,7 +167,7 @@ impl FieldLayout {
     }
 
     /// The layout of `esize`-byte elements of `leaf`, checked to lie inside a record.
-    pub fn with(record: u64, leaf: &Leaf, esize: u64, fix: Fix) -> Result<Self, String> {
+    pub fn with(record: u64, leaf: &Leaf, esize: u64, fix: Fix) -> Result<Self, RecordError> {
         let end = leaf
             .sub_axes
             .iter()
@@ -124,12 +176,12 @@ impl FieldLayout {
             })
             .and_then(|a| a.checked_add(esize));
         if end.is_none_or(|e| e > record) {
-            return Err(format!(
+            return Err(bad(format!(
                 "field '{}' lies outside the {record}-byte record",
                 leaf.path.join("/")
-            ));
+            )));
         }
-        let size = |v: u64| usize::try_from(v).map_err(|_| "record too large".to_string());
+        let size = |v: u64| usize::try_from(v).map_err(|_| bad("record too large"));
         Ok(FieldLayout {
             record: size(record)?,
             offset: size(leaf.offset)?,
@@ -151,27 +203,30 @@ pub fn extract(
     inner_start: &[u64],
     inner_count: &[u64],
     out: &mut [u8],
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     if f.record == 0 || !records.len().is_multiple_of(f.record) {
-        return Err(format!(
+        return Err(bad(format!(
             "{} bytes are not whole records of {} bytes",
             records.len(),
             f.record
-        ));
+        )));
     }
     if inner_start.len() != f.sub_axes.len() || inner_count.len() != f.sub_axes.len() {
-        return Err("trailing axes do not match the field".into());
+        return Err(bad("trailing axes do not match the field"));
     }
     let inner_n = inner_count
         .iter()
         .try_fold(1usize, |a, &c| a.checked_mul(usize::try_from(c).ok()?))
-        .ok_or("region too large")?;
+        .ok_or_else(|| bad("region too large"))?;
     let want = (records.len() / f.record)
         .checked_mul(inner_n)
         .and_then(|n| n.checked_mul(f.esize))
-        .ok_or("region too large")?;
+        .ok_or_else(|| bad("region too large"))?;
     if out.len() != want {
-        return Err(format!("output of {} bytes, {want} expected", out.len()));
+        return Err(bad(format!(
+            "output of {} bytes, {want} expected",
+            out.len()
+        )));
     }
     if want == 0 {
         return Ok(());
@@ -189,12 +244,12 @@ pub fn extract(
                     a.checked_add(s.checked_add(i)?.checked_mul(st)?)
                 })
                 .and_then(|p| usize::try_from(p).ok())
-                .ok_or("element offset overflows")?;
+                .ok_or_else(|| bad("element offset overflows"))?;
             let src = pos
                 .checked_add(f.esize)
                 .and_then(|end| rec.get(pos..end))
-                .ok_or_else(|| format!("element at byte {pos} lies outside the record"))?;
-            let d = dst.next().ok_or("output too short")?;
+                .ok_or_else(|| bad(format!("element at byte {pos} lies outside the record")))?;
+            let d = dst.next().ok_or_else(|| bad("output too short"))?;
             d.copy_from_slice(src);
             apply_fix(d, f.fix);
             // Next index, last axis fastest.
@@ -281,29 +336,29 @@ pub fn is_v3_structured(obj: &Map<String, Value>) -> bool {
 }
 
 /// The record a Zarr v2 `dtype` list describes.
-pub fn parse_v2(dtype: &Value) -> Result<Record, String> {
+pub fn parse_v2(dtype: &Value) -> Result<Record, RecordError> {
     let fields = parse_fields(dtype, false, 0)?;
     record_of(fields)
 }
 
 /// The record a Zarr v3 `structured` data type (`{"name": "structured", "configuration":
 /// {"fields": …}}`) describes.
-pub fn parse_v3(data_type: &Value) -> Result<Record, String> {
+pub fn parse_v3(data_type: &Value) -> Result<Record, RecordError> {
     let fields = data_type
         .get("configuration")
         .and_then(|c| c.get("fields"))
-        .ok_or("structured data type without configuration.fields")?;
+        .ok_or_else(|| bad("structured data type without configuration.fields"))?;
     record_of(parse_fields(fields, true, 0)?)
 }
 
-fn record_of(fields: Vec<FieldTy>) -> Result<Record, String> {
+fn record_of(fields: Vec<FieldTy>) -> Result<Record, RecordError> {
     let ty = Ty::Record(fields);
-    let size = ty.size().ok_or("record size overflows")?;
+    let size = ty.size().ok_or_else(|| bad("record size overflows"))?;
     if size == 0 {
-        return Err("record of 0 bytes".into());
+        return Err(bad("record of 0 bytes"));
     }
     let Ty::Record(fields) = &ty else {
-        return Err("not a record".into());
+        return Err(bad("not a record"));
     };
     let mut leaves = Vec::new();
     walk(fields, &mut Vec::new(), 0, &mut Vec::new(), &mut leaves)?;
@@ -311,14 +366,16 @@ fn record_of(fields: Vec<FieldTy>) -> Result<Record, String> {
 }
 
 /// Parses a list of fields (`[name, type]` or `[name, type, shape]`).
-fn parse_fields(list: &Value, v3: bool, depth: usize) -> Result<Vec<FieldTy>, String> {
+fn parse_fields(list: &Value, v3: bool, depth: usize) -> Result<Vec<FieldTy>, RecordError> {
     if depth > MAX_NESTING {
-        return Err(format!("records nested deeper than {MAX_NESTING} levels"));
+        return Err(unsupported(format!(
+            "records nested deeper than {MAX_NESTING} levels"
+        )));
     }
     let items = list
         .as_array()
         .filter(|a| !a.is_empty())
-        .ok_or("a record's fields must be a non-empty list")?;
+        .ok_or_else(|| bad("a record's fields must be a non-empty list"))?;
     items
         .iter()
         .map(|item| {
@@ -326,33 +383,39 @@ fn parse_fields(list: &Value, v3: bool, depth: usize) -> Result<Vec<FieldTy>, St
                 .as_array()
                 .filter(|p| p.len() == 2 || p.len() == 3)
                 .ok_or_else(|| {
-                    format!("field {item} is not [name, type] or [name, type, shape]")
+                    bad(format!(
+                        "field {item} is not [name, type] or [name, type, shape]"
+                    ))
                 })?;
             let name = parts[0]
                 .as_str()
-                .ok_or_else(|| format!("field name {} is not a string", parts[0]))?
+                .ok_or_else(|| bad(format!("field name {} is not a string", parts[0])))?
                 .to_string();
-            let ty =
-                parse_type(&parts[1], v3, depth + 1).map_err(|e| format!("field '{name}': {e}"))?;
+            let ty = parse_type(&parts[1], v3, depth + 1).map_err(|e| e.in_field(&name))?;
             let shape = match parts.get(2) {
                 None => Vec::new(),
-                Some(Value::Number(n)) => vec![n.as_u64().ok_or("bad sub-array shape")?],
+                Some(Value::Number(n)) => {
+                    vec![n.as_u64().ok_or_else(|| bad("bad sub-array shape"))?]
+                }
                 Some(Value::Array(dims)) => dims
                     .iter()
                     .map(Value::as_u64)
                     .collect::<Option<Vec<u64>>>()
-                    .ok_or_else(|| format!("field '{name}': bad sub-array shape"))?,
-                Some(other) => return Err(format!("field '{name}': sub-array shape {other}")),
+                    .ok_or_else(|| bad(format!("field '{name}': bad sub-array shape")))?,
+                Some(other) => return Err(bad(format!("field '{name}': sub-array shape {other}"))),
             };
             if shape.len() > MAX_NESTING {
-                return Err(format!("field '{name}': sub-array of {} axes", shape.len()));
+                return Err(bad(format!(
+                    "field '{name}': sub-array of {} axes",
+                    shape.len()
+                )));
             }
             Ok(FieldTy { name, ty, shape })
         })
         .collect()
 }
 
-fn parse_type(v: &Value, v3: bool, depth: usize) -> Result<Ty, String> {
+fn parse_type(v: &Value, v3: bool, depth: usize) -> Result<Ty, RecordError> {
     match v {
         Value::String(s) if v3 => v3_scalar(s, None).map(Ty::Scalar),
         Value::String(s) => v2_scalar(s).map(Ty::Scalar),
@@ -361,12 +424,12 @@ fn parse_type(v: &Value, v3: bool, depth: usize) -> Result<Ty, String> {
             let name = o
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("data type object without a name")?;
+                .ok_or_else(|| bad("data type object without a name"))?;
             if name == "structured" {
                 return Ok(Ty::Record(parse_fields(
                     o.get("configuration")
                         .and_then(|c| c.get("fields"))
-                        .ok_or("structured data type without configuration.fields")?,
+                        .ok_or_else(|| bad("structured data type without configuration.fields"))?,
                     v3,
                     depth,
                 )?));
@@ -374,7 +437,7 @@ fn parse_type(v: &Value, v3: bool, depth: usize) -> Result<Ty, String> {
             let conf = o.get("configuration").and_then(Value::as_object);
             v3_scalar(name, conf).map(Ty::Scalar)
         }
-        other => Err(format!("data type {other} is not understood")),
+        other => Err(unsupported(format!("data type {other} is not understood"))),
     }
 }
 
@@ -401,14 +464,14 @@ fn numeric_v3(name: &str) -> Option<ElementType> {
 }
 
 /// A v3 field type other than a record (always little-endian).
-fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, String> {
+fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, RecordError> {
     if let Some(e) = numeric_v3(name) {
         return Ok(Scalar::Num(e, false));
     }
     let length = || {
         conf.and_then(|c| c.get("length_bytes"))
             .and_then(Value::as_u64)
-            .ok_or_else(|| format!("{name} without configuration.length_bytes"))
+            .ok_or_else(|| bad(format!("{name} without configuration.length_bytes")))
     };
     match name {
         "raw_bytes" => Ok(Scalar::Opaque {
@@ -424,7 +487,7 @@ fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, St
         "fixed_length_utf32" => {
             let n = length()?;
             if !n.is_multiple_of(4) {
-                return Err(format!("{name} of {n} bytes (not a multiple of 4)"));
+                return Err(bad(format!("{name} of {n} bytes (not a multiple of 4)")));
             }
             Ok(Scalar::Text {
                 utf32: true,
@@ -436,7 +499,7 @@ fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, St
             let unit = conf
                 .and_then(|c| c.get("unit"))
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("{name} without a unit"))?;
+                .ok_or_else(|| bad(format!("{name} without a unit")))?;
             let scale = conf
                 .and_then(|c| c.get("scale_factor"))
                 .and_then(Value::as_u64)
@@ -454,15 +517,15 @@ fn v3_scalar(name: &str, conf: Option<&Map<String, Value>>) -> Result<Scalar, St
                 raw: true,
                 what: format!("raw bits ({name}) have no numeric .tet form"),
             }),
-            _ => Err(format!(
+            _ => Err(unsupported(format!(
                 "data type {name} has no fixed size known here (or is not supported)"
-            )),
+            ))),
         },
     }
 }
 
 /// A v2 (NumPy) type string: byte order, kind, size, optional `[unit]`.
-fn v2_scalar(s: &str) -> Result<Scalar, String> {
+fn v2_scalar(s: &str) -> Result<Scalar, RecordError> {
     let (big, rest) = match s.as_bytes().first() {
         Some(b'>') => (true, &s[1..]),
         Some(b'<' | b'|' | b'=') => (false, &s[1..]),
@@ -471,20 +534,20 @@ fn v2_scalar(s: &str) -> Result<Scalar, String> {
     let mut chars = rest.chars();
     let kind = chars
         .next()
-        .ok_or_else(|| format!("empty type string '{s}'"))?;
+        .ok_or_else(|| bad(format!("empty type string '{s}'")))?;
     let tail = chars.as_str();
     let (digits, unit) = match tail.find('[') {
         Some(i) => (&tail[..i], Some(&tail[i..])),
         None => (tail, None),
     };
     if kind == 'O' {
-        return Err(format!(
+        return Err(unsupported(format!(
             "'{s}' (Python objects) has no fixed size: the array cannot be read"
-        ));
+        )));
     }
     let size: u64 = digits
         .parse()
-        .map_err(|_| format!("type string '{s}' is not understood"))?;
+        .map_err(|_| unsupported(format!("type string '{s}' is not understood")))?;
     let swap = big && size > 1;
     let num = |e: ElementType| {
         if e.size() as u64 == size {
@@ -536,7 +599,7 @@ fn v2_scalar(s: &str) -> Result<Scalar, String> {
         }),
         _ => Err(()),
     };
-    got.map_err(|()| format!("type string '{s}' is not supported in a record"))
+    got.map_err(|()| unsupported(format!("type string '{s}' is not supported in a record")))
 }
 
 fn walk(
@@ -545,16 +608,18 @@ fn walk(
     offset: u64,
     sub_axes: &mut Vec<(u64, u64)>,
     out: &mut Vec<Leaf>,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     let mut off = offset;
     for (i, f) in fields.iter().enumerate() {
-        let esize = f.ty.size().ok_or("record size overflows")?;
+        let esize = f.ty.size().ok_or_else(|| bad("record size overflows"))?;
         let count = f
             .shape
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or("sub-array size overflows")?;
-        let size = esize.checked_mul(count).ok_or("record size overflows")?;
+            .ok_or_else(|| bad("sub-array size overflows"))?;
+        let size = esize
+            .checked_mul(count)
+            .ok_or_else(|| bad("record size overflows"))?;
         let raw = matches!(&f.ty, Ty::Scalar(Scalar::Opaque { raw: true, .. }));
         if !(f.name.is_empty() && raw) {
             let name = if f.name.is_empty() {
@@ -589,10 +654,14 @@ fn walk(
                     .for_each(|l| l.notes.push(note.clone()));
             }
             if out.len() > MAX_LEAVES {
-                return Err(format!("a record of more than {MAX_LEAVES} fields"));
+                return Err(unsupported(format!(
+                    "a record of more than {MAX_LEAVES} fields"
+                )));
             }
         }
-        off = off.checked_add(size).ok_or("record size overflows")?;
+        off = off
+            .checked_add(size)
+            .ok_or_else(|| bad("record size overflows"))?;
     }
     Ok(())
 }
@@ -603,7 +672,7 @@ fn leaf(
     offset: u64,
     sub_axes: &[(u64, u64)],
     out: &mut Vec<Leaf>,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     let kind = match s {
         Scalar::Num(elem, swap) => LeafKind::Numeric {
             elem: *elem,
@@ -691,19 +760,19 @@ fn time_leaf(datetime: bool, unit: &str, swap: bool) -> LeafKind {
 /// zarr-python writes, both versions) stays; a list of byte values stays; `0` or `null` is all
 /// zero bytes (zarr-python 2 leaves the chunks of a `null` fill value uninitialised: any bytes
 /// are right, zeros are chosen). Anything else cannot be read.
-pub fn raw_fill(fill: Option<&Value>, size: u64) -> Result<Value, String> {
+pub fn raw_fill(fill: Option<&Value>, size: u64) -> Result<Value, RecordError> {
     let zeros = || {
         usize::try_from(size)
             .map(|n| Value::Array(vec![Value::from(0u8); n]))
-            .map_err(|_| "record too large".to_string())
+            .map_err(|_| bad("record too large"))
     };
     match fill {
         Some(Value::String(_)) | Some(Value::Array(_)) => Ok(fill.cloned().unwrap_or_default()),
         Some(Value::Number(n)) if n.as_u64() == Some(0) => zeros(),
         Some(Value::Null) | None => zeros(),
-        Some(other) => Err(format!(
+        Some(other) => Err(bad(format!(
             "fill value {other} of a structured data type (base64 of the record expected)"
-        )),
+        ))),
     }
 }
 

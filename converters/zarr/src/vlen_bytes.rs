@@ -10,7 +10,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tet_source::ragged::{InMemory, Ragged};
-use tet_source::{AttrValue, ElementType, Fact, Result, SourceError, Variable};
+use tet_source::{AttrValue, ElementType, Fact, Part, Result, Variable};
 use zarrs::array::{Array, CodecOptions};
 
 use crate::Store;
@@ -42,15 +42,19 @@ pub(crate) enum BytesForm {
 }
 
 /// Every value of `array` (C order) as zarrs decodes it.
-fn read_values(array: &Array<Store>, opts: &CodecOptions) -> Result<Vec<Vec<u8>>> {
+fn read_values(array: &Array<Store>, name: &str, opts: &CodecOptions) -> Result<Vec<Vec<u8>>> {
     let subset = array.subset_all();
+    let what = format!("array '{name}': cannot read its bytes values");
     let got = catch_unwind(AssertUnwindSafe(|| {
         array
             .retrieve_array_subset_opt::<Vec<Vec<u8>>>(&subset, opts)
-            .map_err(|e| e.to_string())
+            .map_err(|e| Part::Chunk.malformed_by(what.clone(), e))
     }));
-    got.unwrap_or_else(|_| Err("zarrs failed decoding the values (corrupt chunk?)".into()))
-        .map_err(|e| SourceError::malformed(format!("cannot read its bytes values: {e}")))
+    got.unwrap_or_else(|_| {
+        Err(Part::Chunk.malformed(format!(
+            "{what}: zarrs failed decoding the values (corrupt chunk?)"
+        )))
+    })
 }
 
 /// Reads the `bytes` array `array` (`count` elements) whose variable as the source has it is
@@ -62,10 +66,11 @@ pub(crate) fn read(
     count: u64,
     dt_json: &str,
 ) -> Result<BytesForm> {
-    let values = read_values(array, opts)?;
+    let values = read_values(array, &base.name, opts)?;
     if values.len() as u64 != count {
-        return Err(SourceError::malformed(format!(
-            "{} values read, {count} expected",
+        return Err(Part::Values.malformed(format!(
+            "array '{}': {} values read, {count} expected",
+            base.name,
             values.len()
         )));
     }

@@ -89,7 +89,7 @@ fn unsupported_configurations_are_unsupported_items() {
 
     let err = open_store(&root, &OpenOptions::default()).unwrap_err();
     assert!(
-        matches!(err, tet_source::SourceError::Unsupported(_)),
+        matches!(err, tet_source::SourceError::Unsupported { .. }),
         "{err}"
     );
     assert!(err.to_string().contains("fixedscaleoffset"), "{err}");

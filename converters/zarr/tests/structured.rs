@@ -274,7 +274,7 @@ fn fields_without_a_form_are_unsupported_fields_only() {
     );
     let root = dir.path().join("s.zarr");
     let err = open_store(&root, &OpenOptions::default()).unwrap_err();
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err}");
+    assert!(matches!(err, SourceError::Unsupported { .. }), "{err}");
     assert!(err.to_string().contains("'rec/r'"), "{err}");
     let src = open_store(&root, &skip()).unwrap();
     let skipped: Vec<&str> = src.skipped().iter().map(|s| s.name.as_str()).collect();
@@ -335,7 +335,9 @@ fn unreadable_record_metadata_is_an_unsupported_array() {
         v2_store(dir.path(), dtype, fill, "[2]", &[]);
         let root = dir.path().join("s.zarr");
         match open_store(&root, &OpenOptions::default()) {
-            Err(SourceError::Unsupported(m)) => assert!(m.contains(why), "{dtype}: {m}"),
+            Err(e @ SourceError::Unsupported { .. }) => {
+                assert!(e.to_string().contains(why), "{dtype}: {e}")
+            }
             other => panic!("{dtype}: expected unsupported, got {other:?}"),
         }
         let src = open_store(&root, &skip()).unwrap();
@@ -353,7 +355,7 @@ fn unreadable_record_metadata_is_an_unsupported_array() {
         let root = dir.path().join("s.zarr");
         let err = open_store(&root, &OpenOptions::default()).unwrap_err();
         assert!(
-            matches!(err, SourceError::Unsupported(_)),
+            matches!(err, SourceError::Unsupported { .. }),
             "{fields}: {err}"
         );
         let src = open_store(&root, &skip()).unwrap();
@@ -395,7 +397,7 @@ fn corrupt_chunks_are_errors() {
     let idx = var_index(&src, "rec/b");
     let mut out = [0u8; 6];
     let err = src.read_region(idx, &[0], &[3], &mut out).unwrap_err();
-    assert!(matches!(err, SourceError::Malformed(_)), "{err}");
+    assert!(matches!(err, SourceError::Malformed { .. }), "{err}");
     // The other chunk is fine: element 2 is the fill value.
     let mut one = [9u8; 2];
     src.read_region(idx, &[2], &[1], &mut one).unwrap();

@@ -1182,7 +1182,7 @@ fn unsupported_codecs_are_refused_by_name_or_skipped() {
         .open(&root, &OpenOptions::default())
         .err()
         .expect("raw lzma (a custom filter chain, not read) must be refused");
-    assert!(matches!(err, SourceError::Unsupported(_)), "{err}");
+    assert!(matches!(err, SourceError::Unsupported { .. }), "{err}");
     assert!(err.to_string().contains("lzma"), "{err}");
     let src = ZarrImporter
         .open(
