@@ -42,6 +42,12 @@ elif cmd == "uploads":
     bucket = args[0]
     for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
         print(u["Key"])
+elif cmd == "corrupt":
+    bucket, key = args
+    o = s3.get_object(Bucket=bucket, Key=key)
+    b = bytearray(o["Body"].read())
+    b[len(b) // 3] ^= 0xFF
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(b), Metadata=o["Metadata"])
 "#;
 
 fn python() -> PathBuf {
@@ -375,6 +381,23 @@ impl Proxy {
         stall: Option<&'static str>,
         deny: Option<&'static str>,
     ) -> Proxy {
+        Proxy::start_faulty(upstream, cut, stall, deny, None)
+    }
+
+    /// A proxy that answers the first `n` requests whose line contains `pattern` with S3's
+    /// 503 SlowDown itself (a transient failure the client retries), and forwards the rest.
+    fn start_flaky(upstream: &str, pattern: &'static str, n: usize) -> Proxy {
+        let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
+        Proxy::start_faulty(upstream, None, None, None, Some((pattern, left)))
+    }
+
+    fn start_faulty(
+        upstream: &str,
+        cut: Option<&'static str>,
+        stall: Option<&'static str>,
+        deny: Option<&'static str>,
+        flaky: Option<(&'static str, std::sync::Arc<std::sync::atomic::AtomicUsize>)>,
+    ) -> Proxy {
         use std::io::Read as _;
         use std::sync::{Arc, Mutex};
         let upstream = upstream.trim_start_matches("http://").to_string();
@@ -396,6 +419,7 @@ impl Proxy {
                 let seen = seen.clone();
                 let dead = dead.clone();
                 let mut denier = client.try_clone().unwrap();
+                let flaky = flaky.clone();
                 std::thread::spawn(move || {
                     let mut buf = vec![0u8; 1 << 16];
                     let mut pending = Vec::new();
@@ -414,13 +438,33 @@ impl Proxy {
                             if stall.is_some_and(|p| line.contains(p)) {
                                 stalled = true;
                             }
-                            if deny.is_some_and(|p| line.contains(p)) {
-                                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
-                                    <Error><Code>AccessDenied</Code>\
-                                    <Message>Access Denied</Message></Error>";
-                                let head = if line.starts_with("HEAD ") { "" } else { body };
+                            let fail_now = flaky.as_ref().is_some_and(|(p, left)| {
+                                line.contains(p)
+                                    && left
+                                        .fetch_update(
+                                            std::sync::atomic::Ordering::SeqCst,
+                                            std::sync::atomic::Ordering::SeqCst,
+                                            |n| n.checked_sub(1),
+                                        )
+                                        .is_ok()
+                            });
+                            let refusal = if deny.is_some_and(|p| line.contains(p)) {
+                                Some(("403 Forbidden", "AccessDenied", "Access Denied"))
+                            } else if fail_now {
+                                let m = "Please reduce your request rate.";
+                                Some(("503 Slow Down", "SlowDown", m))
+                            } else {
+                                None
+                            };
+                            if let Some((status, code, message)) = refusal {
+                                let body = format!(
+                                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+                                     <Error><Code>{code}</Code>\
+                                     <Message>{message}</Message></Error>"
+                                );
+                                let head = if line.starts_with("HEAD ") { "" } else { &body };
                                 let answer = format!(
-                                    "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n\
+                                    "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\n\
                                      Content-Length: {}\r\nConnection: close\r\n\r\n{head}",
                                     head.len()
                                 );
@@ -797,4 +841,210 @@ fn a_terminated_or_killed_upload_leaves_no_object_and_the_next_run_aborts_it() {
         &moto.run(TET, &["verify", "--deep", fetched.to_str().unwrap()]),
         "verify",
     );
+}
+
+/// Issue 22: "transient errors are retried with backoff, and the ledger row says how many
+/// retries a success needed". The proxy answers the first two GETs of the input and the first
+/// upload of a part with 503 SlowDown; the conversion succeeds, its values are the local
+/// conversion's, and its ledger row counts 3 retries. With more failures than retries allowed
+/// the line says throttled, after how many retries.
+#[test]
+fn transient_failures_are_retried_and_counted_in_the_ledger() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("r.npy");
+    std::fs::write(&input, small_npy(11)).unwrap();
+    moto.helper(&["put", "inbox", "r.npy", input.to_str().unwrap()]);
+    let run = |proxy: &Proxy, extra: &[&str], report: &Path| {
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .args([
+                "s3://inbox/r.npy",
+                "s3://outbox/r.tet",
+                "--force",
+                "--report",
+            ])
+            .arg(report)
+            .args(extra);
+        c.output().unwrap()
+    };
+    let gets = Proxy::start_flaky(&moto.endpoint, "GET /inbox/r.npy", 2);
+    let report = tmp.path().join("gets.jsonl");
+    ok(&run(&gets, &[], &report), "two failed GETs");
+    let rows = ledger_rows(&report);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["status"], "ok", "{rows:?}");
+    assert_eq!(rows[0]["retries"], 2, "{rows:?}");
+    let refused: Vec<String> = gets
+        .take()
+        .into_iter()
+        .filter(|l| l.starts_with("GET /inbox/r.npy"))
+        .collect();
+    assert!(refused.len() >= 3, "{refused:?}");
+
+    let parts = Proxy::start_flaky(&moto.endpoint, "partNumber=1", 1);
+    let report = tmp.path().join("part.jsonl");
+    ok(&run(&parts, &[], &report), "a failed part");
+    let rows = ledger_rows(&report);
+    assert_eq!(
+        (&rows[0]["status"], &rows[0]["retries"]),
+        (&"ok".into(), &1.into()),
+        "{rows:?}"
+    );
+    // The published object is the local conversion.
+    let local = tmp.path().join("local.tet");
+    ok(
+        &moto.run(CONVERT, &[input.to_str().unwrap(), local.to_str().unwrap()]),
+        "local",
+    );
+    let fetched = tmp.path().join("fetched.tet");
+    moto.helper(&["get", "outbox", "r.tet", fetched.to_str().unwrap()]);
+    assert_eq!(datasets(&fetched), datasets(&local));
+
+    // Throttled beyond the retries allowed: one line, a failed row that says so.
+    let always = Proxy::start_flaky(&moto.endpoint, "GET /inbox/r.npy", 1000);
+    let report = tmp.path().join("throttled.jsonl");
+    let o = run(&always, &["--storage-option", "max_retries=2"], &report);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("s3://inbox/r.npy")
+            && err.contains("throttled (SlowDown: Please reduce your request rate.)")
+            && err.contains("after 2 retries"),
+        "{err}"
+    );
+    let rows = ledger_rows(&report);
+    assert_eq!(rows[0]["status"], "failed", "{rows:?}");
+    assert!(rows[0]["reason"].as_str().unwrap().contains("throttled"));
+}
+
+/// Issue 22: an `s3://` input with no credentials anywhere gives one line naming the URL and
+/// saying that credentials are missing (not a signing or connection error of the instance
+/// metadata service object_store falls back to).
+#[test]
+fn an_s3_input_without_credentials_says_so() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("a.npy");
+    std::fs::write(&input, small_npy(1)).unwrap();
+    moto.helper(&["put", "inbox", "a.npy", input.to_str().unwrap()]);
+    let out = tmp.path().join("a.tet");
+    let mut c = Command::new(CONVERT);
+    moto.env(&mut c);
+    for k in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_ROLE_ARN",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_SKIP_SIGNATURE",
+    ] {
+        c.env_remove(k);
+    }
+    let started = Instant::now();
+    let o = c
+        .args(["s3://inbox/a.npy", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    eprintln!("{err} ({:?})", started.elapsed());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("s3://inbox/a.npy: no credentials:") && err.contains("AWS_ACCESS_KEY_ID"),
+        "{err}"
+    );
+    assert!(!err.contains("169.254"), "{err}");
+    assert!(!out.exists());
+}
+
+/// An object output is treated as a local one: `--rehash` hashes the input (streamed, nothing
+/// spooled) and keeps an unchanged output; `--verify-existing` rebuilds a damaged output that
+/// its metadata alone calls up to date; a batch run never silently replaces an output made from
+/// another input (`--force` does).
+#[test]
+fn object_outputs_follow_rehash_verify_existing_and_the_source_guard() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    for (dir, seed) in [("a", 1), ("b", 2)] {
+        let f = tmp.path().join(format!("{dir}.npy"));
+        std::fs::write(&f, small_npy(seed)).unwrap();
+        moto.helper(&["put", "inbox", &format!("{dir}/x.npy"), f.to_str().unwrap()]);
+    }
+    let proxy = Proxy::start(&moto.endpoint, None, None);
+    let run = |args: &[&str]| {
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args(args);
+        c.output().unwrap()
+    };
+    let single = ["s3://inbox/a/x.npy", "s3://outbox/x.tet", "-v"];
+    ok(&run(&single), "first");
+
+    // --rehash: the input's body is read and hashed, the output kept (nothing uploaded).
+    proxy.take();
+    let o = run(&[&single[..], &["--rehash"]].concat());
+    ok(&o, "rehash");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("up to date"));
+    let lines = proxy.take();
+    assert!(
+        lines.iter().any(|l| l.starts_with("GET /inbox/a/x.npy")),
+        "{lines:?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("PUT /outbox/") || l.starts_with("POST /outbox/")),
+        "{lines:?}"
+    );
+
+    // A damaged output with its metadata intact: trusted by the stamp, rebuilt when verified.
+    moto.helper(&["corrupt", "outbox", "x.tet"]);
+    let o = run(&single);
+    ok(&o, "trusted");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("up to date"));
+    let report = tmp.path().join("verify.jsonl");
+    let o = run(&[
+        &single[..],
+        &["--verify-existing", "--report", report.to_str().unwrap()],
+    ]
+    .concat());
+    ok(&o, "verify-existing");
+    let rows = ledger_rows(&report);
+    assert_eq!(rows[0]["status"], "ok", "{rows:?}");
+    let fetched = tmp.path().join("x.tet");
+    moto.helper(&["get", "outbox", "x.tet", fetched.to_str().unwrap()]);
+    ok(
+        &moto.run(TET, &["verify", "--deep", fetched.to_str().unwrap()]),
+        "rebuilt output verifies",
+    );
+
+    // Another input mapped to the same output key in a batch run: a conflict, not a rebuild.
+    let report = tmp.path().join("guard.jsonl");
+    let batch = ["s3://inbox/b/", "--out-dir", "s3://outbox/", "--report"];
+    let o = run(&[&batch[..], &[report.to_str().unwrap()]].concat());
+    assert!(!o.status.success());
+    let rows = ledger_rows(&report);
+    assert_eq!(rows[0]["status"], "failed", "{rows:?}");
+    let reason = rows[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("holds the conversion of another input, s3://inbox/a/x.npy"),
+        "{reason}"
+    );
+    let o = run(&[&batch[..], &[report.to_str().unwrap(), "--force"]].concat());
+    ok(&o, "--force replaces it");
+    moto.helper(&["get", "outbox", "x.tet", fetched.to_str().unwrap()]);
+    let npy = small_npy(2);
+    let f = TetFile::open(&fetched).unwrap();
+    assert_eq!(f.read_dataset(0).unwrap(), npy[npy.len() - 512..].to_vec());
 }

@@ -110,6 +110,10 @@ pub struct InputRow {
     pub skipped_items: Option<usize>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// For an object input or output: how many requests to the store failed transiently
+    /// (5xx, 429, a lost connection) and were retried, over the whole job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u64>,
     pub elapsed_s: f64,
 }
 

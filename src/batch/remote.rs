@@ -20,19 +20,25 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use super::fresh::Freshness;
 use super::inputs::{Input, Selection};
-use super::job::{failed_row, record_converted, Outcome, StageHook, WireJob, WirePath};
+use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
 use super::ledger::Status;
+use crate::control::Cancel;
 use crate::format::integrity::FooterDigest;
 use crate::format::TetFile;
+use crate::meta;
 use crate::pipeline::{convert, ConvertError, ConvertOptions};
 use crate::registry;
-use crate::storage::{self, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
+use crate::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
 
 /// Object metadata keys of an uploaded output (S3 lower-cases them).
 const META_DIGEST: &str = "tet-input-digest";
 const META_STAMP: &str = "tet-input-stamp";
 const META_PARAMS: &str = "tet-params";
+/// The input an uploaded output was converted from (its URL or path, when it is printable
+/// ASCII, which object metadata takes).
+const META_INPUT: &str = "tet-input";
 
 /// The storage settings of a job: `--storage-option` pairs and `--spool-dir`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,39 +85,150 @@ fn input_stamp(input: &Path, src: Option<&Object>) -> Result<(String, u64), Stor
     }
 }
 
-/// `Ok(Some((digest, bytes)))` when the output is up to date, `Ok(None)` when there is none,
-/// `Err(why)` when it is rebuilt.
-fn fresh(
-    output: &Path,
-    dst: Option<&Object>,
-    params: &BTreeMap<String, String>,
-    stamp: &(String, u64),
-    rehash: bool,
-) -> Result<Option<(String, u64)>, String> {
-    let (digest, recorded_stamp) = match dst {
-        Some(o) => {
-            let Some((_, meta)) = o.metadata().map_err(|e| e.to_string())? else {
+/// Why an existing output is converted again.
+#[derive(Debug, thiserror::Error)]
+enum Rebuild {
+    #[error("the options changed (or it was not written by tet-convert)")]
+    Options,
+    #[error("the input changed")]
+    Input,
+    /// The output object's metadata could not be read.
+    #[error(transparent)]
+    Unreadable(StorageError),
+    /// What the local output's footer says ([`super::recorded`]).
+    #[error("{0}")]
+    Recorded(String),
+    /// `--verify-existing` found the output damaged (what the deep verify said).
+    #[error("{0}")]
+    Damaged(String),
+}
+
+/// What an existing output records of the conversion that made it.
+struct Recorded {
+    digest: Option<String>,
+    stamp: Option<String>,
+    /// The input it was converted from, when recorded.
+    input: Option<String>,
+}
+
+/// What is up to date when: the existing output, the input and the options of the job.
+struct Check<'a> {
+    input: &'a Path,
+    output: &'a Path,
+    src: Option<&'a Object>,
+    dst: Option<&'a Object>,
+    params: &'a BTreeMap<String, String>,
+    stamp: &'a (String, u64),
+    recheck: Recheck,
+    root: &'a Path,
+    cancel: &'a Cancel,
+}
+
+/// Whether an output is rebuilt.
+enum Fresh {
+    /// It records this input digest and the input is that many bytes.
+    UpToDate(String, u64),
+    /// There is none.
+    Absent,
+    Rebuild(Rebuild),
+    /// It holds the conversion of another input (a batch run never replaces it silently).
+    Conflict(String),
+}
+
+impl Check<'_> {
+    /// As [`super::fresh::check`] decides for local files: the output records the same options
+    /// and the input's stamp (`--rehash`: the input's digest, an object input streamed once,
+    /// nothing spooled); `--verify-existing`: it also deep-verifies; in a batch run an output
+    /// made from another input is a conflict.
+    fn decide(&self) -> Fresh {
+        let rec = match self.recorded() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Fresh::Absent,
+            Err(why) => return Fresh::Rebuild(why),
+        };
+        let Some(digest) = rec.digest else {
+            return Fresh::Rebuild(Rebuild::Input);
+        };
+        let unchanged = if self.recheck.rehash {
+            match self.input_digest() {
+                Ok((d, _)) => d == digest,
+                Err(e) => return Fresh::Rebuild(Rebuild::Unreadable(e)),
+            }
+        } else {
+            rec.stamp.as_deref() == Some(self.stamp.0.as_str())
+        };
+        if !unchanged {
+            let ours = self.input.display().to_string();
+            return match rec.input {
+                Some(theirs) if self.recheck.guard_source && theirs != ours => {
+                    Fresh::Conflict(format!(
+                        "{} holds the conversion of another input, {theirs} (mirror the \
+                         folders with a directory argument or --base, or replace it with --force)",
+                        self.output.display()
+                    ))
+                }
+                _ => Fresh::Rebuild(Rebuild::Input),
+            };
+        }
+        if self.recheck.verify_existing {
+            if let Some(why) = self.fails_verify() {
+                return Fresh::Rebuild(Rebuild::Damaged(why));
+            }
+        }
+        Fresh::UpToDate(digest, self.stamp.1)
+    }
+
+    /// What the output records (`None`: there is none); `Err` when it is rebuilt anyway.
+    fn recorded(&self) -> Result<Option<Recorded>, Rebuild> {
+        if let Some(o) = self.dst {
+            let Some((_, meta)) = o.metadata().map_err(Rebuild::Unreadable)? else {
                 return Ok(None);
             };
-            if meta.get(META_PARAMS) != Some(&params_digest(params)) {
-                return Err("the options changed (or it was not written by tet-convert)".into());
+            if meta.get(META_PARAMS) != Some(&params_digest(self.params)) {
+                return Err(Rebuild::Options);
             }
-            (
-                meta.get(META_DIGEST).cloned(),
-                meta.get(META_STAMP).cloned(),
-            )
+            return Ok(Some(Recorded {
+                digest: meta.get(META_DIGEST).cloned(),
+                stamp: meta.get(META_STAMP).cloned(),
+                input: meta.get(META_INPUT).cloned(),
+            }));
         }
-        None => {
-            if std::fs::symlink_metadata(output).is_err() {
-                return Ok(None);
-            }
-            let rec = super::recorded(output, params)?;
-            (rec.parents.first().cloned(), rec.object_stamp)
+        if std::fs::symlink_metadata(self.output).is_err() {
+            return Ok(None);
         }
-    };
-    match (digest, recorded_stamp) {
-        (Some(d), Some(s)) if s == stamp.0 && !rehash => Ok(Some((d, stamp.1))),
-        _ => Err("the input changed".into()),
+        let rec = super::recorded(self.output, self.params)
+            .map_err(|e| Rebuild::Recorded(e.to_string()))?;
+        Ok(Some(Recorded {
+            digest: rec.parents.first().cloned(),
+            stamp: rec.object_stamp,
+            input: rec.input,
+        }))
+    }
+
+    /// The input's digest and size, read now (`--rehash`).
+    fn input_digest(&self) -> Result<(String, u64), StorageError> {
+        match self.src {
+            Some(o) => o.digest(self.cancel),
+            None => meta::digest_input(self.input).map_err(|source| StorageError::Local {
+                path: self.input.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Why the existing output fails a deep verify (`--verify-existing`), `None` when it
+    /// passes; an object output is downloaded into a spool folder for it.
+    fn fails_verify(&self) -> Option<String> {
+        let spool = match self.dst.map(|o| o.download(self.root, self.cancel)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => return Some(format!("existing output unreadable: {}", e.cause())),
+            None => None,
+        };
+        let local = spool.as_ref().map_or(self.output, Spool::path);
+        match super::fresh::existing_output_fails_verify(local)? {
+            Freshness::Rebuild(Some(why)) => Some(why.to_string()),
+            _ => Some("existing output failed verification".into()),
+        }
     }
 }
 
@@ -130,6 +247,26 @@ pub fn execute(
         (Ok(s), Ok(d)) => (s, d),
         (Err(e), _) | (_, Err(e)) => return failed(out, input, &e),
     };
+    // Every store of the job (clones share their store's count of retried requests).
+    let stores: Vec<Object> = src.iter().chain(dst.iter()).cloned().collect();
+    let mut out = run_checked(job, input, output, opts, stage, out, src, dst, root);
+    out.row.retries = Some(stores.iter().map(Object::retries).sum());
+    out
+}
+
+/// [`execute`] once the URLs are parsed: the up-to-date check, then the conversion.
+#[allow(clippy::too_many_arguments)]
+fn run_checked(
+    job: &WireJob,
+    input: &Path,
+    output: &Path,
+    opts: ConvertOptions,
+    stage: StageHook<'_>,
+    out: Outcome,
+    src: Option<Object>,
+    dst: Option<Object>,
+    root: PathBuf,
+) -> Outcome {
     let stamp = match input_stamp(input, src.as_ref()) {
         Ok(s) => s,
         Err(e) => return failed(out, input, &e),
@@ -137,8 +274,19 @@ pub fn execute(
     let params = opts.byte_affecting_params();
     let mut rebuild = None;
     if !job.recheck.force {
-        match fresh(output, dst.as_ref(), &params, &stamp, job.recheck.rehash) {
-            Ok(Some((digest, bytes))) => {
+        let check = Check {
+            input,
+            output,
+            src: src.as_ref(),
+            dst: dst.as_ref(),
+            params: &params,
+            stamp: &stamp,
+            recheck: job.recheck,
+            root: &root,
+            cancel: &opts.cancel,
+        };
+        match check.decide() {
+            Fresh::UpToDate(digest, bytes) => {
                 let mut out = out;
                 out.row.status = Some(Status::Skipped);
                 out.row.reason = Some("up to date".into());
@@ -146,8 +294,9 @@ pub fn execute(
                 out.row.bytes_in = Some(bytes);
                 return out;
             }
-            Ok(None) => {}
-            Err(why) => rebuild = Some(why),
+            Fresh::Absent => {}
+            Fresh::Rebuild(why) => rebuild = Some(why),
+            Fresh::Conflict(why) => return failed_row(out, why),
         }
     }
     let staged = Staged {
@@ -181,7 +330,7 @@ impl Staged<'_> {
         mut opts: ConvertOptions,
         stage: StageHook<'_>,
         mut out: Outcome,
-        rebuild: Option<String>,
+        rebuild: Option<Rebuild>,
     ) -> Outcome {
         let input = self.input;
         let spool = match &self.src {
@@ -241,6 +390,7 @@ impl Staged<'_> {
                 };
             }
         }
+        let rebuild = rebuild.map(|why| why.to_string());
         record_converted(&mut out, &r, rebuild, self.job.want_report);
         out
     }
@@ -253,15 +403,18 @@ impl Staged<'_> {
         digest: &str,
         opts: &ConvertOptions,
     ) -> Result<(), StorageError> {
-        let bad = |reason: String| StorageError::Remote {
+        let f = TetFile::open(staged).map_err(|e| StorageError::Remote {
             url: o.url().to_string(),
-            reason,
-            source: None,
-        };
-        let f = TetFile::open(staged).map_err(|e| bad(format!("staged output unreadable: {e}")))?;
+            cause: Cause::BadStagedOutput(format!("unreadable: {e}")),
+            retries: 0,
+            source: Some(Box::new(e)),
+        })?;
         match f.footer_digest() {
             FooterDigest::Ok(_) | FooterDigest::Absent => {}
-            other => return Err(bad(format!("staged output's footer digest: {other:?}"))),
+            other => {
+                let cause = Cause::BadStagedOutput(format!("footer digest {other:?}"));
+                return Err(StorageError::of_url(o.url(), cause));
+            }
         }
         drop(f);
         // Uploads to this key that killed runs left behind are aborted first.
@@ -274,6 +427,10 @@ impl Staged<'_> {
         meta.insert(META_DIGEST.into(), digest.to_string());
         meta.insert(META_STAMP.into(), self.stamp.0.clone());
         meta.insert(META_PARAMS.into(), params_digest(&self.params));
+        let input = self.input.display().to_string();
+        if input.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+            meta.insert(META_INPUT.into(), input);
+        }
         o.upload(staged, &meta, &opts.cancel)
     }
 }
@@ -308,13 +465,13 @@ pub fn walk(
     sel: &Selection,
     options: &storage::Options,
     out: &mut Vec<Input>,
-) -> Result<(), String> {
+) -> Result<(), StorageError> {
     let text = url.to_string_lossy();
-    let prefix = Object::parse(&text, options).map_err(|e| e.to_string())?;
-    let listed = prefix.list().map_err(|e| e.to_string())?;
+    let prefix = Object::parse(&text, options)?;
+    let listed = prefix.list()?;
     if listed.is_empty() {
         // One object named directly: keyed by its name.
-        prefix.info().map_err(|e| e.to_string())?;
+        prefix.info()?;
         let name = prefix.file_name().unwrap_or("input").to_string();
         out.push(Input {
             key: PathBuf::from(name),
@@ -368,12 +525,12 @@ impl LedgerObject {
         url: &Path,
         options: &storage::Options,
         spool_dir: Option<&Path>,
-    ) -> Result<LedgerObject, String> {
+    ) -> Result<LedgerObject, StorageError> {
         let url = url.to_string_lossy().into_owned();
         // Parsed now, so that a wrong URL or option fails before the run.
-        Object::parse(&url, options).map_err(|e| e.to_string())?;
+        Object::parse(&url, options)?;
         let root = spool_dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        let spool = Spool::for_output(&root, "ledger.jsonl").map_err(|e| e.to_string())?;
+        let spool = Spool::for_output(&root, "ledger.jsonl")?;
         Ok(LedgerObject {
             url,
             options: options.clone(),
@@ -387,17 +544,15 @@ impl LedgerObject {
     }
 
     /// Uploads the ledger of run `run_id`; the object's URL.
-    pub fn publish(&self, run_id: &str) -> Result<String, String> {
+    pub fn publish(&self, run_id: &str) -> Result<String, StorageError> {
         let url = if self.url.ends_with('/') {
             format!("{}{run_id}.jsonl", self.url)
         } else {
             self.url.clone()
         };
-        let object = Object::parse(&url, &self.options).map_err(|e| e.to_string())?;
+        let object = Object::parse(&url, &self.options)?;
         let cancel = crate::control::Cancel::never();
-        object
-            .upload(self.local(), &storage::UploadMetadata::new(), &cancel)
-            .map_err(|e| e.to_string())?;
+        object.upload(self.local(), &storage::UploadMetadata::new(), &cancel)?;
         Ok(url)
     }
 }

@@ -283,9 +283,7 @@ fn plan_out_dir(
             // An object or a prefix (listed, keyed by the keys under it); one that cannot be
             // listed is that input's failure.
             if let Err(e) = crate::batch::remote::walk(p, &sel, &a.storage_option, &mut found) {
-                let prefix = format!("{}: ", p.display());
-                let e = e.strip_prefix(&prefix).map_or(e.clone(), str::to_string);
-                refused_early.push((p.clone(), e));
+                refused_early.push((p.clone(), e.cause()));
             }
             continue;
         }

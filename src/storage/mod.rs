@@ -17,9 +17,13 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "object-store")]
 mod remote;
 #[cfg(feature = "object-store")]
+mod zarr;
+#[cfg(feature = "object-store")]
 pub use remote::{
     clean_stale_spools, free_space, Listed, Object, ObjectInfo, Spool, UploadMetadata, SPOOL_PREFIX,
 };
+#[cfg(feature = "object-store")]
+pub use zarr::ObjectStorage;
 
 /// The URL schemes taken wherever a path is.
 pub const SCHEMES: &[&str] = &[
@@ -36,12 +40,17 @@ pub fn is_url(p: &Path) -> bool {
 }
 
 /// Parses `KEY=VALUE` (a `--storage-option`); the key is lower-cased as `object_store` expects.
-pub fn parse_option(s: &str) -> Result<(String, String), String> {
+pub fn parse_option(s: &str) -> Result<(String, String), BadOption> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_ascii_lowercase(), v.to_string())),
-        _ => Err(format!("--storage-option {s:?}: expected KEY=VALUE")),
+        _ => Err(BadOption(s.to_string())),
     }
 }
+
+/// A `--storage-option` that is not `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--storage-option {0:?}: expected KEY=VALUE")]
+pub struct BadOption(pub String);
 
 /// What the history row of a conversion names as its input when the converted file is a local
 /// copy of an object: the URL, and params describing the object (its stamp, `input_object`).
@@ -57,11 +66,13 @@ pub const OBJECT_STAMP_KEY: &str = "input_object";
 /// An object storage failure: the URL and the cause, on one line, never a credential.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    /// The store answered with an error, or could not be reached.
-    #[error("{url}: {reason}")]
+    /// The store answered with an error or could not be reached, or the URL cannot name an
+    /// object; `retries` transient failures of the request were retried before it gave up.
+    #[error("{url}: {cause}{}", after_retries(*retries))]
     Remote {
         url: String,
-        reason: String,
+        cause: Cause,
+        retries: u64,
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
@@ -80,11 +91,127 @@ pub enum StorageError {
     NotBuilt { url: String },
 }
 
+fn after_retries(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        1 => ", after 1 retry".into(),
+        n => format!(", after {n} retries"),
+    }
+}
+
+/// Why an object could not be read or written, as a few words (the `Display`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The bucket (container) does not exist.
+    NoSuchBucket,
+    /// The bucket exists, the key does not.
+    NoSuchKey,
+    /// The store refused the credentials or the request (HTTP 401, 403).
+    AccessDenied(Answer),
+    /// No credentials were configured and none could be found (S3: no `AWS_ACCESS_KEY_ID`,
+    /// web identity or container credentials, and no instance metadata service answered).
+    NoCredentials,
+    /// The store asked to slow down (HTTP 429, S3 `SlowDown`) until the retries ran out.
+    Throttled(Answer),
+    /// The store failed (HTTP 5xx) until the retries ran out.
+    ServerError(Answer),
+    /// The store refused the request otherwise (another 4xx).
+    Refused(Answer),
+    /// No connection to the endpoint could be made.
+    Unreachable(String),
+    /// The connection broke during the request or its answer.
+    ConnectionLost(String),
+    /// The request took longer than the client's timeout.
+    TimedOut(String),
+    /// The object was replaced during the transfer (its ETag no longer matched).
+    Changed,
+    /// A download ended early.
+    Truncated { written: u64, size: u64 },
+    /// The spool folder has too little room for the download.
+    NoRoom { dir: PathBuf, free: u64, need: u64 },
+    /// The text is not a URL of an object store this build reads.
+    NotAnObjectUrl(String),
+    /// A `--storage-option` this kind of store does not take.
+    UnknownOption(String),
+    /// A numeric `--storage-option` (`max_retries`, `retry_timeout`) that is not a number.
+    NotANumber(String),
+    /// Writing to a kind of URL that takes no uploads (plain HTTP).
+    ReadOnly,
+    /// The store does not do this operation.
+    NotSupported(String),
+    /// The staged output failed its check before the upload (its footer digest).
+    BadStagedOutput(String),
+    /// Anything else the store said, as its text (secrets removed).
+    Other(String),
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::NoSuchBucket => f.write_str("no such bucket"),
+            Cause::NoSuchKey => f.write_str("no such key"),
+            Cause::AccessDenied(a) => write!(f, "access denied ({a})"),
+            Cause::NoCredentials => f.write_str(
+                "no credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set (nor \
+                 --storage-option access_key_id and secret_access_key, a web identity or \
+                 container credentials) and no instance metadata service gave any; a public \
+                 bucket reads with --storage-option skip_signature=true",
+            ),
+            Cause::Throttled(a) => write!(f, "throttled ({a})"),
+            Cause::ServerError(a) => write!(f, "server error ({a})"),
+            Cause::Refused(a) => write!(f, "refused ({a})"),
+            Cause::Unreachable(d) => write!(f, "endpoint unreachable ({d})"),
+            Cause::ConnectionLost(d) => write!(f, "connection lost ({d})"),
+            Cause::TimedOut(d) => write!(f, "timed out ({d})"),
+            Cause::Changed => f.write_str("the object changed during the transfer"),
+            Cause::Truncated { written, size } => {
+                write!(f, "the download ended after {written} of {size} bytes")
+            }
+            Cause::NoRoom { dir, free, need } => write!(
+                f,
+                "the spool folder {} has {free} bytes free, the input needs {need} (+64 MiB)",
+                dir.display()
+            ),
+            Cause::NotAnObjectUrl(d) => write!(f, "not an object URL: {d}"),
+            Cause::UnknownOption(k) => write!(f, "unknown storage option {k} for this kind of URL"),
+            Cause::NotANumber(k) => write!(f, "storage option {k}: not a number"),
+            Cause::ReadOnly => f.write_str("this kind of URL is read-only here (no uploads)"),
+            Cause::NotSupported(d) => write!(f, "not supported by this store ({d})"),
+            Cause::BadStagedOutput(d) => write!(f, "the staged output failed its check: {d}"),
+            Cause::Other(d) => f.write_str(d),
+        }
+    }
+}
+
+/// What an error answer of a store said: its HTTP status and the service's error code and
+/// message (S3 and Azure `<Code>`/`<Message>`, GCS `error.message`), when there were any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Answer {
+    pub status: Option<u16>,
+    pub code: Option<String>,
+    pub message: Option<String>,
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.code, &self.message, self.status) {
+            (Some(c), Some(m), _) => write!(f, "{c}: {m}"),
+            (Some(c), None, _) => f.write_str(c),
+            (None, Some(m), Some(s)) => write!(f, "HTTP {s}: {m}"),
+            (None, Some(m), None) => f.write_str(m),
+            (None, None, Some(s)) => write!(f, "HTTP {s}"),
+            (None, None, None) => f.write_str("no answer"),
+        }
+    }
+}
+
 impl StorageError {
-    /// The cause alone, for a line that names the URL already.
+    /// The cause alone (with the retries), for a line that names the URL already.
     pub fn cause(&self) -> String {
         match self {
-            StorageError::Remote { reason, .. } => reason.clone(),
+            StorageError::Remote { cause, retries, .. } => {
+                format!("{cause}{}", after_retries(*retries))
+            }
             StorageError::Interrupted { .. } => "interrupted".into(),
             other => other.to_string(),
         }
@@ -92,7 +219,23 @@ impl StorageError {
 
     /// Whether the store said the object (or its bucket) does not exist.
     pub fn is_not_found(&self) -> bool {
-        matches!(self, StorageError::Remote { reason, .. } if reason.starts_with("no such"))
+        matches!(
+            self,
+            StorageError::Remote {
+                cause: Cause::NoSuchKey | Cause::NoSuchBucket,
+                ..
+            }
+        )
+    }
+
+    /// A failure that is the URL's or the options' (no request was made).
+    pub(crate) fn of_url(url: &str, cause: Cause) -> StorageError {
+        StorageError::Remote {
+            url: url.to_string(),
+            cause,
+            retries: 0,
+            source: None,
+        }
     }
 }
 
@@ -123,7 +266,10 @@ mod tests {
             ("aws_region".into(), "eu-west-1".into())
         );
         assert_eq!(parse_option("k=a=b").unwrap().1, "a=b");
-        assert!(parse_option("novalue").is_err());
+        assert_eq!(
+            parse_option("novalue").unwrap_err().to_string(),
+            "--storage-option \"novalue\": expected KEY=VALUE"
+        );
         assert!(parse_option("=x").is_err());
     }
 }

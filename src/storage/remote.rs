@@ -9,10 +9,15 @@ use std::fs::File;
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
+use object_store::client::{
+    ClientOptions, HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
+    HttpService, ReqwestConnector,
+};
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as Key;
 use object_store::{
@@ -21,7 +26,7 @@ use object_store::{
 };
 use sha2::{Digest as _, Sha256};
 
-use super::{Options, StorageError};
+use super::{Answer, Cause, Options, StorageError};
 use crate::control::Cancel;
 
 /// Spool folders are named `.tet-spool-XXXXXX` and hold a `.lock` file their owner keeps
@@ -33,23 +38,178 @@ const PART_BYTES: usize = 16 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Room left on the spool's file system beyond the object itself.
 const SPOOL_MARGIN: u64 = 64 << 20;
+/// Error answers longer than this are not kept whole (their code and message come first).
+const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// User metadata stored with an uploaded object (`x-amz-meta-*` on S3).
 pub type UploadMetadata = BTreeMap<String, String>;
 
 /// The runtime every transfer runs on: two threads, started on first use.
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+fn runtime() -> Result<&'static tokio::runtime::Runtime, StorageError> {
+    static RT: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("tet-storage")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the object storage runtime: {e}"))
     })
     .as_ref()
-    .map_err(Clone::clone)
+    .map_err(|e| StorageError::Local {
+        path: PathBuf::from("(object storage runtime)"),
+        source: std::io::Error::new(e.kind(), e.to_string()),
+    })
+}
+
+/// What the requests of one store met: how many were sent, how many failed transiently (an
+/// answer 5xx, 429 or 408, or a connection that failed: object_store retries each of those
+/// until its retries run out), and the last error answer. Every request of the store, its
+/// credential fetches included, goes through [`Counting`].
+#[derive(Debug, Default)]
+struct Tally {
+    requests: AtomicU64,
+    transient: AtomicU64,
+    last: Mutex<Option<Failure>>,
+}
+
+/// A failed request: its number (in [`Tally::requests`]), the host it went to, and the answer
+/// (`None` when there was none: the connection failed).
+#[derive(Debug, Clone)]
+struct Failure {
+    request: u64,
+    host: String,
+    answer: Option<Answer>,
+    transport: Option<HttpErrorKind>,
+}
+
+/// Where a [`Tally`] stood when an operation began.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    requests: u64,
+    transient: u64,
+}
+
+impl Tally {
+    fn mark(&self) -> Mark {
+        Mark {
+            requests: self.requests.load(Ordering::SeqCst),
+            transient: self.transient.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The last failed request since `mark`.
+    fn failure_since(&self, mark: Mark) -> Option<Failure> {
+        let last = self.last.lock().ok()?.clone()?;
+        (last.request > mark.requests).then_some(last)
+    }
+
+    fn record(&self, f: Failure, transient: bool) {
+        if transient {
+            self.transient.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Ok(mut last) = self.last.lock() {
+            *last = Some(f);
+        }
+    }
+}
+
+/// Whether object_store retries an answer with this status.
+fn transient_status(status: u16) -> bool {
+    status >= 500 || status == 429 || status == 408
+}
+
+/// The client of every store built here: object_store's own (reqwest), each request counted in
+/// the store's [`Tally`], and the body of an error answer read to keep its code and message.
+#[derive(Debug)]
+struct Counting {
+    inner: HttpClient,
+    tally: Arc<Tally>,
+}
+
+#[async_trait::async_trait]
+impl HttpService for Counting {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let request = self.tally.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let host = req.uri().host().unwrap_or_default().to_string();
+        match self.inner.execute(req).await {
+            Ok(r) if r.status().as_u16() >= 400 => {
+                let status = r.status().as_u16();
+                let (parts, body) = r.into_parts();
+                let read = body.bytes().await;
+                let body = read.as_deref().unwrap_or_default();
+                let (code, message) = error_fields(&body[..body.len().min(MAX_ERROR_BODY)]);
+                let answer = Answer {
+                    status: Some(status),
+                    code,
+                    message,
+                };
+                let transport = read.as_ref().err().map(HttpError::kind);
+                let failure = Failure {
+                    request,
+                    host,
+                    answer: Some(answer),
+                    transport,
+                };
+                // An answer whose body broke off is retried like a lost connection.
+                self.tally
+                    .record(failure, transient_status(status) || transport.is_some());
+                Ok(HttpResponse::from_parts(parts, read?.into()))
+            }
+            Ok(r) => Ok(r),
+            Err(e) => {
+                let kind = e.kind();
+                let transient = matches!(
+                    kind,
+                    HttpErrorKind::Connect
+                        | HttpErrorKind::Request
+                        | HttpErrorKind::Timeout
+                        | HttpErrorKind::Interrupted
+                );
+                let failure = Failure {
+                    request,
+                    host,
+                    answer: None,
+                    transport: Some(kind),
+                };
+                self.tally.record(failure, transient);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Makes [`Counting`] clients for a store (object_store asks once per client it needs).
+#[derive(Debug)]
+struct Connector(Arc<Tally>);
+
+impl HttpConnector for Connector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(Counting {
+            inner: ReqwestConnector::default().connect(options)?,
+            tally: self.0.clone(),
+        }))
+    }
+}
+
+/// The error code and message of an error answer's body: XML `<Code>`/`<Message>` (S3, Azure)
+/// or JSON `{"error": {"message": …}}` (GCS).
+fn error_fields(body: &[u8]) -> (Option<String>, Option<String>) {
+    let text = String::from_utf8_lossy(body);
+    let element = |name: &str| {
+        let open = format!("<{name}>");
+        let close = format!("</{name}>");
+        let i = text.find(&open)? + open.len();
+        let n = text[i..].find(&close)?;
+        Some(one_line(&text[i..i + n])).filter(|s| !s.is_empty())
+    };
+    if let (Some(c), m) = (element("Code"), element("Message")) {
+        return (Some(c), m);
+    }
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let message = json
+        .as_ref()
+        .and_then(|j| j.get("error")?.get("message")?.as_str().map(one_line));
+    (None, message)
 }
 
 /// What a stat of an object says.
@@ -97,8 +257,20 @@ pub struct Object {
     /// The same store's multipart API (S3, GCS, Azure; not plain HTTP).
     multipart: Option<Arc<dyn MultipartStore>>,
     key: Key,
+    /// What every object of this store shares.
+    shared: Arc<Shared>,
+}
+
+/// What the objects of one parsed store share.
+#[derive(Debug, Default)]
+struct Shared {
     /// Values never to show (secrets among the options and the environment).
-    secrets: Arc<Vec<String>>,
+    secrets: Vec<String>,
+    /// Its requests (every clone of an [`Object`] and its children count in the same one).
+    tally: Arc<Tally>,
+    /// An S3 store given no credentials: they are asked of the instance metadata service, and
+    /// a failure to reach it means there are none.
+    keyless: bool,
 }
 
 impl std::fmt::Debug for Object {
@@ -116,7 +288,7 @@ fn both<S: ObjectStore + MultipartStore>(s: S) -> Stores {
 }
 
 /// Our own options, read before the store's: retries of transient errors.
-fn retry_config(options: &Options) -> Result<RetryConfig, String> {
+fn retry_config(options: &Options) -> Result<RetryConfig, Cause> {
     let mut r = RetryConfig {
         max_retries: 5,
         retry_timeout: Duration::from_secs(120),
@@ -124,9 +296,10 @@ fn retry_config(options: &Options) -> Result<RetryConfig, String> {
     };
     for (k, v) in options {
         match k.as_str() {
-            "max_retries" => r.max_retries = v.parse().map_err(|_| bad_option(k))?,
+            "max_retries" => r.max_retries = v.parse().map_err(|_| Cause::NotANumber(k.clone()))?,
             "retry_timeout" => {
-                r.retry_timeout = Duration::from_secs(v.parse().map_err(|_| bad_option(k))?)
+                let secs = v.parse().map_err(|_| Cause::NotANumber(k.clone()))?;
+                r.retry_timeout = Duration::from_secs(secs)
             }
             _ => {}
         }
@@ -134,8 +307,39 @@ fn retry_config(options: &Options) -> Result<RetryConfig, String> {
     Ok(r)
 }
 
-fn bad_option(k: &str) -> String {
-    format!("storage option {k}: not a number")
+/// Whether the store said that the key does not exist (its bucket does).
+fn is_no_such_key(e: &StorageError) -> bool {
+    matches!(
+        e,
+        StorageError::Remote {
+            cause: Cause::NoSuchKey,
+            ..
+        }
+    )
+}
+
+/// Whether an S3 store gets credentials from the environment or the options (keys, a web
+/// identity, container credentials) or needs none (`skip_signature`); otherwise object_store
+/// asks the instance metadata service.
+fn s3_has_credentials(options: &Options) -> bool {
+    let given = |names: &[&str]| {
+        names.iter().any(|n| {
+            options.iter().any(|(k, v)| k == n && !v.is_empty())
+                || std::env::var(n.to_ascii_uppercase()).is_ok_and(|v| !v.is_empty())
+        })
+    };
+    given(&["aws_access_key_id", "aws_secret_access_key"])
+        || options.iter().any(|(k, v)| {
+            matches!(k.as_str(), "access_key_id" | "secret_access_key")
+                || (matches!(k.as_str(), "skip_signature" | "aws_skip_signature")
+                    && v.eq_ignore_ascii_case("true"))
+        })
+        || std::env::var("AWS_SKIP_SIGNATURE").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+        || given(&[
+            "aws_web_identity_token_file",
+            "aws_container_credentials_relative_uri",
+            "aws_container_credentials_full_uri",
+        ])
 }
 
 /// Values of options and environment variables that are secrets.
@@ -174,21 +378,33 @@ impl Object {
     /// The store and key a URL names; `options` (`--storage-option`) over the environment's
     /// settings. A trailing `/` names a prefix.
     pub fn parse(url: &str, options: &Options) -> Result<Object, StorageError> {
-        let fail = |reason: String| StorageError::Remote {
+        let fail = |cause: Cause| StorageError::of_url(url, cause);
+        let mut u = url::Url::parse(url).map_err(|e| StorageError::Remote {
             url: url.to_string(),
-            reason,
-            source: None,
-        };
-        let mut u = url::Url::parse(url).map_err(|e| fail(format!("not a URL: {e}")))?;
+            cause: Cause::NotAnObjectUrl(e.to_string()),
+            retries: 0,
+            source: Some(Box::new(e)),
+        })?;
         let trimmed = u.path().trim_end_matches('/').to_string();
         u.set_path(&trimmed);
-        let (scheme, key) =
-            ObjectStoreScheme::parse(&u).map_err(|e| fail(format!("not an object URL: {e}")))?;
+        let (scheme, key) = ObjectStoreScheme::parse(&u).map_err(|e| StorageError::Remote {
+            url: url.to_string(),
+            cause: Cause::NotAnObjectUrl(one_line(&e.to_string())),
+            retries: 0,
+            source: Some(Box::new(e)),
+        })?;
         let retry = retry_config(options).map_err(fail)?;
         let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
         let theirs = options.iter().filter(|(k, _)| !ours(k));
-        let unknown = |k: &str| fail(format!("unknown storage option {k} for this kind of URL"));
-        // Each builder takes the settings by their own names, then our retry policy.
+        let unknown = |k: &str| fail(Cause::UnknownOption(k.to_string()));
+        let tally = Arc::new(Tally::default());
+        let built = |e: object_store::Error| StorageError::Remote {
+            url: url.to_string(),
+            cause: Cause::Other(one_line(&e.to_string())),
+            retries: 0,
+            source: Some(Box::new(e)),
+        };
+        // Each builder takes the settings by their own names, then our retry policy and client.
         macro_rules! configured {
             ($builder:expr) => {{
                 let mut b = $builder;
@@ -196,14 +412,19 @@ impl Object {
                     b = b.with_config(k.parse().map_err(|_| unknown(k))?, v);
                 }
                 b.with_retry(retry)
+                    .with_http_connector(Connector(tally.clone()))
                     .build()
-                    .map_err(|e| fail(e.to_string()))?
+                    .map_err(built)?
             }};
         }
+        let mut keyless = false;
         let (store, multipart) = match scheme {
-            ObjectStoreScheme::AmazonS3 => both(configured!(
-                object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str())
-            )),
+            ObjectStoreScheme::AmazonS3 => {
+                keyless = !s3_has_credentials(options);
+                both(configured!(
+                    object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str())
+                ))
+            }
             ObjectStoreScheme::GoogleCloudStorage => both(configured!(
                 object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str())
             )),
@@ -215,15 +436,30 @@ impl Object {
                 let http = configured!(object_store::http::HttpBuilder::new().with_url(base));
                 (Arc::new(http) as Arc<dyn ObjectStore>, None)
             }
-            _ => return Err(fail("not an object URL".into())),
+            other => {
+                return Err(fail(Cause::NotAnObjectUrl(format!(
+                    "{other:?} is not a store this build reads"
+                ))))
+            }
         };
         Ok(Object {
             url: url.to_string(),
             store,
             multipart,
             key,
-            secrets: Arc::new(secrets(options)),
+            shared: Arc::new(Shared {
+                secrets: secrets(options),
+                tally,
+                keyless,
+            }),
         })
+    }
+
+    /// How many requests of this store (every clone of this object, its children and
+    /// siblings) failed transiently and were retried, so far. A request that failed and whose
+    /// retries ran out counts here too (its error says how many retries it had).
+    pub fn retries(&self) -> u64 {
+        self.shared.tally.transient.load(Ordering::SeqCst)
     }
 
     /// The URL as given.
@@ -245,19 +481,35 @@ impl Object {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             key,
-            secrets: self.secrets.clone(),
+            shared: self.shared.clone(),
         }
     }
 
-    /// The store's error as one line naming the URL and the cause, secrets removed.
-    fn error(&self, e: object_store::Error) -> StorageError {
+    /// The store's error for an operation that began at `mark`: one line naming the URL and
+    /// the cause ([`classify`]), secrets removed, the error kept as the source.
+    fn error(&self, e: object_store::Error, mark: Mark) -> StorageError {
         let mut text = chain(&e);
-        for s in self.secrets.iter() {
+        for s in self.shared.secrets.iter() {
             text = text.replace(s.as_str(), "***");
         }
+        let tally = &self.shared.tally;
+        let failure = tally.failure_since(mark);
+        let cause = classify(&e, failure.as_ref(), self.shared.keyless, text);
+        // Transient failures of this operation; the last one was not retried when it is what
+        // ended it.
+        let transient = tally
+            .transient
+            .load(Ordering::SeqCst)
+            .saturating_sub(mark.transient);
+        let last_transient = failure.as_ref().is_some_and(|f| match &f.answer {
+            Some(a) => a.status.is_some_and(transient_status),
+            None => f.transport.is_some(),
+        });
+        let retries = transient.saturating_sub(u64::from(last_transient && transient > 0));
         StorageError::Remote {
             url: self.url.clone(),
-            reason: cause(&e, &text),
+            cause,
+            retries,
             source: Some(Box::new(e)),
         }
     }
@@ -266,12 +518,9 @@ impl Object {
         &self,
         f: impl std::future::Future<Output = object_store::Result<T>>,
     ) -> Result<T, StorageError> {
-        let rt = runtime().map_err(|reason| StorageError::Remote {
-            url: self.url.clone(),
-            reason,
-            source: None,
-        })?;
-        rt.block_on(f).map_err(|e| self.error(e))
+        let rt = runtime()?;
+        let mark = self.shared.tally.mark();
+        rt.block_on(f).map_err(|e| self.error(e, mark))
     }
 
     /// Size, ETag and last-modified of the object (one HEAD request). A missing object is told
@@ -288,15 +537,12 @@ impl Object {
     fn missing_what(&self) -> StorageError {
         let root = self.store.list_with_delimiter(None);
         let bucket_missing = matches!(self.block(root), Err(e) if e.is_not_found());
-        StorageError::Remote {
-            url: self.url.clone(),
-            reason: if bucket_missing {
-                "no such bucket".into()
-            } else {
-                "no such key".into()
-            },
-            source: None,
-        }
+        let cause = if bucket_missing {
+            Cause::NoSuchBucket
+        } else {
+            Cause::NoSuchKey
+        };
+        StorageError::of_url(&self.url, cause)
     }
 
     /// The up-to-date stamp and size of the object, or of every object under the prefix (a
@@ -379,8 +625,48 @@ impl Object {
             .to_vec())
     }
 
-    /// Streams the object into `file`, checking `cancel` between pieces; the GET is
-    /// conditional on `info`'s ETag, so a replaced object is an error, not a mix.
+    /// Streams the object's bytes into `sink`, checking `cancel` between pieces; the GET is
+    /// conditional on `info`'s ETag, so a replaced object is an error, not a mix. Checks that
+    /// `info.size` bytes came. `Ok(Err(e))`: the sink failed.
+    fn stream(
+        &self,
+        info: &ObjectInfo,
+        cancel: &Cancel,
+        mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> Result<std::io::Result<()>, StorageError> {
+        let mut opts = GetOptions::new();
+        opts.if_match = info.etag.clone();
+        let mut written = 0u64;
+        let fetch = async {
+            let mut s = self.store.get_opts(&self.key, opts).await?.into_stream();
+            while let Some(piece) = s.next().await {
+                if let Some(sig) = cancel.requested() {
+                    return Ok(Some(Ok(sig)));
+                }
+                let piece = piece?;
+                if let Err(e) = sink(&piece) {
+                    return Ok(Some(Err(e)));
+                }
+                written = written.saturating_add(piece.len() as u64);
+            }
+            Ok(None)
+        };
+        match self.wait(fetch, cancel)? {
+            Some(Ok(signal)) => Err(StorageError::Interrupted {
+                url: self.url.clone(),
+                signal,
+            }),
+            Some(Err(e)) => Ok(Err(e)),
+            None if written != info.size => {
+                let size = info.size;
+                let cause = Cause::Truncated { written, size };
+                Err(StorageError::of_url(&self.url, cause))
+            }
+            None => Ok(Ok(())),
+        }
+    }
+
+    /// Streams the object into `file` ([`Object::stream`]).
     fn download_into(
         &self,
         file: &Path,
@@ -393,43 +679,110 @@ impl Object {
         };
         let mut out =
             std::io::BufWriter::with_capacity(1 << 20, File::create(file).map_err(local)?);
-        let mut opts = GetOptions::new();
-        opts.if_match = info.etag.clone();
-        let mut written = 0u64;
-        let fetch = async {
-            let mut s = self.store.get_opts(&self.key, opts).await?.into_stream();
-            while let Some(piece) = s.next().await {
-                if let Some(sig) = cancel.requested() {
-                    return Ok(Some(Ok(sig)));
-                }
-                let piece = piece?;
-                if let Err(e) = out.write_all(&piece) {
-                    return Ok(Some(Err(e)));
-                }
-                written = written.saturating_add(piece.len() as u64);
-            }
-            Ok(None)
+        self.stream(info, cancel, |piece| out.write_all(piece))?
+            .map_err(local)?;
+        out.flush().map_err(local)
+    }
+
+    /// The input digest (`sha256:…`) and size of the object, streamed (one GET, conditional on
+    /// its ETag), as [`crate::meta::digest_input`] gives for a file; of a prefix, its objects'
+    /// ([`Object::prefix_digest`]).
+    pub fn digest(&self, cancel: &Cancel) -> Result<(String, u64), StorageError> {
+        let info = match self.info() {
+            Ok(info) => info,
+            Err(e) if e.is_not_found() => return self.prefix_digest(cancel),
+            Err(e) => return Err(e),
         };
-        let stopped = self.wait(fetch, cancel)?;
-        match stopped {
-            Some(Ok(signal)) => {
-                return Err(StorageError::Interrupted {
-                    url: self.url.clone(),
-                    signal,
-                })
+        let mut h = Sha256::new();
+        let streamed = self.stream(&info, cancel, |piece| {
+            h.update(piece);
+            Ok(())
+        })?;
+        streamed.map_err(|source| StorageError::Local {
+            path: PathBuf::from(&self.url),
+            source,
+        })?;
+        Ok((format!("sha256:{:x}", h.finalize()), info.size))
+    }
+
+    /// The digest and size of the objects under this prefix (a Zarr store), streamed: what
+    /// [`crate::meta::digest_input`] gives for the same files in a local folder (SHA-256 over
+    /// each file's relative path, size and bytes, in path order), so that a store converted from
+    /// an object prefix records the parent digest its local copy would.
+    pub fn prefix_digest(&self, cancel: &Cancel) -> Result<(String, u64), StorageError> {
+        let mut listed = self.list()?;
+        if listed.is_empty() {
+            return Err(StorageError::of_url(&self.url, Cause::NoSuchKey));
+        }
+        listed.sort_by(|a, b| Path::new(&a.relative).cmp(Path::new(&b.relative)));
+        let mut h = Sha256::new();
+        let mut total = 0u64;
+        for l in &listed {
+            h.update(l.relative.as_bytes());
+            h.update([0]);
+            h.update(l.info.size.to_string().as_bytes());
+            h.update([0]);
+            let hashed = self.child(&l.relative).stream(&l.info, cancel, |piece| {
+                h.update(piece);
+                Ok(())
+            })?;
+            // The sink above never fails.
+            if let Err(source) = hashed {
+                return Err(StorageError::Local {
+                    path: PathBuf::from(&l.relative),
+                    source,
+                });
             }
-            Some(Err(e)) => return Err(local(e)),
-            None => {}
+            total = total.saturating_add(l.info.size);
         }
-        out.flush().map_err(local)?;
-        if written != info.size {
-            return Err(StorageError::Remote {
-                url: self.url.clone(),
-                reason: format!("the download ended after {written} of {} bytes", info.size),
-                source: None,
-            });
+        Ok((format!("sha256:{:x}", h.finalize()), total))
+    }
+
+    /// Bytes `range` of the object (all of it for `None`), `None` when there is no such key.
+    pub fn get_maybe(
+        &self,
+        range: Option<object_store::GetRange>,
+    ) -> Result<Option<zarrs_storage::Bytes>, StorageError> {
+        let mut opts = GetOptions::new();
+        opts.range = range;
+        let got = self.block(async { self.store.get_opts(&self.key, opts).await?.bytes().await });
+        match got {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if is_no_such_key(&e) => Ok(None),
+            Err(e) => Err(e),
         }
-        Ok(())
+    }
+
+    /// The object's size (one HEAD), `None` when there is no such key.
+    pub fn size_maybe(&self) -> Result<Option<u64>, StorageError> {
+        match self.block(self.store.head(&self.key)) {
+            Ok(m) => Ok(Some(m.size)),
+            Err(e) if is_no_such_key(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The objects and the prefixes directly under this prefix (one delimited listing), by
+    /// their names relative to it, sorted.
+    pub fn list_dir(&self) -> Result<(Vec<String>, Vec<String>), StorageError> {
+        let prefix = (!self.key.as_ref().is_empty()).then_some(&self.key);
+        let found = self.block(self.store.list_with_delimiter(prefix))?;
+        let relative = |p: &Key| -> Option<String> {
+            let rel: Vec<String> = match prefix {
+                Some(pre) => p.prefix_match(pre)?.map(|x| x.as_ref().into()).collect(),
+                None => p.parts().map(|x| x.as_ref().into()).collect(),
+            };
+            Some(rel.join("/")).filter(|r| !r.is_empty())
+        };
+        let mut objects: Vec<String> = found
+            .objects
+            .iter()
+            .filter_map(|m| relative(&m.location))
+            .collect();
+        let mut prefixes: Vec<String> = found.common_prefixes.iter().filter_map(relative).collect();
+        objects.sort();
+        prefixes.sort();
+        Ok((objects, prefixes))
     }
 
     /// Downloads the object (or, for a prefix, every object under it: a Zarr store) into a new
@@ -459,14 +812,12 @@ impl Object {
             source,
         })?;
         if free < total.saturating_add(SPOOL_MARGIN) {
-            return Err(StorageError::Remote {
-                url: self.url.clone(),
-                reason: format!(
-                    "the spool folder {} has {free} bytes free, the input needs {total} (+64 MiB)",
-                    dir.display()
-                ),
-                source: None,
-            });
+            let cause = Cause::NoRoom {
+                dir: dir.to_path_buf(),
+                free,
+                need: total,
+            };
+            return Err(StorageError::of_url(&self.url, cause));
         }
         let name = self.file_name().unwrap_or("input").to_string();
         let spool = Spool::create(dir, &name)?;
@@ -499,11 +850,7 @@ impl Object {
         cancel: &Cancel,
     ) -> Result<(), StorageError> {
         let Some(mp) = self.multipart.clone() else {
-            return Err(StorageError::Remote {
-                url: self.url.clone(),
-                reason: "this kind of URL is read-only here (no multipart uploads)".into(),
-                source: None,
-            });
+            return Err(StorageError::of_url(&self.url, Cause::ReadOnly));
         };
         let size = std::fs::metadata(file)
             .map_err(|source| StorageError::Local {
@@ -573,7 +920,7 @@ impl Object {
             store: self.store.clone(),
             multipart: self.multipart.clone(),
             key,
-            secrets: self.secrets.clone(),
+            shared: self.shared.clone(),
         }
     }
 
@@ -683,13 +1030,10 @@ impl Object {
                 futures_util::future::Either::Right((sig, _)) => Err(sig),
             }
         };
-        let rt = runtime().map_err(|reason| StorageError::Remote {
-            url: self.url.clone(),
-            reason,
-            source: None,
-        })?;
+        let rt = runtime()?;
+        let mark = self.shared.tally.mark();
         match rt.block_on(both) {
-            Ok(r) => r.map_err(|e| self.error(e)),
+            Ok(r) => r.map_err(|e| self.error(e, mark)),
             Err(signal) => Err(StorageError::Interrupted {
                 url: self.url.clone(),
                 signal,
@@ -703,53 +1047,69 @@ impl Object {
     }
 }
 
-/// The cause of a store error in a few words: `no such bucket`, `no such key`, `access denied
-/// (…)`, `endpoint unreachable (…)`, else the server's error code and message (or the text),
-/// with the retries when they ran out.
-fn cause(e: &object_store::Error, text: &str) -> String {
-    let between = |a: &str, b: &str| {
-        let i = text.find(a)? + a.len();
-        Some(text[i..].split(b).next()?.to_string())
-    };
-    let answer = match (
-        between("<Code>", "</Code>"),
-        between("<Message>", "</Message>"),
-    ) {
-        (Some(c), Some(m)) => format!("{c}: {m}"),
-        (Some(c), None) => c,
-        _ => text.to_string(),
-    };
-    let retries = between(" after ", " retries")
-        .filter(|n| n.parse::<u32>().is_ok())
-        .map(|n| format!(", after {n} retries"))
-        .unwrap_or_default();
-    if text.contains("NoSuchBucket") {
-        return "no such bucket".into();
-    }
+/// The cause of a store error: by its variant (not found, access denied, precondition…), for
+/// the others by what the last failed request of the operation met (`failure`: the HTTP status
+/// and the service's error code, or the transport error), else the error's `text`. `keyless`:
+/// an S3 store without credentials, whose failure to reach the instance metadata service
+/// means there are none.
+fn classify(
+    e: &object_store::Error,
+    failure: Option<&Failure>,
+    keyless: bool,
+    text: String,
+) -> Cause {
+    use object_store::Error as E;
+    let answer = failure.and_then(|f| f.answer.clone()).unwrap_or_default();
+    let code = answer.code.as_deref().unwrap_or_default();
     match e {
-        object_store::Error::NotFound { .. } => "no such key".into(),
-        object_store::Error::PermissionDenied { .. }
-        | object_store::Error::Unauthenticated { .. } => format!("access denied ({answer})"),
-        _ if text.contains("AccessDenied") || text.contains("403 Forbidden") => {
-            format!("access denied ({answer})")
+        E::NotFound { .. } if code == "NoSuchBucket" || code == "ContainerNotFound" => {
+            return Cause::NoSuchBucket
         }
-        _ if text.contains("connection closed")
-            || text.contains("error decoding response body") =>
-        {
-            format!("connection lost{retries} ({text})")
+        E::NotFound { .. } => return Cause::NoSuchKey,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
+            return Cause::AccessDenied(answer)
         }
-        _ if text.contains("error sending request") || text.contains("onnection refused") => {
-            format!("endpoint unreachable{retries} ({text})")
-        }
-        _ => format!(
-            "{answer}{}",
-            if answer.contains(&retries) {
-                ""
-            } else {
-                &retries
-            }
-        ),
+        E::Precondition { .. } => return Cause::Changed,
+        E::NotSupported { .. } | E::NotImplemented { .. } => return Cause::NotSupported(text),
+        _ => {}
     }
+    // The instance metadata service (a link-local address) failed: no credentials anywhere.
+    let metadata_host = |h: &str| h.starts_with("169.254.") || h.contains("fd00:ec2::");
+    if keyless && failure.is_some_and(|f| metadata_host(&f.host)) {
+        return Cause::NoCredentials;
+    }
+    // A transport error ended it (the error holds one), else the last error answer does.
+    let transport = transport_kind(e);
+    let status = answer.status.filter(|_| transport.is_none());
+    match (
+        status,
+        transport.or_else(|| failure.and_then(|f| f.transport)),
+    ) {
+        (Some(403) | Some(401), _) => Cause::AccessDenied(answer),
+        (Some(429), _) => Cause::Throttled(answer),
+        (Some(503), _) if code == "SlowDown" => Cause::Throttled(answer),
+        (Some(s), _) if s >= 500 => Cause::ServerError(answer),
+        (Some(404), _) if code == "NoSuchBucket" => Cause::NoSuchBucket,
+        (Some(s), _) if s >= 400 => Cause::Refused(answer),
+        (_, Some(HttpErrorKind::Connect)) => Cause::Unreachable(text),
+        (_, Some(HttpErrorKind::Timeout)) => Cause::TimedOut(text),
+        (_, Some(HttpErrorKind::Request | HttpErrorKind::Interrupted | HttpErrorKind::Decode)) => {
+            Cause::ConnectionLost(text)
+        }
+        _ => Cause::Other(text),
+    }
+}
+
+/// The kind of the transport error among the sources of `e`, if one is.
+fn transport_kind(e: &object_store::Error) -> Option<HttpErrorKind> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = next {
+        if let Some(h) = x.downcast_ref::<HttpError>() {
+            return Some(h.kind());
+        }
+        next = x.source();
+    }
+    None
 }
 
 /// An error and its sources, on one line.
