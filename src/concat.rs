@@ -227,12 +227,12 @@ fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
     let len = usize::try_from(n)
         .ok()
         .and_then(|n| n.checked_mul(v.dtype.size()))
-        .ok_or_else(|| SourceError::InvalidRequest(format!("coordinate {dim} too large")))?;
+        .ok_or(tet_source::Request::TooLarge)?;
     let mut buf = vec![0u8; len];
     src.read_region(i, &[0], &[n], &mut buf)?;
     let values = crate::meta::element_values(&buf, v.dtype);
     if let Some(w) = values.windows(2).find(|w| w[1] <= w[0] || w[0].is_nan()) {
-        return Err(SourceError::InvalidRequest(format!(
+        return Err(tet_source::Part::Values.malformed(format!(
             "{dim} values are not increasing ({} then {})",
             w[0], w[1]
         )));
@@ -554,12 +554,17 @@ impl Source for Concat {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self
-            .vars
-            .get(var)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let v = self.vars.get(var).ok_or(tet_source::Request::NoVariable {
+            var,
+            count: self.vars.len(),
+        })?;
         check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
-        let missing = || SourceError::InvalidRequest(format!("variable {} vanished", v.name));
+        let missing = || {
+            SourceError::from(tet_source::Request::NotReadable {
+                name: v.name.clone(),
+                why: "vanished from an input",
+            })
+        };
         let (axis, starts) = match &self.plans[var] {
             Plan::First => {
                 let i = index_of(self.parts[0].as_ref(), &v.name).ok_or_else(missing)?;

@@ -176,10 +176,13 @@ impl<'s> Lowered<'s> {
     }
 
     fn stored(&self, var: usize) -> Result<Stored> {
-        self.map
-            .get(var)
-            .copied()
-            .ok_or_else(|| tet_source::SourceError::InvalidRequest(format!("no variable {var}")))
+        self.map.get(var).copied().ok_or_else(|| {
+            tet_source::Request::NoVariable {
+                var,
+                count: self.map.len(),
+            }
+            .into()
+        })
     }
 
     /// Whether the stored dataset `var` is its source variable's bytes unchanged (not a part).

@@ -481,9 +481,13 @@ impl Selected {
     }
 
     fn kept(&self, var: usize) -> Result<&Kept> {
-        self.kept
-            .get(var)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))
+        self.kept.get(var).ok_or_else(|| {
+            tet_source::Request::NoVariable {
+                var,
+                count: self.kept.len(),
+            }
+            .into()
+        })
     }
 
     /// Reads the source positions `first + i × step` (`count` per axis) of source variable
@@ -503,7 +507,7 @@ impl Selected {
             return Ok(());
         }
         let elem = self.inner.variables()[src].dtype.size() as u64;
-        let overflow = || SourceError::InvalidRequest("region size overflows".into());
+        let overflow = || SourceError::from(tet_source::Request::TooLarge);
         // The covering region: lowest position and span per axis.
         let mut lo = Vec::with_capacity(first.len());
         let mut span = Vec::with_capacity(first.len());
@@ -976,7 +980,7 @@ impl Source for Selected {
             .zip(start)
             .map(|(c, &s)| c.at(s))
             .collect::<Option<Vec<u64>>>()
-            .ok_or_else(|| SourceError::InvalidRequest("cut position overflows".into()))?;
+            .ok_or(tet_source::Request::TooLarge)?;
         let step: Vec<i64> = cuts.iter().map(|c| c.step).collect();
         self.read_mapped(k.src, &first, &step, count, out)
     }

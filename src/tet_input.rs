@@ -14,7 +14,7 @@ use std::path::Path;
 
 use tet_source::{
     extension_confidence, Confidence, ElementType, Importer, OpenOptions, Role, Skipped, Source,
-    SourceError, SourceLayout, Variable,
+    SourceLayout, Variable,
 };
 
 use crate::format::{Codec, DType, Footer, TetFile, MAGIC};
@@ -47,7 +47,7 @@ impl Importer for TetImporter {
     }
 
     fn open(&self, path: &Path, _options: &OpenOptions) -> tet_source::Result<Box<dyn Source>> {
-        let file = TetFile::open(path).map_err(|e| SourceError::malformed(e.to_string()))?;
+        let file = TetFile::open(path).map_err(|e| tet_source::Part::Header.malformed_from(e))?;
         Ok(Box::new(TetSource::new(file)))
     }
 }
@@ -144,7 +144,7 @@ impl Source for TetSource {
     ) -> tet_source::Result<()> {
         self.file
             .read_region(var, start, count, out)
-            .map_err(|e| SourceError::malformed(e.to_string()))
+            .map_err(|e| tet_source::Part::Chunk.malformed_from(e))
     }
 
     fn parallel_reads(&self) -> bool {

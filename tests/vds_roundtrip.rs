@@ -114,7 +114,7 @@ fn a_vds_with_a_missing_source_is_refused_not_filled() {
     assert!(
         matches!(
             err,
-            pipeline::ConvertError::Source(tet_source::SourceError::Unsupported(_))
+            pipeline::ConvertError::Source(tet_source::SourceError::Unsupported { .. })
         ),
         "{err:?}"
     );
