@@ -42,8 +42,104 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Table;
 
-use crate::pipeline::ConvertOptions;
-use crate::planner::{parse_size, PlanOptions};
+use crate::pipeline::{CodecError, ConvertOptions};
+use crate::planner::{parse_size, PlanError, PlanOptions, SizeError};
+use crate::select::SelectError;
+
+/// What is wrong with a manifest: one line naming the job (or `[defaults]`) and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file cannot be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// Not TOML, or not a document of `[defaults]` and `[[job]]` tables.
+    #[error("{}", document_message(.0))]
+    Document(#[source] serde_path_to_error::Error<toml::de::Error>),
+    /// A key of a job (or of `[defaults]`) that is unknown or of the wrong type.
+    #[error("{}", entry_message(.0))]
+    Entry(#[source] serde_path_to_error::Error<toml::de::Error>),
+    /// An error in `[defaults]`.
+    #[error("[defaults]: {0}")]
+    InDefaults(#[source] Box<ManifestError>),
+    /// An error in the `index`th `[[job]]` (from 1).
+    #[error("job {index}: {source}")]
+    InJob {
+        index: usize,
+        #[source]
+        source: Box<ManifestError>,
+    },
+    /// `[defaults]` holding what only a job can hold.
+    #[error("`input`, `inputs`, `concat` and `output` belong in a [[job]]")]
+    JobKeyInDefaults,
+    /// No `[[job]]` at all.
+    #[error("the manifest lists no [[job]]")]
+    NoJobs,
+    /// A path key that is missing.
+    #[error("`{0}` is missing")]
+    Missing(&'static str),
+    /// A path key that is an empty string.
+    #[error("`{0}` must be a non-empty string")]
+    EmptyPath(&'static str),
+    /// Two jobs writing one output (`other`: the earlier job, from 1).
+    #[error("writes {} like job {other}", .output.display())]
+    SameOutput { output: PathBuf, other: usize },
+    /// `inputs`/`concat`/`concat_take_first` given without their partner, or both `input` and
+    /// `inputs`, or fewer than two inputs (the variant says which).
+    #[error(transparent)]
+    Combine(#[from] CombineMistake),
+    /// `chunk_bytes` zero or negative.
+    #[error("`chunk_bytes` must be positive")]
+    ChunkBytesNotPositive,
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    #[error(transparent)]
+    Size(#[from] SizeError),
+    #[error(transparent)]
+    Chunk(#[from] PlanError),
+    #[error(transparent)]
+    Select(#[from] SelectError),
+}
+
+/// How a combined job's keys do not fit together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CombineMistake {
+    #[error("`concat_take_first` needs `concat`")]
+    TakeFirstWithoutConcat,
+    #[error("`inputs` needs `concat = \"DIM\"` (or use `input`)")]
+    InputsWithoutConcat,
+    #[error("`concat` needs `inputs = [...]`")]
+    ConcatWithoutInputs,
+    #[error("give `input` or `inputs`, not both")]
+    InputAndInputs,
+    #[error("`inputs` must list two or more files")]
+    TooFewInputs,
+    #[error("`inputs` and `concat` must be non-empty strings")]
+    EmptyName,
+}
+
+/// The one line of a document that does not decode: what is wrong where, without the TOML
+/// parser's multi-line excerpt.
+fn document_message(e: &serde_path_to_error::Error<toml::de::Error>) -> String {
+    let m = e.inner().message().trim();
+    match e.path().to_string().as_str() {
+        "job" => "`job` must be an array of tables ([[job]])".to_string(),
+        "defaults" => "`defaults` must be a table ([defaults])".to_string(),
+        _ if m.starts_with("unknown field") => {
+            format!("{m} (a manifest holds [defaults] and [[job]] tables)")
+        }
+        _ => format!("not a valid TOML manifest: {m}"),
+    }
+}
+
+/// The one line of a table that does not decode as an entry, naming the key it is about.
+fn entry_message(e: &serde_path_to_error::Error<toml::de::Error>) -> String {
+    let msg = e.inner().message().trim().to_string();
+    match e.path().to_string().as_str() {
+        "." | "" => msg,
+        _ if msg.starts_with("unknown field") => msg,
+        key => format!("`{key}`: {msg}"),
+    }
+}
 
 /// One conversion of a manifest.
 #[derive(Debug, Clone)]
@@ -104,69 +200,53 @@ enum OneOrMany {
 }
 
 /// Reads and parses a manifest file.
-pub fn load(path: &Path, base: &ConvertOptions) -> Result<Vec<Job>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+pub fn load(path: &Path, base: &ConvertOptions) -> Result<Vec<Job>, ManifestError> {
+    let text = std::fs::read_to_string(path).map_err(ManifestError::Read)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     parse(&text, dir, base)
 }
 
 /// Decodes one table as an [`Entry`]; an error names the key it is about.
-fn entry(t: Table) -> Result<Entry, String> {
-    serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(|e| {
-        let msg = e.inner().message().trim().to_string();
-        match e.path().to_string().as_str() {
-            "." | "" => msg,
-            _ if msg.starts_with("unknown field") => msg,
-            key => format!("`{key}`: {msg}"),
-        }
-    })
+fn entry(t: Table) -> Result<Entry, ManifestError> {
+    serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(ManifestError::Entry)
 }
 
 /// Parses a manifest whose relative paths are relative to `dir`; `base` holds the command line's
 /// options.
-pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, String> {
-    let doc: Document =
-        serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| {
-            let m = e.inner().message().trim();
-            match e.path().to_string().as_str() {
-                "job" => "`job` must be an array of tables ([[job]])".to_string(),
-                "defaults" => "`defaults` must be a table ([defaults])".to_string(),
-                _ if m.starts_with("unknown field") => {
-                    format!("{m} (a manifest holds [defaults] and [[job]] tables)")
-                }
-                _ => format!("not a valid TOML manifest: {m}"),
-            }
-        })?;
+pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, ManifestError> {
+    let doc: Document = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+        .map_err(ManifestError::Document)?;
     let mut defaults = base.clone();
     if let Some(d) = doc.defaults {
-        let d = entry(d).map_err(|e| format!("[defaults]: {e}"))?;
+        let in_defaults = |e: ManifestError| ManifestError::InDefaults(Box::new(e));
+        let d = entry(d).map_err(in_defaults)?;
         if d.input.is_some() || d.output.is_some() || d.inputs.is_some() || d.concat.is_some() {
-            return Err(
-                "[defaults]: `input`, `inputs`, `concat` and `output` belong in a [[job]]".into(),
-            );
+            return Err(in_defaults(ManifestError::JobKeyInDefaults));
         }
-        d.apply(&mut defaults)
-            .map_err(|e| format!("[defaults]: {e}"))?;
+        d.apply(&mut defaults).map_err(in_defaults)?;
     }
     if doc.job.is_empty() {
-        return Err("the manifest lists no [[job]]".into());
+        return Err(ManifestError::NoJobs);
     }
     let mut jobs: Vec<Job> = Vec::with_capacity(doc.job.len());
     for (i, t) in doc.job.into_iter().enumerate() {
-        let at = |e: String| format!("job {}: {e}", i + 1);
+        let at = |e: ManifestError| ManifestError::InJob {
+            index: i + 1,
+            source: Box::new(e),
+        };
         let e = entry(t).map_err(at)?;
-        let path = |key: &str, v: &Option<String>| -> Result<PathBuf, String> {
+        let path = |key: &'static str, v: &Option<String>| -> Result<PathBuf, ManifestError> {
             match v.as_deref() {
-                Some("") => Err(at(format!("`{key}` must be a non-empty string"))),
+                Some("") => Err(at(ManifestError::EmptyPath(key))),
                 // An object URL is taken as it is (never relative to the manifest's folder).
                 Some(s) if crate::storage::is_url(Path::new(s)) => Ok(PathBuf::from(s)),
                 Some(s) => Ok(dir.join(s)),
-                None => Err(at(format!("`{key}` is missing"))),
+                None => Err(at(ManifestError::Missing(key))),
             }
         };
         let output = path("output", &e.output)?;
         let mut opts = defaults.clone();
-        let input = match e.combine(dir).map_err(at)? {
+        let input = match e.combine(dir).map_err(|m| at(m.into()))? {
             Some(c) => {
                 let first = c.inputs[0].clone();
                 opts.combine = Some(c);
@@ -176,11 +256,10 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
         };
         e.apply(&mut opts).map_err(at)?;
         if let Some(other) = jobs.iter().position(|j| j.output == output) {
-            return Err(at(format!(
-                "writes {} like job {}",
-                output.display(),
-                other + 1
-            )));
+            return Err(at(ManifestError::SameOutput {
+                output,
+                other: other + 1,
+            }));
         }
         jobs.push(Job {
             input,
@@ -194,25 +273,25 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
 impl Entry {
     /// A combined job's inputs and dimension (`inputs` and `concat`, both or neither; `None`
     /// for a job of one `input`).
-    fn combine(&self, dir: &Path) -> Result<Option<crate::concat::Combine>, String> {
+    fn combine(&self, dir: &Path) -> Result<Option<crate::concat::Combine>, CombineMistake> {
         match (&self.inputs, &self.concat) {
             (None, None) => {
                 if self.concat_take_first.is_some() {
-                    return Err("`concat_take_first` needs `concat`".into());
+                    return Err(CombineMistake::TakeFirstWithoutConcat);
                 }
                 Ok(None)
             }
-            (Some(_), None) => Err("`inputs` needs `concat = \"DIM\"` (or use `input`)".into()),
-            (None, Some(_)) => Err("`concat` needs `inputs = [...]`".into()),
+            (Some(_), None) => Err(CombineMistake::InputsWithoutConcat),
+            (None, Some(_)) => Err(CombineMistake::ConcatWithoutInputs),
             (Some(inputs), Some(dim)) => {
                 if self.input.is_some() {
-                    return Err("give `input` or `inputs`, not both".into());
+                    return Err(CombineMistake::InputAndInputs);
                 }
                 if inputs.len() < 2 {
-                    return Err("`inputs` must list two or more files".into());
+                    return Err(CombineMistake::TooFewInputs);
                 }
                 if dim.is_empty() || inputs.iter().any(String::is_empty) {
-                    return Err("`inputs` and `concat` must be non-empty strings".into());
+                    return Err(CombineMistake::EmptyName);
                 }
                 Ok(Some(crate::concat::Combine {
                     dim: dim.clone(),
@@ -224,7 +303,7 @@ impl Entry {
     }
 
     /// Applies the options this entry sets to `opts` (what it leaves unset is inherited).
-    fn apply(self, opts: &mut ConvertOptions) -> Result<(), String> {
+    fn apply(self, opts: &mut ConvertOptions) -> Result<(), ManifestError> {
         if let Some(c) = self.codec {
             opts.codec = c.parse()?;
         }
@@ -233,7 +312,7 @@ impl Entry {
                 ChunkBytes::Bytes(n) => u64::try_from(n)
                     .ok()
                     .filter(|&n| n > 0)
-                    .ok_or("`chunk_bytes` must be positive")?,
+                    .ok_or(ManifestError::ChunkBytesNotPositive)?,
                 ChunkBytes::Size(s) => parse_size(&s)?,
             });
         }
@@ -295,7 +374,7 @@ mod tests {
     use super::*;
     use crate::pipeline::CodecChoice;
 
-    fn jobs(text: &str) -> Result<Vec<Job>, String> {
+    fn jobs(text: &str) -> Result<Vec<Job>, ManifestError> {
         parse(text, Path::new("/m"), &ConvertOptions::default())
     }
 
@@ -375,7 +454,12 @@ mod tests {
         assert!(b.no_coords && b.isel.is_empty());
         assert_eq!(b.sel.len(), 2);
         let bad = jobs("[[job]]\ninput = \"a\"\noutput = \"b\"\nisel = \"time=3\"\n");
-        assert!(bad.unwrap_err().contains("--isel"));
+        let e = bad.unwrap_err();
+        assert!(
+            matches!(&e, ManifestError::InJob { index: 1, source } if matches!(**source, ManifestError::Select(SelectError::IselSyntax { .. }))),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("--isel"));
     }
 
     #[test]
@@ -411,7 +495,11 @@ mod tests {
         assert!(c.take_first);
         assert_eq!(c.inputs[1], Path::new("/abs/b.npy"));
         assert!(j[2].opts.combine.is_none());
-        let job = |body: &str| jobs(&format!("[[job]]\noutput = \"o\"\n{body}")).unwrap_err();
+        let job = |body: &str| {
+            jobs(&format!("[[job]]\noutput = \"o\"\n{body}"))
+                .unwrap_err()
+                .to_string()
+        };
         for (body, msg) in [
             ("inputs = [\"a\", \"b\"]", "job 1: `inputs` needs `concat"),
             ("input = \"a\"\nconcat = \"time\"", "`concat` needs `inputs"),
@@ -430,7 +518,10 @@ mod tests {
             assert!(e.contains(msg), "{body}: {e}");
         }
         let e = jobs("[defaults]\nconcat = \"time\"\n[[job]]\ninput = \"a\"\noutput = \"b\"");
-        assert!(e.unwrap_err().contains("belong in a [[job]]"));
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "[defaults]: `input`, `inputs`, `concat` and `output` belong in a [[job]]"
+        );
     }
 
     #[test]
@@ -454,21 +545,23 @@ mod tests {
             ),
             ("[[job]]\noutput = \"c\"", "job 2: `input` is missing"),
         ] {
-            let e = one(extra).unwrap_err();
+            let e = one(extra).unwrap_err().to_string();
             assert!(e.contains(msg), "{extra}: {e}");
         }
-        assert!(jobs("").unwrap_err().contains("no [[job]]"));
-        assert!(jobs("[job]\ninput = \"a\"")
-            .unwrap_err()
-            .contains("array of tables"));
-        assert!(jobs("jobs = 1")
-            .unwrap_err()
-            .contains("unknown field `jobs`"));
-        assert!(jobs("[[job]\n").unwrap_err().contains("not a valid TOML"));
+        let text = |t: &str| jobs(t).unwrap_err().to_string();
+        assert_eq!(text(""), "the manifest lists no [[job]]");
+        assert!(text("[job]\ninput = \"a\"").contains("array of tables"));
+        assert!(text("jobs = 1").contains("unknown field `jobs`"));
+        assert!(text("[[job]\n").contains("not a valid TOML"));
+        // The parser's own error is kept as the cause.
+        let e = jobs("[[job]\n").unwrap_err();
+        let cause = std::error::Error::source(&e).expect("the TOML error is kept");
+        assert!(cause
+            .downcast_ref::<serde_path_to_error::Error<toml::de::Error>>()
+            .is_some());
         assert!(
-            jobs("[defaults]\ncodec = 1\n[[job]]\ninput = \"a\"\noutput = \"b\"")
-                .unwrap_err()
-                .starts_with("[defaults]: ")
+            text("[defaults]\ncodec = 1\n[[job]]\ninput = \"a\"\noutput = \"b\"")
+                .starts_with("[defaults]: `codec`: ")
         );
     }
 }

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
-use tet_source::{OpenOptions, Role, Skipped, Source, SourceError, Variable};
+use tet_source::byte_source::ByteSource;
+use tet_source::{Importer, OpenOptions, Role, Skipped, Source, SourceError, Variable};
 
 use crate::control::{Cancel, Progress, ProgressEvent};
 use crate::format::budget::MemoryBudget;
@@ -63,9 +64,21 @@ pub enum CodecChoice {
     Zstd(i32),
 }
 
+/// The levels `--codec zstd:LEVEL` takes (zstd's positive levels).
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+/// A `--codec` value that is none of `auto`, `raw`, `zstd`, `zstd:LEVEL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "codec {0:?}: expected auto, raw, zstd or zstd:{lo}..{hi}",
+    lo = ZSTD_LEVELS.start(),
+    hi = ZSTD_LEVELS.end()
+)]
+pub struct CodecError(pub String);
+
 impl FromStr for CodecChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = CodecError;
+    fn from_str(s: &str) -> Result<Self, CodecError> {
         match s {
             "auto" => Ok(CodecChoice::Auto),
             "raw" => Ok(CodecChoice::Raw),
@@ -74,10 +87,8 @@ impl FromStr for CodecChoice {
                 let level = s
                     .strip_prefix("zstd:")
                     .and_then(|l| l.parse::<i32>().ok())
-                    .filter(|l| (1..=22).contains(l))
-                    .ok_or_else(|| {
-                        format!("codec {s:?}: expected auto, raw, zstd or zstd:1..22")
-                    })?;
+                    .filter(|l| ZSTD_LEVELS.contains(l))
+                    .ok_or_else(|| CodecError(s.into()))?;
                 Ok(CodecChoice::Zstd(level))
             }
         }
@@ -223,6 +234,30 @@ pub enum ConvertError {
     /// Refused before any work (bad options, output = input, unmappable data…).
     #[error("{0}")]
     Refused(String),
+    /// The selection (`--variables`, `--exclude`, `--isel`, `--sel`) does not fit the input.
+    #[error(transparent)]
+    Select(#[from] crate::select::SelectError),
+    /// A dataset's chunk shape cannot be planned as `--chunk` asks.
+    #[error(transparent)]
+    Plan(#[from] crate::planner::PlanError),
+    /// Reading a short coordinate variable for its dimension's labels failed.
+    #[error("dataset '{dataset}' (coordinate labels): {source}")]
+    Labels {
+        dataset: String,
+        #[source]
+        source: SourceError,
+    },
+    /// The worker threads could not be started.
+    #[error("cannot start {threads} worker threads: {source}")]
+    Threads {
+        threads: usize,
+        #[source]
+        source: rayon::ThreadPoolBuildError,
+    },
+    /// A thread of the conversion panicked (`what`: the input digest thread, the write stage);
+    /// the output was not written.
+    #[error("{what} panicked")]
+    Panicked { what: &'static str },
     /// Reading or decoding one chunk of the source failed.
     #[error("dataset '{dataset}' chunk {coords:?}: {source}")]
     Chunk {
@@ -365,12 +400,11 @@ pub fn convert(
     log::debug!("{}: identified as {}", input.display(), importer.name());
     let source = importer.open(input, &opts.open)?;
     // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
-    let (source, cuts) =
-        crate::select::apply(source, &opts.select).map_err(ConvertError::Refused)?;
+    let (source, cuts) = crate::select::apply(source, &opts.select)?;
     // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
     let carried = if importer.id() == tet_input::ID {
         let mut f = tet_input::carried_footer(input, &opts.open).map_err(ConvertError::Refused)?;
-        cuts.cut_carried(&mut f).map_err(ConvertError::Refused)?;
+        cuts.cut_carried(&mut f)?;
         Some(f)
     } else {
         None
@@ -383,6 +417,37 @@ pub fn convert(
         opts,
         started,
         carried,
+    )
+}
+
+/// The input digest (`sha256:<hex>`) and size of an input that is no local file, computed
+/// while the conversion runs (an object input streams itself once).
+pub type InputDigest = Box<dyn FnOnce() -> std::io::Result<(String, u64)> + Send>;
+
+/// [`convert`] of an input that is no local file: `bytes` are its bytes (an object read by
+/// ranges), `importer` its format ([`Importer::opens_bytes`]), `digest` its input digest; `input`
+/// names it (a URL).
+pub fn convert_bytes(
+    input: &Path,
+    importer: &dyn Importer,
+    bytes: Arc<dyn ByteSource>,
+    digest: InputDigest,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let started = Instant::now();
+    log::debug!("{}: read by ranges as {}", input.display(), importer.name());
+    let source = importer.open_bytes(input, bytes, &opts.open)?;
+    let (source, _cuts) = crate::select::apply(source, &opts.select)?;
+    convert_digested(
+        source.as_ref(),
+        importer.id(),
+        input,
+        output,
+        opts,
+        started,
+        None,
+        Some(digest),
     )
 }
 
@@ -411,6 +476,23 @@ pub(crate) fn convert_carrying(
     started: Instant,
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
+    convert_digested(source, format, input, output, opts, started, carried, None)
+}
+
+/// [`convert_carrying`]; the input digest from `digest` when given (an input that is no local
+/// file), else by reading `input`.
+#[allow(clippy::too_many_arguments)]
+fn convert_digested(
+    source: &dyn Source,
+    format: &str,
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+    started: Instant,
+    carried: Option<Footer>,
+    digest: Option<InputDigest>,
+) -> Result<ConvertReport, ConvertError> {
+    let digest_of = digest;
     let output = &check_paths(input, output, opts.write_through_symlink)?;
     // A combined conversion (`--concat`): no input is overwritten, and each one is a parent.
     for more in crate::concat::more_inputs(opts) {
@@ -441,7 +523,10 @@ pub(crate) fn convert_carrying(
     let mut later: Vec<u64> = ranged.iter().map(|r| r.0).collect();
     later.sort_unstable();
     let digest_path = input.to_path_buf();
-    let digest = std::thread::spawn(move || meta::digest_input_and_ranges(&digest_path, &ranges));
+    let digest = std::thread::spawn(move || match digest_of {
+        Some(f) => f().map(|(d, n)| (d, n, Vec::new())),
+        None => meta::digest_input_and_ranges(&digest_path, &ranges),
+    });
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
@@ -481,7 +566,9 @@ pub(crate) fn convert_carrying(
 
     let (digest, bytes_in, range_digests) = digest
         .join()
-        .map_err(|_| refused("the input digest thread panicked"))??;
+        .map_err(|_| ConvertError::Panicked {
+            what: "the input digest thread",
+        })??;
     writer.provide_digests(ranged.iter().map(|r| r.0).zip(range_digests));
     log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
@@ -492,7 +579,9 @@ pub(crate) fn convert_carrying(
         .push(meta::convert_row(format, &at, &digest, params));
     let more_digests = more_digests
         .join()
-        .map_err(|_| refused("the input digest thread panicked"))??;
+        .map_err(|_| ConvertError::Panicked {
+            what: "the input digest thread",
+        })??;
     if let Some(row) = footer.history.last_mut() {
         row.parents.extend(more_digests);
     }
@@ -571,23 +660,18 @@ fn start_footer(
     }
     footer.history = carried.history;
     footer.file = carried.file;
-    footer.extra = carried.extra;
+    footer.ext = carried.ext;
     footer.global_attrs = source.global_attrs().to_vec();
     if !source.global_facts().is_empty() {
-        footer.extra.insert(
-            "global_facts".into(),
-            crate::format::footer::attrs_to_json(&tet_source::Fact::all_entries(
-                source.global_facts(),
-            )),
-        );
+        footer.ext.global_facts = Some(crate::format::schema::Facts(
+            source.global_facts().to_vec(),
+        ));
     }
     skipped.extend(carried.skipped);
     skipped.extend(source.skipped().iter().cloned());
     let texts = source.text_variables();
     if !texts.is_empty() {
-        footer
-            .extra
-            .insert("text_variables".into(), meta::text_variables_json(texts));
+        footer.ext.text_variables = Some(meta::text_variable_records(texts));
         skipped.extend(texts.iter().map(|t| Skipped {
             name: t.name.clone(),
             reason: "strings have no numeric .tet form: values kept in the footer (tet_ext.text_variables)".into(),
@@ -726,8 +810,7 @@ fn plan_all(
                     .filter(|_| tet_input || carry),
             },
             &opts.plan,
-        )
-        .map_err(ConvertError::Refused)?;
+        )?;
         let grid = Grid::new(&var.shape, &chunk_shape)
             .map_err(|e| refused(format!("dataset '{}': {e}", var.name)))?;
         let chunk_bytes = chunk_shape
@@ -807,7 +890,10 @@ fn dimension_labels(source: &dyn Source) -> Result<BTreeMap<String, Vec<String>>
         let mut buf = vec![0u8; var.shape[0] as usize * var.dtype.size()];
         source
             .read_region(i, &[0], &var.shape, &mut buf)
-            .map_err(|e| refused(format!("dataset '{}' (coordinate labels): {e}", var.name)))?;
+            .map_err(|source| ConvertError::Labels {
+                dataset: var.name.clone(),
+                source,
+            })?;
         labels.insert(dim, meta::coordinate_labels(&buf, var.dtype, &var.attrs));
     }
     Ok(labels)
@@ -1168,7 +1254,10 @@ fn run_pool(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
-        .map_err(|e| refused(format!("cannot start {jobs} worker threads: {e}")))?;
+        .map_err(|source| ConvertError::Threads {
+            threads: jobs,
+            source,
+        })?;
     Ok(std::thread::scope(|scope| {
         let stage = scope.spawn(|| {
             let written = writer.write_all();
@@ -1220,7 +1309,9 @@ fn run_outcome(
     written: std::thread::Result<Result<(), TetError>>,
     first_error: Option<ConvertError>,
 ) -> Result<(), ConvertError> {
-    let written = written.map_err(|_| refused("the write stage panicked"))?;
+    let written = written.map_err(|_| ConvertError::Panicked {
+        what: "the write stage",
+    })?;
     // The write stage's own failure (a full disk…) is the cause; the workers it stopped only
     // saw "writer failed earlier".
     if let Err(e @ TetError::Io(_)) = written {
@@ -1394,7 +1485,14 @@ mod tests {
         assert_eq!("zstd".parse(), Ok(CodecChoice::Zstd(3)));
         assert_eq!("zstd:19".parse(), Ok(CodecChoice::Zstd(19)));
         assert!("zstd:0".parse::<CodecChoice>().is_err());
-        assert!("lz4".parse::<CodecChoice>().is_err());
+        assert_eq!(
+            "lz4".parse::<CodecChoice>().unwrap_err().to_string(),
+            "codec \"lz4\": expected auto, raw, zstd or zstd:1..22"
+        );
+        assert_eq!(
+            "zstd:23".parse::<CodecChoice>(),
+            Err(CodecError("zstd:23".into()))
+        );
         assert_eq!(CodecChoice::Zstd(7).to_string(), "zstd:7");
     }
 

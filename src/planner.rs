@@ -65,12 +65,15 @@ impl PlanOptions {
     }
 
     /// Parses one `--chunk` argument: `dim=N[,dim=N…]` or `dataset:N,N,…`.
-    pub fn add_spec(&mut self, spec: &str) -> Result<(), String> {
-        let bad = || format!("--chunk {spec:?}: expected dim=N[,dim=N…] or dataset:N,N,…");
-        let positive = |t: &str| -> Result<u64, String> {
+    pub fn add_spec(&mut self, spec: &str) -> Result<(), PlanError> {
+        let bad = || PlanError::ChunkSyntax { spec: spec.into() };
+        let positive = |t: &str| -> Result<u64, PlanError> {
             match t.trim().parse::<u64>() {
                 Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("--chunk {spec:?}: {t:?} is not a positive integer")),
+                _ => Err(PlanError::ChunkExtent {
+                    spec: spec.into(),
+                    extent: t.into(),
+                }),
             }
         };
         if let Some((name, list)) = spec.rsplit_once(':') {
@@ -95,22 +98,61 @@ impl PlanOptions {
     }
 }
 
+/// A `--chunk` setting that cannot be parsed or does not fit a dataset.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Neither `dim=N[,dim=N…]` nor `dataset:N,N,…`.
+    #[error("--chunk {spec:?}: expected dim=N[,dim=N…] or dataset:N,N,…")]
+    ChunkSyntax { spec: String },
+    /// An extent that is not a positive integer.
+    #[error("--chunk {spec:?}: {extent:?} is not a positive integer")]
+    ChunkExtent { spec: String, extent: String },
+    /// A dataset's chunk shape with another number of extents than the dataset has axes.
+    #[error("--chunk {dataset}: {given} extents given for a rank-{rank} dataset")]
+    ChunkRank {
+        dataset: String,
+        given: usize,
+        rank: usize,
+    },
+}
+
+/// A size (`--chunk-bytes`, `--memory-budget`, a manifest's `chunk_bytes`) that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// No leading number (or one too large for 64 bits).
+    #[error("{text:?} is not a size")]
+    NotANumber {
+        text: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// A unit other than B, KiB, MiB, GiB (or their short forms).
+    #[error("{0:?}: unknown unit (use KiB, MiB or GiB)")]
+    UnknownUnit(String),
+    /// Zero, or more bytes than 64 bits count.
+    #[error("{0:?} is not a positive size")]
+    NotPositive(String),
+}
+
 /// `4MiB`, `4M`, `512k`, `1000000`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size"))?;
+    let n: u64 = num.parse().map_err(|source| SizeError::NotANumber {
+        text: s.into(),
+        source,
+    })?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("{s:?}: unknown unit (use KiB, MiB or GiB)")),
+        _ => return Err(SizeError::UnknownUnit(s.into())),
     };
     n.checked_mul(mult)
         .filter(|&v| v > 0)
-        .ok_or_else(|| format!("{s:?} is not a positive size"))
+        .ok_or_else(|| SizeError::NotPositive(s.into()))
 }
 
 /// What the planner knows of one variable.
@@ -127,15 +169,15 @@ pub struct PlanInput<'a> {
 }
 
 /// Plans the chunk shape of one variable.
-pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, String> {
+pub fn plan(input: &PlanInput<'_>, opts: &PlanOptions) -> Result<Vec<u64>, PlanError> {
     let rank = input.shape.len();
     if let Some(c) = opts.by_dataset.get(input.name) {
         if c.len() != rank {
-            return Err(format!(
-                "--chunk {}: {} extents given for a rank-{rank} dataset",
-                input.name,
-                c.len()
-            ));
+            return Err(PlanError::ChunkRank {
+                dataset: input.name.into(),
+                given: c.len(),
+                rank,
+            });
         }
         return Ok(c.clone());
     }
@@ -276,6 +318,45 @@ mod tests {
         assert!(o.add_spec("x:1,a").is_err());
         assert!(o.add_spec("nonsense").is_err());
         assert_eq!(o.describe(), "4194304;lat=10;time=2;other:1,2,3");
+    }
+
+    #[test]
+    fn mistakes_are_typed_and_name_the_spec() {
+        let mut o = PlanOptions::default();
+        assert_eq!(
+            o.add_spec("time=0"),
+            Err(PlanError::ChunkExtent {
+                spec: "time=0".into(),
+                extent: "0".into()
+            })
+        );
+        assert_eq!(
+            o.add_spec("=3").unwrap_err().to_string(),
+            "--chunk \"=3\": expected dim=N[,dim=N…] or dataset:N,N,…"
+        );
+        assert_eq!(
+            o.add_spec("x:1,a").unwrap_err().to_string(),
+            "--chunk \"x:1,a\": \"a\" is not a positive integer"
+        );
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size(" 512k "), Ok(512 << 10));
+        assert_eq!(
+            parse_size("4 parsecs").unwrap_err().to_string(),
+            "\"4 parsecs\": unknown unit (use KiB, MiB or GiB)"
+        );
+        assert_eq!(
+            parse_size("0").unwrap_err(),
+            SizeError::NotPositive("0".into())
+        );
+        // The integer parser's error is kept as the cause.
+        let e = parse_size("MiB").unwrap_err();
+        assert_eq!(e.to_string(), "\"MiB\" is not a size");
+        let cause = std::error::Error::source(&e).expect("a cause");
+        assert!(cause.downcast_ref::<std::num::ParseIntError>().is_some());
+        assert!(matches!(
+            parse_size("99999999999999999999"),
+            Err(SizeError::NotANumber { .. })
+        ));
     }
 
     #[test]

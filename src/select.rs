@@ -44,6 +44,116 @@ pub struct SelectOptions {
 /// The history `params` keys [`SelectOptions::params`] writes (all byte-affecting).
 pub const PARAM_KEYS: &[&str] = &["variables", "exclude", "no_coords", "isel", "sel"];
 
+/// Why a selection cannot be made: a specification that does not parse, or one that does not
+/// fit the input (each message names the flag or the variable it is about).
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    /// `--variables a,,b`.
+    #[error("empty name in {list:?}")]
+    EmptyName { list: String },
+    /// A cut without `DIM=`.
+    #[error("{flag} {spec:?}: expected DIM=…")]
+    NoDimension { flag: &'static str, spec: String },
+    /// An `--isel` that is not `DIM=START:STOP[:STEP]`.
+    #[error("--isel {spec:?}: expected DIM=START:STOP[:STEP] (integers, each optional)")]
+    IselSyntax { spec: String },
+    /// `--isel DIM=::0`.
+    #[error("--isel {spec:?}: the step cannot be zero")]
+    ZeroStep { spec: String },
+    /// A `--sel` that is not `DIM=LOW:HIGH`.
+    #[error(
+        "--sel {spec:?}: expected DIM=LOW:HIGH (numbers or ISO 8601 dates; LOW..HIGH also works)"
+    )]
+    SelSyntax { spec: String },
+    /// A name, glob or dimension that matches nothing in the input; `closest`: the names
+    /// nearest to it (at most three).
+    #[error("{what} '{name}' matches nothing ({})", closest_text(.closest))]
+    Unknown {
+        what: String,
+        name: String,
+        closest: Vec<String>,
+    },
+    /// `--exclude` takes every variable chosen.
+    #[error("the selection leaves no variable")]
+    NothingLeft,
+    /// An `--isel` that takes no position of its dimension.
+    #[error("--isel {spec}: selects no position of {dim} (length {len})")]
+    EmptyCut { spec: String, dim: String, len: u64 },
+    /// Two cuts of one dimension.
+    #[error("dimension {dim} is cut twice (--isel/--sel)")]
+    CutTwice { dim: String },
+    /// A `--sel` that does not fit its coordinate (the cause says how).
+    #[error("--sel {spec}: {source}")]
+    Sel {
+        spec: String,
+        #[source]
+        source: Box<SelectError>,
+    },
+    /// `--sel` of a dimension with no coordinate variable.
+    #[error("dimension {dim} has no coordinate variable (use --isel)")]
+    NoCoordinate { dim: String },
+    /// A coordinate variable too large to read into memory.
+    #[error("coordinate {name} too large")]
+    CoordinateTooLarge { name: String },
+    /// Reading a coordinate variable failed.
+    #[error("reading coordinate {name}: {source}")]
+    ReadCoordinate {
+        name: String,
+        #[source]
+        source: SourceError,
+    },
+    /// A bound that is not a number, on an axis that is not a CF time axis.
+    #[error("{bound:?} is not a number and {dim} is not a CF time axis")]
+    NotANumber { bound: String, dim: String },
+    /// No coordinate value lies between the bounds; `range`: the first and last values.
+    #[error("no position of {dim} lies in [{lo}, {hi}]{}", range_text(.range))]
+    NoPosition {
+        dim: String,
+        lo: String,
+        hi: String,
+        range: Option<(f64, f64)>,
+    },
+    /// The positions between the bounds are not one run.
+    #[error(
+        "the coordinate {name} is not monotonic: the positions in [{lo}, {hi}] are not one run"
+    )]
+    NotMonotonic {
+        name: String,
+        lo: String,
+        hi: String,
+    },
+    /// A cut dimension shorter in one variable than the cut reaches.
+    #[error(
+        "variable {variable}: dimension {dim} has {len} positions here, fewer than the cut \
+         reaches (another variable gives {dim} another length)"
+    )]
+    ShortDimension {
+        variable: String,
+        dim: String,
+        len: u64,
+    },
+    /// Labels (of a dimension, or a carried `.tet` footer's) shorter than the cut.
+    #[error("labels shorter than the cut {cut}")]
+    ShortLabels { cut: String },
+    /// A text variable whose values do not fill its shape.
+    #[error("text variable {name} has fewer values than its shape")]
+    ShortText { name: String },
+}
+
+fn closest_text(closest: &[String]) -> String {
+    if closest.is_empty() {
+        "the input has none".into()
+    } else {
+        format!("closest: {}", closest.join(", "))
+    }
+}
+
+fn range_text(range: &Option<(f64, f64)>) -> String {
+    range.map_or_else(String::new, |(a, b)| {
+        format!(" (values run from {a} to {b})")
+    })
+}
+
 impl SelectOptions {
     /// Whether nothing is chosen or cut.
     pub fn is_empty(&self) -> bool {
@@ -55,10 +165,10 @@ impl SelectOptions {
     }
 
     /// Adds a comma-separated list of names or globs to `list` (`--variables a,b`).
-    pub fn add_names(list: &mut Vec<String>, arg: &str) -> Result<(), String> {
+    pub fn add_names(list: &mut Vec<String>, arg: &str) -> Result<(), SelectError> {
         for n in arg.split(',').map(str::trim) {
             if n.is_empty() {
-                return Err(format!("empty name in {arg:?}"));
+                return Err(SelectError::EmptyName { list: arg.into() });
             }
             list.push(n.to_string());
         }
@@ -66,7 +176,7 @@ impl SelectOptions {
     }
 
     /// Checks the cut specifications (what can be checked without the input).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SelectError> {
         for s in &self.isel {
             parse_isel(s)?;
         }
@@ -102,7 +212,7 @@ impl SelectOptions {
 pub fn apply(
     source: Box<dyn Source>,
     opts: &SelectOptions,
-) -> Result<(Box<dyn Source>, Cuts), String> {
+) -> Result<(Box<dyn Source>, Cuts), SelectError> {
     if opts.is_empty() {
         return Ok((source, Cuts::default()));
     }
@@ -124,7 +234,10 @@ pub struct Cuts {
 impl Cuts {
     /// Cuts the per-position labels of a carried `.tet` footer's datasets as the dimensions are
     /// cut, and drops its text variables (the source's, chosen and cut, replace them).
-    pub fn cut_carried(&self, footer: &mut crate::format::footer::Footer) -> Result<(), String> {
+    pub fn cut_carried(
+        &self,
+        footer: &mut crate::format::footer::Footer,
+    ) -> Result<(), SelectError> {
         if !self.active {
             return Ok(());
         }
@@ -135,7 +248,7 @@ impl Cuts {
                 }
             }
         }
-        footer.extra.remove("text_variables");
+        footer.ext.text_variables = None;
         Ok(())
     }
 }
@@ -151,23 +264,25 @@ struct Slice {
     step: i64,
 }
 
-fn split_dim(spec: &str, flag: &str) -> Result<(String, String), String> {
+fn split_dim(spec: &str, flag: &'static str) -> Result<(String, String), SelectError> {
     let (dim, rest) = spec
         .split_once('=')
         .filter(|(d, _)| !d.trim().is_empty())
-        .ok_or_else(|| format!("{flag} {spec:?}: expected DIM=…"))?;
+        .ok_or_else(|| SelectError::NoDimension {
+            flag,
+            spec: spec.into(),
+        })?;
     Ok((dim.trim().to_string(), rest.trim().to_string()))
 }
 
-fn parse_isel(spec: &str) -> Result<(String, Slice), String> {
+fn parse_isel(spec: &str) -> Result<(String, Slice), SelectError> {
     let (dim, rest) = split_dim(spec, "--isel")?;
-    let bad =
-        || format!("--isel {spec:?}: expected DIM=START:STOP[:STEP] (integers, each optional)");
+    let bad = || SelectError::IselSyntax { spec: spec.into() };
     let parts: Vec<&str> = rest.split(':').map(str::trim).collect();
     if parts.len() < 2 || parts.len() > 3 {
         return Err(bad());
     }
-    let int = |s: &str| -> Result<Option<i64>, String> {
+    let int = |s: &str| -> Result<Option<i64>, SelectError> {
         if s.is_empty() {
             Ok(None)
         } else {
@@ -179,7 +294,7 @@ fn parse_isel(spec: &str) -> Result<(String, Slice), String> {
         None => 1,
     };
     if step == 0 {
-        return Err(format!("--isel {spec:?}: the step cannot be zero"));
+        return Err(SelectError::ZeroStep { spec: spec.into() });
     }
     Ok((
         dim,
@@ -230,7 +345,7 @@ fn is_bound(s: &str) -> bool {
     b.len() == i || (b.get(i) == Some(&b'.') && digits(i + 1..b.len()) && b.len() > i + 1)
 }
 
-fn parse_sel(spec: &str) -> Result<(String, String, String), String> {
+fn parse_sel(spec: &str) -> Result<(String, String, String), SelectError> {
     let (dim, rest) = split_dim(spec, "--sel")?;
     if let Some((lo, hi)) = rest.split_once("..") {
         if is_bound(lo.trim()) && is_bound(hi.trim()) {
@@ -245,9 +360,7 @@ fn parse_sel(spec: &str) -> Result<(String, String, String), String> {
         .collect();
     match splits.as_slice() {
         [(lo, hi)] => Ok((dim, lo.to_string(), hi.to_string())),
-        _ => Err(format!(
-            "--sel {spec:?}: expected DIM=LOW:HIGH (numbers or ISO 8601 dates; LOW..HIGH also works)"
-        )),
+        _ => Err(SelectError::SelSyntax { spec: spec.into() }),
     }
 }
 
@@ -340,18 +453,14 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 /// `what 'name' matches nothing (closest: a, b, c)`.
-fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> String {
+fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> SelectError {
     let mut known: Vec<(usize, &str)> = known.map(|k| (distance(name, k), k)).collect();
     known.sort();
     known.dedup();
-    let closest: Vec<&str> = known.iter().take(3).map(|k| k.1).collect();
-    if closest.is_empty() {
-        format!("{what} '{name}' matches nothing (the input has none)")
-    } else {
-        format!(
-            "{what} '{name}' matches nothing (closest: {})",
-            closest.join(", ")
-        )
+    SelectError::Unknown {
+        what: what.into(),
+        name: name.into(),
+        closest: known.iter().take(3).map(|k| k.1.to_string()).collect(),
     }
 }
 
@@ -440,7 +549,7 @@ pub struct Selected {
 
 impl Selected {
     /// Chooses and cuts `inner` as `opts` says; an error names what matches nothing.
-    pub fn new(inner: Box<dyn Source>, opts: &SelectOptions) -> Result<Selected, String> {
+    pub fn new(inner: Box<dyn Source>, opts: &SelectOptions) -> Result<Selected, SelectError> {
         let keep = choose(inner.as_ref(), opts)?;
         let dim_cuts = dimension_cuts(inner.as_ref(), opts)?;
         let mut vars = Vec::new();
@@ -458,7 +567,7 @@ impl Selected {
             .iter()
             .filter(|t| keep.contains(&t.name))
             .map(|t| cut_text(t, &dim_cuts))
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, SelectError>>()?;
         let labels = inner
             .dim_labels()
             .iter()
@@ -469,7 +578,7 @@ impl Selected {
                 }),
                 None => Ok(l.clone()),
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, SelectError>>()?;
         Ok(Selected {
             inner,
             vars,
@@ -632,26 +741,26 @@ fn pick(
     }
 }
 
-fn pick_labels(labels: &[String], c: Cut) -> Result<Vec<String>, String> {
+fn pick_labels(labels: &[String], c: Cut) -> Result<Vec<String>, SelectError> {
     (0..c.len)
         .map(|i| {
             c.at(i)
                 .and_then(|p| labels.get(p as usize))
                 .cloned()
-                .ok_or_else(|| format!("labels shorter than the cut {}", c.describe()))
+                .ok_or_else(|| SelectError::ShortLabels { cut: c.describe() })
         })
         .collect()
 }
 
 /// The names of the variables to keep.
-fn choose(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeSet<String>, String> {
+fn choose(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeSet<String>, SelectError> {
     let all: Vec<&str> = src
         .variables()
         .iter()
         .map(|v| v.name.as_str())
         .chain(src.text_variables().iter().map(|t| t.name.as_str()))
         .collect();
-    let matching = |flag: &str, pats: &[String]| -> Result<BTreeSet<String>, String> {
+    let matching = |flag: &str, pats: &[String]| -> Result<BTreeSet<String>, SelectError> {
         let mut set = BTreeSet::new();
         for p in pats {
             let hits: Vec<&str> = all.iter().copied().filter(|n| matches(p, n)).collect();
@@ -682,7 +791,7 @@ fn choose(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeSet<String>, St
         }
     }
     if keep.is_empty() {
-        return Err("the selection leaves no variable".into());
+        return Err(SelectError::NothingLeft);
     }
     Ok(keep)
 }
@@ -738,7 +847,10 @@ fn dimension_lengths(src: &dyn Source) -> BTreeMap<String, u64> {
 }
 
 /// The cut of every dimension `--isel`/`--sel` names.
-fn dimension_cuts(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeMap<String, Cut>, String> {
+fn dimension_cuts(
+    src: &dyn Source,
+    opts: &SelectOptions,
+) -> Result<BTreeMap<String, Cut>, SelectError> {
     let lens = dimension_lengths(src);
     let mut cuts = BTreeMap::new();
     let len_of = |dim: &str, flag: &str| {
@@ -755,17 +867,24 @@ fn dimension_cuts(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeMap<Str
         let len = len_of(&dim, "--isel")?;
         let cut = slice_positions(s, len)
             .filter(|c| c.len > 0)
-            .ok_or_else(|| format!("--isel {spec}: selects no position of {dim} (length {len})"))?;
+            .ok_or_else(|| SelectError::EmptyCut {
+                spec: spec.clone(),
+                dim: dim.clone(),
+                len,
+            })?;
         if cuts.insert(dim.clone(), cut).is_some() {
-            return Err(format!("dimension {dim} is cut twice (--isel/--sel)"));
+            return Err(SelectError::CutTwice { dim });
         }
     }
     for spec in &opts.sel {
         let (dim, lo, hi) = parse_sel(spec)?;
         len_of(&dim, "--sel")?;
-        let cut = value_cut(src, &dim, &lo, &hi).map_err(|e| format!("--sel {spec}: {e}"))?;
+        let cut = value_cut(src, &dim, &lo, &hi).map_err(|e| SelectError::Sel {
+            spec: spec.clone(),
+            source: Box::new(e),
+        })?;
         if cuts.insert(dim.clone(), cut).is_some() {
-            return Err(format!("dimension {dim} is cut twice (--isel/--sel)"));
+            return Err(SelectError::CutTwice { dim });
         }
     }
     Ok(cuts)
@@ -774,7 +893,7 @@ fn dimension_cuts(src: &dyn Source, opts: &SelectOptions) -> Result<BTreeMap<Str
 /// The positions of `dim` whose coordinate value lies between `lo` and `hi` (inclusive, either
 /// open when empty): numbers compare as numbers; on a CF time axis ISO 8601 bounds compare with
 /// the positions' dates as far as the bound is written (`2000-01-02` takes the whole day).
-fn value_cut(src: &dyn Source, dim: &str, lo: &str, hi: &str) -> Result<Cut, String> {
+fn value_cut(src: &dyn Source, dim: &str, lo: &str, hi: &str) -> Result<Cut, SelectError> {
     let (i, v) = src
         .variables()
         .iter()
@@ -784,23 +903,31 @@ fn value_cut(src: &dyn Source, dim: &str, lo: &str, hi: &str) -> Result<Cut, Str
                 && (v.name == dim || v.name.rsplit('/').next() == Some(dim))
                 && v.dims.as_ref().is_none_or(|d| d[0] == dim)
         })
-        .ok_or_else(|| format!("dimension {dim} has no coordinate variable (use --isel)"))?;
+        .ok_or_else(|| SelectError::NoCoordinate { dim: dim.into() })?;
     let n = v.shape[0];
     let bytes = usize::try_from(n)
         .ok()
         .and_then(|n| n.checked_mul(v.dtype.size()))
-        .ok_or("coordinate too large")?;
+        .ok_or_else(|| SelectError::CoordinateTooLarge {
+            name: v.name.clone(),
+        })?;
     let mut buf = vec![0u8; bytes];
     src.read_region(i, &[0], &[n], &mut buf)
-        .map_err(|e| format!("reading coordinate {}: {e}", v.name))?;
+        .map_err(|source| SelectError::ReadCoordinate {
+            name: v.name.clone(),
+            source,
+        })?;
     let values = crate::meta::element_values(&buf, v.dtype);
-    let numeric = |s: &str| -> Result<Option<f64>, String> {
+    let numeric = |s: &str| -> Result<Option<f64>, SelectError> {
         if s.is_empty() {
             return Ok(None);
         }
         s.parse::<f64>()
             .map(Some)
-            .map_err(|_| format!("{s:?} is not a number and {dim} is not a CF time axis"))
+            .map_err(|_| SelectError::NotANumber {
+                bound: s.into(),
+                dim: dim.into(),
+            })
     };
     let iso = |s: &str| s.is_empty() || s.parse::<f64>().is_err();
     let inside: Vec<bool> = if iso(lo) && iso(hi) && time_axis(v) {
@@ -827,17 +954,19 @@ fn value_cut(src: &dyn Source, dim: &str, lo: &str, hi: &str) -> Result<Cut, Str
     let first = inside.iter().position(|&b| b);
     let last = inside.iter().rposition(|&b| b);
     let (Some(first), Some(last)) = (first, last) else {
-        let range = match (values.first(), values.last()) {
-            (Some(a), Some(b)) => format!(" (values run from {a} to {b})"),
-            _ => String::new(),
-        };
-        return Err(format!("no position of {dim} lies in [{lo}, {hi}]{range}"));
+        return Err(SelectError::NoPosition {
+            dim: dim.into(),
+            lo: lo.into(),
+            hi: hi.into(),
+            range: values.first().copied().zip(values.last().copied()),
+        });
     };
     if inside[first..=last].iter().any(|&b| !b) {
-        return Err(format!(
-            "the coordinate {} is not monotonic: the positions in [{lo}, {hi}] are not one run",
-            v.name
-        ));
+        return Err(SelectError::NotMonotonic {
+            name: v.name.clone(),
+            lo: lo.into(),
+            hi: hi.into(),
+        });
     }
     Ok(Cut {
         start: first as u64,
@@ -857,7 +986,7 @@ fn time_axis(v: &Variable) -> bool {
 fn cut_variable(
     v: &Variable,
     dim_cuts: &BTreeMap<String, Cut>,
-) -> Result<(Variable, Option<Vec<Cut>>), String> {
+) -> Result<(Variable, Option<Vec<Cut>>), SelectError> {
     let cuts = axis_cuts(&v.name, v.dims.as_ref(), &v.shape, dim_cuts)?;
     if cuts.iter().zip(&v.shape).all(|(c, &n)| *c == Cut::whole(n)) {
         return Ok((v.clone(), None));
@@ -880,7 +1009,7 @@ fn axis_cuts(
     dims: Option<&Vec<String>>,
     shape: &[u64],
     dim_cuts: &BTreeMap<String, Cut>,
-) -> Result<Vec<Cut>, String> {
+) -> Result<Vec<Cut>, SelectError> {
     dims_of(dims, shape.len())
         .iter()
         .zip(shape)
@@ -893,10 +1022,11 @@ fn axis_cuts(
                 if fits {
                     Ok(c)
                 } else {
-                    Err(format!(
-                        "variable {name}: dimension {d} has {n} positions here, fewer than the \
-                         cut reaches (another variable gives {d} another length)"
-                    ))
+                    Err(SelectError::ShortDimension {
+                        variable: name.into(),
+                        dim: d.clone(),
+                        len: n,
+                    })
                 }
             }
         })
@@ -904,8 +1034,14 @@ fn axis_cuts(
 }
 
 /// A text variable with its cut dims cut.
-fn cut_text(t: &TextVariable, dim_cuts: &BTreeMap<String, Cut>) -> Result<TextVariable, String> {
+fn cut_text(
+    t: &TextVariable,
+    dim_cuts: &BTreeMap<String, Cut>,
+) -> Result<TextVariable, SelectError> {
     let cuts = axis_cuts(&t.name, t.dims.as_ref(), &t.shape, dim_cuts)?;
+    let short = || SelectError::ShortText {
+        name: t.name.clone(),
+    };
     let mut out = t.clone();
     out.shape = cuts.iter().map(|c| c.len).collect();
     let total = out
@@ -913,24 +1049,19 @@ fn cut_text(t: &TextVariable, dim_cuts: &BTreeMap<String, Cut>) -> Result<TextVa
         .iter()
         .try_fold(1u64, |acc, &n| acc.checked_mul(n))
         .filter(|&n| n <= t.values.len() as u64)
-        .ok_or_else(|| format!("text variable {} has fewer values than its shape", t.name))?;
+        .ok_or_else(short)?;
     let mut values = Vec::with_capacity(total as usize);
     let mut idx = vec![0u64; cuts.len()];
     for _ in 0..total {
         let mut flat = 0u64;
         for (a, c) in cuts.iter().enumerate() {
-            let p = c.at(idx[a]).ok_or("text variable cut out of range")?;
-            flat = flat
-                .checked_mul(t.shape[a])
-                .and_then(|f| f.checked_add(p))
-                .ok_or("text variable position overflows")?;
+            flat = c
+                .at(idx[a])
+                .and_then(|p| flat.checked_mul(t.shape[a])?.checked_add(p))
+                .ok_or_else(short)?;
         }
-        values.push(
-            t.values
-                .get(flat as usize)
-                .cloned()
-                .ok_or_else(|| format!("text variable {} has too few values", t.name))?,
-        );
+        let value = usize::try_from(flat).ok().and_then(|f| t.values.get(f));
+        values.push(value.cloned().ok_or_else(short)?);
         for a in (0..cuts.len()).rev() {
             idx[a] += 1;
             if idx[a] < cuts[a].len {
@@ -1079,9 +1210,15 @@ mod tests {
         assert!(matches("g/*", "g/x"));
         assert!(!matches("temp", "temp2"));
         assert_eq!(distance("tmep", "temp"), 2);
-        assert!(
-            unknown("--variables", "tmep", ["temp", "lat", "time"].into_iter())
-                .contains("closest: temp, time")
+        let e = unknown("--variables", "tmep", ["temp", "lat", "time"].into_iter());
+        assert_eq!(
+            e.to_string(),
+            "--variables 'tmep' matches nothing (closest: temp, time, lat)"
+        );
+        let e = unknown("--isel dimension", "x", std::iter::empty());
+        assert_eq!(
+            e.to_string(),
+            "--isel dimension 'x' matches nothing (the input has none)"
         );
     }
 

@@ -54,13 +54,18 @@ pub(crate) fn convert(
 ) -> PyResult<String> {
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
     let mut opts = ConvertOptions {
-        codec: codec.parse::<CodecChoice>().map_err(value_error)?,
+        codec: codec
+            .parse::<CodecChoice>()
+            .map_err(|e| value_error(e.to_string()))?,
         ..ConvertOptions::default()
     };
     for spec in &chunk {
         match parse_size(spec) {
             Ok(n) if !spec.contains(['=', ':']) => opts.plan.target_bytes = Some(n),
-            _ => opts.plan.add_spec(spec).map_err(value_error)?,
+            _ => opts
+                .plan
+                .add_spec(spec)
+                .map_err(|e| value_error(e.to_string()))?,
         }
     }
     if jobs > 0 {

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::fresh::{Freshness, Stamp};
-use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
+use super::fresh::{CannotRead, Freshness, Stamp};
+use super::job::{
+    failed_row, record_converted, Outcome, Recheck, StageHook, WireError, WireJob, WirePath,
+};
 use super::ledger::{RecordedPath, Status};
 use crate::concat::Combine;
 use crate::pipeline::{ConvertError, ConvertOptions};
@@ -45,7 +47,7 @@ impl WireCombine {
         }
     }
 
-    pub fn combine(&self) -> Result<Combine, String> {
+    pub fn combine(&self) -> Result<Combine, WireError> {
         Ok(Combine {
             dim: self.dim.clone(),
             take_first: self.take_first,
@@ -115,7 +117,7 @@ pub fn check(
     }
     let parents = match super::recorded(output, params) {
         Ok(r) => r.parents,
-        Err(why) => return Freshness::Rebuild(Some(why)),
+        Err(why) => return Freshness::Rebuild(Some(why.to_string())),
     };
     if parents.len() != inputs.len() {
         return Freshness::Rebuild(Some("the inputs changed".into()));
@@ -128,9 +130,15 @@ pub fn check(
     let mut matched: Vec<Option<String>> = vec![None; parents.len()];
     let (mut bytes, mut first_digest) = (0u64, None);
     for input in inputs {
+        let unreadable = |source| {
+            Freshness::Unreadable(CannotRead {
+                path: Some(input.clone()),
+                source,
+            })
+        };
         let stamp = match Stamp::of(input) {
             Ok(s) => s,
-            Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
+            Err(e) => return unreadable(e),
         };
         let key = stat_key(&stamp);
         let free = |k: usize| matched.get(k).is_some_and(Option::is_none);
@@ -139,7 +147,7 @@ pub fn check(
             Some(k) => Some(k),
             None => match crate::meta::digest_input(input) {
                 Ok((d, _)) => (0..parents.len()).find(|&k| free(k) && parents[k] == d),
-                Err(e) => return Freshness::Unreadable(format!("{}: {e}", input.display())),
+                Err(e) => return unreadable(e),
             },
         };
         if first_digest.is_none() {
@@ -199,7 +207,7 @@ pub fn execute(
                 return out;
             }
             Freshness::Rebuild(why) => rebuild_reason = why,
-            Freshness::Unreadable(e) => return failed_row(out, format!("cannot read: {e}")),
+            Freshness::Unreadable(e) => return failed_row(out, e.to_string()),
             Freshness::Conflict(e) => return failed_row(out, e),
         }
     }

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -112,15 +112,32 @@ fn recorded(output: &Path) -> Option<Recorded> {
     serde_json::from_slice(&v).ok()
 }
 
+/// An input that cannot be read to decide whether its output is up to date (`path`: which
+/// input, for a job of several).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read: {}{source}", path_prefix(.path))]
+pub struct CannotRead {
+    pub path: Option<PathBuf>,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// `PATH: ` for an error line (nothing for `None`).
+fn path_prefix(path: &Option<PathBuf>) -> String {
+    path.as_ref()
+        .map(|p| format!("{}: ", p.display()))
+        .unwrap_or_default()
+}
+
 /// The verdict on an existing output.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Freshness {
     /// Nothing to do: the output holds this input's conversion under these options.
     UpToDate { digest: String, bytes: u64 },
     /// Convert; `Some(reason)` when an output existed and why it is rebuilt.
     Rebuild(Option<String>),
     /// The input could not be read to decide.
-    Unreadable(String),
+    Unreadable(CannotRead),
     /// The output holds another input's conversion (batch runs never replace it silently).
     Conflict(String),
 }
@@ -137,12 +154,13 @@ pub fn check(
     }
     let rec = match super::recorded(output, params) {
         Ok(r) => r,
-        Err(why) => return Freshness::Rebuild(Some(why)),
+        Err(why) => return Freshness::Rebuild(Some(why.to_string())),
     };
     let parents = &rec.parents;
+    let unreadable = |source| Freshness::Unreadable(CannotRead { path: None, source });
     let now = match Stamp::of(input) {
         Ok(s) => s,
-        Err(e) => return Freshness::Unreadable(e.to_string()),
+        Err(e) => return unreadable(e),
     };
     let cached = recorded(output)
         .filter(|r| !recheck.rehash && r.stamp == now && parents.contains(&r.digest));
@@ -165,7 +183,7 @@ pub fn check(
                 }
                 return Freshness::Rebuild(Some("the input changed".into()));
             }
-            Err(e) => return Freshness::Unreadable(e.to_string()),
+            Err(e) => return unreadable(e),
         },
     };
     if recheck.verify_existing {

@@ -44,6 +44,37 @@ impl Input {
     }
 }
 
+/// Why inputs cannot be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum InputsError {
+    /// An `--include` glob that does not parse.
+    #[error("--include {pattern:?}: {source}")]
+    Include {
+        pattern: String,
+        #[source]
+        source: globset::Error,
+    },
+    /// The `--include` globs cannot be combined.
+    #[error("--include: {0}")]
+    IncludeSet(#[source] globset::Error),
+    /// A directory that cannot be walked.
+    #[error("{}: cannot walk: {source}", .root.display())]
+    Walk {
+        root: PathBuf,
+        #[source]
+        source: walkdir::Error,
+    },
+    /// A walked entry outside its root (a walker that misbehaves).
+    #[error("{}: outside {}", .path.display(), .root.display())]
+    Outside { path: PathBuf, root: PathBuf },
+    /// A listed file outside `--base`.
+    #[error("{}: not under --base {}", .path.display(), .base.display())]
+    NotUnderBase { path: PathBuf, base: PathBuf },
+    /// A path with no file name (`/`, `..`) to name its output after.
+    #[error("{}: no file name to name the output", .0.display())]
+    NoFileName(PathBuf),
+}
+
 /// Which walked files are taken.
 pub struct Selection {
     globs: GlobSet,
@@ -53,7 +84,7 @@ pub struct Selection {
 
 impl Selection {
     /// `--include` globs; none given: every extension of the compiled formats.
-    pub fn new(include: &[String]) -> Result<Selection, String> {
+    pub fn new(include: &[String]) -> Result<Selection, InputsError> {
         let patterns: Vec<String> = if include.is_empty() {
             let mut exts: BTreeSet<&str> = BTreeSet::new();
             for f in registry::formats() {
@@ -71,10 +102,13 @@ impl Selection {
                 .case_insensitive(include.is_empty())
                 .literal_separator(false)
                 .build()
-                .map_err(|e| format!("--include {p:?}: {e}"))?;
+                .map_err(|source| InputsError::Include {
+                    pattern: p.clone(),
+                    source,
+                })?;
             b.add(g);
         }
-        let globs = b.build().map_err(|e| format!("--include: {e}"))?;
+        let globs = b.build().map_err(InputsError::IncludeSet)?;
         Ok(Selection { globs, patterns })
     }
 
@@ -94,13 +128,16 @@ fn is_store(dir: &Path) -> bool {
 }
 
 /// Walks `root` (see the module docs); inputs keyed relative to `root`, in sorted order.
-pub fn walk(root: &Path, sel: &Selection, out: &mut Vec<Input>) -> Result<(), String> {
+pub fn walk(root: &Path, sel: &Selection, out: &mut Vec<Input>) -> Result<(), InputsError> {
     let mut it = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
         .into_iter();
     while let Some(entry) = it.next() {
-        let e = entry.map_err(|e| format!("{}: cannot walk: {e}", root.display()))?;
+        let e = entry.map_err(|source| InputsError::Walk {
+            root: root.to_path_buf(),
+            source,
+        })?;
         if e.depth() == 0 {
             continue;
         }
@@ -113,7 +150,10 @@ pub fn walk(root: &Path, sel: &Selection, out: &mut Vec<Input>) -> Result<(), St
         let rel = e
             .path()
             .strip_prefix(root)
-            .map_err(|_| format!("{}: outside {}", e.path().display(), root.display()))?
+            .map_err(|_| InputsError::Outside {
+                path: e.path().to_path_buf(),
+                root: root.to_path_buf(),
+            })?
             .to_path_buf();
         let ft = e.file_type();
         if ft.is_dir() {
@@ -190,7 +230,7 @@ pub fn expand(
     base: Option<&Path>,
     sel: &Selection,
     out: &mut Vec<Input>,
-) -> Result<(), String> {
+) -> Result<(), InputsError> {
     if path.is_dir() && !is_store(path) {
         return walk(path, sel, out);
     }
@@ -200,22 +240,16 @@ pub fn expand(
             match np.strip_prefix(&nb) {
                 Ok(rel) if !rel.as_os_str().is_empty() => rel.to_path_buf(),
                 _ => {
-                    return Err(format!(
-                        "{}: not under --base {}",
-                        path.display(),
-                        b.display()
-                    ))
+                    return Err(InputsError::NotUnderBase {
+                        path: path.to_path_buf(),
+                        base: b.to_path_buf(),
+                    })
                 }
             }
         }
         None => match path.file_name() {
             Some(n) => PathBuf::from(n),
-            None => {
-                return Err(format!(
-                    "{}: no file name to name the output",
-                    path.display()
-                ))
-            }
+            None => return Err(InputsError::NoFileName(path.to_path_buf())),
         },
     };
     out.push(Input {
@@ -274,7 +308,9 @@ mod tests {
         let s = Selection::new(&["2024-*/*.npy".into()]).unwrap();
         assert!(s.takes(Path::new("2024-01/x.npy")));
         assert!(!s.takes(Path::new("2023-01/x.npy")));
-        assert!(Selection::new(&["[".into()]).is_err());
+        let e = Selection::new(&["[".into()]).err().expect("a bad glob");
+        assert!(matches!(&e, InputsError::Include { pattern, .. } if pattern == "["));
+        assert!(e.to_string().starts_with("--include \"[\": "), "{e}");
     }
 
     #[test]

@@ -27,12 +27,21 @@ impl WirePath {
         WirePath(to_hex(p.as_os_str().as_bytes()))
     }
 
-    pub fn path(&self) -> Result<PathBuf, String> {
+    pub fn path(&self) -> Result<PathBuf, WireError> {
         use std::os::unix::ffi::OsStringExt;
         from_hex(&self.0)
             .map(|b| PathBuf::from(std::ffi::OsString::from_vec(b)))
-            .ok_or_else(|| "a path in the job is not hex".into())
+            .ok_or(WireError::NotHex)
     }
+}
+
+/// A job that does not decode into a conversion (a supervisor and worker of other versions).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("a path in the job is not hex")]
+    NotHex,
+    #[error(transparent)]
+    Codec(#[from] crate::pipeline::CodecError),
 }
 
 /// The conversion options of a job, in serde form.
@@ -79,8 +88,8 @@ impl From<&ConvertOptions> for WireOptions {
 }
 
 impl TryFrom<&WireOptions> for ConvertOptions {
-    type Error = String;
-    fn try_from(w: &WireOptions) -> Result<ConvertOptions, String> {
+    type Error = WireError;
+    fn try_from(w: &WireOptions) -> Result<ConvertOptions, WireError> {
         Ok(ConvertOptions {
             codec: w.codec.parse()?,
             plan: PlanOptions {
@@ -168,7 +177,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         (Err(e), _) | (_, Err(e)) => {
             let mut row = InputRow::new(&job.run, Path::new("?"), Path::new("?"));
             row.status = Some(Status::Failed);
-            row.reason = Some(e);
+            row.reason = Some(e.to_string());
             return Outcome {
                 row,
                 ..Outcome::default()
@@ -185,7 +194,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
     };
     let opts = match ConvertOptions::try_from(&job.opts) {
         Ok(o) => o,
-        Err(e) => return finish(failed(out, e)),
+        Err(e) => return finish(failed(out, e.to_string())),
     };
     if opts.combine.is_some() {
         return finish(super::combined::execute(job, &output, opts, stage, out));
@@ -211,7 +220,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
                 return finish(out);
             }
             Freshness::Rebuild(why) => rebuild_reason = why,
-            Freshness::Unreadable(e) => return finish(failed(out, format!("cannot read: {e}"))),
+            Freshness::Unreadable(e) => return finish(failed(out, e.to_string())),
             Freshness::Conflict(e) => return finish(failed(out, e)),
         }
     }

@@ -23,7 +23,7 @@ pub mod text;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::format::TetFile;
+use crate::format::{TetError, TetFile};
 
 pub use shard::Shard;
 
@@ -58,14 +58,34 @@ pub struct Recorded {
     pub object_stamp: Option<String>,
 }
 
+/// Why an existing output does not hold the conversion asked for (so it is rebuilt).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRecorded {
+    /// The output cannot be opened as a `.tet` file.
+    #[error("existing output unreadable: {0}")]
+    Unreadable(#[source] TetError),
+    /// The output has no footer, so no history.
+    #[error("existing output has no footer")]
+    NoFooter,
+    /// The output's footer cannot be read.
+    #[error("existing output's footer unreadable: {0}")]
+    FooterUnreadable(#[source] TetError),
+    /// The output was converted under other byte-affecting options.
+    #[error("the options changed")]
+    OptionsChanged,
+    /// The output's last history row is not a conversion.
+    #[error("existing output is not a conversion")]
+    NotAConversion,
+}
+
 /// The last history row of `output` when it is a conversion under the same byte-affecting
 /// `params`; otherwise why the output does not count (no file, unreadable footer, other options).
-pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, String> {
-    let f = TetFile::open(output).map_err(|e| format!("existing output unreadable: {e}"))?;
+pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, NotRecorded> {
+    let f = TetFile::open(output).map_err(NotRecorded::Unreadable)?;
     let footer = match f.footer() {
         Ok(Some(footer)) => footer,
-        Ok(None) => return Err("existing output has no footer".into()),
-        Err(e) => return Err(format!("existing output's footer unreadable: {e}")),
+        Ok(None) => return Err(NotRecorded::NoFooter),
+        Err(e) => return Err(NotRecorded::FooterUnreadable(e)),
     };
     let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         p.iter()
@@ -80,8 +100,8 @@ pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Reco
             input: row.params.get("input").cloned(),
             object_stamp: row.params.get(crate::storage::OBJECT_STAMP_KEY).cloned(),
         }),
-        Some(row) if row.op == "convert" => Err("the options changed".into()),
-        _ => Err("existing output is not a conversion".into()),
+        Some(row) if row.op == "convert" => Err(NotRecorded::OptionsChanged),
+        _ => Err(NotRecorded::NotAConversion),
     }
 }
 

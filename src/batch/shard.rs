@@ -25,28 +25,70 @@ impl std::fmt::Display for Shard {
     }
 }
 
+/// Why no shard can be taken from `--shard` or the scheduler's variables.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// A `--shard` value that is not a shard (the cause says why).
+    #[error("--shard {spec:?}: {source}")]
+    Flag {
+        spec: String,
+        #[source]
+        source: Box<ShardError>,
+    },
+    /// No `/` between K and N.
+    #[error("expected K/N (0-based K, e.g. 0/4)")]
+    Syntax,
+    /// K or N (`part`) is not a number.
+    #[error("{part} is not a number")]
+    Part {
+        part: char,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// An index that is not below the count (a count of 0 included).
+    #[error("shard index {index} is not below the count {count}")]
+    OutOfRange { index: u64, count: u64 },
+    /// A scheduler variable that is not a number.
+    #[error("{name}={value:?} is not a number")]
+    Variable {
+        name: &'static str,
+        value: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// A Slurm array task without the array's task count.
+    #[error("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (give --shard-count)")]
+    SlurmCount,
+    /// A Slurm task id below the array's first id.
+    #[error("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}")]
+    SlurmBelowMin { id: u64, min: u64 },
+    /// A Kubernetes indexed Job, whose count the environment does not hold.
+    #[error("JOB_COMPLETION_INDEX is set: give the Job's completions as --shard-count")]
+    JobCount,
+}
+
 impl Shard {
     /// `K/N` with `0 <= K < N`.
-    pub fn parse(s: &str) -> Result<Shard, String> {
-        let (k, n) = s
-            .split_once('/')
-            .ok_or_else(|| format!("--shard {s:?}: expected K/N (0-based K, e.g. 0/4)"))?;
-        let index: u64 = k
-            .trim()
-            .parse()
-            .map_err(|_| format!("--shard {s:?}: K is not a number"))?;
-        let count: u64 = n
-            .trim()
-            .parse()
-            .map_err(|_| format!("--shard {s:?}: N is not a number"))?;
-        Shard::new(index, count).map_err(|e| format!("--shard {s:?}: {e}"))
+    pub fn parse(s: &str) -> Result<Shard, ShardError> {
+        Shard::parse_parts(s).map_err(|e| ShardError::Flag {
+            spec: s.into(),
+            source: Box::new(e),
+        })
     }
 
-    fn new(index: u64, count: u64) -> Result<Shard, String> {
+    fn parse_parts(s: &str) -> Result<Shard, ShardError> {
+        let (k, n) = s.split_once('/').ok_or(ShardError::Syntax)?;
+        let number = |part: char, t: &str| {
+            t.trim()
+                .parse::<u64>()
+                .map_err(|source| ShardError::Part { part, source })
+        };
+        Shard::new(number('K', k)?, number('N', n)?)
+    }
+
+    fn new(index: u64, count: u64) -> Result<Shard, ShardError> {
         if count == 0 || index >= count {
-            return Err(format!(
-                "shard index {index} is not below the count {count}"
-            ));
+            return Err(ShardError::OutOfRange { index, count });
         }
         Ok(Shard { index, count })
     }
@@ -58,33 +100,34 @@ impl Shard {
     pub fn from_env(
         var: impl Fn(&str) -> Option<String>,
         count: Option<u64>,
-    ) -> Result<Option<Shard>, String> {
-        let num = |name: &str| -> Result<Option<u64>, String> {
+    ) -> Result<Option<Shard>, ShardError> {
+        let num = |name: &'static str| -> Result<Option<u64>, ShardError> {
             var(name)
-                .map(|v| {
-                    v.trim()
+                .map(|value| {
+                    value
+                        .trim()
                         .parse::<u64>()
-                        .map_err(|_| format!("{name}={v:?} is not a number"))
+                        .map_err(|source| ShardError::Variable {
+                            name,
+                            value,
+                            source,
+                        })
                 })
                 .transpose()
         };
         if let Some(id) = num("SLURM_ARRAY_TASK_ID")? {
             let n = match count {
                 Some(n) => n,
-                None => num("SLURM_ARRAY_TASK_COUNT")?.ok_or(
-                    "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (give --shard-count)",
-                )?,
+                None => num("SLURM_ARRAY_TASK_COUNT")?.ok_or(ShardError::SlurmCount)?,
             };
             let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-            let k = id.checked_sub(min).ok_or_else(|| {
-                format!("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}")
-            })?;
+            let k = id
+                .checked_sub(min)
+                .ok_or(ShardError::SlurmBelowMin { id, min })?;
             return Shard::new(k, n).map(Some);
         }
         if let Some(k) = num("JOB_COMPLETION_INDEX")? {
-            let n = count.ok_or(
-                "JOB_COMPLETION_INDEX is set: give the Job's completions as --shard-count",
-            )?;
+            let n = count.ok_or(ShardError::JobCount)?;
             return Shard::new(k, n).map(Some);
         }
         Ok(None)
@@ -131,6 +174,20 @@ mod tests {
         for bad in ["3/3", "1", "a/2", "0/0", "-1/2"] {
             assert!(Shard::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            Shard::parse("3/3").unwrap_err().to_string(),
+            "--shard \"3/3\": shard index 3 is not below the count 3"
+        );
+        assert_eq!(
+            Shard::parse("1").unwrap_err().to_string(),
+            "--shard \"1\": expected K/N (0-based K, e.g. 0/4)"
+        );
+        let e = Shard::parse("0/x").unwrap_err();
+        assert_eq!(e.to_string(), "--shard \"0/x\": N is not a number");
+        let ShardError::Flag { source, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert!(matches!(**source, ShardError::Part { part: 'N', .. }));
     }
 
     #[test]
@@ -165,7 +222,7 @@ mod tests {
             Some(Shard { index: 4, count: 8 })
         );
         let k8s = env(&[("JOB_COMPLETION_INDEX", "2")]);
-        assert!(Shard::from_env(k8s, None).is_err());
+        assert_eq!(Shard::from_env(k8s, None), Err(ShardError::JobCount));
         assert_eq!(
             Shard::from_env(k8s, Some(4)).unwrap(),
             Some(Shard { index: 2, count: 4 })

@@ -5,12 +5,13 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr as _;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
 use super::{init_logging, EXIT_OK, EXIT_USAGE};
-use crate::batch::inputs::{self, Input, Selection};
+use crate::batch::inputs::{self, Input, InputsError, Selection};
 use crate::batch::job::{Outcome, Recheck, WireJob, WireOptions, WirePath};
 use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
 use crate::batch::run::{self, Isolation, RunOptions};
@@ -18,8 +19,34 @@ use crate::batch::{self, signals, stale};
 use crate::control::Progress;
 use crate::manifest::{self, Job};
 use crate::pipeline::{CodecChoice, ConvertOptions};
-use crate::planner::PlanOptions;
+use crate::planner::{PlanError, PlanOptions};
 use crate::registry;
+use crate::select::SelectError;
+
+/// A command line that asks for something that cannot be done: printed as one line, exit 2.
+#[derive(Debug, thiserror::Error)]
+enum UsageError {
+    #[error("--jobs must be at least 1")]
+    NoJobs,
+    #[error(transparent)]
+    Chunk(#[from] PlanError),
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    #[error(transparent)]
+    Inputs(#[from] InputsError),
+    #[error(transparent)]
+    Shard(#[from] batch::shard::ShardError),
+    #[error("--out-dir {}: not a directory", .0.display())]
+    OutDir(PathBuf),
+    #[error("--files-from {}: {source}", .path.display())]
+    FilesFrom {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--concat DIM takes two or more inputs and the output: IN… OUT")]
+    ConcatPaths,
+}
 
 /// Where conversions run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,7 +113,7 @@ pub struct ConvertArgs {
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]
     timeout: u64,
     /// auto (mirror the source; chunks of one repeated value → zstd), raw, zstd or zstd:LEVEL.
-    #[arg(long, default_value = "auto", value_parser = parse_codec)]
+    #[arg(long, default_value = "auto", value_parser = CodecChoice::from_str)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).
     #[arg(long, value_parser = crate::planner::parse_size)]
@@ -157,10 +184,6 @@ pub struct ConvertArgs {
     spool_dir: Option<PathBuf>,
 }
 
-fn parse_codec(s: &str) -> Result<CodecChoice, String> {
-    s.parse()
-}
-
 /// The driver registry as a table, or (`json`) as one JSON array of objects with the keys `id`,
 /// `name`, `extensions`, `export` (null when the product does not write the format) and
 /// `compiled` (what `.ci/output-digests.sh` reads).
@@ -201,19 +224,19 @@ fn print_formats(json: bool) {
     }
 }
 
-fn usage(msg: String) -> ExitCode {
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("{}: {msg}", super::program());
     ExitCode::from(EXIT_USAGE)
 }
 
 /// The conversion options of the command line.
-fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
+fn options(a: &ConvertArgs) -> Result<ConvertOptions, UsageError> {
     let mut plan = PlanOptions::default();
     if let Some(b) = a.chunk_bytes {
         plan.target_bytes = Some(b);
     }
     for spec in &a.chunk {
-        plan.add_spec(spec).map_err(|e| e.to_string())?;
+        plan.add_spec(spec)?;
     }
     let mut opts = ConvertOptions {
         codec: a.codec,
@@ -225,7 +248,7 @@ fn options(a: &ConvertArgs) -> Result<ConvertOptions, String> {
     };
     if let Some(j) = a.jobs {
         if j == 0 {
-            return Err("--jobs must be at least 1".into());
+            return Err(UsageError::NoJobs);
         }
         opts.jobs = j;
     }
@@ -264,18 +287,20 @@ fn plan_out_dir(
     a: &ConvertArgs,
     dir: &Path,
     opts: &ConvertOptions,
-) -> Result<Vec<Planned>, String> {
+) -> Result<Vec<Planned>, UsageError> {
     if !crate::storage::is_url(dir) && !dir.is_dir() {
-        return Err(format!("--out-dir {}: not a directory", dir.display()));
+        return Err(UsageError::OutDir(dir.to_path_buf()));
     }
     let sel = Selection::new(&a.include)?;
     let mut found: Vec<Input> = Vec::new();
     let mut listed = a.paths.clone();
     if let Some(list) = &a.files_from {
-        listed.extend(
-            inputs::read_list_arg(list, a.null)
-                .map_err(|e| format!("--files-from {}: {e}", list.display()))?,
-        );
+        listed.extend(inputs::read_list_arg(list, a.null).map_err(|source| {
+            UsageError::FilesFrom {
+                path: list.clone(),
+                source,
+            }
+        })?);
     }
     let mut refused_early = Vec::new();
     for p in &listed {
@@ -288,11 +313,12 @@ fn plan_out_dir(
             continue;
         }
         if let Err(e) = inputs::expand(p, a.base.as_deref(), &sel, &mut found) {
-            if std::fs::symlink_metadata(p).is_err() || e.contains("not under --base") {
+            let outside = matches!(e, InputsError::NotUnderBase { .. });
+            if outside || std::fs::symlink_metadata(p).is_err() {
                 // A listed input that is gone or outside --base is that input's failure.
-                refused_early.push((p.clone(), e));
+                refused_early.push((p.clone(), e.to_string()));
             } else {
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -484,7 +510,7 @@ fn plan(a: &ConvertArgs, opts: &ConvertOptions) -> Result<Vec<Planned>, ExitCode
                 opts: opts.clone(),
                 refused: None,
             }]),
-            _ => Err(usage("give IN OUT, or inputs with --out-dir DIR".into())),
+            _ => Err(usage("give IN OUT, or inputs with --out-dir DIR")),
         },
         (None, Some(dir)) => plan_out_dir(a, dir, opts).map_err(usage),
     }
@@ -492,7 +518,10 @@ fn plan(a: &ConvertArgs, opts: &ConvertOptions) -> Result<Vec<Planned>, ExitCode
 
 /// The shard this run converts: `--shard`, or in batch mode the scheduler's (with
 /// `--shard-count`); `None`: every input.
-fn choose_shard(a: &ConvertArgs, batch_mode: bool) -> Result<Option<batch::Shard>, String> {
+fn choose_shard(
+    a: &ConvertArgs,
+    batch_mode: bool,
+) -> Result<Option<batch::Shard>, batch::shard::ShardError> {
     match &a.shard {
         Some(s) => batch::Shard::parse(s).map(Some),
         None if batch_mode => batch::Shard::from_env(|k| std::env::var(k).ok(), a.shard_count),
@@ -673,9 +702,13 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
 
 /// `tet-convert --concat DIM IN… OUT`: one combined job, run like any other (worker process,
 /// up-to-date check, ledger row).
-fn plan_concat(a: &ConvertArgs, dim: &str, opts: &ConvertOptions) -> Result<Vec<Planned>, String> {
+fn plan_concat(
+    a: &ConvertArgs,
+    dim: &str,
+    opts: &ConvertOptions,
+) -> Result<Vec<Planned>, UsageError> {
     let Some((output, inputs)) = a.paths.split_last().filter(|(_, i)| i.len() >= 2) else {
-        return Err("--concat DIM takes two or more inputs and the output: IN… OUT".into());
+        return Err(UsageError::ConcatPaths);
     };
     let mut opts = opts.clone();
     opts.combine = Some(crate::concat::Combine {

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr as _;
 
 use clap::Args;
 use serde_json::json;
@@ -24,7 +25,7 @@ pub struct ExportArgs {
     datasets: Vec<String>,
     /// zlib[:1-9] (NetCDF default zlib:4 with shuffle; NPZ deflate), zstd[:1-22] (Zarr
     /// default zstd:3; NetCDF only with the HDF5 zstd plugin) or none.
-    #[arg(long, value_name = "CODEC", value_parser = parse_compression)]
+    #[arg(long, value_name = "CODEC", value_parser = Compression::from_str)]
     compress: Option<Compression>,
     /// Replace OUT when it exists.
     #[arg(long)]
@@ -37,12 +38,13 @@ pub struct ExportArgs {
     quiet: bool,
 }
 
-fn parse_target(s: &str) -> Result<Target, String> {
-    Target::from_name(s).ok_or_else(|| format!("unknown format `{s}` ({})", Target::names()))
-}
+/// A `--to` value that names no export format.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown format `{0}` ({names})", names = Target::names())]
+struct UnknownTarget(String);
 
-fn parse_compression(s: &str) -> Result<Compression, String> {
-    s.parse()
+fn parse_target(s: &str) -> Result<Target, UnknownTarget> {
+    Target::from_name(s).ok_or_else(|| UnknownTarget(s.into()))
 }
 
 pub fn run(a: &ExportArgs) -> ExitCode {
@@ -66,7 +68,7 @@ pub fn run(a: &ExportArgs) -> ExitCode {
     };
     let report = match export(local.path(), &a.out, &opts) {
         Ok(r) => r,
-        Err(e) => return fail(&a.file, e.to_string()),
+        Err(e) => return fail(&a.file, e),
     };
     for w in &report.warnings {
         eprintln!(

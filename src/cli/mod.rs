@@ -136,20 +136,26 @@ pub(crate) struct LocalArg {
     _spool: Option<crate::storage::Spool>,
 }
 
+/// An object named on the command line that could not be fetched: shown as the cause alone,
+/// on a line that names the URL already.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.cause())]
+pub(crate) struct FetchError(#[source] crate::storage::StorageError);
+
 impl LocalArg {
-    pub(crate) fn of(p: &std::path::Path) -> Result<LocalArg, String> {
+    pub(crate) fn of(p: &std::path::Path) -> Result<LocalArg, FetchError> {
         if !crate::storage::is_url(p) {
             return Ok(LocalArg {
                 path: p.to_path_buf(),
                 _spool: None,
             });
         }
-        let object = crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new())
-            .map_err(|e| e.cause())?;
+        let object =
+            crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new()).map_err(FetchError)?;
         let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
         let spool = object
             .download(&std::env::temp_dir(), &cancel)
-            .map_err(|e| e.cause())?;
+            .map_err(FetchError)?;
         Ok(LocalArg {
             path: spool.path().to_path_buf(),
             _spool: Some(spool),
@@ -162,7 +168,12 @@ impl LocalArg {
 }
 
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.
-pub(crate) fn fail(path: &std::path::Path, reason: String) -> ExitCode {
-    eprintln!("{}: {}: {}", program(), path.display(), one_line(&reason));
+pub(crate) fn fail(path: &std::path::Path, reason: impl std::fmt::Display) -> ExitCode {
+    eprintln!(
+        "{}: {}: {}",
+        program(),
+        path.display(),
+        one_line(&reason.to_string())
+    );
     ExitCode::from(EXIT_FAILED)
 }

@@ -34,25 +34,22 @@ pub struct VerifyArgs {
 
 /// Verifies one file (a file that cannot be opened is one `structure` failure).
 fn check(path: &Path, depth: Depth) -> Report {
-    let local = super::LocalArg::of(path);
-    let opened = match &local {
-        Ok(l) => TetFile::open(l.path()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.clone()),
+    let failure = match super::LocalArg::of(path) {
+        Ok(l) => match TetFile::open(l.path()) {
+            Ok(f) => return verify(&f, depth),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
     };
-    match opened {
-        Ok(f) => verify(&f, depth),
-        Err(e) => {
-            let mut r = Report {
-                footer_digest: "absent",
-                ..Report::default()
-            };
-            r.failures.push(Finding {
-                code: "structure",
-                message: e.to_string(),
-            });
-            r
-        }
-    }
+    let mut r = Report {
+        footer_digest: "absent",
+        ..Report::default()
+    };
+    r.failures.push(Finding {
+        code: "structure",
+        message: failure,
+    });
+    r
 }
 
 fn to_json(file: &str, deep: bool, r: &Report) -> Value {

@@ -10,6 +10,7 @@
 use tet_source::export::{Chunk, ChunkSource, ExportError, Result};
 
 use super::raise::{Restore, Stored};
+use super::ChunkReadError;
 use crate::format::{ChunkEntry, Codec, TetError, TetFile};
 
 /// The chunks of a plan's arrays, read from the `.tet` file.
@@ -143,8 +144,12 @@ impl ChunkSource for TetChunks<'_> {
         if let Some(ie) = st.imag.and_then(|i| tet.find_chunk(i, &tcoords)) {
             self.done.push((ie.payload_offset, ie.stored_byte_len));
         }
-        let at = |err: TetError| {
-            ExportError::Data(format!("dataset `{}` chunk {tcoords:?}: {err}", d.name))
+        let at = |source: TetError| {
+            ExportError::from(ChunkReadError {
+                dataset: d.name.clone(),
+                coords: tcoords.to_vec(),
+                source,
+            })
         };
         // The stored bytes: borrowed when raw, decoded into `raw` otherwise.
         let stored: &[u8] = match tet.raw_payload(e).map_err(at)? {
@@ -190,9 +195,14 @@ impl ChunkSource for TetChunks<'_> {
         {
             return Ok(None);
         }
-        let frame = tet
-            .stored_bytes(e)
-            .map_err(|err| ExportError::Data(err.to_string()))?;
+        let at = |source: TetError| {
+            ExportError::from(ChunkReadError {
+                dataset: tet.datasets[st.ds].name.clone(),
+                coords: tcoords.to_vec(),
+                source,
+            })
+        };
+        let frame = tet.stored_bytes(e).map_err(at)?;
         // Only a frame that declares its size: that is what the format requires and what a
         // reader of the copied frame can decode in one call.
         if !matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == e.raw_byte_len)
@@ -201,12 +211,7 @@ impl ChunkSource for TetChunks<'_> {
         }
         // Never pass on a frame that fails its checksum.
         self.scratch.resize(64 << 10, 0);
-        tet.verify_chunk(e, &mut self.scratch).map_err(|err| {
-            ExportError::Data(format!(
-                "dataset `{}` chunk {tcoords:?}: {err}",
-                tet.datasets[st.ds].name
-            ))
-        })?;
+        tet.verify_chunk(e, &mut self.scratch).map_err(at)?;
         self.done.push((e.payload_offset, e.stored_byte_len));
         Ok(Some(frame))
     }

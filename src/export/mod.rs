@@ -129,6 +129,23 @@ impl From<TetError> for ExportError {
 
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
 
+/// A chunk of the `.tet` file being exported that cannot be read (damaged, failing its
+/// checksum): the dataset and chunk it is, with the container's error kept as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("dataset `{dataset}` chunk {coords:?}: {source}")]
+pub struct ChunkReadError {
+    pub dataset: String,
+    pub coords: Vec<u64>,
+    #[source]
+    pub source: TetError,
+}
+
+impl From<ChunkReadError> for ExportError {
+    fn from(e: ChunkReadError) -> Self {
+        ExportError::Container(Box::new(e))
+    }
+}
+
 /// The NPY (format 1.0) header of a little-endian C-order array, padded to 64 bytes (`None` for
 /// an element type NPY lacks).
 pub fn npy_header(elem: ElementType, shape: &[u64]) -> Option<Vec<u8>> {

@@ -13,7 +13,7 @@ use tet_source::export::{Capabilities, ChunkSource};
 
 use super::chunks::TetChunks;
 use super::raise::Restore;
-use super::{ExportError, Plan, Result};
+use super::{ChunkReadError, ExportError, Plan, Result};
 use crate::format::TetFile;
 
 /// What an in-memory reader can hold: every element type of the model (bool, i8 and complex
@@ -246,6 +246,11 @@ fn read_direct(
     let len = count.iter().product::<u64>() as usize * elem;
     let at_chunk =
         |err: String| ExportError::Data(format!("dataset `{}` chunk {coords:?}: {err}", d.name));
+    let read_failed = |source| ChunkReadError {
+        dataset: d.name.clone(),
+        coords: coords.to_vec(),
+        source,
+    };
     let e = tet
         .find_chunk(ds, coords)
         .ok_or_else(|| at_chunk("missing from the index".into()))?;
@@ -256,7 +261,7 @@ fn read_direct(
         )));
     }
     sink.with_region(at, len, |region| tet.read_chunk_into(e, region))
-        .map_err(|err| at_chunk(err.to_string()))?;
+        .map_err(read_failed)?;
     // Done with the stored bytes: unmap their pages, so that reading a whole file keeps a few
     // chunks of it resident, not all of it.
     tet.release(e.payload_offset, e.stored_byte_len);
