@@ -126,6 +126,7 @@ pub mod datetime;
 pub mod export;
 pub mod filters;
 pub mod guard;
+mod listed;
 mod records;
 pub mod scaleoffset;
 pub mod structured;
@@ -134,6 +135,8 @@ mod vlen_bytes;
 use structured::RecordError;
 
 pub use attrs::json_to_attr;
+pub use listed::open_storage;
+use listed::NodeDir;
 use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
 
 /// Metadata files larger than this are refused.
@@ -150,8 +153,12 @@ const COMPRESSORS: &[&str] = &[
     "zstd", "gzip", "blosc", "zlib", "bz2", "lz4", "lzma", "gdeflate", "pcodec", "zfp", "zfpy",
 ];
 
+/// The storage the arrays of a source read from: a directory ([`FilesystemStore`]) or any
+/// zarrs storage ([`open_storage`]).
+pub type Backing = dyn zarrs::storage::ReadableStorageTraits;
+
 /// The storage every array reads through.
-type Store = GuardedStore<FilesystemStore>;
+type Store = GuardedStore<Backing>;
 
 /// The Zarr importer plug-in (`zarr`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -189,11 +196,7 @@ impl Importer for ZarrImporter {
 
 /// Opens a Zarr directory store.
 pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
-    guard::register_plugins();
-    scaleoffset::register();
-    filters::register();
-    compressors::register();
-    datetime::register();
+    register();
     if !path.is_dir() {
         return Err(Feature::Layout.unsupported(
             "not a directory: only Zarr directory stores are supported (no zip or remote stores)",
@@ -217,13 +220,34 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
 
     let fs = FilesystemStore::new(path)
         .map_err(|e| SourceError::library(Lib::Zarrs, "cannot open the directory store", e))?;
-    let fs = Arc::new(fs);
+    let fs: Arc<Backing> = Arc::new(fs);
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
         .filter(|s| !s.is_empty())
         .unwrap_or("data")
         .to_string();
+    from_nodes(nodes, skipped, &fs, stem, options)
+}
+
+/// The codecs and data types this importer adds to zarrs' (once per process).
+fn register() {
+    guard::register_plugins();
+    scaleoffset::register();
+    filters::register();
+    compressors::register();
+    datetime::register();
+}
+
+/// The source of a hierarchy's `nodes` (sorted by path; `skipped`: what the walk left out),
+/// whose arrays read through `fs`; `stem` names a root array.
+fn from_nodes(
+    nodes: Vec<Node>,
+    skipped: Vec<Skipped>,
+    fs: &Arc<Backing>,
+    stem: String,
+    options: &OpenOptions,
+) -> Result<ZarrSource> {
     let codec_options = CodecOptions::default()
         .with_concurrent_target(1)
         .with_chunk_concurrent_minimum(1);
@@ -259,9 +283,9 @@ pub fn open_store(path: &Path, options: &OpenOptions) -> Result<ZarrSource> {
                     node.path.clone()
                 };
                 let added = match meta {
-                    NodeMeta::Array(meta, None) => src.add_array(&fs, &node.path, &name, *meta),
+                    NodeMeta::Array(meta, None) => src.add_array(fs, &node.path, &name, *meta),
                     NodeMeta::Array(meta, Some(s)) => {
-                        src.add_structured(&fs, &node.path, &name, *meta, *s, options)
+                        src.add_structured(fs, &node.path, &name, *meta, *s, options)
                     }
                     _ => Err(match meta {
                         NodeMeta::Unreadable(feature, reason) => {
@@ -312,29 +336,28 @@ fn key_of(rel: &str, file: &str) -> String {
 }
 
 /// Reads a metadata file if present (size-checked), as JSON.
-fn read_json(dir: &Path, rel: &str, file: &str) -> Result<Option<(Vec<u8>, Value)>> {
-    let p = dir.join(file);
-    let md = match std::fs::metadata(&p) {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(SourceError::Io(e)),
+fn read_json<D: NodeDir + ?Sized>(
+    dir: &D,
+    rel: &str,
+    file: &str,
+) -> Result<Option<(Vec<u8>, Value)>> {
+    let Some(len) = dir.size(rel, file)? else {
+        return Ok(None);
     };
     let key = key_of(rel, file);
-    if md.len() > MAX_METADATA_BYTES {
+    if len > MAX_METADATA_BYTES {
         return Err(Part::Metadata.malformed(format!(
-            "{key} is {} bytes: metadata larger than {MAX_METADATA_BYTES} bytes is refused",
-            md.len()
+            "{key} is {len} bytes: metadata larger than {MAX_METADATA_BYTES} bytes is refused",
         )));
     }
-    let bytes = std::fs::read(&p)?;
+    let bytes = dir.read(rel, file)?;
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| Part::Metadata.malformed_by(format!("{key}: invalid JSON"), e))?;
     Ok(Some((bytes, value)))
 }
 
 /// A v2 `.zattrs` object (empty when absent).
-fn read_zattrs(dir: &Path, rel: &str) -> Result<Map<String, Value>> {
+fn read_zattrs<D: NodeDir + ?Sized>(dir: &D, rel: &str) -> Result<Map<String, Value>> {
     match read_json(dir, rel, ".zattrs")? {
         None => Ok(Map::new()),
         Some((_, Value::Object(m))) => Ok(m),
@@ -356,7 +379,7 @@ fn raw_bytes_len(obj: &Map<String, Value>) -> Option<u64> {
 }
 
 /// The metadata of the node in directory `dir` (`rel` from the root), `None` if it has none.
-fn read_node(dir: &Path, rel: &str) -> Result<Option<NodeMeta>> {
+fn read_node<D: NodeDir + ?Sized>(dir: &D, rel: &str) -> Result<Option<NodeMeta>> {
     if let Some((bytes, value)) = read_json(dir, rel, "zarr.json")? {
         let key = key_of(rel, "zarr.json");
         let bad = |what: String| Part::Metadata.malformed(format!("{key}: {what}"));
@@ -1247,7 +1270,7 @@ fn dims_attrs_facts(
 impl ZarrSource {
     fn add_array(
         &mut self,
-        fs: &Arc<FilesystemStore>,
+        fs: &Arc<Backing>,
         rel: &str,
         name: &str,
         meta: ArrayMetadata,
@@ -1396,7 +1419,9 @@ impl ZarrSource {
         let name = base.name.clone();
         let form = vlen_bytes::read(&array, &self.codec_options, base.clone(), count, dt_json)
             .map_err(|e| match e {
-                SourceError::Unsupported(m) => Problem::Unsupported(Feature::Size, m),
+                SourceError::Unsupported { feature, detail } => {
+                    Problem::Unsupported(feature, detail)
+                }
                 e => Problem::Error(e),
             })?;
         match form {
@@ -1439,7 +1464,7 @@ impl ZarrSource {
     }
 
     /// The underlying zarrs array of variable `var` (for inspection).
-    pub fn array(&self, var: usize) -> Option<&Array<GuardedStore<FilesystemStore>>> {
+    pub fn array(&self, var: usize) -> Option<&Array<Store>> {
         self.readers.get(var).and_then(|r| self.arrays.get(r.array))
     }
 
@@ -1510,7 +1535,7 @@ impl ZarrSource {
 /// array's shape, after checking that it is not too large; a sharded array whose shards have
 /// an index gets a store that checks whole shards against it.
 fn decode_chunk_shape(
-    fs: &Arc<FilesystemStore>,
+    fs: &Arc<Backing>,
     mut array: Array<Store>,
     grid_chunks: Option<Vec<u64>>,
     sharding: Option<&Map<String, Value>>,

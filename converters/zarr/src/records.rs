@@ -4,19 +4,17 @@
 
 use std::sync::Arc;
 
+use crate::guard::GuardedStore;
+use crate::structured::{extract, FieldLayout, Fix, Leaf, LeafKind, RecordError};
+use crate::{
+    check_must_understand, decode_chunk_shape, dims_attrs_facts, product, ArrayMeta, Backing,
+    Problem, ReadKind, Reader, Store, StructuredMeta, ZarrSource, MAX_TEXT_ELEMENTS,
+};
 use tet_source::{
     AttrValue, CharAxis, Fact, Feature, Lib, OpenOptions, Part, Request, Role, Skipped,
     SourceError, SourceLayout, TextVariable, Variable,
 };
 use zarrs::array::{Array, ArrayMetadata, ArraySubset};
-use zarrs::filesystem::FilesystemStore;
-
-use crate::guard::GuardedStore;
-use crate::structured::{extract, FieldLayout, Fix, Leaf, LeafKind, RecordError};
-use crate::{
-    check_must_understand, decode_chunk_shape, dims_attrs_facts, product, ArrayMeta, Problem,
-    ReadKind, Reader, Store, StructuredMeta, ZarrSource, MAX_TEXT_ELEMENTS,
-};
 
 /// Most bytes of records decoded at once to read one field (a region is read in slabs of its
 /// first axis of at most this many bytes, or one row when a row is larger).
@@ -95,7 +93,7 @@ impl ZarrSource {
     /// `skip_unsupported`) or fails the open as unsupported; the other fields stay.
     pub(crate) fn add_structured(
         &mut self,
-        fs: &Arc<FilesystemStore>,
+        fs: &Arc<Backing>,
         rel: &str,
         name: &str,
         meta: ArrayMetadata,
