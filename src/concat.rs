@@ -25,6 +25,100 @@ use tet_source::{
 
 use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport};
 
+/// Why inputs cannot be combined: each names the inputs (as the caller named them) and what
+/// differs.
+#[derive(Debug, thiserror::Error)]
+pub enum ConcatError {
+    #[error("no input to combine")]
+    NoInputs,
+    #[error("{input}: reading the {dim} coordinate")]
+    Coordinate {
+        input: String,
+        dim: String,
+        #[source]
+        source: SourceError,
+    },
+    #[error("{first} and {other}: {dim} values overlap or are unordered ({}..{} and {}..{})", .ranges.0, .ranges.1, .ranges.2, .ranges.3)]
+    Overlap {
+        first: String,
+        other: String,
+        dim: String,
+        ranges: (f64, f64, f64, f64),
+    },
+    #[error("{first} and {other}: variable {var} is missing from {missing_from}")]
+    MissingVariable {
+        first: String,
+        other: String,
+        var: String,
+        missing_from: String,
+    },
+    #[error("{first} and {other}: {var} {what}")]
+    Differs {
+        first: String,
+        other: String,
+        var: String,
+        what: Difference,
+    },
+    #[error("combined shape overflows")]
+    Overflow,
+    #[error("variable {0} is too large")]
+    TooLarge(String),
+    #[error("{input}: no variable {var}")]
+    NoVariable { input: String, var: String },
+    #[error("{input}: {var}")]
+    Read {
+        input: String,
+        var: String,
+        #[source]
+        source: SourceError,
+    },
+    #[error("{first} and {other}: variable {var} differs (it has no {dim} dimension; --concat-take-first takes the first input's)")]
+    ValuesDiffer {
+        first: String,
+        other: String,
+        var: String,
+        dim: String,
+    },
+    #[error("{first} and {other}: text variable {var} is missing from {other}")]
+    MissingText {
+        first: String,
+        other: String,
+        var: String,
+    },
+    #[error("{first} and {other}: text variable {var} cannot be combined along {dim}")]
+    TextAxis {
+        first: String,
+        other: String,
+        var: String,
+        dim: String,
+    },
+    #[error("{first} and {other}: text variable {var} differs")]
+    TextDiffers {
+        first: String,
+        other: String,
+        var: String,
+    },
+    #[error("{first} and {other}: the labels of {dim} differ")]
+    Labels {
+        first: String,
+        other: String,
+        dim: String,
+    },
+}
+
+/// How a variable of another input differs from the first input's.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Difference {
+    #[error("is {0} and {1}")]
+    Dtype(tet_source::ElementType, tet_source::ElementType),
+    #[error("has dims ({0}) and ({1})")]
+    Dims(String, String),
+    #[error("has another attribute {0}")]
+    Attribute(String),
+    #[error("has shape {0:?} and {1:?} (another grid)")]
+    Shape(Vec<u64>, Vec<u64>),
+}
+
 /// A combined conversion's options (`--concat DIM`, `--concat-take-first`) and its inputs in
 /// the combined order ([`convert`] fills them in).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -119,7 +213,8 @@ pub fn convert_ordered(
         }
         parts.push((p.display().to_string(), src));
     }
-    let concat = Concat::new(parts, &combine.dim, combine.take_first).map_err(refused)?;
+    let concat = Concat::new(parts, &combine.dim, combine.take_first)
+        .map_err(|e| refused(crate::format::schema::error_chain(&e)))?;
     let order = concat.order.clone();
     let ordered: Vec<PathBuf> = order.iter().map(|&i| inputs[i].clone()).collect();
     let mut carried = combine_footers(footers, &order, &combine.dim);
@@ -128,9 +223,9 @@ pub fn convert_ordered(
         inputs: ordered.clone(),
         ..combine.clone()
     });
-    let (source, cuts) = crate::select::apply(Box::new(concat), &o.select).map_err(refused)?;
+    let (source, cuts) = crate::select::apply(Box::new(concat), &o.select)?;
     if let Some(f) = carried.as_mut() {
-        cuts.cut_carried(f).map_err(refused)?;
+        cuts.cut_carried(f)?;
     }
     let report = crate::pipeline::convert_carrying(
         source.as_ref(),
@@ -165,7 +260,7 @@ fn combine_footers(
             }
         }
     }
-    if first.extra.remove("text_variables").is_some() {
+    if first.ext.text_variables.take().is_some() {
         first.skipped.push(Skipped {
             name: "text_variables".into(),
             reason: "text variables of .tet inputs are not combined yet".into(),
@@ -247,14 +342,18 @@ impl Concat {
         parts: Vec<(String, Box<dyn Source>)>,
         dim: &str,
         take_first: bool,
-    ) -> Result<Concat, String> {
+    ) -> Result<Concat, ConcatError> {
         if parts.is_empty() {
-            return Err("no input to combine".into());
+            return Err(ConcatError::NoInputs);
         }
         let mut keyed = Vec::with_capacity(parts.len());
         for (i, (name, src)) in parts.into_iter().enumerate() {
-            let range = first_value(src.as_ref(), dim)
-                .map_err(|e| format!("{name}: reading the {dim} coordinate: {e}"))?;
+            let range =
+                first_value(src.as_ref(), dim).map_err(|source| ConcatError::Coordinate {
+                    input: name.clone(),
+                    dim: dim.to_string(),
+                    source,
+                })?;
             keyed.push((range, i, name, src));
         }
         // Coordinate order, input order as the tie-break (and without a coordinate).
@@ -268,10 +367,12 @@ impl Concat {
         for w in keyed.windows(2) {
             if let (Some(a), Some(b)) = (w[0].0, w[1].0) {
                 if b.0 <= a.1 {
-                    return Err(format!(
-                        "{} and {}: {dim} values overlap or are unordered ({}..{} and {}..{})",
-                        w[0].2, w[1].2, a.0, a.1, b.0, b.1
-                    ));
+                    return Err(ConcatError::Overlap {
+                        first: w[0].2.clone(),
+                        other: w[1].2.clone(),
+                        dim: dim.to_string(),
+                        ranges: (a.0, a.1, b.0, b.1),
+                    });
                 }
             }
         }
@@ -297,7 +398,7 @@ impl Concat {
 
     /// Checks that every variable without the dimension holds the same values in every input,
     /// one bounded slab at a time.
-    fn check_equal(&self, names: &[String], dim: &str) -> Result<(), String> {
+    fn check_equal(&self, names: &[String], dim: &str) -> Result<(), ConcatError> {
         const SLAB: u64 = 4 << 20;
         for (v, plan) in self.vars.iter().zip(&self.plans) {
             if !matches!(plan, Plan::First) || v.shape.is_empty() {
@@ -306,7 +407,7 @@ impl Concat {
             let row = v.shape[1..]
                 .iter()
                 .try_fold(v.dtype.size() as u64, |acc, &n| acc.checked_mul(n))
-                .ok_or_else(|| format!("variable {} is too large", v.name))?;
+                .ok_or_else(|| ConcatError::TooLarge(v.name.clone()))?;
             let rows = (SLAB / row.max(1)).max(1);
             let mut start = 0u64;
             while start < v.shape[0] {
@@ -318,24 +419,33 @@ impl Concat {
                 let len = n
                     .checked_mul(row)
                     .and_then(|b| usize::try_from(b).ok())
-                    .ok_or("slab too large")?;
-                let read = |k: usize| -> Result<Vec<u8>, String> {
+                    .ok_or_else(|| ConcatError::TooLarge(v.name.clone()))?;
+                let read = |k: usize| -> Result<Vec<u8>, ConcatError> {
                     let mut b = vec![0u8; len];
-                    let i = index_of(self.parts[k].as_ref(), &v.name)
-                        .ok_or_else(|| format!("{}: no variable {}", names[k], v.name))?;
+                    let i = index_of(self.parts[k].as_ref(), &v.name).ok_or_else(|| {
+                        ConcatError::NoVariable {
+                            input: names[k].clone(),
+                            var: v.name.clone(),
+                        }
+                    })?;
                     self.parts[k]
                         .read_region(i, &s, &c, &mut b)
-                        .map_err(|e| format!("{}: {}: {e}", names[k], v.name))?;
+                        .map_err(|source| ConcatError::Read {
+                            input: names[k].clone(),
+                            var: v.name.clone(),
+                            source,
+                        })?;
                     Ok(b)
                 };
                 let first = read(0)?;
                 for k in 1..self.parts.len() {
                     if read(k)? != first {
-                        return Err(format!(
-                            "{} and {}: variable {} differs (it has no {dim} dimension; \
-                             --concat-take-first takes the first input's)",
-                            names[0], names[k], v.name
-                        ));
+                        return Err(ConcatError::ValuesDiffer {
+                            first: names[0].clone(),
+                            other: names[k].clone(),
+                            var: v.name.clone(),
+                            dim: dim.to_string(),
+                        });
                     }
                 }
                 start += n;
@@ -358,7 +468,7 @@ fn combine_variables(
     parts: &[Box<dyn Source>],
     names: &[String],
     dim: &str,
-) -> Result<(Vec<Variable>, Vec<Plan>), String> {
+) -> Result<(Vec<Variable>, Vec<Plan>), ConcatError> {
     let first = parts[0].variables();
     let mut vars = Vec::with_capacity(first.len());
     let mut plans = Vec::with_capacity(first.len());
@@ -368,10 +478,12 @@ fn combine_variables(
             .iter()
             .find(|v| index_of(parts[0].as_ref(), &v.name).is_none())
         {
-            return Err(format!(
-                "{} and {}: variable {} is missing from {}",
-                names[0], names[k], extra.name, names[0]
-            ));
+            return Err(ConcatError::MissingVariable {
+                first: names[0].clone(),
+                other: names[k].clone(),
+                var: extra.name.clone(),
+                missing_from: names[0].clone(),
+            });
         }
     }
     for v in first {
@@ -383,23 +495,23 @@ fn combine_variables(
                 .variables()
                 .iter()
                 .find(|w| w.name == v.name)
-                .ok_or_else(|| {
-                    format!(
-                        "{} and {}: variable {} is missing from {}",
-                        names[0], names[k], v.name, names[k]
-                    )
+                .ok_or_else(|| ConcatError::MissingVariable {
+                    first: names[0].clone(),
+                    other: names[k].clone(),
+                    var: v.name.clone(),
+                    missing_from: names[k].clone(),
                 })?;
-            let differs =
-                |what: String| format!("{} and {}: {} {what}", names[0], names[k], v.name);
+            let differs = |what: Difference| ConcatError::Differs {
+                first: names[0].clone(),
+                other: names[k].clone(),
+                var: v.name.clone(),
+                what,
+            };
             if other.dtype != v.dtype {
-                return Err(differs(format!("is {} and {}", v.dtype, other.dtype)));
+                return Err(differs(Difference::Dtype(v.dtype, other.dtype)));
             }
             if other.dims != v.dims {
-                return Err(differs(format!(
-                    "has dims ({}) and ({})",
-                    dim_name(v),
-                    dim_name(other)
-                )));
+                return Err(differs(Difference::Dims(dim_name(v), dim_name(other))));
             }
             let (mine, theirs) = (sorted(&v.attrs), sorted(&other.attrs));
             if mine != theirs {
@@ -415,20 +527,20 @@ fn combine_variables(
                     .or_else(|| theirs.iter().find(|a| !mine.contains(a)))
                     .and_then(name)
                     .unwrap_or_default();
-                return Err(differs(format!("has another attribute {key}")));
+                return Err(differs(Difference::Attribute(key)));
             }
             let same_shape = other.shape.len() == v.shape.len()
                 && (0..v.shape.len()).all(|a| Some(a) == axis || other.shape[a] == v.shape[a]);
             if !same_shape {
-                return Err(differs(format!(
-                    "has shape {:?} and {:?} (another grid)",
-                    v.shape, other.shape
+                return Err(differs(Difference::Shape(
+                    v.shape.clone(),
+                    other.shape.clone(),
                 )));
             }
             if let Some(a) = axis {
                 let end = starts[k]
                     .checked_add(other.shape[a])
-                    .ok_or("combined shape overflows")?;
+                    .ok_or(ConcatError::Overflow)?;
                 starts.push(end);
             }
         }
@@ -457,7 +569,7 @@ fn combine_texts(
     parts: &[Box<dyn Source>],
     names: &[String],
     dim: &str,
-) -> Result<Vec<TextVariable>, String> {
+) -> Result<Vec<TextVariable>, ConcatError> {
     let mut out = Vec::new();
     for t in parts[0].text_variables() {
         let mut c = t.clone();
@@ -467,30 +579,32 @@ fn combine_texts(
                 .text_variables()
                 .iter()
                 .find(|o| o.name == t.name)
-                .ok_or_else(|| {
-                    format!(
-                        "{} and {}: text variable {} is missing from {}",
-                        names[0], names[k], t.name, names[k]
-                    )
+                .ok_or_else(|| ConcatError::MissingText {
+                    first: names[0].clone(),
+                    other: names[k].clone(),
+                    var: t.name.clone(),
                 })?;
             match axis {
                 Some(0) if o.dims == t.dims && o.shape[1..] == t.shape[1..] => {
                     c.values.extend(o.values.iter().cloned());
                     c.shape[0] = c.shape[0]
                         .checked_add(o.shape[0])
-                        .ok_or("combined shape overflows")?;
+                        .ok_or(ConcatError::Overflow)?;
                 }
                 Some(_) => {
-                    return Err(format!(
-                        "{} and {}: text variable {} cannot be combined along {dim}",
-                        names[0], names[k], t.name
-                    ))
+                    return Err(ConcatError::TextAxis {
+                        first: names[0].clone(),
+                        other: names[k].clone(),
+                        var: t.name.clone(),
+                        dim: dim.to_string(),
+                    })
                 }
                 None if o.values != t.values || o.dims != t.dims => {
-                    return Err(format!(
-                        "{} and {}: text variable {} differs",
-                        names[0], names[k], t.name
-                    ))
+                    return Err(ConcatError::TextDiffers {
+                        first: names[0].clone(),
+                        other: names[k].clone(),
+                        var: t.name.clone(),
+                    })
                 }
                 None => {}
             }
@@ -506,7 +620,7 @@ fn combine_labels(
     parts: &[Box<dyn Source>],
     names: &[String],
     dim: &str,
-) -> Result<Vec<DimLabels>, String> {
+) -> Result<Vec<DimLabels>, ConcatError> {
     let mut out = Vec::new();
     for l in parts[0].dim_labels() {
         let mut c = l.clone();
@@ -516,10 +630,11 @@ fn combine_labels(
                 Some(o) if l.dim == dim => c.labels.extend(o.labels.iter().cloned()),
                 Some(o) if o.labels == l.labels => {}
                 _ => {
-                    return Err(format!(
-                        "{} and {}: the labels of {} differ",
-                        names[0], names[k], l.dim
-                    ))
+                    return Err(ConcatError::Labels {
+                        first: names[0].clone(),
+                        other: names[k].clone(),
+                        dim: l.dim.clone(),
+                    })
                 }
             }
         }
@@ -713,6 +828,7 @@ mod tests {
         let err = |parts: Vec<Box<dyn Source>>| {
             Concat::new(named(parts), "time", false)
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default()
         };
         let e = err(vec![part(0, 5, H, [1., 2.]), part(3, 5, H, [1., 2.])]);
@@ -730,6 +846,17 @@ mod tests {
         );
         let e = err(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]);
         assert!(e.contains("grid differs"), "{e}");
+        let r = Concat::new(
+            named(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]),
+            "time",
+            false,
+        );
+        assert!(
+            matches!(&r, Err(ConcatError::ValuesDiffer { first, other, var, .. })
+                if first == "in0.nc" && other == "in1.nc" && var == "grid"),
+            "{:?}",
+            r.err()
+        );
         assert!(Concat::new(
             named(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]),
             "time",

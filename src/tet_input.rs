@@ -110,7 +110,7 @@ impl TetSource {
                 if let Some(meta) = footer.and_then(|f| f.datasets.get(&ds.name)) {
                     v.dims = meta.dim_names.clone();
                     v.attrs = meta.attrs.clone();
-                    if meta.extra.get("role").and_then(|r| r.as_str()) == Some("coordinate") {
+                    if meta.ext.role == Some(crate::format::footer::RecordedRole::Coordinate) {
                         v.role = Role::Coordinate;
                     }
                 }

@@ -73,7 +73,7 @@ fn read_via_tet(input: &Path, scratch: &Path, into: &mut ReadBack) {
         );
     }
     into.global_attrs.extend(footer.global_attrs.clone());
-    if let Some(t) = footer.extra.get("text_variables").and_then(Value::as_array) {
+    if let Some(t) = footer.ext.to_json_map().get("text_variables").and_then(Value::as_array) {
         into.text_variables.extend(t.iter().cloned());
     }
     std::fs::remove_file(&out).unwrap();
@@ -105,7 +105,8 @@ fn f16_bytes_as_f32(b: &[u8]) -> Vec<u8> {
 /// Dimensions of the string variables in a footer.
 fn text_axes(footer: &tet::format::Footer) -> Vec<String> {
     footer
-        .extra
+        .ext
+        .to_json_map()
         .get("text_variables")
         .and_then(Value::as_array)
         .into_iter()
@@ -155,8 +156,8 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
         let src_meta = src_footer.datasets.get(name).cloned().unwrap_or_default();
         // Coordinate variables stay coordinates.
         assert_eq!(
-            src_meta.extra.get("role"),
-            got.meta.extra.get("role"),
+            src_meta.ext.role,
+            got.meta.ext.role,
             "{ctx}/{name}: role"
         );
         // Coordinate labels (values of the coordinate variables of short axes) are the same;
@@ -215,7 +216,8 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
             t
         };
         let src_texts = src_footer
-            .extra
+            .ext
+            .to_json_map()
             .get("text_variables")
             .and_then(Value::as_array)
             .cloned()

@@ -96,7 +96,7 @@ fn lineage(source: &Path, format: &str) {
         assert_eq!(later.datasets, ha.datasets);
         assert_eq!(later.global_attrs, ha.global_attrs);
         assert_eq!(later.skipped, ha.skipped);
-        assert_eq!(later.extra, ha.extra);
+        assert_eq!(later.ext, ha.ext);
     }
     assert_eq!(ha.history.len(), 1);
     assert_eq!(hb.history[..1], ha.history[..]);
@@ -112,7 +112,7 @@ fn lineage(source: &Path, format: &str) {
     if format == "h5" {
         // structure.h5's global 2×3 `matrix` attribute: values flattened, shape recorded.
         assert_eq!(
-            hc.extra["global_facts"],
+            hc.ext.to_json_map()["global_facts"],
             serde_json::json!([["attr_shape:matrix", {"u64": [2, 3]}]])
         );
     }

@@ -205,19 +205,19 @@ fn synthetic_source_maps_everything() {
     );
     assert_eq!(t.coords["y"][39], "225"); // y (variable 2): 39 * 7 + 2 - 50
     assert_eq!(t.coords["station"][49], "S49");
-    assert_eq!(t.extra["widened"], "i8 -> i16");
-    assert_eq!(t.extra["source_facts"][0][0], "enum_mapping");
+    assert_eq!(t.ext.to_json_map()["widened"], "i8 -> i16");
+    assert_eq!(t.ext.to_json_map()["source_facts"][0][0], "enum_mapping");
     assert_eq!(
-        t.extra["source_facts"][0][1],
+        t.ext.to_json_map()["source_facts"][0][1],
         serde_json::json!({"text_list": ["a=1"]})
     );
     assert_eq!(
         t.attrs[1],
         ("valid_range".to_string(), AttrValue::I8(vec![-100, 100]))
     );
-    assert_eq!(meta.datasets["time"].extra["role"], "coordinate");
-    assert_eq!(meta.datasets["flags"].extra["widened"], "bool -> u8");
-    assert_eq!(meta.extra["text_variables"][0]["values"][1], "beta");
+    assert_eq!(meta.datasets["time"].ext.to_json_map()["role"], "coordinate");
+    assert_eq!(meta.datasets["flags"].ext.to_json_map()["widened"], "bool -> u8");
+    assert_eq!(meta.ext.to_json_map()["text_variables"][0]["values"][1], "beta");
     assert_eq!(meta.global_attrs[0].0, "title");
     assert!(meta.skipped.iter().any(|s| s.name == "opaque"));
 

@@ -209,7 +209,7 @@ impl Reader {
                 for (k, v) in &m.coords {
                     coords.set_item(k, v)?;
                 }
-                for (k, v) in &m.extra {
+                for (k, v) in &m.ext.to_json_map() {
                     extra.set_item(k, v.to_string())?;
                 }
             }

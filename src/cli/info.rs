@@ -129,7 +129,7 @@ fn to_json(f: &TetFile, a: &InfoArgs) -> Value {
                 "dim_names": m.and_then(|m| m.dim_names.clone()),
                 "coords": m.map(|m| json!(m.coords)).unwrap_or(json!({})),
                 "attrs": attrs,
-                "extra": m.map(|m| Value::Object(m.extra.clone())).unwrap_or(json!({})),
+                "extra": m.map(|m| Value::Object(m.ext.to_json_map())).unwrap_or(json!({})),
             })
         })
         .collect();
@@ -149,7 +149,7 @@ fn to_json(f: &TetFile, a: &InfoArgs) -> Value {
         "file_metadata": meta.file,
         "global_attrs": meta.global_attrs.iter().map(|(k, v)| json!([k, attr_to_json(v)])).collect::<Vec<_>>(),
         "skipped": meta.skipped.iter().map(|s| json!({"name": s.name, "reason": s.reason})).collect::<Vec<_>>(),
-        "extra": Value::Object(meta.extra.clone()),
+        "extra": Value::Object(meta.ext.to_json_map()),
         "history": history,
         "footer_error": footer.as_ref().err().map(|e| e.to_string()),
         "checksums": {
@@ -386,7 +386,7 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
             );
         }
         if full {
-            for (k, v) in &dm.extra {
+            for (k, v) in &dm.ext.to_json_map() {
                 let _ = writeln!(o, "  [{k}] {v}");
             }
         }
@@ -415,9 +415,9 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
             let _ = writeln!(o, "  {}: {}", s.name, s.reason);
         }
     }
-    if full && !m.extra.is_empty() {
+    if full && !m.ext.is_empty() {
         let _ = writeln!(o, "\nextension facts:");
-        for (k, v) in &m.extra {
+        for (k, v) in &m.ext.to_json_map() {
             let _ = writeln!(o, "  [{k}] {v}");
         }
     }

@@ -14,12 +14,12 @@
 //! ([`Fact::UnlimitedDims`]) come from the dataset's metadata; `--dataset` selects arrays by
 //! their raised name, a group prefix, or a stored dataset's name.
 
-use serde_json::Value;
 use tet_source::export::{Array, Capabilities, Model, TextEntry};
-use tet_source::{AttrValue, Attrs, ElementType, Fact, Role};
+use tet_source::{AttrValue, ElementType, Fact, Role};
 
 use super::{history_lines, ExportError, Result};
-use crate::format::footer::attr_from_json;
+use crate::format::footer::{RecordedRole, TextVariableRecord};
+use crate::format::schema::{text_record_name, Lenient};
 use crate::format::{DType, DatasetMeta, Footer, TetFile};
 use crate::tet_input::element_type;
 
@@ -66,25 +66,8 @@ fn text_of<'a>(list: &'a [(String, AttrValue)], key: &str) -> Option<&'a str> {
 }
 
 /// The typed facts of a dataset (`tet_ext.source_facts`).
-fn facts(meta: &DatasetMeta) -> Vec<Fact> {
-    facts_of(meta.extra.get("source_facts"))
-}
-
-/// The typed facts of a recorded fact list (`source_facts`, `global_facts`): entries that are
-/// not `[name, typed value]` pairs are passed over.
-fn facts_of(list: Option<&Value>) -> Vec<Fact> {
-    let entries: Attrs = list
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((p.first()?.as_str()?.to_string(), attr_from_json(p.get(1)?)?))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Fact::from_entries(&entries)
+fn facts(meta: &DatasetMeta) -> &[Fact] {
+    meta.ext.facts()
 }
 
 /// Which complex part a dataset is (`Some(true)`: the imaginary one): its
@@ -157,10 +140,7 @@ fn raise(
     let mut restore = Restore::Same;
     let mut bool_as_u8 = false;
     let mut attrs = meta.attrs.clone();
-    match (
-        meta.extra.get("source_dtype").and_then(Value::as_str),
-        d.dtype,
-    ) {
+    match (meta.ext.source_dtype.as_deref(), d.dtype) {
         (Some("i8"), DType::I16) => {
             dtype = ElementType::I8;
             restore = Restore::I16ToI8;
@@ -184,21 +164,11 @@ fn raise(
         name = d.name.strip_suffix("/real").unwrap_or(&d.name).to_string();
         attrs.retain(|(k, _)| k != "complex_part" && k != "complex_dtype");
     }
-    let notes: Vec<&str> = meta
-        .extra
-        .get("notes")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
     // A 0-d variable: `source_shape: []` (or, in files written before it was recorded, the
     // lowering's note).
-    let was_0d = meta
-        .extra
-        .get(crate::lower::SOURCE_SHAPE_KEY)
-        .and_then(Value::as_array)
-        .is_some_and(|s| s.is_empty());
+    let was_0d = meta.ext.source_shape.as_ref().is_some_and(|s| s.is_empty());
     let scalar = d.shape == [1]
-        && (was_0d || notes.contains(&crate::lower::SCALAR_NOTE))
+        && (was_0d || meta.ext.notes().iter().any(|n| n == crate::lower::SCALAR_NOTE))
         && meta.dim_names.as_ref().is_none_or(|n| n.is_empty());
     let (shape, chunk_shape) = if scalar {
         (Vec::new(), Vec::new())
@@ -213,11 +183,11 @@ fn raise(
         .dim_names
         .clone()
         .filter(|n| n.len() == shape.len() && !n.is_empty());
-    let role = match meta.extra.get("role").and_then(Value::as_str) {
-        Some("coordinate") => Role::Coordinate,
+    let role = match meta.ext.role {
+        Some(RecordedRole::Coordinate) => Role::Coordinate,
         _ => Role::Data,
     };
-    let facts = facts(meta);
+    let facts = facts(meta).to_vec();
     let unlimited_dims = facts
         .iter()
         .find_map(|f| match f {
@@ -256,11 +226,8 @@ fn selected(a: &Array, st: &Stored, tet: &TetFile, s: &str) -> bool {
         || st.imag.is_some_and(|i| tet.datasets[i].name == s)
 }
 
-fn text_name(t: &Value) -> String {
-    t.get("name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
+fn text_name(t: &Lenient<TextVariableRecord>) -> String {
+    text_record_name(t).unwrap_or_default()
 }
 
 fn text_selected(n: &str, s: &str) -> bool {
@@ -273,7 +240,7 @@ fn select_items(
     tet: &TetFile,
     select: &[String],
     raised: &mut Vec<(Array, Stored)>,
-    all_text: Vec<Value>,
+    all_text: &[Lenient<TextVariableRecord>],
 ) -> Result<Vec<TextEntry>> {
     for s in select {
         let hit = raised.iter().any(|(a, st)| selected(a, st, tet, s))
@@ -294,15 +261,15 @@ fn select_items(
         raised.retain(|(a, st)| select.iter().any(|s| selected(a, st, tet, s)));
     }
     Ok(all_text
-        .into_iter()
+        .iter()
         .filter(|t| {
             let n = text_name(t);
             select.is_empty() || select.iter().any(|s| text_selected(&n, s))
         })
-        .map(|t| match crate::meta::text_variable_from_json(&t) {
+        .map(|t| match t.typed().and_then(TextVariableRecord::variable) {
             Some(v) => TextEntry::Variable(v),
             None => TextEntry::Malformed {
-                name: t.get("name").and_then(Value::as_str).map(str::to_string),
+                name: text_record_name(t),
             },
         })
         .collect())
@@ -344,12 +311,7 @@ impl Plan {
             let meta = footer.datasets.get(&d.name).unwrap_or(&no_meta);
             raised.push(raise(tet, meta, id, partner_of[id], caps, &mut warnings));
         }
-        let all_text: Vec<Value> = footer
-            .extra
-            .get("text_variables")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let all_text = footer.ext.text_variables.as_deref().unwrap_or_default();
         let text_variables = select_items(tet, select, &mut raised, all_text)?;
         let (arrays, stored) = raised.into_iter().unzip();
         Ok(Plan {
@@ -359,7 +321,12 @@ impl Plan {
                 history: history_lines(&footer.history),
                 text_variables,
                 subset: !select.is_empty(),
-                global_facts: facts_of(footer.extra.get("global_facts")),
+                global_facts: footer
+                    .ext
+                    .global_facts
+                    .as_ref()
+                    .map(|f| f.0.clone())
+                    .unwrap_or_default(),
             },
             stored,
             warnings,

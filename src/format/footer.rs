@@ -1,5 +1,5 @@
-//! The `THST` footer: history rows and metadata, as a lossless in-memory model and as the JSON
-//! the reference reader accepts.
+//! The `THST` footer as a lossless in-memory model ([`Footer`]), and its encoding to and from
+//! the JSON the reference reader accepts, whose form [`super::schema`] describes as serde types.
 //!
 //! The reference-compatible keys (`metadata.file`, `metadata.datasets[name].{attrs, dim_names,
 //! coords}`) only ever hold what the reference reader's limits allow (see [`limits`]). Everything
@@ -14,14 +14,16 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use tet_source::{AttrValue, Attrs, Skipped};
 
-/// The extension key, in `metadata` and in each `metadata.datasets` entry.
-pub const EXT_KEY: &str = "tet_ext";
-/// Version of the extension schema.
-pub const EXT_VERSION: u64 = 1;
+pub use super::schema::{
+    FileRecord, RecordedRole, RowExt, SourceRecord, TextVariableRecord, EXT_KEY, EXT_VERSION,
+};
+use super::schema::{
+    ChunkDigests, CoordAxis, DatasetEntry, DatasetExt, FooterDoc, GlobalExt, Lenient, Metadata, MetadataRef,
+    Row, RowObject, Scalar, SchemaError, SkippedRecord, TypedAttrs, TypedValue,
+};
 
 /// The limits the reference reader enforces.
 pub mod limits {
@@ -42,22 +44,25 @@ pub const HISTORY_EXT_KEY: &str = "history";
 /// `params` are in the history extension; its value says how many there are and where.
 pub const HISTORY_MARKER: &str = "tet_ext";
 
-/// The complete parents and params of one history row that exceeds the reference limits (more
-/// than 16 parents or 32 params, or a param outside 1..=1024 bytes). The row itself keeps its
-/// first parents and the params that fit, with [`HISTORY_MARKER`]; `parents` here starts with
-/// the row's and `params` holds every one of the row's except the marker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RowExt {
-    /// Index of the row in `history`.
-    pub row: usize,
-    pub parents: Vec<String>,
-    pub params: BTreeMap<String, String>,
-}
-
 /// Whether a string fits the reference limit (1..=1024 bytes).
 pub fn fits(s: &str) -> bool {
     !s.is_empty() && s.len() <= limits::MAX_STRING
+}
+
+/// Why a footer cannot be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum FooterError {
+    /// The JSON does not have the schema's form.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error("footer JSON has no `history`")]
+    NoHistory,
+    #[error("history row {row}: a legacy row must be [\"op\", \"source\", \"at\"]")]
+    LegacyRow { row: usize },
+    #[error("{rows} history rows exceed the limit of {}", limits::HISTORY_ROWS)]
+    TooManyRows { rows: usize },
+    #[error("history row {row}: `{field}` must be 1..=1024 bytes")]
+    RowField { row: usize, field: &'static str },
 }
 
 /// One provenance row.
@@ -80,8 +85,9 @@ pub struct DatasetMeta {
     pub coords: BTreeMap<String, Vec<String>>,
     /// Typed attributes in source order.
     pub attrs: Attrs,
-    /// Other extension facts (source dtype, notes, aliases…), kept as JSON.
-    pub extra: Map<String, Value>,
+    /// What the dataset was in the source (source dtype, role, notes, facts…) and extension
+    /// keys this version does not describe.
+    pub ext: SourceRecord,
 }
 
 impl DatasetMeta {
@@ -89,7 +95,7 @@ impl DatasetMeta {
         self.dim_names.is_none()
             && self.coords.is_empty()
             && self.attrs.is_empty()
-            && self.extra.is_empty()
+            && self.ext.is_empty()
     }
 }
 
@@ -105,83 +111,22 @@ pub struct Footer {
     pub datasets: BTreeMap<String, DatasetMeta>,
     /// Source items that have no `.tet` form.
     pub skipped: Vec<Skipped>,
-    /// Other file-level extension facts.
-    pub extra: Map<String, Value>,
+    /// File-level extension facts (global facts, text variables) and extension keys this
+    /// version does not describe.
+    pub ext: FileRecord,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Typed attribute values <-> JSON
-
-fn float_json(v: f64) -> Value {
-    tet_source::json_text::float_value(v)
-}
-
-/// f32 as the f64 nearest to its shortest decimal form, so the JSON shows `0.1`, not
-/// `0.10000000149011612`, and still reads back to the same f32.
-fn f32_json(v: f32) -> Value {
-    if !v.is_finite() {
-        return float_json(v as f64);
-    }
-    float_json(v.to_string().parse::<f64>().unwrap_or(v as f64))
-}
-
-fn json_float(v: &Value) -> Option<f64> {
-    match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => tet_source::json_text::parse_non_finite(s),
-        _ => None,
-    }
-}
+// Typed attribute values
 
 /// `{"<type>": value(s)}` — the typed, lossless JSON form of an attribute value.
 pub fn attr_to_json(v: &AttrValue) -> Value {
-    fn ints<T: Copy + Into<Value>>(t: &str, xs: &[T]) -> Value {
-        json!({ t: xs.iter().map(|&x| x.into()).collect::<Vec<Value>>() })
-    }
-    match v {
-        AttrValue::Text(s) => json!({ "text": s }),
-        AttrValue::TextList(s) => json!({ "text_list": s }),
-        AttrValue::I8(x) => ints("i8", x),
-        AttrValue::U8(x) => ints("u8", x),
-        AttrValue::I16(x) => ints("i16", x),
-        AttrValue::U16(x) => ints("u16", x),
-        AttrValue::I32(x) => ints("i32", x),
-        AttrValue::U32(x) => ints("u32", x),
-        AttrValue::I64(x) => ints("i64", x),
-        AttrValue::U64(x) => ints("u64", x),
-        AttrValue::F32(x) => json!({ "f32": x.iter().map(|&v| f32_json(v)).collect::<Vec<_>>() }),
-        AttrValue::F64(x) => json!({ "f64": x.iter().map(|&v| float_json(v)).collect::<Vec<_>>() }),
-    }
+    serde_json::to_value(TypedValue(v)).unwrap_or(Value::Null)
 }
 
 /// Inverse of [`attr_to_json`]; `None` for anything malformed.
 pub fn attr_from_json(v: &Value) -> Option<AttrValue> {
-    let obj = v.as_object()?;
-    if obj.len() != 1 {
-        return None;
-    }
-    let (t, val) = obj.iter().next()?;
-    fn list<T>(val: &Value, f: impl Fn(&Value) -> Option<T>) -> Option<Vec<T>> {
-        val.as_array()?.iter().map(f).collect()
-    }
-    fn int<T: TryFrom<i64>>(v: &Value) -> Option<T> {
-        T::try_from(v.as_i64()?).ok()
-    }
-    Some(match t.as_str() {
-        "text" => AttrValue::Text(val.as_str()?.to_string()),
-        "text_list" => AttrValue::TextList(list(val, |x| x.as_str().map(str::to_string))?),
-        "i8" => AttrValue::I8(list(val, int)?),
-        "u8" => AttrValue::U8(list(val, int)?),
-        "i16" => AttrValue::I16(list(val, int)?),
-        "u16" => AttrValue::U16(list(val, int)?),
-        "i32" => AttrValue::I32(list(val, int)?),
-        "u32" => AttrValue::U32(list(val, int)?),
-        "i64" => AttrValue::I64(list(val, |x| x.as_i64())?),
-        "u64" => AttrValue::U64(list(val, |x| x.as_u64())?),
-        "f32" => AttrValue::F32(list(val, |x| json_float(x).map(|f| f as f32))?),
-        "f64" => AttrValue::F64(list(val, json_float)?),
-        _ => return None,
-    })
+    super::schema::read_typed_value(v).ok()
 }
 
 fn float_text(v: f64) -> String {
@@ -226,54 +171,56 @@ pub fn attr_to_text(v: &AttrValue) -> String {
 
 /// A typed attribute list as JSON: `[[name, {"<type>": value}], …]`.
 pub fn attrs_to_json(attrs: &[(String, AttrValue)]) -> Value {
-    Value::Array(
-        attrs
-            .iter()
-            .map(|(k, v)| json!([k, attr_to_json(v)]))
-            .collect(),
-    )
-}
-
-fn attrs_from_json(v: &Value) -> Option<Attrs> {
-    v.as_array()?
-        .iter()
-        .map(|pair| {
-            let p = pair.as_array()?;
-            if p.len() != 2 {
-                return None;
-            }
-            Some((p[0].as_str()?.to_string(), attr_from_json(&p[1])?))
-        })
-        .collect()
+    serde_json::to_value(TypedAttrs(attrs.to_vec())).unwrap_or(Value::Null)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Encoding
 
-/// The footer as JSON: the history array and the metadata object (inline or to be spilled).
+/// The footer as documents of the schema: the history rows and the metadata (inline or to be
+/// spilled), ready to be written as canonical JSON.
 #[derive(Debug, Clone)]
 pub struct EncodedFooter {
-    pub history: Value,
-    pub metadata: Value,
+    pub history: Vec<Row>,
+    pub metadata: Metadata,
 }
 
 pub use tet_source::json_text::canonical;
 
 impl EncodedFooter {
+    fn text(doc: &FooterDoc) -> String {
+        // The schema's types always serialize (string keys, finite or named floats).
+        super::schema::to_canonical_json(doc).unwrap_or_default()
+    }
+
     /// The footer JSON text with metadata inline.
     pub fn inline_json(&self) -> String {
-        canonical(&json!({"history": self.history, "metadata": self.metadata})).to_string()
+        EncodedFooter::text(&FooterDoc {
+            history: Some(self.history.clone()),
+            metadata: Some(self.metadata.clone()),
+            ..FooterDoc::default()
+        })
     }
 
     /// The footer JSON text pointing at a metadata spill at `offset` of `len` bytes.
     pub fn spilled_json(&self, offset: u64, len: u64) -> String {
-        canonical(&json!({"history": self.history, "metadata_ref": {"offset": offset, "len": len}}))
-            .to_string()
+        EncodedFooter::text(&FooterDoc {
+            history: Some(self.history.clone()),
+            metadata_ref: Some(MetadataRef { offset, len }),
+            ..FooterDoc::default()
+        })
     }
 
     /// The metadata JSON text, for a spill.
     pub fn metadata_json(&self) -> String {
-        canonical(&self.metadata).to_string()
+        super::schema::to_canonical_json(&self.metadata).unwrap_or_default()
+    }
+
+    /// Records the chunk digests (`metadata.tet_ext.chunk_digests`).
+    pub fn set_chunk_digests(&mut self, digests: ChunkDigests) {
+        let ext = self.metadata.ext.get_or_insert_with(GlobalExt::default);
+        ext.chunk_digests = Some(Lenient::Typed(digests));
+        ext.version = Some(EXT_VERSION);
     }
 }
 
@@ -323,21 +270,17 @@ fn reference_lists(r: &HistoryRow) -> (&[String], BTreeMap<String, String>, bool
     (parents, params, true)
 }
 
-/// The history array in the reference's form, and the complete lists of the rows it shortened.
-fn encode_history(rows: &[HistoryRow]) -> Result<(Value, Vec<RowExt>), String> {
+/// The history rows in the reference's form, and the complete lists of the rows it shortened.
+fn encode_history(rows: &[HistoryRow]) -> Result<(Vec<Row>, Vec<RowExt>), FooterError> {
     if rows.len() > limits::HISTORY_ROWS {
-        return Err(format!(
-            "{} history rows exceed the limit of {}",
-            rows.len(),
-            limits::HISTORY_ROWS
-        ));
+        return Err(FooterError::TooManyRows { rows: rows.len() });
     }
     let mut out = Vec::with_capacity(rows.len());
     let mut ext = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        for (what, s) in [("op", &r.op), ("source", &r.source), ("at", &r.at)] {
+        for (field, s) in [("op", &r.op), ("source", &r.source), ("at", &r.at)] {
             if !fits(s) {
-                return Err(format!("history row {i}: `{what}` must be 1..=1024 bytes"));
+                return Err(FooterError::RowField { row: i, field });
             }
         }
         let (parents, params, shortened) = reference_lists(r);
@@ -348,27 +291,24 @@ fn encode_history(rows: &[HistoryRow]) -> Result<(Value, Vec<RowExt>), String> {
                 params: r.params.clone(),
             });
         }
-        let mut row = Map::new();
-        row.insert("op".into(), r.op.clone().into());
-        row.insert("source".into(), r.source.clone().into());
-        row.insert("at".into(), r.at.clone().into());
-        if !parents.is_empty() {
-            row.insert("parents".into(), json!(parents));
-        }
-        if !params.is_empty() {
-            row.insert("params".into(), json!(params));
-        }
-        out.push(Value::Object(row));
+        out.push(Row::Object(RowObject {
+            op: r.op.clone(),
+            source: r.source.clone(),
+            at: r.at.clone(),
+            parents: (!parents.is_empty()).then(|| parents.to_vec()),
+            params: (!params.is_empty()).then_some(params),
+            other: Default::default(),
+        }));
     }
-    Ok((Value::Array(out), ext))
+    Ok((out, ext))
 }
 
 /// Puts the complete lists of `metadata.tet_ext.history` back into the rows they belong to: a
 /// row that carries the marker and whose parents and params agree with the entry (a tool that
 /// rewrote the history without knowing the extension leaves rows that do not; they stay as
-/// written). Malformed entries are ignored, as the reference reader ignores the key.
-fn restore_history(rows: &mut [HistoryRow], v: &Value) {
-    let Ok(entries) = Vec::<RowExt>::deserialize(v) else {
+/// written). A malformed extension is ignored, as the reference reader ignores the key.
+fn restore_history(rows: &mut [HistoryRow], entries: &Lenient<Vec<RowExt>>) {
+    let Some(entries) = entries.typed() else {
         return;
     };
     for e in entries {
@@ -381,20 +321,30 @@ fn restore_history(rows: &mut [HistoryRow], v: &Value) {
                 .iter()
                 .all(|(k, v)| k == HISTORY_MARKER || e.params.get(k) == Some(v));
         if agrees {
-            r.parents = e.parents;
-            r.params = e.params;
+            r.parents = e.parents.clone();
+            r.params = e.params.clone();
         }
     }
 }
 
-/// Splits one dataset's metadata into the reference-compatible entry and its extension object.
-fn encode_dataset(meta: &DatasetMeta) -> (Map<String, Value>, Map<String, Value>) {
-    let mut entry = Map::new();
-    let mut ext = meta.extra.clone();
+fn coord_axis(labels: &[String]) -> CoordAxis {
+    CoordAxis {
+        labels: labels.to_vec(),
+        other: Default::default(),
+    }
+}
+
+/// Splits one dataset's metadata into the reference-compatible entry and its extension.
+fn encode_dataset(meta: &DatasetMeta) -> (DatasetEntry, DatasetExt) {
+    let mut entry = DatasetEntry::default();
+    let mut ext = DatasetExt {
+        record: meta.ext.clone(),
+        ..DatasetExt::default()
+    };
 
     // attrs: the reference gets the string view of those that fit; the typed list is always
     // kept in the extension so types survive.
-    let mut plain = Map::new();
+    let mut plain = BTreeMap::new();
     let mut left_out = Vec::new();
     for (k, v) in &meta.attrs {
         let text = attr_to_text(v);
@@ -403,43 +353,33 @@ fn encode_dataset(meta: &DatasetMeta) -> (Map<String, Value>, Map<String, Value>
             && fits(&text)
             && !plain.contains_key(k)
         {
-            plain.insert(k.clone(), Value::String(text));
+            plain.insert(k.clone(), text);
         } else {
-            left_out.push(Value::String(k.clone()));
+            left_out.push(k.clone());
         }
     }
-    if !plain.is_empty() {
-        entry.insert("attrs".into(), Value::Object(plain));
-    }
-    if !meta.attrs.is_empty() {
-        ext.insert("attrs".into(), attrs_to_json(&meta.attrs));
-    }
-    if !left_out.is_empty() {
-        ext.insert("attrs_not_in_reference".into(), Value::Array(left_out));
-    }
+    entry.attrs = (!plain.is_empty()).then_some(plain);
+    ext.attrs = (!meta.attrs.is_empty()).then(|| TypedAttrs(meta.attrs.clone()));
+    ext.attrs_not_in_reference = (!left_out.is_empty()).then_some(left_out);
 
     if let Some(dims) = &meta.dim_names {
         if dims.iter().all(|d| fits(d)) {
-            entry.insert("dim_names".into(), json!(dims));
+            entry.dim_names = Some(dims.clone());
         } else {
-            ext.insert("dim_names".into(), json!(dims));
+            ext.dim_names = Some(dims.clone());
         }
     }
 
-    let mut coords = Map::new();
-    let mut ext_coords = Map::new();
+    let mut coords = BTreeMap::new();
+    let mut ext_coords = BTreeMap::new();
     for (axis, labels) in &meta.coords {
         let ok =
             fits(axis) && labels.len() <= limits::LABELS_PER_AXIS && labels.iter().all(|l| fits(l));
         let target = if ok { &mut coords } else { &mut ext_coords };
-        target.insert(axis.clone(), json!({ "labels": labels }));
+        target.insert(axis.clone(), coord_axis(labels));
     }
-    if !coords.is_empty() {
-        entry.insert("coords".into(), Value::Object(coords));
-    }
-    if !ext_coords.is_empty() {
-        ext.insert("coords".into(), Value::Object(ext_coords));
-    }
+    entry.coords = (!coords.is_empty()).then_some(coords);
+    ext.coords = (!ext_coords.is_empty()).then_some(ext_coords);
     (entry, ext)
 }
 
@@ -447,288 +387,218 @@ impl Footer {
     /// Encodes the footer. Fails only on more than 4096 history rows or a row whose `op`,
     /// `source` or `at` is outside 1..=1024 bytes (parents and params that do not fit a row go
     /// to the history extension).
-    pub fn encode(&self) -> Result<EncodedFooter, String> {
+    pub fn encode(&self) -> Result<EncodedFooter, FooterError> {
         let (history, history_ext) = encode_history(&self.history)?;
-
-        let mut metadata = Map::new();
-        let file: Map<String, Value> = self
-            .file
-            .iter()
-            .filter(|(k, v)| fits(k) && fits(v))
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        let mut ext = self.extra.clone();
-        let file_overflow: Map<String, Value> = self
-            .file
-            .iter()
-            .filter(|(k, v)| !(fits(k) && fits(v)))
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        if !file_overflow.is_empty() {
-            ext.insert("file".into(), Value::Object(file_overflow));
+        let mut metadata = self.metadata();
+        if let Some(ext) = &mut metadata.ext {
+            if !history_ext.is_empty() {
+                ext.history = Some(Lenient::Typed(history_ext));
+            }
+        } else if !history_ext.is_empty() {
+            metadata.ext = Some(GlobalExt {
+                history: Some(Lenient::Typed(history_ext)),
+                version: Some(EXT_VERSION),
+                ..GlobalExt::default()
+            });
         }
-        metadata.insert("file".into(), Value::Object(file));
+        Ok(EncodedFooter { history, metadata })
+    }
 
-        let mut datasets = Map::new();
-        let mut ext_datasets = Map::new();
+    /// The `metadata` document (without the history extension).
+    fn metadata(&self) -> Metadata {
+        let string_map = |keep: bool| -> BTreeMap<String, Scalar> {
+            self.file
+                .iter()
+                .filter(|(k, v)| (fits(k) && fits(v)) == keep)
+                .map(|(k, v)| (k.clone(), Scalar::Text(v.clone())))
+                .collect()
+        };
+        let mut ext = GlobalExt {
+            record: self.ext.clone(),
+            ..GlobalExt::default()
+        };
+        let file_overflow = string_map(false);
+        ext.file = (!file_overflow.is_empty()).then_some(file_overflow);
+
+        let mut datasets = BTreeMap::new();
+        let mut ext_datasets = BTreeMap::new();
         for (name, meta) in &self.datasets {
             if meta.is_empty() {
                 continue;
             }
             let (mut entry, dext) = encode_dataset(meta);
+            if dext != DatasetExt::default() {
+                entry.ext = Some(dext);
+            }
             if datasets.len() < limits::DATASET_ENTRIES && fits(name) {
-                if !dext.is_empty() {
-                    entry.insert(EXT_KEY.into(), Value::Object(dext));
-                }
-                datasets.insert(name.clone(), Value::Object(entry));
+                datasets.insert(name.clone(), entry);
             } else {
                 // Past the reference's entry limit: keep everything in the extension.
-                let mut all = entry;
-                if !dext.is_empty() {
-                    all.insert(EXT_KEY.into(), Value::Object(dext));
-                }
-                ext_datasets.insert(name.clone(), Value::Object(all));
+                ext_datasets.insert(name.clone(), entry);
             }
         }
-        metadata.insert("datasets".into(), Value::Object(datasets));
-        if !ext_datasets.is_empty() {
-            ext.insert("datasets".into(), Value::Object(ext_datasets));
+        ext.datasets = (!ext_datasets.is_empty()).then_some(ext_datasets);
+        ext.global_attrs =
+            (!self.global_attrs.is_empty()).then(|| TypedAttrs(self.global_attrs.clone()));
+        ext.skipped = (!self.skipped.is_empty()).then(|| {
+            self.skipped
+                .iter()
+                .map(|s| {
+                    Lenient::Typed(SkippedRecord {
+                        name: s.name.clone(),
+                        reason: s.reason.clone(),
+                        other: Default::default(),
+                    })
+                })
+                .collect()
+        });
+        let ext = (ext != GlobalExt::default()).then_some(GlobalExt {
+            version: Some(EXT_VERSION),
+            ..ext
+        });
+        Metadata {
+            file: Some(string_map(true)),
+            datasets: Some(datasets),
+            ext,
+            other: Default::default(),
         }
-        if !self.global_attrs.is_empty() {
-            ext.insert("global_attrs".into(), attrs_to_json(&self.global_attrs));
-        }
-        if history_ext.is_empty() {
-            ext.remove(HISTORY_EXT_KEY);
-        } else {
-            ext.insert(HISTORY_EXT_KEY.into(), json!(history_ext));
-        }
-        if !self.skipped.is_empty() {
-            ext.insert(
-                "skipped".into(),
-                Value::Array(
-                    self.skipped
-                        .iter()
-                        .map(|s| json!({"name": s.name, "reason": s.reason}))
-                        .collect(),
-                ),
-            );
-        }
-        if !ext.is_empty() {
-            ext.insert("version".into(), EXT_VERSION.into());
-            metadata.insert(EXT_KEY.into(), Value::Object(ext));
-        }
-        Ok(EncodedFooter {
-            history,
-            metadata: Value::Object(metadata),
-        })
     }
 
     // -----------------------------------------------------------------------------------------
     // Decoding (lenient: `verify` reports rule breaks, the reader keeps what it can)
 
-    /// Parses the history array. Rows are objects with string `op`, `source`, `at` (optional
-    /// `parents` and `params`), or the compact legacy form `["op", "source", "at"]`, which the
-    /// format allows and which reads as the object form without parents or params (and is
-    /// written back in the object form).
-    pub fn decode_history(v: &Value) -> Result<Vec<HistoryRow>, String> {
-        let rows = v.as_array().ok_or("`history` is not an array")?;
+    /// The model of a footer document; `spilled` is the metadata read from the spill when the
+    /// document has `metadata_ref`.
+    pub fn from_doc(doc: &FooterDoc, spilled: Option<&Metadata>) -> Result<Footer, FooterError> {
+        let rows = doc.history.as_deref().ok_or(FooterError::NoHistory)?;
+        let history = Footer::decode_rows(rows)?;
+        Ok(Footer::decode(history, spilled.or(doc.metadata.as_ref())))
+    }
+
+    /// The footer JSON (and the spilled metadata JSON) read through the schema.
+    pub fn from_json(top: &Value, spilled: Option<&Value>) -> Result<Footer, FooterError> {
+        let doc: FooterDoc = super::schema::from_value(top)?;
+        let spilled: Option<Metadata> = spilled.map(super::schema::from_value).transpose()?;
+        Footer::from_doc(&doc, spilled.as_ref())
+    }
+
+    /// The history rows. Rows are objects with `op`, `source`, `at` (optional `parents` and
+    /// `params`), or the compact legacy form `["op", "source", "at"]`, which the format allows
+    /// and which reads as the object form without parents or params (and is written back in
+    /// the object form).
+    pub fn decode_rows(rows: &[Row]) -> Result<Vec<HistoryRow>, FooterError> {
         rows.iter()
             .enumerate()
-            .map(|(i, r)| {
-                if let Some(a) = r.as_array() {
-                    let s = |k: usize| a.get(k).and_then(Value::as_str).map(str::to_string);
-                    return match (a.len(), s(0), s(1), s(2)) {
-                        (3, Some(op), Some(source), Some(at)) => Ok(HistoryRow {
-                            op,
-                            source,
-                            at,
-                            ..HistoryRow::default()
-                        }),
-                        _ => Err(format!(
-                            "history row {i}: a legacy row must be [\"op\", \"source\", \"at\"]"
-                        )),
-                    };
-                }
-                let o = r.as_object().ok_or_else(|| {
-                    format!("history row {i} is neither an object nor a legacy row")
-                })?;
-                let s = |k: &str| -> Result<String, String> {
-                    o.get(k)
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                        .ok_or_else(|| format!("history row {i}: `{k}` missing or not a string"))
-                };
-                let parents = match o.get("parents") {
-                    None => Vec::new(),
-                    Some(p) => p
-                        .as_array()
-                        .and_then(|a| a.iter().map(|x| x.as_str().map(str::to_string)).collect())
-                        .ok_or_else(|| {
-                            format!("history row {i}: `parents` is not a string list")
-                        })?,
-                };
-                let params = match o.get("params") {
-                    None => BTreeMap::new(),
-                    Some(p) => p
-                        .as_object()
-                        .and_then(|m| {
-                            m.iter()
-                                .map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
-                                .collect()
-                        })
-                        .ok_or_else(|| format!("history row {i}: `params` is not a string map"))?,
-                };
-                Ok(HistoryRow {
-                    op: s("op")?,
-                    source: s("source")?,
-                    at: s("at")?,
-                    parents,
-                    params,
-                })
+            .map(|(i, r)| match r {
+                Row::Legacy(l) => match l.as_slice() {
+                    [op, source, at] => Ok(HistoryRow {
+                        op: op.clone(),
+                        source: source.clone(),
+                        at: at.clone(),
+                        ..HistoryRow::default()
+                    }),
+                    _ => Err(FooterError::LegacyRow { row: i }),
+                },
+                Row::Object(o) => Ok(HistoryRow {
+                    op: o.op.clone(),
+                    source: o.source.clone(),
+                    at: o.at.clone(),
+                    parents: o.parents.clone().unwrap_or_default(),
+                    params: o.params.clone().unwrap_or_default(),
+                }),
             })
             .collect()
     }
 
-    /// Builds the model from the history rows and the metadata object.
-    pub fn decode(history: Vec<HistoryRow>, metadata: Option<&Value>) -> Result<Footer, String> {
+    /// Builds the model from the history rows and the metadata document.
+    pub fn decode(history: Vec<HistoryRow>, metadata: Option<&Metadata>) -> Footer {
         let mut footer = Footer {
             history,
             ..Footer::default()
         };
-        let Some(metadata) = metadata else {
-            return Ok(footer);
+        let Some(md) = metadata else {
+            return footer;
         };
-        let md = metadata.as_object().ok_or("`metadata` is not an object")?;
-        if let Some(file) = md.get("file").and_then(Value::as_object) {
-            for (k, v) in file {
-                let text = v
-                    .as_str()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| v.to_string());
-                footer.file.insert(k.clone(), text);
+        for (k, v) in md.file.iter().flatten() {
+            let text = match v {
+                Scalar::Text(s) => s.clone(),
+                Scalar::Other(v) => v.to_string(),
+            };
+            footer.file.insert(k.clone(), text);
+        }
+        for (name, entry) in md.datasets.iter().flatten() {
+            footer.datasets.insert(name.clone(), decode_dataset(entry));
+        }
+        let Some(ext) = &md.ext else {
+            return footer;
+        };
+        // `version` and the checksums (which describe this file's bytes: the reader checks
+        // them, a conversion writes its own) are not part of the model.
+        for (k, v) in ext.file.iter().flatten() {
+            if let Scalar::Text(s) = v {
+                footer.file.insert(k.clone(), s.clone());
             }
         }
-        let empty = Map::new();
-        let ext = md.get(EXT_KEY).and_then(Value::as_object).unwrap_or(&empty);
-        if let Some(ds) = md.get("datasets") {
-            let ds = ds
-                .as_object()
-                .ok_or("`metadata.datasets` is not an object")?;
-            for (name, entry) in ds {
-                footer.datasets.insert(name.clone(), decode_dataset(entry)?);
-            }
+        for (name, entry) in ext.datasets.iter().flatten() {
+            footer.datasets.insert(name.clone(), decode_dataset(entry));
         }
-        for (k, v) in ext {
-            match k.as_str() {
-                // Checksums describe this file's bytes: the reader checks them, a conversion
-                // writes its own.
-                "version" | super::integrity::CHUNK_DIGESTS_KEY => {}
-                "file" => {
-                    if let Some(o) = v.as_object() {
-                        for (fk, fv) in o {
-                            if let Some(s) = fv.as_str() {
-                                footer.file.insert(fk.clone(), s.to_string());
-                            }
-                        }
-                    }
-                }
-                "datasets" => {
-                    if let Some(o) = v.as_object() {
-                        for (name, entry) in o {
-                            footer.datasets.insert(name.clone(), decode_dataset(entry)?);
-                        }
-                    }
-                }
-                HISTORY_EXT_KEY => restore_history(&mut footer.history, v),
-                "global_attrs" => {
-                    footer.global_attrs = attrs_from_json(v)
-                        .ok_or("`tet_ext.global_attrs` is not a typed attribute list")?;
-                }
-                "skipped" => {
-                    footer.skipped = v
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|s| {
-                            Some(Skipped {
-                                name: s.get("name")?.as_str()?.to_string(),
-                                reason: s.get("reason")?.as_str()?.to_string(),
-                            })
-                        })
-                        .collect();
-                }
-                _ => {
-                    footer.extra.insert(k.clone(), v.clone());
-                }
-            }
+        if let Some(h) = &ext.history {
+            restore_history(&mut footer.history, h);
         }
-        Ok(footer)
+        if let Some(a) = &ext.global_attrs {
+            footer.global_attrs = a.0.clone();
+        }
+        footer.skipped = ext
+            .skipped
+            .iter()
+            .flatten()
+            .filter_map(Lenient::typed)
+            .map(|s| Skipped {
+                name: s.name.clone(),
+                reason: s.reason.clone(),
+            })
+            .collect();
+        footer.ext = ext.record.clone();
+        footer
     }
 }
 
-fn string_list(v: &Value) -> Option<Vec<String>> {
-    v.as_array()?
+fn decode_dataset(entry: &DatasetEntry) -> DatasetMeta {
+    let mut meta = DatasetMeta {
+        dim_names: entry.dim_names.clone(),
+        ..DatasetMeta::default()
+    };
+    let mut coords = |c: &Option<BTreeMap<String, CoordAxis>>| {
+        for (axis, a) in c.iter().flatten() {
+            meta.coords.insert(axis.clone(), a.labels.clone());
+        }
+    };
+    coords(&entry.coords);
+    if let Some(ext) = &entry.ext {
+        coords(&ext.coords);
+    }
+    meta.attrs = entry
+        .attrs
         .iter()
-        .map(|x| x.as_str().map(str::to_string))
-        .collect()
-}
-
-fn decode_coords(v: &Value, into: &mut BTreeMap<String, Vec<String>>) -> Result<(), String> {
-    let o = v.as_object().ok_or("`coords` is not an object")?;
-    for (axis, c) in o {
-        let labels = c
-            .get("labels")
-            .and_then(string_list)
-            .ok_or_else(|| format!("coords `{axis}`: `labels` is not a string list"))?;
-        into.insert(axis.clone(), labels);
-    }
-    Ok(())
-}
-
-fn decode_dataset(entry: &Value) -> Result<DatasetMeta, String> {
-    let o = entry.as_object().ok_or("dataset entry is not an object")?;
-    let mut meta = DatasetMeta::default();
-    if let Some(d) = o.get("dim_names") {
-        meta.dim_names = Some(string_list(d).ok_or("`dim_names` is not a string list")?);
-    }
-    if let Some(c) = o.get("coords") {
-        decode_coords(c, &mut meta.coords)?;
-    }
-    if let Some(a) = o.get("attrs") {
-        let a = a.as_object().ok_or("`attrs` is not an object")?;
-        for (k, v) in a {
-            let text = v
-                .as_str()
-                .ok_or_else(|| format!("attr `{k}` is not a string"))?;
-            meta.attrs
-                .push((k.clone(), AttrValue::Text(text.to_string())));
+        .flatten()
+        .map(|(k, v)| (k.clone(), AttrValue::Text(v.clone())))
+        .collect();
+    if let Some(ext) = &entry.ext {
+        if let Some(a) = &ext.attrs {
+            meta.attrs = a.0.clone();
         }
-    }
-    if let Some(ext) = o.get(EXT_KEY).and_then(Value::as_object) {
-        for (k, v) in ext {
-            match k.as_str() {
-                "attrs" => {
-                    meta.attrs = attrs_from_json(v)
-                        .ok_or("`tet_ext.attrs` is not a typed attribute list")?;
-                }
-                "attrs_not_in_reference" => {}
-                "dim_names" => {
-                    meta.dim_names =
-                        Some(string_list(v).ok_or("`tet_ext.dim_names` is not a string list")?);
-                }
-                "coords" => decode_coords(v, &mut meta.coords)?,
-                _ => {
-                    meta.extra.insert(k.clone(), v.clone());
-                }
-            }
+        if let Some(d) = &ext.dim_names {
+            meta.dim_names = Some(d.clone());
         }
+        meta.ext = ext.record.clone();
     }
-    Ok(meta)
+    meta
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn sample() -> Footer {
         let mut f = Footer::default();
@@ -776,7 +646,7 @@ mod tests {
     fn round_trip_is_lossless_and_reference_view_is_within_limits() {
         let f = sample();
         let enc = f.encode().unwrap();
-        let md = &enc.metadata;
+        let md = &serde_json::to_value(&enc.metadata).unwrap();
         let entry = &md["datasets"]["temp"];
         let attrs = entry["attrs"].as_object().unwrap();
         assert_eq!(attrs.len(), 64);
@@ -790,8 +660,7 @@ mod tests {
         // Read it back through the text form.
         let text = enc.inline_json();
         let v: Value = serde_json::from_str(&text).unwrap();
-        let hist = Footer::decode_history(&v["history"]).unwrap();
-        let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
+        let back = Footer::from_json(&v, None).unwrap();
         // NaN != NaN: compare the text form instead.
         assert_eq!(format!("{back:?}"), format!("{f:?}"));
     }
@@ -854,8 +723,7 @@ mod tests {
 
     fn through_text(f: &Footer) -> (Value, Footer) {
         let v: Value = serde_json::from_str(&f.encode().unwrap().inline_json()).unwrap();
-        let hist = Footer::decode_history(&v["history"]).unwrap();
-        let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
+        let back = Footer::from_json(&v, None).unwrap();
         (v, back)
     }
 
@@ -914,13 +782,11 @@ mod tests {
         let mut v: Value = serde_json::from_str(&enc.inline_json()).unwrap();
         // Another tool rewrote the row's first parent but kept the extension.
         v["history"][0]["parents"][0] = json!("sha256:ff");
-        let hist = Footer::decode_history(&v["history"]).unwrap();
-        let back = Footer::decode(hist, Some(&v["metadata"])).unwrap();
+        let back = Footer::from_json(&v, None).unwrap();
         assert_eq!(back.history[0].parents.len(), 16);
         assert!(back.history[0].params.contains_key(HISTORY_MARKER));
         // Malformed extension entries are ignored, not fatal.
         v["metadata"][EXT_KEY][HISTORY_EXT_KEY] = json!([{"row": "x"}]);
-        let hist = Footer::decode_history(&v["history"]).unwrap();
-        assert!(Footer::decode(hist, Some(&v["metadata"])).is_ok());
+        assert!(Footer::from_json(&v, None).is_ok());
     }
 }

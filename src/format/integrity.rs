@@ -26,6 +26,8 @@
 
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
+use super::schema::{ChunkDigests, Lenient};
+
 /// The digest algorithm's name, as recorded.
 pub const ALGORITHM: &str = "xxh3-64";
 /// Key under `metadata.tet_ext` holding the chunk digests.
@@ -113,100 +115,112 @@ pub enum FooterDigest {
     Malformed(String),
 }
 
+/// Why the recorded chunk digests cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DigestsError {
+    #[error("tet_ext.{CHUNK_DIGESTS_KEY} is not {{\"algorithm\": …, \"digests\": [hex or null, …]}}")]
+    Malformed,
+    #[error("tet_ext.{CHUNK_DIGESTS_KEY}.algorithm is {0:?}, not \"{ALGORITHM}\"")]
+    Algorithm(String),
+    #[error("tet_ext.{CHUNK_DIGESTS_KEY} lists {listed} digests for {rows} index rows")]
+    Count { listed: usize, rows: usize },
+    #[error("tet_ext.{CHUNK_DIGESTS_KEY}: digest {0} is not 16 lowercase hex digits")]
+    Digest(usize),
+}
+
 /// Parses `metadata.tet_ext.chunk_digests` of a file with `rows` index rows.
-pub fn parse_chunk_digests(v: &serde_json::Value, rows: usize) -> Result<Vec<Option<u64>>, String> {
-    let algo = v.get("algorithm").and_then(|a| a.as_str());
-    if algo != Some(ALGORITHM) {
-        return Err(format!(
-            "tet_ext.{CHUNK_DIGESTS_KEY}.algorithm is {algo:?}, not \"{ALGORITHM}\""
-        ));
+pub fn parse_chunk_digests(
+    v: &Lenient<ChunkDigests>,
+    rows: usize,
+) -> Result<Vec<Option<u64>>, DigestsError> {
+    let d = v.typed().ok_or(DigestsError::Malformed)?;
+    if d.algorithm != ALGORITHM {
+        return Err(DigestsError::Algorithm(d.algorithm.clone()));
     }
-    let list = v
-        .get("digests")
-        .and_then(|d| d.as_array())
-        .ok_or_else(|| format!("tet_ext.{CHUNK_DIGESTS_KEY}.digests is not a list"))?;
-    if list.len() != rows {
-        return Err(format!(
-            "tet_ext.{CHUNK_DIGESTS_KEY} lists {} digests for {rows} index rows",
-            list.len()
-        ));
+    if d.digests.len() != rows {
+        return Err(DigestsError::Count {
+            listed: d.digests.len(),
+            rows,
+        });
     }
-    list.iter()
+    d.digests
+        .iter()
         .enumerate()
         .map(|(i, d)| match d {
-            serde_json::Value::Null => Ok(None),
-            serde_json::Value::String(s) => parse_hex(s).map(Some).ok_or_else(|| {
-                format!("tet_ext.{CHUNK_DIGESTS_KEY}: digest {i} is not 16 lowercase hex digits")
-            }),
-            _ => Err(format!(
-                "tet_ext.{CHUNK_DIGESTS_KEY}: digest {i} is neither a string nor null"
-            )),
+            None => Ok(None),
+            Some(s) => parse_hex(s).map(Some).ok_or(DigestsError::Digest(i)),
         })
         .collect()
 }
 
-/// The `chunk_digests` value for a list of digests in index order.
-pub fn chunk_digests_json(digests: impl Iterator<Item = Option<u64>>) -> serde_json::Value {
-    serde_json::json!({
-        "algorithm": ALGORITHM,
-        "digests": digests
-            .map(|d| d.map_or(serde_json::Value::Null, |d| hex(d).into()))
-            .collect::<Vec<_>>(),
-    })
+/// The `chunk_digests` record of a list of digests in index order.
+pub fn chunk_digests(digests: impl Iterator<Item = Option<u64>>) -> ChunkDigests {
+    ChunkDigests {
+        algorithm: ALGORITHM.into(),
+        digests: digests.map(|d| d.map(hex)).collect(),
+        other: Default::default(),
+    }
+}
+
+/// Why a stored zstd frame is not the chunk it should be.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("zstd decoder")]
+    Decoder(#[source] std::io::Error),
+    /// The decoded bytes do not match the frame's content checksum.
+    #[error("decoded bytes do not match the zstd frame checksum")]
+    Checksum(#[source] std::io::Error),
+    #[error("zstd payload does not decode")]
+    Decode(#[source] std::io::Error),
+    #[error("zstd payload decodes to more than raw_byte_len {raw_len}")]
+    TooLong { raw_len: u64 },
+    #[error("zstd payload decodes to {total} bytes, raw_byte_len is {raw_len}")]
+    Length { total: u64, raw_len: u64 },
+    #[error("{trailing} bytes follow the zstd frame inside the payload")]
+    Trailing { trailing: usize },
+}
+
+impl FrameError {
+    /// Whether the failure is a checksum mismatch (the stored bytes changed).
+    pub fn is_checksum(&self) -> bool {
+        matches!(self, FrameError::Checksum(_))
+    }
 }
 
 /// Decodes one zstd frame through `scratch`, checking that it yields exactly `raw_len` bytes,
 /// that nothing follows it and (when the frame carries one) its content checksum. Never
-/// allocates in proportion to what the frame claims. `Err` says what is wrong; the flag says
-/// whether the failure is a checksum mismatch.
-pub fn decode_check(src: &[u8], raw_len: u64, scratch: &mut [u8]) -> Result<(), (bool, String)> {
+/// allocates in proportion to what the frame claims.
+pub fn decode_check(src: &[u8], raw_len: u64, scratch: &mut [u8]) -> Result<(), FrameError> {
     use std::io::Read;
     let mut dec = zstd::stream::read::Decoder::with_buffer(src)
-        .map_err(|e| (false, format!("zstd decoder: {e}")))?
+        .map_err(FrameError::Decoder)?
         .single_frame();
     let mut total = 0u64;
     loop {
         let n = match dec.read(scratch) {
             Ok(n) => n,
-            Err(e) => {
-                let msg = e.to_string();
-                let checksum = msg.to_ascii_lowercase().contains("checksum");
-                return Err((
-                    checksum,
-                    if checksum {
-                        format!("decoded bytes do not match the zstd frame checksum ({msg})")
-                    } else {
-                        format!("zstd payload does not decode: {msg}")
-                    },
-                ));
+            // zstd reports its error code only as the io::Error's text.
+            Err(e) if e.to_string().to_ascii_lowercase().contains("checksum") => {
+                return Err(FrameError::Checksum(e))
             }
+            Err(e) => return Err(FrameError::Decode(e)),
         };
         if n == 0 {
             break;
         }
         total = total.saturating_add(n as u64);
         if total > raw_len {
-            return Err((
-                false,
-                format!("zstd payload decodes to more than raw_byte_len {raw_len}"),
-            ));
+            return Err(FrameError::TooLong { raw_len });
         }
     }
     if total != raw_len {
-        return Err((
-            false,
-            format!("zstd payload decodes to {total} bytes, raw_byte_len is {raw_len}"),
-        ));
+        return Err(FrameError::Length { total, raw_len });
     }
     let rest = dec.finish();
     if !rest.is_empty() {
-        return Err((
-            false,
-            format!(
-                "{} bytes follow the zstd frame inside the payload",
-                rest.len()
-            ),
-        ));
+        return Err(FrameError::Trailing {
+            trailing: rest.len(),
+        });
     }
     Ok(())
 }
@@ -248,24 +262,41 @@ mod tests {
         // The checksum is the frame's last 4 bytes: damage it and decoding says so.
         let mut bad = flagged.clone();
         *bad.last_mut().unwrap() ^= 1;
-        let (checksum, msg) = decode_check(&bad, 1000, &mut scratch).unwrap_err();
-        assert!(checksum, "{msg}");
+        let e = decode_check(&bad, 1000, &mut scratch).unwrap_err();
+        assert!(e.is_checksum(), "{e}");
         assert!(decode_check(&plain, 999, &mut scratch).is_err());
     }
 
     #[test]
     fn chunk_digests_parse_back() {
-        let v = chunk_digests_json([Some(5), None, Some(u64::MAX)].into_iter());
+        let v = serde_json::to_value(chunk_digests([Some(5), None, Some(u64::MAX)].into_iter()))
+            .unwrap();
         assert_eq!(
-            parse_chunk_digests(&v, 3).unwrap(),
+            v.to_string(),
+            r#"{"algorithm":"xxh3-64","digests":["0000000000000005",null,"ffffffffffffffff"]}"#
+        );
+        let read = |v: &serde_json::Value| -> Lenient<ChunkDigests> {
+            serde_json::from_value(v.clone()).unwrap()
+        };
+        assert_eq!(
+            parse_chunk_digests(&read(&v), 3).unwrap(),
             vec![Some(5), None, Some(u64::MAX)]
         );
-        assert!(parse_chunk_digests(&v, 2).is_err());
+        assert_eq!(
+            parse_chunk_digests(&read(&v), 2),
+            Err(DigestsError::Count { listed: 3, rows: 2 })
+        );
         let mut w = v.clone();
         w["algorithm"] = "crc32c".into();
-        assert!(parse_chunk_digests(&w, 3).is_err());
-        w = v;
+        assert_eq!(
+            parse_chunk_digests(&read(&w), 3),
+            Err(DigestsError::Algorithm("crc32c".into()))
+        );
+        w = v.clone();
         w["digests"][0] = 5.into();
-        assert!(parse_chunk_digests(&w, 3).is_err());
+        assert_eq!(parse_chunk_digests(&read(&w), 3), Err(DigestsError::Malformed));
+        w = v;
+        w["digests"][2] = "FFFFFFFFFFFFFFFF".into();
+        assert_eq!(parse_chunk_digests(&read(&w), 3), Err(DigestsError::Digest(2)));
     }
 }

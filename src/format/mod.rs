@@ -10,6 +10,7 @@ pub mod budget;
 pub mod footer;
 pub mod integrity;
 pub mod reader;
+pub mod schema;
 pub mod verify;
 pub mod writer;
 

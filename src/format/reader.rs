@@ -16,10 +16,12 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::footer::{Footer, EXT_KEY};
-use super::integrity::{self, ChunkCheck, FooterDigest};
+use super::footer::{Footer, FooterError};
+use super::integrity::{self, ChunkCheck, DigestsError, FooterDigest};
+use super::schema::{self, FooterDoc, FooterFrame, Lenient, Metadata, MetadataFrame, MetadataRef, Scalar};
 use super::{
     copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
     FOOTER_MAGIC, FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,
@@ -28,6 +30,37 @@ use super::{
 
 /// The bytes behind a [`TetFile`]: read into memory, or a read-only memory map.
 use tet_source::mapped::FileBytes as Backing;
+
+/// Why the footer cannot be read (the datasets may still be).
+#[derive(Debug, thiserror::Error)]
+pub enum FooterReadError {
+    #[error("file too short for the THST trailer")]
+    TooShort,
+    #[error("flag bit 0 is set but the file does not end with THST")]
+    NoMagic,
+    #[error("the THST trailer cannot be read")]
+    Trailer(#[source] Box<TetError>),
+    #[error("history JSON length {json_len} is larger than the file")]
+    JsonTooLong { json_len: u64 },
+    #[error("footer version {version} is not supported (only 1)")]
+    Version { version: u32 },
+    #[error("history JSON at {offset} is not valid JSON")]
+    Json {
+        offset: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("`metadata_ref` needs u64 `offset` and `len`")]
+    MetadataRef,
+    #[error("metadata spill {off}+{len} does not lie before the history JSON")]
+    SpillPlace { off: u64, len: u64 },
+    #[error("metadata spill is outside the file")]
+    SpillOutside,
+    #[error("spilled metadata is not valid JSON")]
+    SpillJson(#[source] serde_json::Error),
+    #[error(transparent)]
+    Footer(FooterError),
+}
 
 /// One dataset record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,12 +135,17 @@ pub struct TetFile {
     /// (dataset_id, linear grid index, entry position), sorted; first occurrence of duplicates.
     lookup: Vec<(u64, u64, usize)>,
     footer_layout: Option<FooterLayout>,
-    footer: std::result::Result<Option<Footer>, String>,
-    /// The raw footer JSON value, for `verify`'s schema and limit checks.
+    footer: std::result::Result<Option<Footer>, FooterReadError>,
+    /// The footer JSON as parsed, and the spilled metadata JSON.
     footer_json: Option<Value>,
     spilled_metadata: Option<Value>,
+    /// The footer document read through the schema (when it has the schema's form), with the
+    /// spilled metadata: what `verify` checks the reference's limits on.
+    footer_doc: Option<(FooterDoc, Option<Metadata>)>,
+    /// `tet_footer_digest` as recorded.
+    footer_digest_key: Option<Scalar>,
     /// `metadata.tet_ext.chunk_digests`: `None` when absent, `Err` when unusable.
-    chunk_digests: Option<std::result::Result<Vec<Option<u64>>, String>>,
+    chunk_digests: Option<std::result::Result<Vec<Option<u64>>, DigestsError>>,
     /// Per index row: its stored bytes matched their digest already.
     verified: Vec<AtomicBool>,
 }
@@ -210,6 +248,8 @@ impl TetFile {
             footer: Ok(None),
             footer_json: None,
             spilled_metadata: None,
+            footer_doc: None,
+            footer_digest_key: None,
             chunk_digests: None,
             verified: Vec::new(),
         };
@@ -226,86 +266,90 @@ impl TetFile {
 
     fn load_footer(&mut self) {
         let data = std::mem::replace(&mut self.data, Backing::Owned(Vec::new()));
-        let b: &[u8] = &data;
-        let file_len = b.len() as u64;
-        let result = (|| -> std::result::Result<(FooterLayout, Value, Option<Value>), String> {
-            if file_len < SUPERBLOCK_LEN + FOOTER_TRAILER_LEN {
-                return Err("file too short for the THST trailer".into());
-            }
-            let t = file_len - FOOTER_TRAILER_LEN;
-            if b[(file_len - 4) as usize..] != FOOTER_MAGIC {
-                return Err("flag bit 0 is set but the file does not end with THST".into());
-            }
-            let json_len = u64_at(b, t).map_err(|e| e.to_string())?;
-            let version = u32_at(b, t + 8).map_err(|e| e.to_string())?;
-            let json_offset = t
-                .checked_sub(json_len)
-                .ok_or_else(|| format!("history JSON length {json_len} is larger than the file"))?;
-            let mut layout = FooterLayout {
-                start: json_offset,
-                json_offset,
-                json_len,
-                spill: None,
-                version,
-            };
-            if version != FOOTER_VERSION {
-                return Err(format!(
-                    "footer version {version} is not supported (only 1)"
-                ));
-            }
-            self.footer_layout = Some(layout.clone());
-            let text = &b[json_offset as usize..t as usize];
-            let v: Value = serde_json::from_slice(text)
-                .map_err(|e| format!("history JSON at {json_offset} is not valid JSON: {e}"))?;
-            let mut spilled = None;
-            if let Some(r) = v.get("metadata_ref") {
-                let off = r.get("offset").and_then(Value::as_u64);
-                let len = r.get("len").and_then(Value::as_u64);
-                let (Some(off), Some(len)) = (off, len) else {
-                    return Err("`metadata_ref` needs u64 `offset` and `len`".into());
-                };
-                let end = off
-                    .checked_add(len)
-                    .filter(|&e| e <= json_offset)
-                    .ok_or_else(|| {
-                        format!("metadata spill {off}+{len} does not lie before the history JSON")
-                    })?;
-                let _ = end;
-                layout.spill = Some((off, len));
-                layout.start = off;
-                self.footer_layout = Some(layout.clone());
-                let bytes = slice_at(b, off, len).ok_or("metadata spill is outside the file")?;
-                spilled = Some(
-                    serde_json::from_slice(bytes)
-                        .map_err(|e| format!("spilled metadata is not valid JSON: {e}"))?,
-                );
-            }
-            Ok((layout, v, spilled))
-        })();
+        let result = self.read_footer_json(&data);
         self.data = data;
-        match result {
-            Err(msg) => self.footer = Err(msg),
-            Ok((layout, v, spilled)) => {
-                self.footer_layout = Some(layout);
-                let decoded = (|| {
-                    let obj = v.as_object().ok_or("footer JSON is not an object")?;
-                    let history = match obj.get("history") {
-                        Some(h) => Footer::decode_history(h)?,
-                        None => return Err("footer JSON has no `history`".to_string()),
-                    };
-                    let md = spilled.as_ref().or_else(|| obj.get("metadata"));
-                    Footer::decode(history, md)
-                })();
-                self.footer = decoded.map(Some);
-                let md = spilled.as_ref().or_else(|| v.get("metadata"));
-                self.chunk_digests = md
-                    .and_then(|m| m.get(EXT_KEY))
-                    .and_then(|x| x.get(integrity::CHUNK_DIGESTS_KEY))
-                    .map(|d| integrity::parse_chunk_digests(d, self.entries.len()));
-                self.footer_json = Some(v);
-                self.spilled_metadata = spilled;
+        let (v, frame, spilled) = match result {
+            Err(e) => {
+                self.footer = Err(e);
+                return;
             }
+            Ok(x) => x,
+        };
+        let spilled_md: Option<std::result::Result<Metadata, schema::SchemaError>> =
+            spilled.as_ref().map(schema::from_value);
+        let doc = schema::from_value::<FooterDoc>(&v).map_err(FooterError::from);
+        let decoded = doc.and_then(|doc| {
+            let md = spilled_md.transpose().map_err(FooterError::from)?;
+            let footer = Footer::from_doc(&doc, md.as_ref())?;
+            self.footer_doc = Some((doc, md));
+            Ok(footer)
+        });
+        self.footer = decoded.map(Some).map_err(FooterReadError::Footer);
+        // The digests are read from the frame, so that a footer whose metadata does not fit
+        // the schema still has its chunks checked.
+        let spilled_frame: Option<Lenient<MetadataFrame>> = spilled
+            .as_ref()
+            .map(|s| schema::from_value(s).unwrap_or(Lenient::Raw(Value::Null)));
+        let md_frame = spilled_frame.as_ref().or(frame.metadata.as_ref());
+        self.chunk_digests = md_frame
+            .and_then(Lenient::typed)
+            .and_then(MetadataFrame::chunk_digests)
+            .map(|d| integrity::parse_chunk_digests(d, self.entries.len()));
+        self.footer_digest_key = frame.tet_footer_digest;
+        self.footer_json = Some(v);
+        self.spilled_metadata = spilled;
+    }
+
+    /// Follows the trailer: the footer JSON, its frame and the spilled metadata JSON (sets
+    /// [`TetFile::footer_layout`] as far as it gets).
+    fn read_footer_json(
+        &mut self,
+        b: &[u8],
+    ) -> std::result::Result<(Value, FooterFrame, Option<Value>), FooterReadError> {
+        let file_len = b.len() as u64;
+        if file_len < SUPERBLOCK_LEN + FOOTER_TRAILER_LEN {
+            return Err(FooterReadError::TooShort);
         }
+        let t = file_len - FOOTER_TRAILER_LEN;
+        if b[(file_len - 4) as usize..] != FOOTER_MAGIC {
+            return Err(FooterReadError::NoMagic);
+        }
+        let json_len = u64_at(b, t).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
+        let version = u32_at(b, t + 8).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
+        let json_offset = t
+            .checked_sub(json_len)
+            .ok_or(FooterReadError::JsonTooLong { json_len })?;
+        let mut layout = FooterLayout {
+            start: json_offset,
+            json_offset,
+            json_len,
+            spill: None,
+            version,
+        };
+        if version != FOOTER_VERSION {
+            return Err(FooterReadError::Version { version });
+        }
+        self.footer_layout = Some(layout.clone());
+        let text = &b[json_offset as usize..t as usize];
+        let v: Value = serde_json::from_slice(text).map_err(|source| FooterReadError::Json {
+            offset: json_offset,
+            source,
+        })?;
+        let frame: FooterFrame = schema::from_value(&v).unwrap_or_default();
+        let mut spilled = None;
+        if let Some(r) = &frame.metadata_ref {
+            let MetadataRef { offset: off, len } =
+                MetadataRef::deserialize(r).map_err(|_| FooterReadError::MetadataRef)?;
+            off.checked_add(len)
+                .filter(|&e| e <= json_offset)
+                .ok_or(FooterReadError::SpillPlace { off, len })?;
+            layout.spill = Some((off, len));
+            layout.start = off;
+            self.footer_layout = Some(layout.clone());
+            let bytes = slice_at(b, off, len).ok_or(FooterReadError::SpillOutside)?;
+            spilled = Some(serde_json::from_slice(bytes).map_err(FooterReadError::SpillJson)?);
+        }
+        Ok((v, frame, spilled))
     }
 
     /// The footer: `Ok(None)` when the file has none, `Err` with the reason when it is present
@@ -313,8 +357,15 @@ impl TetFile {
     pub fn footer(&self) -> std::result::Result<Option<&Footer>, TetError> {
         match &self.footer {
             Ok(f) => Ok(f.as_ref()),
-            Err(msg) => Err(TetError::Footer(msg.clone())),
+            Err(e) => Err(TetError::Footer(schema::error_chain(e))),
         }
+    }
+
+    /// The footer document as read through the schema, with the spilled metadata; `None` when
+    /// the file has no footer or it does not have the schema's form ([`TetFile::footer`] says
+    /// why).
+    pub fn footer_doc(&self) -> Option<(&FooterDoc, Option<&Metadata>)> {
+        self.footer_doc.as_ref().map(|(d, m)| (d, m.as_ref()))
     }
 
     /// Where the footer lies (when its trailer could be followed).
@@ -337,19 +388,13 @@ impl TetFile {
 
     /// Whether the file records checksums (chunk digests or a footer digest).
     pub fn has_checksums(&self) -> bool {
-        self.chunk_digests.is_some()
-            || self
-                .footer_json
-                .as_ref()
-                .is_some_and(|v| v.get(integrity::FOOTER_DIGEST_KEY).is_some())
+        self.chunk_digests.is_some() || self.footer_digest_key.is_some()
     }
 
     /// The recorded chunk digests in index order (`None` for a chunk whose zstd frame carries
     /// its own checksum); `None` when the file records none, `Err` when they are unusable.
-    pub fn chunk_digests(&self) -> Option<std::result::Result<&[Option<u64>], &str>> {
-        self.chunk_digests
-            .as_ref()
-            .map(|r| r.as_deref().map_err(String::as_str))
+    pub fn chunk_digests(&self) -> Option<std::result::Result<&[Option<u64>], &DigestsError>> {
+        self.chunk_digests.as_ref().map(|r| r.as_deref())
     }
 
     /// What index row `pos` is checked against. A file without (usable) chunk digests has
@@ -465,11 +510,12 @@ impl TetFile {
         };
         if check == ChunkCheck::ZstdChecksum {
             integrity::decode_check(self.stored_bytes(e)?, e.raw_byte_len, scratch).map_err(
-                |(_, msg)| {
+                |err| {
                     corrupt(format!(
-                        "bytes {}..{}: {msg}",
+                        "bytes {}..{}: {}",
                         e.payload_offset,
-                        e.payload_offset.saturating_add(e.stored_byte_len)
+                        e.payload_offset.saturating_add(e.stored_byte_len),
+                        schema::error_chain(&err)
                     ))
                 },
             )?;
@@ -479,10 +525,7 @@ impl TetFile {
 
     /// Checks the footer digest (cheap: the superblock, directory, index and footer bytes).
     pub fn footer_digest(&self) -> FooterDigest {
-        let Some(top) = &self.footer_json else {
-            return FooterDigest::Absent;
-        };
-        let Some(recorded) = top.get(integrity::FOOTER_DIGEST_KEY) else {
+        let Some(recorded) = &self.footer_digest_key else {
             return FooterDigest::Absent;
         };
         let malformed = |m: &str| FooterDigest::Malformed(m.to_string());
@@ -506,7 +549,11 @@ impl TetFile {
                 "`tet_footer_digest` is not the footer's last key in the form \"xxh3-64:<16 hex>\"",
             );
         };
-        if recorded.as_str()
+        let recorded = match recorded {
+            Scalar::Text(s) => Some(s),
+            Scalar::Other(_) => None,
+        };
+        if recorded
             != Some(&format!(
                 "{}:{}",
                 integrity::ALGORITHM,

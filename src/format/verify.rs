@@ -9,13 +9,14 @@
 //! fields). Verification never panics and never allocates in proportion to sizes claimed by the
 //! file: zstd frames are decoded in a streaming fashion into a fixed scratch buffer.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-use serde_json::{Map, Value};
 
-use super::footer::{fits, limits, EXT_KEY};
+use serde::Serialize;
+
+use super::footer::{fits, limits};
+use super::schema::{CoordAxis, DatasetEntry, Metadata, Row, RowObject, Scalar};
 use super::integrity::{self, ChunkCheck, FooterDigest};
 use super::reader::{slice_at, ChunkEntry, DatasetInfo, TetFile};
 use super::{align8, payload_alignment, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
@@ -453,10 +454,11 @@ impl<'f> RowChecker<'f> {
                     if check == ChunkCheck::ZstdChecksum {
                         r.checked += 1;
                     }
-                    if let Err((checksum, msg)) =
+                    if let Err(err) =
                         integrity::decode_check(src, e.raw_byte_len, &mut self.scratch)
                     {
-                        let code = if checksum {
+                        let msg = super::schema::error_chain(&err);
+                        let code = if err.is_checksum() {
                             "chunk-checksum"
                         } else {
                             "chunk-zstd"
@@ -666,7 +668,7 @@ fn check_integrity_records(f: &TetFile, r: &mut Report) {
         }
     }
     match digests {
-        Some(Err(m)) => r.fail("chunk-digests", m),
+        Some(Err(m)) => r.fail("chunk-digests", m.to_string()),
         None if r.footer_digest != "absent" => r.fail(
             "chunk-digests",
             format!(
@@ -739,28 +741,43 @@ pub fn deep_verify(path: &Path) -> Result<DeepVerified, DeepVerifyError> {
     })
 }
 
+/// What is wrong with a zstd frame's header.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ZstdHeaderError {
+    #[error("payload is not a zstd frame (bad magic)")]
+    Magic,
+    #[error("raw_byte_len {raw_len} is more than a {frame_len}-byte zstd frame can hold")]
+    TooLarge { raw_len: u64, frame_len: usize },
+    #[error("zstd frame declares {declared} bytes, raw_byte_len is {raw_len}")]
+    Declared { declared: u64, raw_len: u64 },
+    #[error("zstd frame header is invalid")]
+    Invalid,
+}
+
 /// Checks the zstd frame header: a frame that declares its content size must declare
 /// `raw_len`; and no frame can expand more than [`super::ZSTD_MAX_RATIO`].
-fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), String> {
+fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), ZstdHeaderError> {
     if src.len() < 4 || src[..4] != integrity::ZSTD_MAGIC {
-        return Err("payload is not a zstd frame (bad magic)".into());
+        return Err(ZstdHeaderError::Magic);
     }
     if raw_len > super::zstd_max_raw_len(src.len() as u64) {
-        return Err(format!(
-            "raw_byte_len {raw_len} is more than a {}-byte zstd frame can hold",
-            src.len()
-        ));
+        return Err(ZstdHeaderError::TooLarge {
+            raw_len,
+            frame_len: src.len(),
+        });
     }
     match zstd::zstd_safe::get_frame_content_size(src) {
-        Ok(Some(n)) if n != raw_len => Err(format!(
-            "zstd frame declares {n} bytes, raw_byte_len is {raw_len}"
-        )),
+        Ok(Some(n)) if n != raw_len => Err(ZstdHeaderError::Declared {
+            declared: n,
+            raw_len,
+        }),
         Ok(_) => Ok(()),
-        Err(_) => Err("zstd frame header is invalid".into()),
+        Err(_) => Err(ZstdHeaderError::Invalid),
     }
 }
 
-/// The footer: readable, and its JSON within the schema and the reference reader's limits.
+/// The footer: readable through the schema (the reader says where it does not fit), and its
+/// typed values within the reference reader's limits.
 fn check_footer(f: &TetFile, r: &mut Report) {
     if f.flags & FLAG_FOOTER == 0 {
         return;
@@ -769,11 +786,7 @@ fn check_footer(f: &TetFile, r: &mut Report) {
         r.fail("footer", e.to_string());
         return;
     }
-    let (Some(top), spilled) = f.footer_json() else {
-        return;
-    };
-    let Some(obj) = top.as_object() else {
-        r.fail("footer-schema", "footer JSON is not an object");
+    let Some((doc, spilled)) = f.footer_doc() else {
         return;
     };
     if let Some(l) = f.footer_layout() {
@@ -786,23 +799,22 @@ fn check_footer(f: &TetFile, r: &mut Report) {
             }
         }
     }
-    if obj.contains_key("metadata") && obj.contains_key("metadata_ref") {
+    if doc.metadata.is_some() && doc.metadata_ref.is_some() {
         r.fail(
             "footer-schema",
             "footer has both `metadata` and `metadata_ref`",
         );
     }
-    if let Some(rows) = obj.get("history").and_then(Value::as_array) {
+    if let Some(rows) = &doc.history {
         check_history(rows, r);
     }
-    let md = spilled.or_else(|| obj.get("metadata"));
-    if let Some(md) = md.and_then(Value::as_object) {
+    if let Some(md) = spilled.or(doc.metadata.as_ref()) {
         check_metadata(f, md, r);
     }
 }
 
 /// History rows: their number, exact keys and limits.
-fn check_history(rows: &[Value], r: &mut Report) {
+fn check_history(rows: &[Row], r: &mut Report) {
     if rows.len() > limits::HISTORY_ROWS {
         r.fail(
             "footer-limit",
@@ -814,74 +826,67 @@ fn check_history(rows: &[Value], r: &mut Report) {
         );
     }
     for (i, row) in rows.iter().enumerate() {
-        if let Some(a) = row.as_array() {
+        match row {
             // The compact legacy form `["op", "source", "at"]`.
-            if a.len() != 3 || a.iter().any(|x| !x.as_str().is_some_and(fits)) {
-                r.fail(
-                    "footer-limit",
-                    format!("history row {i}: a legacy row must be 3 strings of 1..=1024 bytes"),
-                );
+            Row::Legacy(a) => {
+                if a.len() != 3 || a.iter().any(|x| !fits(x)) {
+                    r.fail(
+                        "footer-limit",
+                        format!(
+                            "history row {i}: a legacy row must be 3 strings of 1..=1024 bytes"
+                        ),
+                    );
+                }
             }
-            continue;
-        }
-        if let Some(o) = row.as_object() {
-            check_history_row(i, o, r);
+            Row::Object(o) => check_history_row(i, o, r),
         }
     }
 }
 
 /// History row `i` in its object form.
-fn check_history_row(i: usize, o: &Map<String, Value>, r: &mut Report) {
-    for k in o.keys() {
-        if !matches!(k.as_str(), "op" | "source" | "at" | "parents" | "params") {
+fn check_history_row(i: usize, o: &RowObject, r: &mut Report) {
+    for k in o.other.keys() {
+        r.fail(
+            "footer-schema",
+            format!("history row {i}: unknown key `{k}`"),
+        );
+    }
+    for (k, s) in [("op", &o.op), ("source", &o.source), ("at", &o.at)] {
+        if !fits(s) {
             r.fail(
-                "footer-schema",
-                format!("history row {i}: unknown key `{k}`"),
+                "footer-limit",
+                format!("history row {i}: `{k}` is {} bytes (1..=1024)", s.len()),
             );
         }
     }
-    for k in ["op", "source", "at"] {
-        if let Some(s) = o.get(k).and_then(Value::as_str) {
-            if !fits(s) {
-                r.fail(
-                    "footer-limit",
-                    format!("history row {i}: `{k}` is {} bytes (1..=1024)", s.len()),
-                );
-            }
-        }
+    if o.at.parse::<u64>().is_err() {
+        r.warn(
+            "footer-history",
+            format!("history row {i}: `at` = {:?} is not decimal Unix seconds", o.at),
+        );
     }
-    if let Some(at) = o.get("at").and_then(Value::as_str) {
-        if at.parse::<u64>().is_err() {
-            r.warn(
-                "footer-history",
-                format!("history row {i}: `at` = {at:?} is not decimal Unix seconds"),
-            );
-        }
-    }
-    if let Some(p) = o.get("parents").and_then(Value::as_array) {
+    if let Some(p) = &o.parents {
         if p.len() > limits::PARENTS_PER_ROW {
             r.fail(
                 "footer-limit",
                 format!("history row {i}: {} parents (limit 16)", p.len()),
             );
         }
-        if p.iter().any(|s| !s.as_str().is_some_and(fits)) {
+        if p.iter().any(|s| !fits(s)) {
             r.fail(
                 "footer-limit",
                 format!("history row {i}: a parent is not a 1..=1024-byte string"),
             );
         }
     }
-    if let Some(p) = o.get("params").and_then(Value::as_object) {
+    if let Some(p) = &o.params {
         if p.len() > limits::PARAMS_PER_ROW {
             r.fail(
                 "footer-limit",
                 format!("history row {i}: {} params (limit 32)", p.len()),
             );
         }
-        if p.iter()
-            .any(|(k, v)| !fits(k) || !v.as_str().is_some_and(fits))
-        {
+        if p.iter().any(|(k, v)| !fits(k) || !fits(v)) {
             r.fail(
                 "footer-limit",
                 format!("history row {i}: a param key or value is not a 1..=1024-byte string"),
@@ -891,18 +896,16 @@ fn check_history_row(i: usize, o: &Map<String, Value>, r: &mut Report) {
 }
 
 /// The metadata (inline or spilled): file entries, and the entry of each dataset.
-fn check_metadata(f: &TetFile, md: &Map<String, Value>, r: &mut Report) {
-    if let Some(file) = md.get("file").and_then(Value::as_object) {
-        for (k, v) in file {
-            if !v.is_string() {
-                r.fail(
-                    "footer-schema",
-                    format!("metadata.file.{k} is not a string"),
-                );
-            }
+fn check_metadata(f: &TetFile, md: &Metadata, r: &mut Report) {
+    for (k, v) in md.file.iter().flatten() {
+        if let Scalar::Other(_) = v {
+            r.fail(
+                "footer-schema",
+                format!("metadata.file.{k} is not a string"),
+            );
         }
     }
-    let Some(dsets) = md.get("datasets").and_then(Value::as_object) else {
+    let Some(dsets) = &md.datasets else {
         return;
     };
     if dsets.len() > limits::DATASET_ENTRIES {
@@ -920,9 +923,8 @@ fn check_metadata(f: &TetFile, md: &Map<String, Value>, r: &mut Report) {
     }
 }
 
-/// `metadata.datasets.<name>`: it names a dataset; its attrs, dim_names, coords and extension
-/// keys.
-fn check_dataset_metadata(f: &TetFile, name: &str, entry: &Value, r: &mut Report) {
+/// `metadata.datasets.<name>`: it names a dataset; its attrs, dim_names and coords.
+fn check_dataset_metadata(f: &TetFile, name: &str, e: &DatasetEntry, r: &mut Report) {
     let Some(id) = f.dataset_id(name) else {
         r.warn(
             "footer-dataset",
@@ -931,96 +933,58 @@ fn check_dataset_metadata(f: &TetFile, name: &str, entry: &Value, r: &mut Report
         return;
     };
     let ds = &f.datasets[id];
-    let Some(e) = entry.as_object() else {
-        r.fail(
-            "footer-schema",
-            format!("metadata.datasets.{name} is not an object"),
-        );
-        return;
-    };
-    if let Some(a) = e.get("attrs") {
+    if let Some(a) = &e.attrs {
         check_attrs(name, a, r);
     }
     let dim_names = e
-        .get("dim_names")
+        .dim_names
+        .as_ref()
         .map(|d| check_dim_names(name, ds, d, r))
         .unwrap_or_default();
-    if let Some(c) = e.get("coords") {
-        let Some(c) = c.as_object() else {
-            r.fail(
-                "footer-schema",
-                format!("`{name}`: coords is not an object"),
-            );
-            return;
-        };
-        for (axis, v) in c {
-            check_coord_axis(name, ds, &dim_names, axis, v, r);
-        }
-    }
-    if let Some(x) = e.get(EXT_KEY) {
-        if !x.is_object() {
-            r.fail(
-                "footer-schema",
-                format!("`{name}`: {EXT_KEY} is not an object"),
-            );
-        }
+    for (axis, v) in e.coords.iter().flatten() {
+        check_coord_axis(name, ds, &dim_names, axis, v, r);
     }
 }
 
-/// A dataset's attrs: an object of at most 64 strings within the limits.
-fn check_attrs(name: &str, a: &Value, r: &mut Report) {
-    let Some(a) = a.as_object() else {
-        r.fail("footer-schema", format!("`{name}`: attrs is not an object"));
-        return;
-    };
+/// A dataset's attrs: at most 64 strings within the limits.
+fn check_attrs(name: &str, a: &BTreeMap<String, String>, r: &mut Report) {
     if a.len() > limits::ATTRS_PER_DATASET {
         r.fail(
             "footer-limit",
             format!("`{name}`: {} attrs (limit 64)", a.len()),
         );
     }
-    for (k, v) in a {
-        match v.as_str() {
-            None => r.fail(
-                "footer-schema",
-                format!("`{name}`: attr `{k}` is not a string"),
-            ),
-            Some(s) if !fits(s) || !fits(k) => r.fail(
+    for (k, s) in a {
+        if !fits(s) || !fits(k) {
+            r.fail(
                 "footer-limit",
                 format!("`{name}`: attr `{k}` key or value outside 1..=1024 bytes"),
-            ),
-            _ => {}
+            );
         }
     }
 }
 
 /// A dataset's dim_names: one string within the limits per dimension. Returns them when they
-/// are all such strings (whatever their number), else none.
-fn check_dim_names(name: &str, ds: &DatasetInfo, d: &Value, r: &mut Report) -> Vec<String> {
-    match d.as_array() {
-        Some(a) if a.iter().all(|x| x.as_str().is_some_and(fits)) => {
-            if a.len() != ds.shape.len() {
-                r.fail(
-                    "footer-schema",
-                    format!(
-                        "`{name}`: {} dim_names for rank {}",
-                        a.len(),
-                        ds.shape.len()
-                    ),
-                );
-            }
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        }
-        _ => {
-            r.fail(
-                "footer-schema",
-                format!("`{name}`: dim_names is not a list of 1..=1024-byte strings"),
-            );
-            Vec::new()
-        }
+/// are all within the limits (whatever their number), else none.
+fn check_dim_names(name: &str, ds: &DatasetInfo, d: &[String], r: &mut Report) -> Vec<String> {
+    if !d.iter().all(|x| fits(x)) {
+        r.fail(
+            "footer-schema",
+            format!("`{name}`: dim_names is not a list of 1..=1024-byte strings"),
+        );
+        return Vec::new();
     }
+    if d.len() != ds.shape.len() {
+        r.fail(
+            "footer-schema",
+            format!(
+                "`{name}`: {} dim_names for rank {}",
+                d.len(),
+                ds.shape.len()
+            ),
+        );
+    }
+    d.to_vec()
 }
 
 /// One axis of a dataset's coords: a labels list within the limits, one label per position
@@ -1030,17 +994,10 @@ fn check_coord_axis(
     ds: &DatasetInfo,
     dim_names: &[String],
     axis: &str,
-    v: &Value,
+    v: &CoordAxis,
     r: &mut Report,
 ) {
-    let labels = v.get("labels").and_then(Value::as_array);
-    let Some(labels) = labels else {
-        r.fail(
-            "footer-schema",
-            format!("`{name}`: coords `{axis}` has no labels list"),
-        );
-        return;
-    };
+    let labels = &v.labels;
     if labels.len() > limits::LABELS_PER_AXIS {
         r.fail(
             "footer-limit",
@@ -1050,7 +1007,7 @@ fn check_coord_axis(
             ),
         );
     }
-    if labels.iter().any(|l| !l.as_str().is_some_and(fits)) {
+    if labels.iter().any(|l| !fits(l)) {
         r.fail(
             "footer-limit",
             format!("`{name}`: a label of `{axis}` is not a 1..=1024-byte string"),

@@ -26,7 +26,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use tempfile::NamedTempFile;
 
 use super::budget::MemoryBudget;
-use super::footer::{limits, Footer, EXT_KEY, EXT_VERSION};
+use super::footer::{limits, Footer};
 use super::integrity;
 use super::{
     align8, invalid, payload_alignment, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
@@ -766,18 +766,11 @@ impl<'a> TetWriter<'a> {
         }
 
         // Footer: metadata spill (when needed), history JSON, trailer.
-        let mut enc = footer.encode().map_err(TetError::Invalid)?;
+        let mut enc = footer
+            .encode()
+            .map_err(|e| TetError::Invalid(e.to_string()))?;
         if checksums {
-            let digests = integrity::chunk_digests_json(out.rows.iter().map(|r| r.digest));
-            if let serde_json::Value::Object(md) = &mut enc.metadata {
-                let ext = md
-                    .entry(EXT_KEY)
-                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
-                if let serde_json::Value::Object(ext) = ext {
-                    ext.insert(integrity::CHUNK_DIGESTS_KEY.into(), digests);
-                    ext.insert("version".into(), EXT_VERSION.into());
-                }
-            }
+            enc.set_chunk_digests(integrity::chunk_digests(out.rows.iter().map(|r| r.digest)));
         }
         let inline = enc.inline_json();
         let json = if inline.len() > limits::INLINE_JSON {

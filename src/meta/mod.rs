@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tet_source::{AttrValue, ElementType, Fact, Role, TextVariable, Variable};
+use tet_source::{AttrValue, ElementType, Role, TextVariable, Variable};
 
-use crate::format::footer::{attrs_to_json, DatasetMeta, HistoryRow};
+use crate::format::footer::{DatasetMeta, HistoryRow, RecordedRole, TextVariableRecord};
+use crate::format::schema::{Facts, Lenient};
 
 pub use crate::lower::{storage_type, Widen};
 
@@ -153,136 +153,27 @@ pub fn dataset_meta(
             }
         }
     }
-    if let Some(shape) = source_shape {
-        m.extra
-            .insert(crate::lower::SOURCE_SHAPE_KEY.into(), json!(shape));
-    }
+    let r = &mut m.ext;
+    r.source_shape = source_shape.map(<[u64]>::to_vec);
     if let Some(w) = widen.describe() {
-        m.extra
-            .insert("source_dtype".into(), json!(var.dtype.name()));
-        m.extra.insert("widened".into(), json!(w));
+        r.source_dtype = Some(var.dtype.name().to_string());
+        r.widened = Some(w.to_string());
     }
     if var.role == Role::Coordinate {
-        m.extra.insert("role".into(), json!("coordinate"));
+        r.role = Some(RecordedRole::Coordinate);
     }
-    if let Some(c) = &var.layout.chunk_shape {
-        m.extra.insert("source_chunks".into(), json!(c));
-    }
-    if !var.layout.filters.is_empty() {
-        m.extra
-            .insert("source_filters".into(), json!(var.layout.filters));
-    }
-    if !var.notes.is_empty() {
-        m.extra.insert("notes".into(), json!(var.notes));
-    }
-    if !var.facts.is_empty() {
-        m.extra.insert(
-            "source_facts".into(),
-            attrs_to_json(&Fact::all_entries(&var.facts)),
-        );
-    }
+    r.source_chunks = var.layout.chunk_shape.clone();
+    r.source_filters = (!var.layout.filters.is_empty()).then(|| var.layout.filters.clone());
+    r.notes = (!var.notes.is_empty()).then(|| var.notes.clone());
+    r.source_facts = (!var.facts.is_empty()).then(|| Facts(var.facts.clone()));
     m
 }
 
 /// The footer's record of string variables (`tet_ext.text_variables`).
-pub fn text_variables_json(vars: &[TextVariable]) -> Value {
-    Value::Array(
-        vars.iter()
-            .map(|t| {
-                let mut v = json!({
-                    "name": t.name,
-                    "shape": t.shape,
-                    "dims": t.dims,
-                    "values": t.values,
-                    "attrs": attrs_to_json(&t.attrs),
-                });
-                if let Some(c) = &t.char_axis {
-                    v["char_dim"] = json!({"name": c.dim, "len": c.len});
-                }
-                // Only when there are some: records of variables without facts are unchanged.
-                if !t.facts.is_empty() {
-                    v["facts"] = attrs_to_json(&Fact::all_entries(&t.facts));
-                }
-                v
-            })
-            .collect(),
-    )
-}
-
-/// One entry of the footer's `text_variables` read back (the inverse of
-/// [`text_variables_json`]); `None` when it is malformed: a field missing or mistyped, or a
-/// value count other than the product of the shape. Dims of another length than the shape are
-/// dropped, as is a `char_dim` that is not `{name, len}`.
-pub fn text_variable_from_json(t: &Value) -> Option<TextVariable> {
-    let strings = |v: &Value| -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|x| x.as_str().map(str::to_string))
-            .collect()
-    };
-    let name = t.get("name")?.as_str()?.to_string();
-    let shape: Vec<u64> = t
-        .get("shape")?
-        .as_array()?
-        .iter()
-        .map(Value::as_u64)
-        .collect::<Option<_>>()?;
-    let values = strings(t.get("values")?)?;
-    let n = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
-    if n != values.len() as u64 {
-        return None;
-    }
-    let dims = t
-        .get("dims")
-        .and_then(strings)
-        .filter(|d| d.len() == shape.len());
-    let attrs = t
-        .get("attrs")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((
-                        p.first()?.as_str()?.to_string(),
-                        crate::format::footer::attr_from_json(p.get(1)?)?,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let char_axis = t.get("char_dim").and_then(|c| {
-        Some(tet_source::CharAxis {
-            dim: c.get("name")?.as_str()?.to_string(),
-            len: c.get("len")?.as_u64()?,
-        })
-    });
-    let facts = t
-        .get("facts")
-        .and_then(Value::as_array)
-        .map(|a| {
-            let entries: Vec<(String, AttrValue)> = a
-                .iter()
-                .filter_map(|p| {
-                    let p = p.as_array()?;
-                    Some((
-                        p.first()?.as_str()?.to_string(),
-                        crate::format::footer::attr_from_json(p.get(1)?)?,
-                    ))
-                })
-                .collect();
-            Fact::from_entries(&entries)
-        })
-        .unwrap_or_default();
-    Some(TextVariable {
-        name,
-        shape,
-        dims,
-        values,
-        attrs,
-        char_axis,
-        facts,
-    })
+pub fn text_variable_records(vars: &[TextVariable]) -> Vec<Lenient<TextVariableRecord>> {
+    vars.iter()
+        .map(|t| Lenient::Typed(TextVariableRecord::new(t)))
+        .collect()
 }
 
 /// A history row's `at` (decimal Unix seconds) as ISO 8601 UTC (`2026-11-22T18:00:00Z`), when
@@ -523,6 +414,7 @@ pub fn convert_row(
 mod tests {
     use super::*;
     use crate::format::DType;
+    use tet_source::Fact;
 
     #[test]
     fn text_variables_read_back_as_written() {
@@ -549,21 +441,29 @@ mod tests {
                 facts: Vec::new(),
             },
         ];
-        let json = text_variables_json(&vars);
-        let back: Vec<TextVariable> = json
-            .as_array()
-            .unwrap()
+        let records = text_variable_records(&vars);
+        let json = serde_json::to_value(&records).unwrap();
+        let read: Vec<Lenient<TextVariableRecord>> = serde_json::from_value(json.clone()).unwrap();
+        let back: Vec<TextVariable> = read
             .iter()
-            .map(|t| text_variable_from_json(t).unwrap())
+            .map(|t| t.typed().unwrap().variable().unwrap())
             .collect();
         assert_eq!(back, vars);
+        assert_eq!(json[0]["char_dim"], serde_json::json!({"name": "name_strlen", "len": 8}));
+        assert!(json[1]["dims"].is_null() && json[1].get("facts").is_none());
         // Malformed: a value count other than the shape's product, a missing field.
         let mut bad = json[0].clone();
         bad["shape"] = serde_json::json!([4]);
-        assert!(text_variable_from_json(&bad).is_none());
+        let r: Lenient<TextVariableRecord> = serde_json::from_value(bad).unwrap();
+        assert!(r.typed().unwrap().variable().is_none());
         bad = json[0].clone();
         bad.as_object_mut().unwrap().remove("values");
-        assert!(text_variable_from_json(&bad).is_none());
+        let r: Lenient<TextVariableRecord> = serde_json::from_value(bad).unwrap();
+        assert!(r.typed().is_none());
+        assert_eq!(
+            crate::format::schema::text_record_name(&r).as_deref(),
+            Some("g/station_name")
+        );
     }
 
     #[test]
