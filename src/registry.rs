@@ -181,19 +181,28 @@ pub enum IdentifyError {
     },
 }
 
+/// Bytes of an input's start that identification looks at.
+pub const HEAD_BYTES: u64 = 4096;
+
 /// Picks the importer for `path`: magic bytes first, the extension as a tie-break.
 pub fn identify(path: &Path) -> Result<&'static dyn Importer, IdentifyError> {
     let mut head = Vec::new();
     if !path.is_dir() {
         std::fs::File::open(path)?
-            .take(4096)
+            .take(HEAD_BYTES)
             .read_to_end(&mut head)?;
     }
+    identify_head(path, &head)
+}
+
+/// [`identify`] of an input named `path` (a URL too) whose first bytes (up to [`HEAD_BYTES`])
+/// are `head`.
+pub fn identify_head(path: &Path, head: &[u8]) -> Result<&'static dyn Importer, IdentifyError> {
     let all = formats();
     let mut best: Option<(Confidence, bool, &'static dyn Importer)> = None;
     for f in &all {
         let Some(imp) = f.importer else { continue };
-        let c = imp.identify(path, &head);
+        let c = imp.identify(path, head);
         if c == Confidence::No {
             continue;
         }

@@ -425,6 +425,8 @@ impl Proxy {
                     let mut pending = Vec::new();
                     // A stalled request is never forwarded (the server waits for its body).
                     let mut stalled = false;
+                    // The request line a `Range` header belongs to (recorded as `RANGE …`).
+                    let mut request = String::new();
                     loop {
                         let n = match client.read(&mut buf) {
                             Ok(0) | Err(_) => break,
@@ -479,7 +481,14 @@ impl Proxy {
                                 {
                                     cut_flag.store(true, std::sync::atomic::Ordering::SeqCst);
                                 }
+                                request.clone_from(&line);
                                 seen.lock().unwrap().push(line);
+                            } else if let Some(range) = line
+                                .get(..6)
+                                .filter(|h| h.eq_ignore_ascii_case("range:"))
+                                .map(|_| line[6..].trim())
+                            {
+                                seen.lock().unwrap().push(format!("RANGE {range} {request}"));
                             }
                         }
                         if pending.len() > 1 << 20 {
@@ -690,7 +699,14 @@ fn failures_in_a_batch_are_one_line_and_a_failed_row_and_the_batch_goes_on() {
             .any(|l| l.contains("nobucket") && l.contains("no such bucket")),
         "{err}"
     );
-    assert!(fails.iter().any(|l| l.contains("cut.npy")), "{err}");
+    // Cut mid-read: the first ranged GET of cut.npy (read by ranges, no spool) loses its
+    // connection after 64 KiB, and so does its retry.
+    assert!(
+        fails
+            .iter()
+            .any(|l| l.contains("cut.npy") && l.contains("connection lost")),
+        "{err}"
+    );
     assert!(!err.contains("verysecretvalue"));
     let rows = ledger_rows(&report);
     let status = |name: &str| {
@@ -841,6 +857,189 @@ fn a_terminated_or_killed_upload_leaves_no_object_and_the_next_run_aborts_it() {
         &moto.run(TET, &["verify", "--deep", fetched.to_str().unwrap()]),
         "verify",
     );
+}
+
+/// The bytes each `RANGE bytes=A-B …` line of the proxy asked for.
+fn ranged_bytes(lines: &[String]) -> u64 {
+    lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("RANGE bytes="))
+        .filter_map(|r| {
+            let (a, b) = r.split_whitespace().next()?.split_once('-')?;
+            Some(b.parse::<u64>().ok()? + 1 - a.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+/// Runs `c` (its output dropped): whether it succeeded, and its peak resident memory in KiB.
+fn peak_rss_kib(mut c: Command) -> (bool, u64) {
+    let child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data, for which all zero bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not waited for yet (`child` is dropped without a wait); the
+    // pointers are to live locals of the types wait4 fills.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    drop(child);
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    (ok, u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
+
+/// Writes a `.npy` of `rows` x `cols` f64 whose value at (r, c) is `r * cols + c`.
+fn write_f64_npy(path: &Path, rows: u64, cols: u64) {
+    let header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    w.write_all(b"\x93NUMPY\x01\x00").unwrap();
+    w.write_all(&((header.len() + pad + 1) as u16).to_le_bytes())
+        .unwrap();
+    w.write_all(header.as_bytes()).unwrap();
+    w.write_all(&vec![b' '; pad]).unwrap();
+    w.write_all(b"\n").unwrap();
+    for r in 0..rows {
+        let row: Vec<u8> = (0..cols)
+            .flat_map(|c| ((r * cols + c) as f64).to_le_bytes())
+            .collect();
+        w.write_all(&row).unwrap();
+    }
+    w.flush().unwrap();
+}
+
+#[test]
+fn engine_formats_are_read_by_ranges_with_no_spool() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // A spool folder that is a file: any spool (or free-space check under it) would fail.
+    let no_spool = tmp.path().join("spool-is-a-file");
+    std::fs::write(&no_spool, b"").unwrap();
+    let proxy = Proxy::start(&moto.endpoint, None, None);
+    let convert = |url: &str, out: &Path| {
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args([
+            url,
+            out.to_str().unwrap(),
+            "--spool-dir",
+            no_spool.to_str().unwrap(),
+        ]);
+        c.output().unwrap()
+    };
+    for rel in [
+        "npy/rank3.npy",
+        "npy/big_endian_f64.npy",
+        "npy/fortran_order_f64.npy",
+        "npy/structured_record.npy",
+        "npy/arrays_savez.npz",
+        "npy/arrays_compressed.npz",
+        "teafile/tick_full.tea",
+        "tensogram/two_objects.tgm",
+    ] {
+        let input = corpus(rel);
+        let name = input.file_name().unwrap().to_str().unwrap().to_string();
+        moto.helper(&["put", "inbox", &name, input.to_str().unwrap()]);
+        proxy.take();
+        let url = format!("s3://inbox/{name}");
+        let out = tmp.path().join(format!("{name}.tet"));
+        ok(&convert(&url, &out), &url);
+        let local = tmp.path().join(format!("{name}.local.tet"));
+        ok(
+            &moto.run(CONVERT, &[input.to_str().unwrap(), local.to_str().unwrap()]),
+            "local conversion",
+        );
+        assert_eq!(datasets(&out), datasets(&local), "{name}: values differ");
+        assert_eq!(last_history_params(&out).get("input"), Some(&url));
+        // One plain GET streams the object for the input digest; every other GET is ranged.
+        let lines = proxy.take();
+        let gets = lines.iter().filter(|l| l.starts_with("GET /inbox/")).count();
+        let ranged = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
+        assert!(ranged >= 1, "{name}: {lines:?}");
+        assert_eq!(gets, ranged + 1, "{name}: {lines:?}");
+        let size = std::fs::metadata(&input).unwrap().len();
+        assert!(ranged_bytes(&lines) > 0 && ranged_bytes(&lines) <= 2 * size.max(256 << 10));
+    }
+    // NetCDF is spooled (its C library needs a file): the same spool folder fails it, naming it.
+    if cfg!(feature = "netcdf") {
+        let input = corpus("netcdf/nc4_classic_chunked.nc");
+        moto.helper(&["put", "inbox", "c.nc", input.to_str().unwrap()]);
+        let o = convert("s3://inbox/c.nc", &tmp.path().join("c.tet"));
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("spool-is-a-file"), "{err}");
+    }
+}
+
+#[test]
+fn a_large_npy_object_is_read_in_bounded_memory_and_a_selection_fetches_its_rows() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // 64 MiB: 1024 rows of 64 KiB.
+    let (rows, cols) = (1024u64, 8192u64);
+    let big = tmp.path().join("big.npy");
+    write_f64_npy(&big, rows, cols);
+    moto.helper(&["put", "inbox", "big.npy", big.to_str().unwrap()]);
+    let proxy = Proxy::start(&moto.endpoint, None, None);
+    let run = |args: &[&str]| {
+        let mut c = Command::new(CONVERT);
+        moto.env(&mut c);
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .args(args)
+            .args(["--isolation", "none"]);
+        c
+    };
+    // A selection of 16 rows: the ranged reads fetch those rows (1 MiB) and the first block.
+    let rows_out = tmp.path().join("rows.tet");
+    let o = run(&[
+        "s3://inbox/big.npy",
+        rows_out.to_str().unwrap(),
+        "--isel",
+        "dim_0=100:116",
+    ])
+    .output()
+    .unwrap();
+    ok(&o, "selection");
+    let lines = proxy.take();
+    let fetched = ranged_bytes(&lines);
+    assert!(
+        fetched >= 16 * cols * 8 && fetched <= 16 * cols * 8 + (512 << 10),
+        "{fetched} bytes fetched by ranges: {lines:?}"
+    );
+    let f = TetFile::open(&rows_out).unwrap();
+    let want: Vec<u8> = (100 * cols..116 * cols)
+        .flat_map(|v| (v as f64).to_le_bytes())
+        .collect();
+    assert_eq!(f.read_dataset(0).unwrap(), want);
+
+    // The whole object, and the same file converted locally, with the same memory budget for
+    // chunk data: reading by ranges adds its windows (2 x 8 MiB), its cache (8 MiB) and the
+    // client, far less than the object.
+    let local_out = tmp.path().join("local.tet");
+    let (local_ok, local_kib) = peak_rss_kib(run(&[
+        big.to_str().unwrap(),
+        local_out.to_str().unwrap(),
+        "--memory-budget",
+        "16MiB",
+    ]));
+    let all_out = tmp.path().join("all.tet");
+    let (ranged_ok, ranged_kib) = peak_rss_kib(run(&[
+        "s3://inbox/big.npy",
+        all_out.to_str().unwrap(),
+        "--memory-budget",
+        "16MiB",
+    ]));
+    assert!(local_ok && ranged_ok);
+    eprintln!("peak RSS: {ranged_kib} KiB by ranges, {local_kib} KiB from the file");
+    assert!(
+        ranged_kib < local_kib + (40 << 10),
+        "peak RSS {ranged_kib} KiB by ranges, {local_kib} KiB from the file"
+    );
+    assert_eq!(datasets(&all_out), datasets(&local_out));
+    let lines = proxy.take();
+    let fetched = ranged_bytes(&lines);
+    assert!(fetched < rows * cols * 8 + (1 << 20), "{fetched}");
 }
 
 /// Issue 22: "transient errors are retried with backoff, and the ledger row says how many

@@ -1,6 +1,8 @@
 //! A job whose input or output is an object URL ([`crate::storage`]).
 //!
-//! - An object input is downloaded into a spool folder under `--spool-dir` (free space checked
+//! - An object input in a format the engine decodes itself (NPY/NPZ, TeaFile, Tensogram) is
+//!   read with ranged requests, no spool (`input`). Any other (NetCDF, HDF5: their C libraries
+//!   need a file) is downloaded into a spool folder under `--spool-dir` (free space checked
 //!   first; removed on success, failure and signal, and by the next run when its owner was
 //!   killed); a prefix (a Zarr store) is downloaded object by object. The history row names the
 //!   URL and records the object's stamp (ETag, size, last-modified), never the spool path.
@@ -31,6 +33,9 @@ use crate::meta;
 use crate::pipeline::{convert, ConvertError, ConvertOptions};
 use crate::registry;
 use crate::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
+
+mod input;
+use input::ObjectInput;
 
 /// Object metadata keys of an uploaded output (S3 lower-cases them).
 const META_DIGEST: &str = "tet-input-digest";
@@ -333,15 +338,17 @@ impl Staged<'_> {
         rebuild: Option<Rebuild>,
     ) -> Outcome {
         let input = self.input;
-        let spool = match &self.src {
-            Some(o) => match o.download(&self.root, &opts.cancel) {
-                Ok(s) => Some(s),
+        let object_in = match &self.src {
+            Some(o) => match ObjectInput::open(o, &self.root, &opts.cancel) {
+                Ok(i) => Some(i),
                 Err(e) => return failed(out, input, &e),
             },
             None => None,
         };
-        let local_in = spool.as_ref().map_or(input, Spool::path);
-        if let Ok(imp) = registry::identify(local_in) {
+        let spool = object_in.as_ref().and_then(ObjectInput::spool);
+        let local_in = spool.map_or(input, Spool::path);
+        let importer = object_in.as_ref().and_then(ObjectInput::importer);
+        if let Some(imp) = importer.map_or_else(|| registry::identify(local_in).ok(), Some) {
             out.row.format = Some(imp.id().to_owned());
             stage(imp.name());
         }
@@ -376,12 +383,13 @@ impl Staged<'_> {
             input.display(),
             self.output.display()
         );
-        let r = match convert(local_in, local_out, &opts) {
+        let converted = object_in.as_ref().and_then(|i| i.convert(input, local_out, &opts));
+        let r = match converted.unwrap_or_else(|| convert(local_in, local_out, &opts)) {
             Ok(r) => r,
             Err(ConvertError::Interrupted(sig)) => return interrupted(out, sig),
             Err(e) => return failed_text(out, input, e.to_string()),
         };
-        drop(spool);
+        drop(object_in);
         if let Some(o) = &self.dst {
             if let Err(e) = self.publish(o, local_out, &r.input_digest, &opts) {
                 return match e {

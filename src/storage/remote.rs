@@ -29,6 +29,8 @@ use sha2::{Digest as _, Sha256};
 use super::{Answer, Cause, Options, StorageError};
 use crate::control::Cancel;
 
+pub mod ranged;
+
 /// Spool folders are named `.tet-spool-XXXXXX` and hold a `.lock` file their owner keeps
 /// locked (`flock`) while it lives.
 pub const SPOOL_PREFIX: &str = ".tet-spool-";

@@ -1,0 +1,482 @@
+//! An object read by ranges ([`RangedObject`]): the [`ByteSource`] the importers of the formats
+//! the engine decodes itself (NPY/NPZ, TeaFile, Tensogram) read an object input through,
+//! instead of a spool file.
+//!
+//! - Every request is a ranged GET conditional on the ETag the object had when it was opened,
+//!   so an object replaced during the conversion is an error ("the object changed"), never a
+//!   mix of two versions.
+//! - A read of at least [`BLOCK`] bytes that does not continue the previous one (a selection,
+//!   a jump) is fetched as it is, in requests of at most [`PIECE`] bytes streamed straight into
+//!   the caller's buffer. One that continues it (a scan in order, as the engine reads chunk
+//!   after chunk) fetches a window of [`WINDOW`] bytes from there, which the next reads are
+//!   served from; [`WINDOWS`] windows are kept (threads reading neighbouring chunks at once
+//!   share them). Fewer, larger requests: a server whose cost is per request (moto copies the
+//!   whole object for each ranged GET) is not asked 256 times per GiB.
+//! - Smaller reads (headers, zip directories, frame headers) go through a cache of
+//!   [`CACHE_BLOCKS`] blocks of [`BLOCK`] bytes; a miss right after the previous block fetches
+//!   [`READ_AHEAD`] blocks at once.
+//! - At most [`IN_FLIGHT`] requests are in flight for the object, over all the threads that
+//!   read it. Memory is therefore bounded by the windows (16 MiB), the cache (8 MiB) and the
+//!   caller's buffers, whatever the object's size.
+//! - [`RangedObject::digest`] streams the whole object once (one plain GET, conditional on the
+//!   same ETag) for the input digest of the history row, a piece at a time.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use futures_util::StreamExt as _;
+use object_store::{GetOptions, GetRange, ObjectStore as _};
+use sha2::{Digest as _, Sha256};
+use tet_source::byte_source::{check_range, ByteSource};
+
+use super::{Object, ObjectInfo};
+use crate::control::Cancel;
+use crate::storage::{Cause, StorageError};
+
+/// Bytes of a cache block; reads at least this long bypass the cache.
+pub const BLOCK: u64 = 256 << 10;
+/// Blocks the cache keeps (8 MiB).
+pub const CACHE_BLOCKS: usize = 32;
+/// Blocks fetched at once when small reads walk the object in order (2 MiB).
+pub const READ_AHEAD: u64 = 8;
+/// Most bytes of one request.
+pub const PIECE: u64 = 8 << 20;
+/// Bytes fetched at once for a read that continues the previous one.
+pub const WINDOW: u64 = 8 << 20;
+/// Windows kept.
+pub const WINDOWS: usize = 2;
+/// Most requests in flight for one object.
+pub const IN_FLIGHT: usize = 4;
+
+/// An object opened for reading by ranges (see the module docs).
+pub struct RangedObject {
+    object: Object,
+    info: ObjectInfo,
+    cancel: Cancel,
+    cache: Mutex<Cache>,
+    windows: Mutex<Windows>,
+    /// Requests that may still start.
+    permits: Mutex<usize>,
+    freed: Condvar,
+    requests: AtomicU64,
+    fetched: AtomicU64,
+}
+
+impl std::fmt::Debug for RangedObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RangedObject")
+            .field("url", &self.object.url())
+            .field("size", &self.info.size)
+            .finish()
+    }
+}
+
+/// The blocks kept, least recently used first out.
+#[derive(Default)]
+struct Cache {
+    blocks: Vec<(u64, Arc<Vec<u8>>, u64)>,
+    clock: u64,
+    /// The block after the last one a small read missed.
+    next: u64,
+}
+
+impl Cache {
+    fn get(&mut self, block: u64) -> Option<Arc<Vec<u8>>> {
+        self.clock += 1;
+        let now = self.clock;
+        let hit = self.blocks.iter_mut().find(|(b, _, _)| *b == block)?;
+        hit.2 = now;
+        Some(hit.1.clone())
+    }
+
+    fn put(&mut self, block: u64, bytes: Arc<Vec<u8>>) {
+        self.clock += 1;
+        if self.blocks.iter().any(|(b, _, _)| *b == block) {
+            return;
+        }
+        if self.blocks.len() >= CACHE_BLOCKS {
+            if let Some(oldest) = (0..self.blocks.len()).min_by_key(|&i| self.blocks[i].2) {
+                self.blocks.swap_remove(oldest);
+            }
+        }
+        self.blocks.push((block, bytes, self.clock));
+    }
+}
+
+/// The windows of a scan in order, oldest first.
+#[derive(Default)]
+struct Windows {
+    list: Vec<Arc<Window>>,
+    /// Where the last large read ended.
+    last_end: u64,
+}
+
+/// `len` bytes of the object from `start`, fetched by one thread while the others wait.
+struct Window {
+    start: u64,
+    len: u64,
+    /// `None` while loading; `Some(None)` when the load failed.
+    bytes: Mutex<Option<Option<Arc<Vec<u8>>>>>,
+    loaded: Condvar,
+}
+
+impl Window {
+    /// The bytes once loaded, `None` when the load failed.
+    fn wait(&self) -> Option<Arc<Vec<u8>>> {
+        let mut b = self.bytes.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(r) = b.as_ref() {
+                return r.clone();
+            }
+            b = self.loaded.wait(b).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn set(&self, r: Option<Arc<Vec<u8>>>) {
+        *self.bytes.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        self.loaded.notify_all();
+    }
+}
+
+/// A failed read: the cause on its own (the conversion's error line names the URL already),
+/// with the storage error kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{cause}")]
+pub struct ReadFailed {
+    cause: String,
+    #[source]
+    source: StorageError,
+}
+
+fn to_io(e: StorageError) -> io::Error {
+    let kind = match &e {
+        StorageError::Interrupted { .. } => io::ErrorKind::Interrupted,
+        _ => io::ErrorKind::Other,
+    };
+    io::Error::new(
+        kind,
+        ReadFailed {
+            cause: e.cause(),
+            source: e,
+        },
+    )
+}
+
+impl RangedObject {
+    /// Opens `object`, whose stat is `info` (its size, and the ETag every read is conditional
+    /// on). Requests stop as soon as `cancel` asks.
+    pub fn new(object: Object, info: ObjectInfo, cancel: Cancel) -> RangedObject {
+        RangedObject {
+            object,
+            info,
+            cancel,
+            cache: Mutex::new(Cache::default()),
+            windows: Mutex::new(Windows::default()),
+            permits: Mutex::new(IN_FLIGHT),
+            freed: Condvar::new(),
+            requests: AtomicU64::new(0),
+            fetched: AtomicU64::new(0),
+        }
+    }
+
+    /// The object's URL.
+    pub fn url(&self) -> &str {
+        self.object.url()
+    }
+
+    /// Ranged requests made so far, and the bytes they fetched.
+    pub fn fetched(&self) -> (u64, u64) {
+        (
+            self.requests.load(Ordering::Relaxed),
+            self.fetched.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The first `n` bytes (fewer for a shorter object), for identifying the format. Fails
+    /// with the store's error, e.g. when the server ignores ranges ([`ignores_ranges`]).
+    pub fn head(&self, n: u64) -> Result<Vec<u8>, StorageError> {
+        let n = n.min(self.info.size);
+        let mut buf = vec![0u8; usize::try_from(n).unwrap_or(0)];
+        if !buf.is_empty() {
+            self.read_cached(0, &mut buf)?;
+        }
+        Ok(buf)
+    }
+
+    /// Waits for a request slot; takes up to `want` of those free (at least one).
+    fn acquire(&self, want: usize) -> usize {
+        let mut free = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        let got = want.clamp(1, *free);
+        *free -= got;
+        got
+    }
+
+    fn release(&self, n: usize) {
+        let mut free = self.permits.lock().unwrap_or_else(|e| e.into_inner());
+        *free += n;
+        drop(free);
+        self.freed.notify_all();
+    }
+
+    /// Fills each `(offset, buffer)` of `parts` with one ranged GET, a few at a time.
+    fn fetch(&self, parts: Vec<(u64, &mut [u8])>) -> Result<(), StorageError> {
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let slots = self.acquire(parts.len().min(IN_FLIGHT));
+        let o = &self.object;
+        let etag = self.info.etag.clone();
+        let count = parts.len() as u64;
+        let bytes: u64 = parts.iter().map(|(_, b)| b.len() as u64).sum();
+        let requests = parts.into_iter().map(|(offset, buf)| {
+            let etag = etag.clone();
+            async move {
+                let end = offset + buf.len() as u64;
+                let opts = GetOptions::new()
+                    .with_range(Some(GetRange::Bounded(offset..end)))
+                    .with_if_match(etag);
+                let wrong = |got: usize| object_store::Error::Generic {
+                    store: "ranged read",
+                    source: format!("bytes {offset}..{end}: the answer holds {got} bytes").into(),
+                };
+                let mut s = o.store.get_opts(&o.key, opts).await?.into_stream();
+                let mut at = 0usize;
+                while let Some(piece) = s.next().await {
+                    let piece = piece?;
+                    let to = at + piece.len();
+                    let Some(dst) = buf.get_mut(at..to) else {
+                        return Err(wrong(to));
+                    };
+                    dst.copy_from_slice(&piece);
+                    at = to;
+                }
+                if at != buf.len() {
+                    return Err(wrong(at));
+                }
+                Ok(())
+            }
+        });
+        let all = async {
+            let mut s = futures_util::stream::iter(requests).buffer_unordered(slots);
+            while let Some(r) = s.next().await {
+                r?;
+            }
+            Ok::<(), object_store::Error>(())
+        };
+        let r = o.wait(all, &self.cancel);
+        self.release(slots);
+        self.requests.fetch_add(count, Ordering::Relaxed);
+        self.fetched.fetch_add(bytes, Ordering::Relaxed);
+        r
+    }
+
+    /// A large read: from a window when it continues the previous read (or lies in a window),
+    /// else straight into `buf`.
+    fn read_large(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let end = offset + buf.len() as u64;
+        let (window, load) = {
+            let mut ws = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+            let sequential = offset == ws.last_end;
+            ws.last_end = end;
+            let found = ws
+                .list
+                .iter()
+                .find(|w| w.start <= offset && end <= w.start + w.len)
+                .cloned();
+            match found {
+                Some(w) => (Some(w), false),
+                None if sequential && end - offset < WINDOW => {
+                    let w = Arc::new(Window {
+                        start: offset,
+                        len: WINDOW.min(self.info.size - offset),
+                        bytes: Mutex::new(None),
+                        loaded: Condvar::new(),
+                    });
+                    if ws.list.len() >= WINDOWS {
+                        ws.list.remove(0);
+                    }
+                    ws.list.push(w.clone());
+                    (Some(w), true)
+                }
+                None => (None, false),
+            }
+        };
+        let Some(w) = window else {
+            return self.read_direct(offset, buf);
+        };
+        if load {
+            let mut bytes = vec![0u8; usize::try_from(w.len).unwrap_or(0)];
+            match self.read_direct(w.start, &mut bytes) {
+                Ok(()) => w.set(Some(Arc::new(bytes))),
+                Err(e) => {
+                    w.set(None);
+                    return Err(e);
+                }
+            }
+        }
+        match w.wait() {
+            Some(bytes) => {
+                let from = (offset - w.start) as usize;
+                buf.copy_from_slice(&bytes[from..from + buf.len()]);
+                Ok(())
+            }
+            // Its loader got the error: this read asks for itself (and gets its own error).
+            None => self.read_direct(offset, buf),
+        }
+    }
+
+    /// A read straight into `buf`, in pieces of at most [`PIECE`] bytes.
+    fn read_direct(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let parts = buf
+            .chunks_mut(PIECE as usize)
+            .enumerate()
+            .map(|(i, c)| (offset + i as u64 * PIECE, c))
+            .collect();
+        self.fetch(parts)
+    }
+
+    /// The length of block `b` (the last one may be short).
+    fn block_len(&self, b: u64) -> usize {
+        let start = b * BLOCK;
+        usize::try_from(self.info.size.saturating_sub(start).min(BLOCK)).unwrap_or(0)
+    }
+
+    /// A small read, through the cache.
+    fn read_cached(&self, offset: u64, buf: &mut [u8]) -> Result<(), StorageError> {
+        let end = offset + buf.len() as u64;
+        let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+        let blocks_in_object = self.info.size.div_ceil(BLOCK);
+        let mut have: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
+        let mut missing = Vec::new();
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            for b in first..=last {
+                match cache.get(b) {
+                    Some(bytes) => have.push((b, bytes)),
+                    None => missing.push(b),
+                }
+            }
+            if let Some(&m) = missing.first() {
+                // In order: read ahead.
+                if m == cache.next && m > 0 {
+                    let upto = (m + READ_AHEAD).min(blocks_in_object);
+                    let more: Vec<u64> = (last + 1..upto)
+                        .filter(|b| cache.blocks.iter().all(|(x, _, _)| x != b))
+                        .collect();
+                    missing.extend(more);
+                }
+                cache.next = missing.iter().max().map_or(m, |x| x + 1);
+            }
+        }
+        if !missing.is_empty() {
+            let mut fresh: Vec<(u64, Vec<u8>)> = missing
+                .iter()
+                .map(|&b| (b, vec![0u8; self.block_len(b)]))
+                .collect();
+            let parts = fresh
+                .iter_mut()
+                .map(|(b, v)| (*b * BLOCK, v.as_mut_slice()))
+                .collect();
+            self.fetch(parts)?;
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            for (b, v) in fresh {
+                let v = Arc::new(v);
+                cache.put(b, v.clone());
+                if b <= last {
+                    have.push((b, v));
+                }
+            }
+        }
+        for (b, bytes) in have {
+            let block_start = b * BLOCK;
+            let from = offset.max(block_start);
+            let to = end.min(block_start + bytes.len() as u64);
+            if from >= to {
+                continue;
+            }
+            let src = &bytes[(from - block_start) as usize..(to - block_start) as usize];
+            buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    /// The input digest of the object (`sha256:<hex>`, as [`crate::meta::digest_input`] gives
+    /// for a file) and its size, from one streamed GET conditional on the ETag.
+    pub fn digest(&self) -> Result<(String, u64), StorageError> {
+        let o = &self.object;
+        let opts = GetOptions::new().with_if_match(self.info.etag.clone());
+        let fetch = async {
+            let mut h = Sha256::new();
+            let mut n = 0u64;
+            let mut s = o.store.get_opts(&o.key, opts).await?.into_stream();
+            while let Some(piece) = s.next().await {
+                let piece = piece?;
+                h.update(&piece);
+                n += piece.len() as u64;
+            }
+            Ok::<_, object_store::Error>((h, n))
+        };
+        let (h, n) = o.wait(fetch, &self.cancel)?;
+        if n != self.info.size {
+            return Err(StorageError::of_url(
+                o.url(),
+                Cause::Truncated {
+                    written: n,
+                    size: self.info.size,
+                },
+            ));
+        }
+        Ok((format!("sha256:{:x}", h.finalize()), n))
+    }
+}
+
+impl ByteSource for RangedObject {
+    fn len(&self) -> u64 {
+        self.info.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(self.info.size, offset, buf.len() as u64)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let r = if buf.len() as u64 >= BLOCK {
+            self.read_large(offset, buf)
+        } else {
+            self.read_cached(offset, buf)
+        };
+        r.map_err(to_io)
+    }
+}
+
+impl Drop for RangedObject {
+    fn drop(&mut self) {
+        let (n, bytes) = self.fetched();
+        log::debug!(
+            "{}: {n} ranged requests, {bytes} bytes of {}",
+            self.object.url(),
+            self.info.size
+        );
+    }
+}
+
+/// Whether the server answered a ranged request with the whole object (a plain HTTP server
+/// without range support): such an input is spooled instead.
+pub fn ignores_ranges(e: &StorageError) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(x) = next {
+        let text = x.to_string();
+        // object_store's two words for it: an S3-like answer of 200 to a ranged GET, and its
+        // HTTP store's check of the server's `Accept-Ranges`.
+        if text.contains("non-partial response") || text.contains("Range request not supported")
+        {
+            return true;
+        }
+        next = x.source();
+    }
+    false
+}
