@@ -451,6 +451,31 @@ pub fn convert_bytes(
     )
 }
 
+/// [`convert`] of a source the caller opened from an input that is no local file (a Zarr store
+/// under an object prefix, read through a zarrs storage): `format` is its importer's id,
+/// `digest` its input digest; `input` names it (a URL).
+pub fn convert_opened(
+    input: &Path,
+    source: Box<dyn Source>,
+    format: &str,
+    digest: InputDigest,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let started = Instant::now();
+    let (source, _cuts) = crate::select::apply(source, &opts.select)?;
+    convert_digested(
+        source.as_ref(),
+        format,
+        input,
+        output,
+        opts,
+        started,
+        None,
+        Some(digest),
+    )
+}
+
 /// Converts an opened source (format id `format`, read from `input`, which is also what the
 /// history digest covers) into `output`. `started` is when the conversion began, for the report.
 pub fn convert_source(

@@ -1165,6 +1165,70 @@ fn an_s3_input_without_credentials_says_so() {
     assert!(!out.exists());
 }
 
+/// Issue 22: "Zarr stores are read through zarrs' object-store adapter (a prefix is a store)".
+/// A store under a prefix converts with nothing written to the spool folder at any time (it is
+/// watched during the run), to the values of the local conversion, and records the same input
+/// digest as the local conversion of the same files.
+#[test]
+fn a_zarr_store_under_a_prefix_is_read_in_place() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let store = corpus("zarr/climate.zarr");
+    moto.helper(&[
+        "put",
+        "inbox",
+        "stores/climate.zarr",
+        store.to_str().unwrap(),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let out = tmp.path().join("climate.tet");
+    let url = "s3://inbox/stores/climate.zarr/";
+    let mut c = Command::new(CONVERT);
+    moto.env(&mut c);
+    let mut child = c
+        .args([
+            url,
+            out.to_str().unwrap(),
+            "--spool-dir",
+            spool.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    while child.try_wait().unwrap().is_none() {
+        seen.extend(
+            std::fs::read_dir(&spool)
+                .unwrap()
+                .map(|e| e.unwrap().path()),
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = child.wait_with_output().unwrap();
+    ok(&o, "zarr prefix");
+    assert!(seen.is_empty(), "the spool was used: {seen:?}");
+    let local = tmp.path().join("local.tet");
+    ok(
+        &moto.run(CONVERT, &[store.to_str().unwrap(), local.to_str().unwrap()]),
+        "local",
+    );
+    assert_eq!(datasets(&out), datasets(&local));
+    let history = |p: &Path| {
+        let f = TetFile::open(p).unwrap();
+        f.footer().unwrap().unwrap().history.last().unwrap().clone()
+    };
+    let (remote, here) = (history(&out), history(&local));
+    assert_eq!(remote.params.get("input").map(String::as_str), Some(url));
+    assert_eq!(remote.parents, here.parents, "the input digest");
+    assert_eq!(
+        remote.params.get("input_bytes"),
+        here.params.get("input_bytes")
+    );
+}
+
 /// An object output is treated as a local one: `--rehash` hashes the input (streamed, nothing
 /// spooled) and keeps an unchanged output; `--verify-existing` rebuilds a damaged output that
 /// its metadata alone calls up to date; a batch run never silently replaces an output made from

@@ -1,7 +1,8 @@
 //! The object input of a job, as the conversion reads it: by ranges ([`RangedObject`]) when its
 //! format is one the engine decodes itself (the importer reads a byte source: NPY/NPZ, TeaFile,
-//! Tensogram), else downloaded into a spool folder (NetCDF and HDF5, whose C libraries need a
-//! file; a prefix such as a Zarr store; a server that ignores ranges).
+//! Tensogram); a prefix (a Zarr store) in place, each key an object read through
+//! [`ObjectStorage`]; else downloaded into a spool folder (NetCDF and HDF5, whose C libraries
+//! need a file; a server that ignores ranges).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use tet_source::Importer;
 use crate::control::Cancel;
 use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, InputDigest};
 use crate::registry;
-use crate::storage::{ignores_ranges, Object, RangedObject, Spool, StorageError};
+use crate::storage::{ignores_ranges, Object, ObjectStorage, RangedObject, Spool, StorageError};
 
 /// How an object input is read.
 pub(super) enum ObjectInput {
@@ -23,6 +24,8 @@ pub(super) enum ObjectInput {
     },
     /// From a local copy.
     Spooled(Spool),
+    /// The objects under a prefix, as a Zarr store read in place.
+    Store(Object),
 }
 
 impl ObjectInput {
@@ -31,8 +34,8 @@ impl ObjectInput {
     pub(super) fn open(o: &Object, root: &Path, cancel: &Cancel) -> Result<Self, StorageError> {
         let info = match o.info() {
             Ok(i) => i,
-            // A prefix (a Zarr store): downloaded object by object.
-            Err(e) if e.is_not_found() => return o.download(root, cancel).map(Self::Spooled),
+            // A prefix: a Zarr store, read in place.
+            Err(e) if e.is_not_found() => return Ok(Self::Store(o.clone())),
             Err(e) => return Err(e),
         };
         let ranged = RangedObject::new(o.clone(), info, cancel.clone());
@@ -57,7 +60,7 @@ impl ObjectInput {
     pub(super) fn spool(&self) -> Option<&Spool> {
         match self {
             Self::Spooled(s) => Some(s),
-            Self::Ranged { .. } => None,
+            Self::Ranged { .. } | Self::Store(_) => None,
         }
     }
 
@@ -65,19 +68,23 @@ impl ObjectInput {
     pub(super) fn importer(&self) -> Option<&'static dyn Importer> {
         match self {
             Self::Ranged { importer, .. } => Some(*importer),
+            Self::Store(_) => Some(&tet_zarr::ZarrImporter),
             Self::Spooled(_) => None,
         }
     }
 
-    /// Converts the input read by ranges (`None` for a spooled one: it converts from its file).
+    /// Converts the input read by ranges or in place (`None` for a spooled one: it converts
+    /// from its file).
     pub(super) fn convert(
         &self,
         url: &Path,
         output: &Path,
         opts: &ConvertOptions,
     ) -> Option<Result<ConvertReport, ConvertError>> {
-        let Self::Ranged { bytes, importer } = self else {
-            return None;
+        let (bytes, importer) = match self {
+            Self::Ranged { bytes, importer } => (bytes, importer),
+            Self::Store(prefix) => return Some(convert_store(prefix, url, output, opts)),
+            Self::Spooled(_) => return None,
         };
         let hashed = bytes.clone();
         let digest: InputDigest = Box::new(move || hashed.digest().map_err(std::io::Error::other));
@@ -86,4 +93,22 @@ impl ObjectInput {
             url, *importer, source, digest, output, opts,
         ))
     }
+}
+
+/// Converts the Zarr store under `prefix` read in place: its keys through [`ObjectStorage`], its
+/// input digest streamed from its objects as a local copy's would be ([`Object::prefix_digest`]).
+fn convert_store(
+    prefix: &Object,
+    url: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let importer = &tet_zarr::ZarrImporter;
+    let name = prefix.file_name().unwrap_or("data.zarr");
+    let storage = ObjectStorage::new(prefix.clone()).shared();
+    let source = tet_zarr::open_storage(storage, name, &opts.open)?;
+    let (hashed, cancel) = (prefix.clone(), opts.cancel.clone());
+    let digest: InputDigest =
+        Box::new(move || hashed.prefix_digest(&cancel).map_err(std::io::Error::other));
+    crate::pipeline::convert_opened(url, Box::new(source), importer.id(), digest, output, opts)
 }
