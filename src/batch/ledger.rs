@@ -246,12 +246,12 @@ impl Ledger {
 
 /// The rows of a ledger; lines that are not rows (cut by a crash of the machine) are returned as
 /// errors in place.
-pub fn read(path: &Path) -> std::io::Result<Vec<Result<Row, String>>> {
+pub fn read(path: &Path) -> std::io::Result<Vec<Result<Row, serde_json::Error>>> {
     let text = std::fs::read(path)?;
     Ok(text
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<Row>(l).map_err(|e| e.to_string()))
+        .map(serde_json::from_slice::<Row>)
         .collect())
 }
 
@@ -349,5 +349,14 @@ mod tests {
         let rows = read(&p).unwrap();
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| matches!(r, Ok(Row::Input(_)))));
+        // A line cut by a crash is an error in its place, the parser's own.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .and_then(|mut f| f.write_all(b"{\"row\":\"inp"))
+            .unwrap();
+        let rows = read(&p).unwrap();
+        assert_eq!(rows.len(), 3);
+        assert!(rows[2].as_ref().is_err_and(|e| e.is_eof()));
     }
 }

@@ -146,6 +146,22 @@ impl From<ChunkReadError> for ExportError {
     }
 }
 
+/// The `.tet` file to export cannot be opened as one (not a `.tet` file, a damaged directory or
+/// index): its path, with the container's error kept as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", .path.display())]
+pub struct OpenError {
+    pub path: PathBuf,
+    #[source]
+    pub source: TetError,
+}
+
+impl From<OpenError> for ExportError {
+    fn from(e: OpenError) -> Self {
+        ExportError::Container(Box::new(e))
+    }
+}
+
 /// The NPY (format 1.0) header of a little-endian C-order array, padded to 64 bytes (`None` for
 /// an element type NPY lacks).
 pub fn npy_header(elem: ElementType, shape: &[u64]) -> Option<Vec<u8>> {
@@ -187,7 +203,11 @@ pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Expor
             path: input.to_path_buf(),
             source,
         },
-        e => ExportError::Invalid(format!("{}: {e}", input.display())),
+        source => OpenError {
+            path: input.to_path_buf(),
+            source,
+        }
+        .into(),
     })?;
     let plan = Plan::new(&tet, target.capabilities(), &opts.datasets)?;
     // Written in a private directory beside the output, moved into place when complete (the
