@@ -57,7 +57,7 @@ pub enum ConcatError {
         first: String,
         other: String,
         var: String,
-        what: Difference,
+        what: Box<Difference>,
     },
     #[error("combined shape overflows")]
     Overflow,
@@ -505,7 +505,7 @@ fn combine_variables(
                 first: names[0].clone(),
                 other: names[k].clone(),
                 var: v.name.clone(),
-                what,
+                what: Box::new(what),
             };
             if other.dtype != v.dtype {
                 return Err(differs(Difference::Dtype(v.dtype, other.dtype)));

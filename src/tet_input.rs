@@ -152,23 +152,37 @@ impl Source for TetSource {
     }
 }
 
+/// Why a `.tet` input's footer cannot be carried over.
+#[derive(Debug, thiserror::Error)]
+pub enum CarryError {
+    /// The input cannot be opened.
+    #[error(transparent)]
+    Open(crate::format::TetError),
+    /// Its footer is unreadable (without `--skip-unsupported`).
+    #[error("{source}: its history and metadata cannot be carried over (--skip-unsupported converts the data without them)")]
+    Footer {
+        #[source]
+        source: crate::format::TetError,
+    },
+}
+
 /// The footer of the input `.tet` that the output carries over (history, metadata). A file
 /// without a footer carries nothing. An unreadable footer is refused, since its history could not
 /// be kept; with `skip_unsupported` the data is converted without it and the footer is listed as
 /// skipped.
-pub fn carried_footer(path: &Path, options: &OpenOptions) -> Result<Footer, String> {
-    let file = TetFile::open(path).map_err(|e| e.to_string())?;
+pub fn carried_footer(path: &Path, options: &OpenOptions) -> Result<Footer, CarryError> {
+    let file = TetFile::open(path).map_err(CarryError::Open)?;
     match file.footer() {
         Ok(f) => Ok(f.cloned().unwrap_or_default()),
         Err(e) if options.skip_unsupported => Ok(Footer {
             skipped: vec![Skipped {
                 name: "footer".into(),
-                reason: format!("the input's footer is unreadable, its history and metadata are lost: {e}"),
+                reason: format!(
+                    "the input's footer is unreadable, its history and metadata are lost: {e}"
+                ),
             }],
             ..Footer::default()
         }),
-        Err(e) => Err(format!(
-            "{e}: its history and metadata cannot be carried over (--skip-unsupported converts the data without them)"
-        )),
+        Err(source) => Err(CarryError::Footer { source }),
     }
 }

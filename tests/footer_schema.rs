@@ -64,7 +64,11 @@ fn footers() -> Vec<Texts> {
         let spill = l
             .spill
             .map(|(off, len)| String::from_utf8(slice(off, len)).unwrap());
-        out.push(Texts { path, footer, spill });
+        out.push(Texts {
+            path,
+            footer,
+            spill,
+        });
     }
     assert!(out.len() >= 6, "{} footers", out.len());
     out
@@ -101,16 +105,29 @@ fn every_footer_round_trips_through_the_typed_schema() {
     let mut byte_identical = 0;
     let mut spills = 0;
     for t in footers() {
-        if expect_same(&t.path, "footer", &t.footer, &through::<FooterDoc>(&t.footer)) {
+        if expect_same(
+            &t.path,
+            "footer",
+            &t.footer,
+            &through::<FooterDoc>(&t.footer),
+        ) {
             byte_identical += 1;
         }
         if let Some(spill) = &t.spill {
             spills += 1;
-            expect_same(&t.path, "spilled metadata", spill, &through::<Metadata>(spill));
+            expect_same(
+                &t.path,
+                "spilled metadata",
+                spill,
+                &through::<Metadata>(spill),
+            );
         }
     }
     // The golden and legacy fixtures are ours, written canonically.
-    assert!(byte_identical >= 6, "{byte_identical} byte-identical footers");
+    assert!(
+        byte_identical >= 6,
+        "{byte_identical} byte-identical footers"
+    );
     let _ = spills;
 }
 
@@ -182,7 +199,12 @@ fn unknown_keys_survive_at_every_level() {
         let text = v.to_string();
         let back = through::<FooterDoc>(&text);
         assert_eq!(back, canonical_text(&text), "{}", t.path.display());
-        assert_eq!(back.matches("zz_unknown").count(), added, "{}", t.path.display());
+        assert_eq!(
+            back.matches("zz_unknown").count(),
+            added,
+            "{}",
+            t.path.display()
+        );
     }
     assert!(marked > 40, "{marked} unknown keys placed");
 }
@@ -211,7 +233,10 @@ fn a_lost_key_or_value_changes_the_bytes() {
     attrs[1].1 = AttrValue::F64(vec![0.5, 100.0]);
     let changed = schema::to_canonical_json(&doc).unwrap();
     assert_ne!(changed, full);
-    assert!(changed.contains(r#"["valid_range",{"f64":[0.5,100.0]}]"#), "{changed}");
+    assert!(
+        changed.contains(r#"["valid_range",{"f64":[0.5,100.0]}]"#),
+        "{changed}"
+    );
 }
 
 /// A footer with every part of the model filled.
@@ -222,13 +247,16 @@ fn everything() -> Footer {
         source: "h5".into(),
         at: "1700000000".into(),
         parents: (0..20).map(|i| format!("sha256:{i:064x}")).collect(),
-        params: (0..40).map(|i| (format!("input.{i}"), format!("d{i}.h5"))).collect(),
+        params: (0..40)
+            .map(|i| (format!("input.{i}"), format!("d{i}.h5")))
+            .collect(),
     });
     f.file.insert("tool".into(), "tet-convert".into());
     f.file.insert("note".into(), String::new());
     f.global_attrs
         .push(("title".into(), AttrValue::Text("T".into())));
-    f.global_attrs.push(("g/x".into(), AttrValue::I64(vec![-3])));
+    f.global_attrs
+        .push(("g/x".into(), AttrValue::I64(vec![-3])));
     let mut d = DatasetMeta {
         dim_names: Some(vec!["time".into(), "x".into()]),
         attrs: vec![
@@ -321,13 +349,22 @@ fn the_model_round_trips_everything_it_holds() {
     let temp = &v["metadata"]["datasets"]["temp"]["tet_ext"];
     assert_eq!(temp["role"], "coordinate");
     assert_eq!(temp["future"], json!({"k": [1]}));
-    assert_eq!(temp["attrs"][1][1], json!({"f32": [0.1, "NaN", "Infinity"]}));
+    assert_eq!(
+        temp["attrs"][1][1],
+        json!({"f32": [0.1, "NaN", "Infinity"]})
+    );
     assert_eq!(
         temp["source_facts"][1],
         json!(["enum_mapping", {"text_list": ["a=1", "b=-2"]}])
     );
-    assert_eq!(temp["source_facts"][6], json!(["packed:scale_factor", {"f32": [0.5]}]));
-    assert_eq!(v["metadata"]["tet_ext"]["text_variables"][0]["dims"], Value::Null);
+    assert_eq!(
+        temp["source_facts"][6],
+        json!(["packed:scale_factor", {"f32": [0.5]}])
+    );
+    assert_eq!(
+        v["metadata"]["tet_ext"]["text_variables"][0]["dims"],
+        Value::Null
+    );
 
     // Read back through the schema: the same model, the same bytes.
     let back = Footer::from_json(&v, None).unwrap();
@@ -382,7 +419,10 @@ fn a_mistyped_key_is_named_by_its_path() {
     let e = schema::from_value::<FooterDoc>(&v).unwrap_err();
     assert!(e.path.starts_with("metadata"), "{}", e.path);
     let full = schema::error_chain(&e);
-    assert!(full.contains("footer JSON does not fit the schema at `metadata"), "{full}");
+    assert!(
+        full.contains("footer JSON does not fit the schema at `metadata"),
+        "{full}"
+    );
     let v = json!({"history": [["convert", "nc"]]});
     let doc: FooterDoc = schema::from_value(&v).unwrap();
     assert!(Footer::from_doc(&doc, None)

@@ -168,7 +168,12 @@ fn raise(
     // lowering's note).
     let was_0d = meta.ext.source_shape.as_ref().is_some_and(|s| s.is_empty());
     let scalar = d.shape == [1]
-        && (was_0d || meta.ext.notes().iter().any(|n| n == crate::lower::SCALAR_NOTE))
+        && (was_0d
+            || meta
+                .ext
+                .notes()
+                .iter()
+                .any(|n| n == crate::lower::SCALAR_NOTE))
         && meta.dim_names.as_ref().is_none_or(|n| n.is_empty());
     let (shape, chunk_shape) = if scalar {
         (Vec::new(), Vec::new())

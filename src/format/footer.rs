@@ -17,12 +17,12 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use tet_source::{AttrValue, Attrs, Skipped};
 
+use super::schema::{
+    ChunkDigests, CoordAxis, DatasetEntry, DatasetExt, FooterDoc, GlobalExt, Lenient, Metadata,
+    MetadataRef, Row, RowObject, Scalar, SchemaError, SkippedRecord, TypedAttrs, TypedValue,
+};
 pub use super::schema::{
     FileRecord, RecordedRole, RowExt, SourceRecord, TextVariableRecord, EXT_KEY, EXT_VERSION,
-};
-use super::schema::{
-    ChunkDigests, CoordAxis, DatasetEntry, DatasetExt, FooterDoc, GlobalExt, Lenient, Metadata, MetadataRef,
-    Row, RowObject, Scalar, SchemaError, SkippedRecord, TypedAttrs, TypedValue,
 };
 
 /// The limits the reference reader enforces.

@@ -118,7 +118,9 @@ pub enum FooterDigest {
 /// Why the recorded chunk digests cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DigestsError {
-    #[error("tet_ext.{CHUNK_DIGESTS_KEY} is not {{\"algorithm\": …, \"digests\": [hex or null, …]}}")]
+    #[error(
+        "tet_ext.{CHUNK_DIGESTS_KEY} is not {{\"algorithm\": …, \"digests\": [hex or null, …]}}"
+    )]
     Malformed,
     #[error("tet_ext.{CHUNK_DIGESTS_KEY}.algorithm is {0:?}, not \"{ALGORITHM}\"")]
     Algorithm(String),
@@ -294,9 +296,15 @@ mod tests {
         );
         w = v.clone();
         w["digests"][0] = 5.into();
-        assert_eq!(parse_chunk_digests(&read(&w), 3), Err(DigestsError::Malformed));
+        assert_eq!(
+            parse_chunk_digests(&read(&w), 3),
+            Err(DigestsError::Malformed)
+        );
         w = v;
         w["digests"][2] = "FFFFFFFFFFFFFFFF".into();
-        assert_eq!(parse_chunk_digests(&read(&w), 3), Err(DigestsError::Digest(2)));
+        assert_eq!(
+            parse_chunk_digests(&read(&w), 3),
+            Err(DigestsError::Digest(2))
+        );
     }
 }

@@ -21,7 +21,9 @@ use serde_json::Value;
 
 use super::footer::{Footer, FooterError};
 use super::integrity::{self, ChunkCheck, DigestsError, FooterDigest};
-use super::schema::{self, FooterDoc, FooterFrame, Lenient, Metadata, MetadataFrame, MetadataRef, Scalar};
+use super::schema::{
+    self, FooterDoc, FooterFrame, Lenient, Metadata, MetadataFrame, MetadataRef, Scalar,
+};
 use super::{
     copy_block, corrupt, gather_block, invalid, Codec, DType, Grid, Result, TetError, FLAG_FOOTER,
     FOOTER_MAGIC, FOOTER_TRAILER_LEN, FOOTER_VERSION, INDEX_HEADER_LEN, INDEX_MAGIC, INDEX_ROW_LEN,

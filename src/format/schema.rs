@@ -256,7 +256,9 @@ impl SourceRecord {
 
     /// The typed facts (none when absent).
     pub fn facts(&self) -> &[Fact] {
-        self.source_facts.as_ref().map_or(&[][..], |f| f.0.as_slice())
+        self.source_facts
+            .as_ref()
+            .map_or(&[][..], |f| f.0.as_slice())
     }
 
     /// The record as a JSON object (for `tet info`).
@@ -403,10 +405,7 @@ impl TextVariableRecord {
     /// The variable it records; `None` when the value count is not the product of the shape.
     /// Dims of another length than the shape are dropped.
     pub fn variable(&self) -> Option<tet_source::TextVariable> {
-        let n = self
-            .shape
-            .iter()
-            .try_fold(1u64, |a, &d| a.checked_mul(d))?;
+        let n = self.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
         if n != self.values.len() as u64 {
             return None;
         }

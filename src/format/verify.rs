@@ -12,13 +12,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-
 use serde::Serialize;
 
 use super::footer::{fits, limits};
-use super::schema::{CoordAxis, DatasetEntry, Metadata, Row, RowObject, Scalar};
 use super::integrity::{self, ChunkCheck, FooterDigest};
 use super::reader::{slice_at, ChunkEntry, DatasetInfo, TetFile};
+use super::schema::{CoordAxis, DatasetEntry, Metadata, Row, RowObject, Scalar};
 use super::{align8, payload_alignment, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
 
 /// One finding.
@@ -862,7 +861,10 @@ fn check_history_row(i: usize, o: &RowObject, r: &mut Report) {
     if o.at.parse::<u64>().is_err() {
         r.warn(
             "footer-history",
-            format!("history row {i}: `at` = {:?} is not decimal Unix seconds", o.at),
+            format!(
+                "history row {i}: `at` = {:?} is not decimal Unix seconds",
+                o.at
+            ),
         );
     }
     if let Some(p) = &o.parents {

@@ -449,7 +449,10 @@ mod tests {
             .map(|t| t.typed().unwrap().variable().unwrap())
             .collect();
         assert_eq!(back, vars);
-        assert_eq!(json[0]["char_dim"], serde_json::json!({"name": "name_strlen", "len": 8}));
+        assert_eq!(
+            json[0]["char_dim"],
+            serde_json::json!({"name": "name_strlen", "len": 8})
+        );
         assert!(json[1]["dims"].is_null() && json[1].get("facts").is_none());
         // Malformed: a value count other than the shape's product, a missing field.
         let mut bad = json[0].clone();
