@@ -11,8 +11,8 @@ use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
 use tet::pipeline::{convert_source, ConvertOptions};
 use tet_source::{
-    check_region, AttrValue, DimLabels, ElementType, Fact, Result, Role, Skipped, Source,
-    SourceError, TextVariable, Variable,
+    check_region, AttrValue, DimLabels, ElementType, Fact, Part, Result, Role, Skipped, Source,
+    TextVariable, Variable,
 };
 
 /// Values are a function of the flat index, so any region can be produced and checked.
@@ -68,7 +68,7 @@ impl Source for Synthetic {
         let r = (|| {
             check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
             if self.fail_on_var == Some(var) {
-                return Err(SourceError::malformed("synthetic failure"));
+                return Err(Part::Values.malformed("synthetic failure"));
             }
             let total: u64 = count.iter().product();
             let mut o = 0;

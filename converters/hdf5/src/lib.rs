@@ -1138,8 +1138,8 @@ impl Walker<'_> {
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| Part::Shape.malformed(format!("dataset '{name}': shape overflows")))?;
         let gathered = match ragged::read_sequences(f.ds.id(), dtype.id(), n, et, be, name) {
-            Err(SourceError::Unsupported(why)) => {
-                return self.unsupported(name, Feature::DataType, why)
+            Err(SourceError::Unsupported { feature, detail }) => {
+                return self.unsupported(name, feature, detail)
             }
             r => r?,
         };

@@ -306,7 +306,9 @@ impl Builder<'_> {
         );
         if let Err(e) = r {
             return match e {
-                SourceError::Unsupported(why) => self.unsupported(v.name, Feature::Size, why),
+                SourceError::Unsupported { feature, detail } => {
+                    self.unsupported(v.name, feature, detail)
+                }
                 e => Err(crate::with_var(&v.name, e)),
             };
         }

@@ -121,7 +121,9 @@ impl Builder<'_> {
         });
         if let Err(e) = r {
             return match e {
-                SourceError::Unsupported(why) => self.unsupported(p.full, Feature::Size, why),
+                SourceError::Unsupported { feature, detail } => {
+                    self.unsupported(p.full, feature, detail)
+                }
                 e => Err(crate::with_var(&p.full, e)),
             };
         }

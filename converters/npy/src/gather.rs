@@ -3,7 +3,7 @@
 //! fields, sub-array axes) is a base offset plus one byte stride per axis.
 
 use tet_source::byte_source::ByteSource;
-use tet_source::{Result, SourceError};
+use tet_source::{Part, Result};
 
 /// Element handling after the copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub(crate) fn gather(
     if out.is_empty() || count.contains(&0) {
         return Ok(());
     }
-    let oob = || SourceError::malformed("region lies outside the stored data");
+    let oob = || Part::Shape.malformed("region lies outside the stored data");
     // First and one-past-last byte touched, with checked arithmetic.
     let mut first = base;
     let mut last = base;
@@ -156,7 +156,7 @@ pub(crate) fn gather_ranged(
     if out.is_empty() || count.contains(&0) {
         return Ok(());
     }
-    let oob = || SourceError::malformed("region lies outside the stored data");
+    let oob = || Part::Shape.malformed("region lies outside the stored data");
     let (first, end) = span(layout, start, count).ok_or_else(oob)?;
     if end > len {
         return Err(oob());

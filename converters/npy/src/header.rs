@@ -12,7 +12,7 @@
 //! datetime64/timedelta64 units with a multiplier (`[10ms]`, `[15m]`).
 
 use npyz::{TypeChar, TypeStr};
-use tet_source::{Result, SourceError};
+use tet_source::{Feature, Part, Result, SourceError};
 
 /// The magic string every `.npy` file starts with.
 pub(crate) const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -101,7 +101,7 @@ const NATIVE: char = if cfg!(target_endian = "big") {
 /// Parses a numpy type string (`<f8`, `=i4`, `|S5`, `<U3`, `>M8[10ms]`, `f8`).
 pub(crate) fn parse_type_str(s: &str) -> Result<Plain> {
     let bad =
-        |why: &str| SourceError::unsupported(format!("dtype '{s}' is not understood ({why})"));
+        |why: &str| Feature::DataType.unsupported(format!("dtype '{s}' is not understood ({why})"));
     let mut chars = s.chars().peekable();
     let order = match chars.peek() {
         Some(&c @ ('<' | '>' | '=' | '|')) => {
@@ -158,9 +158,9 @@ pub(crate) fn parse_type_str(s: &str) -> Result<Plain> {
         c => c,
     };
     let canonical = format!("{order}{type_char}{size}{unit}");
-    let ts: TypeStr = canonical
-        .parse()
-        .map_err(|e| SourceError::unsupported(format!("dtype '{s}' is not understood ({e})")))?;
+    let ts: TypeStr = canonical.parse().map_err(|e| {
+        Feature::DataType.unsupported(format!("dtype '{s}' is not understood ({e})"))
+    })?;
     Ok(Plain { ts, time_mult })
 }
 
@@ -169,33 +169,31 @@ pub(crate) fn parse_type_str(s: &str) -> Result<Plain> {
 /// header text. Fails on a wrong magic, an unknown version or an oversized header.
 pub(crate) fn header_extent(bytes: &[u8]) -> Result<(usize, (u8, u8))> {
     if bytes.len() < 8 || &bytes[..6] != MAGIC {
-        return Err(SourceError::malformed(
-            "not an .npy file: the \\x93NUMPY magic is missing",
-        ));
+        return Err(Part::Header.malformed("not an .npy file: the \\x93NUMPY magic is missing"));
     }
     let version = (bytes[6], bytes[7]);
     let (len_size, len) = match version {
         (1, 0) => {
             let b = bytes.get(8..10).ok_or_else(|| {
-                SourceError::malformed("truncated .npy: header length is cut off")
+                Part::Header.malformed("truncated .npy: header length is cut off")
             })?;
             (2, u16::from_le_bytes([b[0], b[1]]) as usize)
         }
         (2, 0) | (3, 0) => {
             let b = bytes.get(8..12).ok_or_else(|| {
-                SourceError::malformed("truncated .npy: header length is cut off")
+                Part::Header.malformed("truncated .npy: header length is cut off")
             })?;
             let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
             (4, usize::try_from(len).unwrap_or(usize::MAX))
         }
         (major, minor) => {
-            return Err(SourceError::unsupported(format!(
+            return Err(Feature::Version.unsupported(format!(
                 ".npy format version {major}.{minor} (known: 1.0, 2.0, 3.0)"
             )))
         }
     };
     if len > MAX_HEADER_LEN {
-        return Err(SourceError::unsupported(format!(
+        return Err(Feature::Size.unsupported(format!(
             ".npy header of {len} bytes exceeds the {MAX_HEADER_LEN}-byte limit"
         )));
     }
@@ -207,7 +205,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     let (data_offset, version) = header_extent(bytes)?;
     let text_start = if version.0 == 1 { 10 } else { 12 };
     let raw = bytes.get(text_start..data_offset).ok_or_else(|| {
-        SourceError::malformed(format!(
+        Part::Header.malformed(format!(
             "truncated .npy: header declares {} bytes of header text but only {} follow",
             data_offset - text_start,
             bytes.len().saturating_sub(text_start)
@@ -216,7 +214,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     // Versions 1 and 2 are latin-1, version 3 is UTF-8.
     let text: Vec<char> = if version.0 == 3 {
         std::str::from_utf8(raw)
-            .map_err(|_| SourceError::malformed(".npy v3 header is not valid UTF-8"))?
+            .map_err(|_| Part::Header.malformed(".npy v3 header is not valid UTF-8"))?
             .chars()
             .collect()
     } else {
@@ -224,40 +222,30 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     };
     let lit = Parser::new(&text).parse_all()?;
     let Lit::Dict(entries) = lit else {
-        return Err(SourceError::malformed(
-            ".npy header is not a Python dict literal",
-        ));
+        return Err(Part::Header.malformed(".npy header is not a Python dict literal"));
     };
     let get = |key: &str| {
         entries
             .iter()
             .find(|(k, _)| matches!(k, Lit::Str(s) if s == key))
             .map(|(_, v)| v)
-            .ok_or_else(|| SourceError::malformed(format!(".npy header has no '{key}' key")))
+            .ok_or_else(|| Part::Header.malformed(format!(".npy header has no '{key}' key")))
     };
     let fortran_order = match get("fortran_order")? {
         Lit::Bool(b) => *b,
-        _ => {
-            return Err(SourceError::malformed(
-                ".npy header: 'fortran_order' is not True/False",
-            ))
-        }
+        _ => return Err(Part::Header.malformed(".npy header: 'fortran_order' is not True/False")),
     };
     let shape = match get("shape")? {
         Lit::Seq(items) => items
             .iter()
             .map(|v| match v {
                 Lit::Int { neg: false, val } => Ok(*val),
-                _ => Err(SourceError::malformed(
+                _ => Err(Part::Header.malformed(
                     ".npy header: 'shape' holds something other than a non-negative integer",
                 )),
             })
             .collect::<Result<Vec<u64>>>()?,
-        _ => {
-            return Err(SourceError::malformed(
-                ".npy header: 'shape' is not a tuple",
-            ))
-        }
+        _ => return Err(Part::Header.malformed(".npy header: 'shape' is not a tuple")),
     };
     let descr = get("descr")?;
     let descr_text = descr.to_python();
@@ -279,14 +267,13 @@ fn descr_to_dtype(descr: &Lit) -> Result<Dtype> {
             let mut fields = Vec::with_capacity(items.len());
             for item in items {
                 let Lit::Seq(parts) = item else {
-                    return Err(SourceError::malformed(
-                        ".npy header: a record descr entry is not a tuple",
-                    ));
+                    return Err(
+                        Part::Header.malformed(".npy header: a record descr entry is not a tuple")
+                    );
                 };
                 if !(2..=3).contains(&parts.len()) {
-                    return Err(SourceError::malformed(
-                        ".npy header: a record descr entry must have 2 or 3 items",
-                    ));
+                    return Err(Part::Header
+                        .malformed(".npy header: a record descr entry must have 2 or 3 items"));
                 }
                 let name = match &parts[0] {
                     Lit::Str(s) => s.clone(),
@@ -294,15 +281,13 @@ fn descr_to_dtype(descr: &Lit) -> Result<Dtype> {
                     Lit::Seq(tn) if tn.len() == 2 => match &tn[1] {
                         Lit::Str(s) => s.clone(),
                         _ => {
-                            return Err(SourceError::malformed(
-                                ".npy header: a record field name is not a string",
-                            ))
+                            return Err(Part::Header
+                                .malformed(".npy header: a record field name is not a string"))
                         }
                     },
                     _ => {
-                        return Err(SourceError::malformed(
-                            ".npy header: a record field name is not a string",
-                        ))
+                        return Err(Part::Header
+                            .malformed(".npy header: a record field name is not a string"))
                     }
                 };
                 let mut dtype = descr_to_dtype(&parts[1])?;
@@ -313,15 +298,14 @@ fn descr_to_dtype(descr: &Lit) -> Result<Dtype> {
                             .iter()
                             .map(|d| match d {
                                 Lit::Int { neg: false, val } => Ok(*val),
-                                _ => Err(SourceError::malformed(
+                                _ => Err(Part::Header.malformed(
                                     ".npy header: a sub-array shape holds a non-integer",
                                 )),
                             })
                             .collect::<Result<_>>()?,
                         _ => {
-                            return Err(SourceError::malformed(
-                                ".npy header: a sub-array shape is not a tuple",
-                            ))
+                            return Err(Part::Header
+                                .malformed(".npy header: a sub-array shape is not a tuple"))
                         }
                     };
                     for &d in dims.iter().rev() {
@@ -332,9 +316,8 @@ fn descr_to_dtype(descr: &Lit) -> Result<Dtype> {
             }
             Ok(Dtype::Record(fields))
         }
-        _ => Err(SourceError::malformed(
-            ".npy header: 'descr' is neither a type string nor a list of fields",
-        )),
+        _ => Err(Part::Header
+            .malformed(".npy header: 'descr' is neither a type string nor a list of fields")),
     }
 }
 
@@ -384,7 +367,7 @@ struct Parser<'a> {
 }
 
 fn syntax(msg: &str) -> SourceError {
-    SourceError::malformed(format!(".npy header is not a valid Python literal: {msg}"))
+    Part::Header.malformed(format!(".npy header is not a valid Python literal: {msg}"))
 }
 
 impl<'a> Parser<'a> {

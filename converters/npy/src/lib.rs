@@ -84,9 +84,9 @@ use tet_source::byte_source::{ByteReader, ByteSource};
 use tet_source::mapped::FileBytes;
 use tet_source::numpy;
 use tet_source::{
-    check_region, extension_confidence, CharAxis, Confidence, ElementType, Fact, FileExtent,
-    Importer, OpenOptions, Result, Skipped, Source, SourceError, SourceLayout, TextVariable,
-    Variable,
+    check_region, extension_confidence, CharAxis, Confidence, ElementType, Fact, Feature,
+    FileExtent, Importer, OpenOptions, Part, Request, Result, Skipped, Source, SourceError,
+    SourceLayout, TextVariable, Variable,
 };
 
 pub mod export;
@@ -299,11 +299,11 @@ impl Bytes {
                 .ok()
                 .zip(usize::try_from(len).ok())
                 .and_then(|(s, l)| all.get(s..s.checked_add(l)?))
-                .ok_or_else(|| SourceError::malformed("member lies outside the archive"))?;
+                .ok_or_else(|| Part::Index.malformed("member lies outside the archive"))?;
             return header::parse_header(payload);
         }
         let Bytes::Ranged(r) = self else {
-            return Err(SourceError::malformed("no bytes"));
+            return Err(Part::Header.malformed("no bytes"));
         };
         let pre = len.min(header::PREAMBLE_LEN as u64);
         let head = r.read_vec(start, pre)?;
@@ -357,11 +357,9 @@ impl NpySource {
                 let bytes = self
                     .container
                     .whole()
-                    .ok_or_else(|| {
-                        SourceError::InvalidRequest("the input is read by ranges".into())
-                    })?
+                    .ok_or_else(|| SourceError::from(Request::NotWhole))?
                     .get(*start..start.saturating_add(*len))
-                    .ok_or_else(|| SourceError::malformed("member lies outside the archive"))?;
+                    .ok_or_else(|| Part::Index.malformed("member lies outside the archive"))?;
                 if let Some((want, checked)) = crc {
                     let ok = checked.get_or_init(|| {
                         let got = crc32fast::hash(bytes);
@@ -373,7 +371,7 @@ impl NpySource {
                             ))
                         }
                     });
-                    ok.clone().map_err(SourceError::Malformed)?;
+                    ok.clone().map_err(|m| Part::Chunk.malformed(m))?;
                 }
                 Ok(bytes)
             }
@@ -388,8 +386,8 @@ impl NpySource {
                     // Always a mapped temporary file.
                     Ok(b) => b
                         .whole()
-                        .ok_or_else(|| SourceError::malformed("inflated member not mapped")),
-                    Err(e) => Err(SourceError::Malformed(e.clone())),
+                        .ok_or_else(|| Part::Chunk.malformed("inflated member not mapped")),
+                    Err(e) => Err(Part::Chunk.malformed(e.clone())),
                 }
             }
         }
@@ -419,17 +417,18 @@ impl NpySource {
                     ))
                 }
             });
-            ok.clone().map_err(SourceError::Malformed)?;
+            ok.clone().map_err(|m| Part::Chunk.malformed(m))?;
         }
         Ok(Some((src.as_ref(), at, len)))
     }
 
     fn map(&self, var: usize) -> Result<&VarMap> {
         self.maps.get(var).ok_or_else(|| {
-            SourceError::InvalidRequest(format!(
-                "variable index {var} out of range ({} variables)",
-                self.maps.len()
-            ))
+            Request::NoVariable {
+                var,
+                count: self.maps.len(),
+            }
+            .into()
         })
     }
 }
@@ -665,12 +664,12 @@ impl<'o> Builder<'o> {
         for t in self.texts {
             match read_text(&src, &t) {
                 Ok(v) => src.texts.push(v),
-                Err(SourceError::Unsupported(reason)) if skip => src.skipped.push(Skipped {
+                Err(SourceError::Unsupported { detail, .. }) if skip => src.skipped.push(Skipped {
                     name: t.name,
-                    reason,
+                    reason: detail,
                 }),
-                Err(SourceError::Unsupported(reason)) => {
-                    return Err(SourceError::Unsupported(format!("'{}': {reason}", t.name)))
+                Err(SourceError::Unsupported { feature, detail }) => {
+                    return Err(feature.unsupported(format!("'{}': {detail}", t.name)))
                 }
                 Err(e) => return Err(e),
             }
@@ -679,12 +678,12 @@ impl<'o> Builder<'o> {
     }
 
     /// Skips `name` (with `skip_unsupported`) or fails.
-    fn unsupported(&mut self, name: String, reason: String) -> Result<()> {
+    fn unsupported(&mut self, feature: Feature, name: String, reason: String) -> Result<()> {
         if self.options.skip_unsupported {
             self.skipped.push(Skipped { name, reason });
             Ok(())
         } else {
-            Err(SourceError::Unsupported(format!("'{name}': {reason}")))
+            Err(feature.unsupported(format!("'{name}': {reason}")))
         }
     }
 
@@ -697,7 +696,7 @@ impl<'o> Builder<'o> {
     /// Checks the header against the payload size; the bytes needed (header + data).
     fn required(&self, h: &Header, from: &Origin) -> Result<Option<(u64, u64)>> {
         let overflow =
-            || SourceError::malformed(format!("{}: the shape {:?} overflows", from.what, h.shape));
+            || Part::Shape.malformed(format!("{}: the shape {:?} overflows", from.what, h.shape));
         // Every partial product of the shape must fit, whatever zeros it has.
         h.shape
             .iter()
@@ -710,7 +709,7 @@ impl<'o> Builder<'o> {
         let data_bytes = count.checked_mul(record as u64).ok_or_else(overflow)?;
         let avail = from.available.saturating_sub(h.data_offset as u64);
         if avail < data_bytes {
-            return Err(SourceError::malformed(format!(
+            return Err(Part::Shape.malformed(format!(
                 "truncated {}: header declares {count} {} ({data_bytes} bytes) but only {avail} data bytes follow",
                 from.what,
                 fields::describe(&h.dtype),
@@ -725,16 +724,17 @@ impl<'o> Builder<'o> {
             let reason = fields::leaves(&h.dtype)
                 .err()
                 .unwrap_or_else(|| format!("dtype {} has no fixed size", h.descr_text));
-            return self.unsupported(name.to_string(), reason);
+            return self.unsupported(Feature::DataType, name.to_string(), reason);
         };
         let leaves = match fields::leaves(&h.dtype) {
             Ok(l) => l,
-            Err(reason) => return self.unsupported(name.to_string(), reason),
+            Err(reason) => return self.unsupported(Feature::DataType, name.to_string(), reason),
         };
         if leaves.is_empty() {
             // A record of unnamed raw-void fields only (numpy's padding) or of no fields: numpy
             // gives no value of it, and leaving the array out without a word was a silent drop.
             return self.unsupported(
+                Feature::DataType,
                 name.to_string(),
                 format!(
                     "record dtype {} has no named field, only unnamed raw-byte padding: no values \
@@ -759,8 +759,11 @@ impl<'o> Builder<'o> {
                 format!("{name}/{}", leaf.path.join("/"))
             };
             match &leaf.kind {
-                LeafKind::Unsupported(reason) => self.unsupported(full, reason.clone())?,
+                LeafKind::Unsupported(reason) => {
+                    self.unsupported(Feature::DataType, full, reason.clone())?
+                }
                 _ if self.name_taken(&full) => self.unsupported(
+                    Feature::Structure,
                     full.clone(),
                     format!("another dataset is already named '{full}'"),
                 )?,
@@ -824,6 +827,7 @@ impl<'o> Builder<'o> {
         if !fits {
             let strings = values.map_or("too many".to_string(), |n| n.to_string());
             return self.unsupported(
+                Feature::Size,
                 full,
                 format!(
                     "string array of {strings} values of {chars} characters is over what the \
@@ -834,7 +838,7 @@ impl<'o> Builder<'o> {
         }
         let base = (array.h.data_offset as u64)
             .checked_add(leaf.offset)
-            .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+            .ok_or_else(|| Part::Shape.malformed("offset overflows"))?;
         self.texts.push(PendingText {
             name: full,
             payload: array.from.payload,
@@ -875,7 +879,7 @@ impl<'o> Builder<'o> {
             .iter()
             .try_fold(esize, |a, &d| a.checked_mul(d.max(1)))
             .ok_or_else(|| {
-                SourceError::malformed(format!(
+                Part::Shape.malformed(format!(
                     "{}: '{full}' of shape {vshape:?} overflows",
                     array.from.what
                 ))
@@ -890,7 +894,7 @@ impl<'o> Builder<'o> {
         }
         let base = (array.h.data_offset as u64)
             .checked_add(leaf.offset)
-            .ok_or_else(|| SourceError::malformed("offset overflows"))?;
+            .ok_or_else(|| Part::Shape.malformed("offset overflows"))?;
         let fix = match (elem, swap) {
             (ElementType::Bool, _) => Fix::Bool,
             (_, false) => Fix::None,
@@ -1007,7 +1011,7 @@ fn axis_strides(shape: &[u64], record: u64, fortran: bool) -> Vec<u64> {
 fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
     // Checked against MAX_TEXT_BYTES when the array was added.
     let count: u64 = t.shape.iter().product();
-    let n = usize::try_from(count).map_err(|_| SourceError::malformed("string array too large"))?;
+    let n = usize::try_from(count).map_err(|_| Part::Shape.malformed("string array too large"))?;
     let esize = t.layout.esize;
     let mut values = Vec::with_capacity(n);
     if esize == 0 {
@@ -1015,7 +1019,7 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
     } else if n > 0 {
         let len = n
             .checked_mul(esize)
-            .ok_or_else(|| SourceError::malformed("string array too large"))?;
+            .ok_or_else(|| Part::Shape.malformed("string array too large"))?;
         let mut buf = vec![0u8; len];
         // A 0-d array is read as one element.
         let (start, count): (Vec<u64>, Vec<u64>) = if t.layout.strides.is_empty() {
@@ -1045,7 +1049,8 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
         }
         for s in buf.chunks_exact(esize) {
             values.push(if t.utf32 {
-                numpy::decode_ucs4(s, t.swap).map_err(SourceError::unsupported)?
+                numpy::decode_ucs4(s, t.swap)
+                    .map_err(|e| Feature::DataType.unsupported(e.to_string()))?
             } else {
                 numpy::decode_bytes(s)
             });
@@ -1081,7 +1086,7 @@ fn is_c_contiguous(shape: &[u64], strides: &[u64], esize: u64) -> bool {
 /// Runs `f`; with `skip_unsupported`, an `Unsupported` error skips `name` instead.
 fn skip_or_fail(b: &mut Builder, name: &str, r: Result<()>) -> Result<()> {
     match r {
-        Err(SourceError::Unsupported(reason)) if b.options.skip_unsupported => {
+        Err(SourceError::Unsupported { detail: reason, .. }) if b.options.skip_unsupported => {
             b.skipped.push(Skipped {
                 name: name.to_string(),
                 reason,
@@ -1097,7 +1102,7 @@ fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource
     let total = bytes.len();
     b.payloads.push(Payload::InPlace {
         start: 0,
-        len: usize::try_from(total).map_err(|_| SourceError::malformed(".npy too large"))?,
+        len: usize::try_from(total).map_err(|_| Part::Shape.malformed(".npy too large"))?,
         crc: None,
     });
     let from = Origin {
@@ -1118,7 +1123,7 @@ fn open_npy(name: &str, bytes: Bytes, options: &OpenOptions) -> Result<NpySource
 const DEFLATE_MAX_RATIO: u64 = 1032;
 
 fn zip_err(e: zip::result::ZipError) -> SourceError {
-    SourceError::malformed(format!("not a valid .npz (zip) archive: {e}"))
+    Part::Header.malformed_by("not a valid .npz (zip) archive", e)
 }
 
 fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
@@ -1134,7 +1139,7 @@ fn open_npz(bytes: Bytes, options: &OpenOptions) -> Result<NpySource> {
             let mut archive = zip::ZipArchive::new(reader).map_err(zip_err)?;
             npz_members(&mut archive, &bytes, &mut b)?;
         }
-        (None, _) => return Err(SourceError::malformed("not a valid .npz: no bytes")),
+        (None, _) => return Err(Part::Header.malformed("not a valid .npz: no bytes")),
     }
     b.finish(bytes)
 }
@@ -1172,22 +1177,30 @@ fn npz_members<R: Read + Seek>(
             };
             let name = stem.trim_start_matches('/').to_string();
             if name.is_empty() {
-                b.unsupported(member.clone(), "member has an empty array name".to_string())?;
+                b.unsupported(
+                    Feature::Structure,
+                    member.clone(),
+                    "member has an empty array name".to_string(),
+                )?;
                 continue;
             }
             if encrypted {
-                b.unsupported(name, format!("member '{member}' is encrypted"))?;
+                b.unsupported(
+                    Feature::Structure,
+                    name,
+                    format!("member '{member}' is encrypted"),
+                )?;
                 continue;
             }
             let what = format!(".npy member '{member}'");
             let r = match method {
                 zip::CompressionMethod::Stored => {
                     let start = data_start.ok_or_else(|| {
-                        SourceError::malformed(format!("{what}: data offset unknown"))
+                        Part::Index.malformed(format!("{what}: data offset unknown"))
                     })?;
                     let end = start.checked_add(size);
                     if csize != size || end.is_none_or(|e| e > bytes.len()) {
-                        return Err(SourceError::malformed(format!(
+                        return Err(Part::Index.malformed(format!(
                             "truncated .npz: {what} of {size} bytes extends past the end of the archive"
                         )));
                     }
@@ -1220,7 +1233,7 @@ fn npz_members<R: Read + Seek>(
                     // than its header needs is a read error either way.)
                     let most = csize.min(bytes.len()).saturating_mul(DEFLATE_MAX_RATIO);
                     if method == zip::CompressionMethod::Deflated && size > most {
-                        return Err(SourceError::malformed(format!(
+                        return Err(Part::Index.malformed(format!(
                             "corrupt .npz: {what} claims {size} uncompressed bytes, more than \
                              deflate can produce from its {csize} compressed bytes"
                         )));
@@ -1249,7 +1262,7 @@ fn npz_members<R: Read + Seek>(
                         b.add_array(&name, &h, &from)
                     })
                 }
-                other => Err(SourceError::unsupported(format!(
+                other => Err(Feature::Codec.unsupported(format!(
                     "member '{member}' uses zip compression {other}; only stored, deflated, bzip2 and LZMA members are read"
                 ))),
             };
@@ -1261,11 +1274,18 @@ fn npz_members<R: Read + Seek>(
 
 /// Prefixes a header error with the member it is about.
 fn in_member(e: SourceError, member: &str) -> SourceError {
+    let named = |d: String| format!(".npz member '{member}': {d}");
     match e {
-        SourceError::Malformed(m) => SourceError::Malformed(format!(".npz member '{member}': {m}")),
-        SourceError::Unsupported(m) => {
-            SourceError::Unsupported(format!(".npz member '{member}': {m}"))
-        }
+        SourceError::Malformed {
+            part,
+            detail,
+            cause,
+        } => SourceError::Malformed {
+            part,
+            detail: named(detail),
+            cause,
+        },
+        SourceError::Unsupported { feature, detail } => feature.unsupported(named(detail)),
         other => other,
     }
 }
@@ -1274,7 +1294,7 @@ fn in_member(e: SourceError, member: &str) -> SourceError {
 fn read_header_from(r: impl Read, member: &str) -> Result<Header> {
     let mut r = r;
     let io_err = |e: io::Error| {
-        SourceError::malformed(format!("cannot inflate .npz member '{member}': {e}"))
+        Part::Chunk.malformed_by(format!("cannot inflate .npz member '{member}'"), e)
     };
     let mut buf = Vec::with_capacity(header::PREAMBLE_LEN);
     (&mut r)

@@ -92,7 +92,7 @@ fn padding_only_record_is_refused_by_name_not_dropped() {
     let head = std::fs::read(&path).unwrap();
     assert!(String::from_utf8_lossy(&head[..128]).contains("[('', '|V8')]"));
     match NpyImporter.open(&path, &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => {
+        Err(SourceError::Unsupported { detail: m, .. }) => {
             assert!(m.contains("'padding_only'") && m.contains("padding"), "{m}");
             assert!(!m.contains('\n'), "{m}");
         }

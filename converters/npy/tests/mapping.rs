@@ -117,7 +117,7 @@ fn unsupported_fields_fail_or_are_skipped() {
     let data = vec![0u8; 2 * (4 + 3 + 16)];
     let file = npy_bytes(1, descr, false, &[2], &data);
     match open_npy_bytes("r", file.clone(), &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => assert!(m.contains("r/q"), "{m}"),
+        Err(SourceError::Unsupported { detail: m, .. }) => assert!(m.contains("r/q"), "{m}"),
         other => panic!("expected Unsupported, got {other:?}"),
     }
     // Raw void is u8 with a trailing byte axis (issue 23); float128 has no form.
@@ -134,7 +134,7 @@ fn unsupported_fields_fail_or_are_skipped() {
     data[8..12].copy_from_slice(&0xd800u32.to_le_bytes());
     let file = npy_bytes(1, "'<U2'", false, &[2], &data);
     match open_npy_bytes("u", file.clone(), &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => {
+        Err(SourceError::Unsupported { detail: m, .. }) => {
             assert!(m.contains("'u'") && m.contains("0xd800"), "{m}")
         }
         other => panic!("expected Unsupported, got {other:?}"),
@@ -147,7 +147,7 @@ fn unsupported_fields_fail_or_are_skipped() {
     let data = vec![b'x'; (tet_npy::MAX_TEXT_BYTES + (1 << 20)) as usize];
     let file = npy_bytes(1, "'|S1048576'", false, &[65], &data);
     match open_npy_bytes("big", file, &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => {
+        Err(SourceError::Unsupported { detail: m, .. }) => {
             assert!(m.contains("'big'") && m.contains("64 MiB"), "{m}")
         }
         other => panic!("expected Unsupported, got {other:?}"),
@@ -170,7 +170,7 @@ fn unsupported_fields_fail_or_are_skipped() {
     let file = npy_bytes(1, "'|O'", false, &[2], b"\x80\x02pickle");
     assert!(matches!(
         open_npy_bytes("o", file.clone(), &OpenOptions::default()),
-        Err(SourceError::Unsupported(_))
+        Err(SourceError::Unsupported { .. })
     ));
     let s = open_npy_bytes("o", file, &skip()).unwrap();
     assert!(s.variables().is_empty());

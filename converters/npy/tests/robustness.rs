@@ -159,7 +159,7 @@ fn hostile_headers() {
     b[6] = 4;
     assert!(matches!(
         try_open(false, &b, false),
-        Err(SourceError::Unsupported(_))
+        Err(SourceError::Unsupported { .. })
     ));
     // A deflated member whose zip headers claim 4 GiB uncompressed (and whose .npy header claims
     // as much) but which holds a few compressed bytes: refused when opened, before a converter

@@ -14,12 +14,26 @@ pub enum SourceError {
     /// Reading the file failed; the I/O error is kept as it is.
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    /// The bytes are not a valid file of the format (truncated, corrupt, inconsistent header).
-    #[error("{0}")]
-    Malformed(String),
+    /// The bytes are not a valid file of the format (truncated, corrupt, inconsistent header):
+    /// where, what, and the decoder's or parser's own error when one found it.
+    #[error("{}", with_cause(.detail, .cause))]
+    Malformed {
+        /// Where the bytes are wrong.
+        part: Part,
+        /// What is wrong, one line (empty when the cause says it all).
+        detail: String,
+        /// The error of the decoder or parser that found it, kept.
+        #[source]
+        cause: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// Valid, but something the importer cannot map (and `skip_unsupported` was not set).
-    #[error("unsupported: {0}")]
-    Unsupported(String),
+    #[error("unsupported: {detail}")]
+    Unsupported {
+        /// What kind of thing is not supported.
+        feature: Feature,
+        /// What exactly, one line.
+        detail: String,
+    },
     /// An error reported by an underlying library: which one, what was being done, and the
     /// library's own error as the [`std::error::Error::source`] (its text ends the message too,
     /// since front ends print one line).
@@ -35,7 +49,7 @@ pub enum SourceError {
     },
     /// A caller error: a region outside the variable, a wrong buffer size, a bad variable index.
     #[error("invalid request: {0}")]
-    InvalidRequest(String),
+    InvalidRequest(Request),
     /// An error about one variable, with the variable's name as context (its text follows the
     /// name, so the message stays one line; the error is also the `source()`).
     #[error("variable '{name}': {source}")]
@@ -75,7 +89,11 @@ pub enum Part {
 impl Part {
     /// A malformed-file error in this part, with what is wrong (one line).
     pub fn malformed(self, detail: impl Into<String>) -> SourceError {
-        SourceError::Malformed(detail.into())
+        SourceError::Malformed {
+            part: self,
+            detail: detail.into(),
+            cause: None,
+        }
     }
 
     /// A malformed-file error in this part found by a decoder or parser, whose own error is
@@ -86,7 +104,11 @@ impl Part {
         detail: impl Into<String>,
         cause: impl std::error::Error + Send + Sync + 'static,
     ) -> SourceError {
-        SourceError::Malformed(format!("{}: {cause}", detail.into()))
+        SourceError::Malformed {
+            part: self,
+            detail: detail.into(),
+            cause: Some(Box::new(cause)),
+        }
     }
 
     /// A malformed-file error in this part that a decoder or parser reported, its error kept as
@@ -95,7 +117,11 @@ impl Part {
         self,
         cause: impl std::error::Error + Send + Sync + 'static,
     ) -> SourceError {
-        SourceError::Malformed(cause.to_string())
+        SourceError::Malformed {
+            part: self,
+            detail: String::new(),
+            cause: Some(Box::new(cause)),
+        }
     }
 }
 
@@ -121,7 +147,10 @@ pub enum Feature {
 impl Feature {
     /// An unsupported-feature error, with what exactly is not supported (one line).
     pub fn unsupported(self, detail: impl Into<String>) -> SourceError {
-        SourceError::Unsupported(detail.into())
+        SourceError::Unsupported {
+            feature: self,
+            detail: detail.into(),
+        }
     }
 }
 
@@ -194,6 +223,9 @@ pub enum Request {
         /// Bytes given.
         given: u64,
     },
+    /// Whole bytes asked of an input that is read by ranges.
+    #[error("the input is read by ranges: its bytes are not held whole")]
+    NotWhole,
     /// A path the library cannot be given.
     #[error("path {path:?} {issue}")]
     Path {
@@ -232,7 +264,19 @@ impl fmt::Display for PathIssue {
 
 impl From<Request> for SourceError {
     fn from(r: Request) -> Self {
-        SourceError::InvalidRequest(r.to_string())
+        SourceError::InvalidRequest(r)
+    }
+}
+
+/// `detail`, then the cause's text after `: ` (the cause alone when there is no detail).
+fn with_cause(
+    detail: &str,
+    cause: &Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+) -> String {
+    match cause {
+        None => detail.to_string(),
+        Some(c) if detail.is_empty() => c.to_string(),
+        Some(c) => format!("{detail}: {c}"),
     }
 }
 
@@ -297,24 +341,6 @@ impl SourceError {
         }
     }
 
-    /// The same error with `prefix` (e.g. `variable 'x'`) before its context, for a library
-    /// error; other errors are returned unchanged. Superseded by [`SourceError::in_variable`],
-    /// which wraps instead of rewriting.
-    pub fn in_context(self, prefix: &str) -> Self {
-        match self {
-            SourceError::Library {
-                lib,
-                context,
-                source,
-            } => SourceError::Library {
-                lib,
-                context: format!("{prefix}: {context}"),
-                source,
-            },
-            other => other,
-        }
-    }
-
     /// The error under any [`SourceError::InVariable`] context.
     pub fn innermost(&self) -> &SourceError {
         match self {
@@ -323,15 +349,78 @@ impl SourceError {
         }
     }
 
-    /// A [`SourceError::Malformed`] with this message.
-    pub fn malformed(msg: impl Into<String>) -> Self {
-        SourceError::Malformed(msg.into())
+    /// Where the bytes are wrong, for a malformed file (under any variable context).
+    pub fn part(&self) -> Option<Part> {
+        match self.innermost() {
+            SourceError::Malformed { part, .. } => Some(*part),
+            _ => None,
+        }
     }
-    /// A [`SourceError::Unsupported`] with this message.
-    pub fn unsupported(msg: impl Into<String>) -> Self {
-        SourceError::Unsupported(msg.into())
+
+    /// What is not supported, for an unsupported item (under any variable context).
+    pub fn feature(&self) -> Option<Feature> {
+        match self.innermost() {
+            SourceError::Unsupported { feature, .. } => Some(*feature),
+            _ => None,
+        }
     }
 }
 
 /// The result of an importer call.
 pub type Result<T, E = SourceError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn classified_by_variant_with_one_line_messages() {
+        let e = Part::Header.malformed("not a NetCDF file");
+        assert_eq!(e.part(), Some(Part::Header));
+        assert_eq!(e.feature(), None);
+        assert_eq!(e.to_string(), "not a NetCDF file");
+        assert!(e.source().is_none());
+
+        let e = Feature::Codec.unsupported("filter 307");
+        assert_eq!(e.feature(), Some(Feature::Codec));
+        assert_eq!(e.to_string(), "unsupported: filter 307");
+
+        let e = SourceError::from(Request::OutOfBounds {
+            start: 3,
+            count: 4,
+            len: 5,
+        });
+        assert!(matches!(
+            e,
+            SourceError::InvalidRequest(Request::OutOfBounds { len: 5, .. })
+        ));
+        assert_eq!(
+            e.to_string(),
+            "invalid request: region 3+4 exceeds axis length 5"
+        );
+    }
+
+    #[test]
+    fn context_wraps_and_the_cause_is_kept() {
+        let io = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "cut short");
+        let e = SourceError::in_variable("t", Part::Chunk.malformed_by("chunk [0]", io));
+        assert_eq!(e.to_string(), "variable 't': chunk [0]: cut short");
+        assert_eq!(e.part(), Some(Part::Chunk));
+        // The chain: the variable's context, the malformed chunk, the decoder's own error.
+        let malformed = e.source().expect("the wrapped error");
+        assert_eq!(malformed.to_string(), "chunk [0]: cut short");
+        let cause = malformed.source().expect("the decoder's error");
+        let io = cause
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::UnexpectedEof);
+        // Wrapping twice in the same variable does not repeat it.
+        let again = SourceError::in_variable("t", e);
+        assert_eq!(again.to_string(), "variable 't': chunk [0]: cut short");
+
+        let parse = "x".parse::<u8>().unwrap_err();
+        let e = Part::Metadata.malformed_from(parse.clone());
+        assert_eq!(e.to_string(), parse.to_string());
+    }
+}

@@ -658,7 +658,7 @@ pub trait Importer: Send + Sync {
         options: &OpenOptions,
     ) -> Result<Box<dyn Source>> {
         let _ = (bytes, options);
-        Err(SourceError::unsupported(format!(
+        Err(Feature::Layout.unsupported(format!(
             "{}: the {} importer reads local files only",
             name.display(),
             self.name()

@@ -44,12 +44,6 @@ pub fn decode_ucs4(b: &[u8], big: bool) -> Result<String, NotScalarValue> {
 )]
 pub struct NotScalarValue(pub u32);
 
-impl From<NotScalarValue> for String {
-    fn from(e: NotScalarValue) -> String {
-        e.to_string()
-    }
-}
-
 /// The name of record field `i` when it has none: `f<i>`, as numpy names unnamed fields, with
 /// `_` appended while another field (`taken`) already has that name.
 pub fn unnamed_field(i: usize, taken: impl Fn(&str) -> bool) -> String {

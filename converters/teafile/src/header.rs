@@ -4,7 +4,7 @@
 //! with checked arithmetic, every read is bounds-checked, and every count read from the file is
 //! compared with the bytes that remain before anything is allocated for it.
 
-use tet_source::{Result, SourceError};
+use tet_source::{Part, Request, Result, SourceError};
 
 /// The magic value of every TeaFile, read as an int64 in the file's byte order.
 pub const MAGIC: u64 = 0x0d0e_0a04_0208_0500;
@@ -201,7 +201,7 @@ pub fn field_type_name(field_type: i32) -> &'static str {
 }
 
 fn malformed(msg: impl Into<String>) -> SourceError {
-    SourceError::malformed(msg)
+    Part::Header.malformed(msg)
 }
 
 fn section_name(id: i32) -> String {
@@ -386,10 +386,12 @@ pub fn item_start(head: &[u8], file_len: u64) -> Result<u64> {
 pub fn parse_header_prefix(head: &[u8], file_len: u64) -> Result<TeaHeader> {
     let (order, item_start, item_end, section_count) = mandatory_header(head, file_len)?;
     if (head.len() as u64) < item_start {
-        return Err(SourceError::InvalidRequest(format!(
-            "the header runs to ItemStart {item_start}, only {} bytes were given",
-            head.len()
-        )));
+        return Err(Request::TooFewBytes {
+            what: "the header (up to ItemStart)",
+            needed: item_start,
+            given: head.len() as u64,
+        }
+        .into());
     }
     let bytes = head;
     let mut header = TeaHeader {

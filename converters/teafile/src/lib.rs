@@ -75,8 +75,8 @@ use tet_source::byte_source::ByteSource;
 use tet_source::mapped::FileBytes;
 
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Importer,
-    OpenOptions, Result, Role, Skipped, Source, SourceError, SourceLayout, Variable,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Feature,
+    Importer, OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceLayout, Variable,
 };
 
 mod header;
@@ -237,7 +237,7 @@ fn unsupported(
         skipped.push(Skipped { name, reason });
         Ok(())
     } else {
-        Err(SourceError::unsupported(format!("{name}: {reason}")))
+        Err(Feature::DataType.unsupported(format!("{name}: {reason}")))
     }
 }
 
@@ -468,7 +468,7 @@ impl TeaSource {
         let global_attrs = global_attributes(&header);
 
         let item_start = usize::try_from(header.item_start)
-            .map_err(|_| SourceError::malformed("ItemStart does not fit in memory"))?;
+            .map_err(|_| Part::Header.malformed("ItemStart does not fit in memory"))?;
         let item_size = header.item.as_ref().map_or(0, |i| i.size as usize);
         let swap = header.byte_order == ByteOrder::Big;
         Ok(TeaSource {
@@ -498,7 +498,7 @@ impl TeaSource {
     /// The bytes of the items `first .. first + n` (whole strides), bounds-checked: borrowed
     /// from a local file, read for a file read by ranges.
     fn item_bytes(&self, first: u64, n: u64) -> Result<Cow<'_, [u8]>> {
-        let outside = || SourceError::malformed("item range lies outside the file");
+        let outside = || Part::Shape.malformed("item range lies outside the file");
         let stride = self.item_size as u64;
         let (begin, len) = (|| {
             let begin = (self.item_start as u64).checked_add(first.checked_mul(stride)?)?;
@@ -576,11 +576,13 @@ fn gather<const N: usize>(
     let end = off
         .checked_add(N)
         .filter(|&e| e <= stride)
-        .ok_or_else(|| SourceError::malformed("field lies outside the item"))?;
+        .ok_or_else(|| Part::Type.malformed("field lies outside the item"))?;
     if stride == 0 || src.len() / stride != out.len() / N {
-        return Err(SourceError::InvalidRequest(
-            "item bytes and output buffer disagree".into(),
-        ));
+        return Err(Request::BufferSize {
+            expected: (src.len() / stride.max(1)).saturating_mul(N) as u64,
+            got: out.len() as u64,
+        }
+        .into());
     }
     let items = src.chunks_exact(stride).zip(out.chunks_exact_mut(N));
     if swap {
@@ -614,11 +616,14 @@ impl Source for TeaSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let (v, plan) = self
-            .variables
-            .get(var)
-            .zip(self.plans.get(var))
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let (v, plan) =
+            self.variables
+                .get(var)
+                .zip(self.plans.get(var))
+                .ok_or(Request::NoVariable {
+                    var,
+                    count: self.variables.len(),
+                })?;
         let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if n == 0 {
             return Ok(());
@@ -632,9 +637,11 @@ impl Source for TeaSource {
             2 => gather::<2>(src, stride, off, out, self.swap),
             4 => gather::<4>(src, stride, off, out, self.swap),
             8 => gather::<8>(src, stride, off, out, self.swap),
-            s => Err(SourceError::InvalidRequest(format!(
-                "unexpected element size {s}"
-            ))),
+            _ => Err(Request::NotReadable {
+                name: v.name.clone(),
+                why: "has an element size the reader does not take",
+            }
+            .into()),
         }?;
         // The items are copied out: drop their whole pages from the resident set (they stay in
         // the page cache), so resident memory does not grow with the file.

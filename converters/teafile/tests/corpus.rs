@@ -169,7 +169,7 @@ fn corrupt_itemstart_message() {
         msg.contains("ItemStart 4312 points 4096 bytes beyond end of file"),
         "{msg}"
     );
-    assert!(matches!(err, tet_source::SourceError::Malformed(_)));
+    assert!(matches!(err, tet_source::SourceError::Malformed { .. }));
 }
 
 #[test]

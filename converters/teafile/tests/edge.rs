@@ -95,7 +95,7 @@ impl Build {
 
 fn malformed(r: Result<TeaSource, SourceError>) -> String {
     match r {
-        Err(SourceError::Malformed(m)) => m,
+        Err(e @ SourceError::Malformed { .. }) => e.to_string(),
         Err(e) => panic!("expected Malformed, got {e:?}"),
         Ok(_) => panic!("expected Malformed, got Ok"),
     }
@@ -259,7 +259,7 @@ fn unsupported_fields_fail_or_are_skipped() {
         )
         .items(vec![0; 80]);
     match b.open() {
-        Err(SourceError::Unsupported(m)) => {
+        Err(SourceError::Unsupported { detail: m, .. }) => {
             assert!(m.contains("'Amount'") && m.contains("NetDecimal"), "{m}")
         }
         other => panic!("{other:?}"),
@@ -286,7 +286,7 @@ fn unknown_name_value_kind() {
     nv.extend(9i32.to_le_bytes());
     nv.extend([0u8; 12]);
     let b = tick().section(0x81, nv);
-    assert!(matches!(b.open(), Err(SourceError::Unsupported(_))));
+    assert!(matches!(b.open(), Err(SourceError::Unsupported { .. })));
     let src = b.open_skipping().unwrap();
     assert_eq!(
         attr(src.global_attrs(), "a"),
@@ -301,7 +301,7 @@ fn unknown_name_value_kind() {
 #[test]
 fn items_without_item_section() {
     let b = Build::new().items(vec![1, 2, 3]);
-    assert!(matches!(b.open(), Err(SourceError::Unsupported(_))));
+    assert!(matches!(b.open(), Err(SourceError::Unsupported { .. })));
     let src = b.open_skipping().unwrap();
     assert!(src.variables().is_empty());
     assert_eq!(src.skipped()[0].name, "item area");

@@ -497,7 +497,7 @@ proptest! {
         let strict = open_bytes(bytes.clone(), &OpenOptions::default());
         if has_decimal {
             let err = strict.expect_err("NetDecimal must be refused without skip_unsupported");
-            prop_assert!(matches!(err, SourceError::Unsupported(_)), "{err}");
+            prop_assert!(matches!(err, SourceError::Unsupported { .. }), "{err}");
             prop_assert!(err.to_string().contains("NetDecimal"));
         } else {
             strict.unwrap();

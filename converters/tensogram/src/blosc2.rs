@@ -21,7 +21,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use tensogram::{DataObjectDescriptor, MaskDescriptor};
-use tet_source::{Result, SourceError};
+use tet_source::{Feature, Part, Result, SourceError};
 
 /// The note every variable decoded here carries.
 pub(crate) const BLOSC2_NOTE: &str =
@@ -40,14 +40,14 @@ pub(crate) struct Blosc2Plan {
 const FRAME_HEADER: usize = 16;
 
 fn malformed(label: &str, why: impl std::fmt::Display) -> SourceError {
-    SourceError::malformed(format!("{label}: {why}"))
+    Part::Chunk.malformed(format!("{label}: {why}"))
 }
 
 /// A blosc2 decoding error: a variant the decoder does not implement is unsupported (named),
 /// anything else a damaged payload.
 fn blosc2_error(label: &str, what: &str, e: &tet_blosc2::Blosc2Error) -> SourceError {
     if e.is_unsupported() {
-        SourceError::unsupported(format!("{label}: {what}: {e}"))
+        Feature::Codec.unsupported(format!("{label}: {what}: {e}"))
     } else {
         malformed(label, format!("{what}: {e}"))
     }

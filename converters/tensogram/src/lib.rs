@@ -138,8 +138,8 @@ use tensogram::{
     ByteOrder, CompressionBackend, DataObjectDescriptor, DecodeOptions, Dtype, TensogramError,
 };
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, Fact, Importer, OpenOptions,
-    Result, Skipped, Source, SourceError, SourceLayout, Variable,
+    check_region, extension_confidence, AttrValue, Attrs, Confidence, Fact, Feature, Importer,
+    OpenOptions, Request, Result, Skipped, Source, SourceError, SourceLayout, Variable,
 };
 
 mod blosc2;
@@ -419,7 +419,7 @@ impl Opening<'_> {
             flags,
         } = *span;
         let corrupt = |detail: String| {
-            SourceError::malformed(format!(
+            tet_source::Part::Index.malformed(format!(
                 "corrupt Tensogram message {m} at byte {offset}: {detail}"
             ))
         };
@@ -444,9 +444,9 @@ impl Opening<'_> {
                         self.skipped.push(Skipped { name, reason: why });
                         continue;
                     }
-                    return Err(SourceError::unsupported(format!(
-                        "message {m} object {i}: {why}"
-                    )));
+                    return Err(
+                        Feature::DataType.unsupported(format!("message {m} object {i}: {why}"))
+                    );
                 }
             };
             let (frame_off, frame_len, verify_hash) = frames[i];
@@ -627,7 +627,7 @@ impl TgmSource {
             }
             if let Some((o, why)) = &cache.failed {
                 if *o == obj {
-                    return Err(SourceError::malformed(why.clone()));
+                    return Err(tet_source::Part::Chunk.malformed(why.clone()));
                 }
             }
             if !cache.loading.contains(&obj) {
@@ -648,7 +648,7 @@ impl TgmSource {
         cache.loading.retain(|&o| o != obj);
         match &result {
             Ok(bytes) => cache.current = Some((obj, Arc::clone(bytes))),
-            Err(SourceError::Malformed(why)) => cache.failed = Some((obj, why.clone())),
+            Err(e @ SourceError::Malformed { .. }) => cache.failed = Some((obj, e.to_string())),
             Err(_) => {}
         }
         drop(cache);
@@ -681,7 +681,7 @@ impl TgmSource {
         });
         outcome
             .clone()
-            .map_err(|why| SourceError::malformed(format!("{}: {why}", info.label())))
+            .map_err(|why| tet_source::Part::Chunk.malformed(format!("{}: {why}", info.label())))
     }
 
     /// Reads element runs `(offset, count)` of a plain object straight from its payload into
@@ -698,9 +698,11 @@ impl TgmSource {
         let parts = match decoded {
             Ok(Ok((_, parts))) => parts,
             Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
-            Ok(Err(e)) => return Err(SourceError::malformed(format!("{}: {e}", info.label()))),
+            Ok(Err(e)) => {
+                return Err(tet_source::Part::Chunk.malformed(format!("{}: {e}", info.label())))
+            }
             Err(p) => {
-                return Err(SourceError::malformed(format!(
+                return Err(tet_source::Part::Chunk.malformed(format!(
                     "{}: the tensogram decoder panicked: {}",
                     info.label(),
                     panic_text(&*p)
@@ -709,7 +711,7 @@ impl TgmSource {
         };
         let total: usize = parts.iter().map(Vec::len).sum();
         if total != out.len() {
-            return Err(SourceError::malformed(format!(
+            return Err(tet_source::Part::Chunk.malformed(format!(
                 "{}: a region decoded to {total} bytes, {} expected",
                 info.label(),
                 out.len()
@@ -730,10 +732,10 @@ impl TgmSource {
 
     /// Decodes one object from its data frame alone.
     fn decode(&self, obj: usize) -> Result<Vec<u8>> {
-        let info = self
-            .objects
-            .get(obj)
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no object {obj}")))?;
+        let info = self.objects.get(obj).ok_or(Request::NoEntry {
+            table: "object",
+            index: obj,
+        })?;
         if let Some(plan) = info.blosc2 {
             self.verify_once(obj)?;
             let frame = self.backing.read(info.frame_offset, info.frame_len)?;
@@ -752,16 +754,14 @@ impl TgmSource {
             Ok(Ok((_, data))) => data,
             Ok(Err(TensogramError::Io(e))) => return Err(SourceError::Io(e)),
             Ok(Err(e @ TensogramError::HashMismatch { .. })) => {
-                return Err(SourceError::malformed(format!(
-                    "{}: the data frame is corrupt ({e})",
-                    info.label()
-                )))
+                return Err(tet_source::Part::Chunk
+                    .malformed(format!("{}: the data frame is corrupt ({e})", info.label())))
             }
             Ok(Err(e)) => {
-                return Err(SourceError::malformed(format!("{}: {e}", info.label())));
+                return Err(tet_source::Part::Chunk.malformed(format!("{}: {e}", info.label())));
             }
             Err(p) => {
-                return Err(SourceError::malformed(format!(
+                return Err(tet_source::Part::Chunk.malformed(format!(
                     "{}: the tensogram decoder panicked: {}",
                     info.label(),
                     panic_text(&*p)
@@ -783,7 +783,7 @@ fn read_payload_runs(
     out: &mut [u8],
 ) -> Result<()> {
     let outside = || {
-        SourceError::malformed(format!(
+        tet_source::Part::Chunk.malformed(format!(
             "{}: a region lies outside its payload",
             info.label()
         ))
@@ -804,7 +804,7 @@ fn read_payload_runs(
         done = end;
     }
     if done != out.len() {
-        return Err(SourceError::malformed(format!(
+        return Err(tet_source::Part::Chunk.malformed(format!(
             "{}: a region read {done} bytes, {} expected",
             info.label(),
             out.len()
@@ -821,7 +821,7 @@ fn read_payload_runs(
 /// Checks the decoded length of an object and swaps big-endian values to little-endian.
 fn finish_decoded(info: &ObjectInfo, mut data: Vec<u8>) -> Result<Vec<u8>> {
     if data.len() != info.decoded_len {
-        return Err(SourceError::malformed(format!(
+        return Err(tet_source::Part::Chunk.malformed(format!(
             "{}: decoded to {} bytes, the descriptor implies {}",
             info.label(),
             data.len(),
@@ -855,11 +855,14 @@ impl Source for TgmSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let (v, plan) = self
-            .variables
-            .get(var)
-            .zip(self.plans.get(var))
-            .ok_or_else(|| SourceError::InvalidRequest(format!("no variable {var}")))?;
+        let (v, plan) =
+            self.variables
+                .get(var)
+                .zip(self.plans.get(var))
+                .ok_or(Request::NoVariable {
+                    var,
+                    count: self.variables.len(),
+                })?;
         let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if n == 0 {
             return Ok(());

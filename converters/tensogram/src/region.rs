@@ -1,7 +1,7 @@
 //! Copying out of a decoded object: a strided (non C order) layout to C order, and a region
 //! of a C-order array into the caller's buffer, run by run.
 
-use tet_source::{Result, SourceError};
+use tet_source::Result;
 
 use crate::plan::Part;
 
@@ -128,7 +128,7 @@ pub(crate) fn copy_region(
         axis -= 1;
         run *= count[axis];
     }
-    let outside = || SourceError::malformed("decoded object is shorter than its shape");
+    let outside = || tet_source::Part::Chunk.malformed("decoded object is shorter than its shape");
     let mut idx = vec![0u64; axis];
     let mut dst = 0u64;
     loop {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use tet_source::byte_source::ByteSource;
 use tet_source::mapped::FileBytes;
-use tet_source::{Result, SourceError};
+use tet_source::{Feature, Part, Result, SourceError};
 
 pub(crate) const MAGIC: &[u8; 8] = b"TENSOGRM";
 const END_MAGIC: &[u8; 8] = b"39277777";
@@ -84,7 +84,7 @@ impl ReadAt for Backing {
     fn read(&self, offset: u64, len: u64) -> Result<Cow<'_, [u8]>> {
         let total = self.len();
         let beyond = || {
-            SourceError::malformed(format!(
+            Part::Header.malformed(format!(
                 "{len} bytes at byte {offset} lie beyond the end of the file ({total} bytes)"
             ))
         };
@@ -123,20 +123,20 @@ fn be64(b: &[u8]) -> u64 {
 }
 
 fn truncated(pos: u64, n: u64, detail: impl std::fmt::Display) -> SourceError {
-    SourceError::malformed(format!(
+    Part::Header.malformed(format!(
         "truncated Tensogram message at byte {pos} (file is {n} bytes): {detail}"
     ))
 }
 
 fn corrupt(pos: u64, detail: impl std::fmt::Display) -> SourceError {
-    SourceError::malformed(format!("corrupt Tensogram message at byte {pos}: {detail}"))
+    Part::Header.malformed(format!("corrupt Tensogram message at byte {pos}: {detail}"))
 }
 
 /// Every message of the file, in order; they tile it exactly.
 pub(crate) fn scan(b: &Backing) -> Result<Vec<Span>> {
     let n = b.len();
     if n == 0 {
-        return Err(SourceError::malformed("empty file: no Tensogram message"));
+        return Err(Part::Header.malformed("empty file: no Tensogram message"));
     }
     let mut spans = Vec::new();
     let mut pos = 0u64;
@@ -155,11 +155,10 @@ fn message_at(b: &Backing, pos: u64, n: u64) -> Result<Span> {
     let m = head.len().min(MAGIC.len());
     if head[..m] != MAGIC[..m] {
         return Err(if pos == 0 {
-            SourceError::malformed(
-                "not a Tensogram file: it does not start with the TENSOGRM magic",
-            )
+            Part::Header
+                .malformed("not a Tensogram file: it does not start with the TENSOGRM magic")
         } else {
-            SourceError::malformed(format!(
+            Part::Header.malformed(format!(
                 "the {avail} bytes after the last Tensogram message (from byte {pos}, file is {n} \
                  bytes) are not a Tensogram message"
             ))
@@ -174,7 +173,7 @@ fn message_at(b: &Backing, pos: u64, n: u64) -> Result<Span> {
     }
     let version = be16(&head[8..10]);
     if version != 3 {
-        return Err(SourceError::unsupported(format!(
+        return Err(Feature::Version.unsupported(format!(
             "the message at byte {pos} has Tensogram wire version {version}; only version 3 \
              (tensogram 0.17 and later) is supported"
         )));

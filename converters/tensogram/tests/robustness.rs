@@ -57,7 +57,7 @@ fn every_truncation() {
                     )),
                     "{path:?}[..{len}]: {msg}"
                 );
-                assert!(matches!(err, SourceError::Malformed(_)));
+                assert!(matches!(err, SourceError::Malformed { .. }));
             }
         }
     }
@@ -125,7 +125,7 @@ fn codecs_not_in_this_build_are_named_at_open() {
         let md = metadata(vec![], vec![]);
         let bytes = message(&md, &[(vec![0; 16], good), (vec![0; 16], bad)]);
         let err = open_bytes(bytes.clone(), &opts()).err().unwrap();
-        assert!(matches!(err, SourceError::Unsupported(_)));
+        assert!(matches!(err, SourceError::Unsupported { .. }));
         assert_eq!(
             err.to_string(),
             format!(
@@ -170,7 +170,7 @@ fn unsupported_pipeline_stages_and_masks() {
     for (desc, what) in cases {
         let n: u64 = 24;
         let err = open_one(desc, vec![0; n as usize]).err().unwrap();
-        assert!(matches!(err, SourceError::Unsupported(_)), "{err}");
+        assert!(matches!(err, SourceError::Unsupported { .. }), "{err}");
         assert!(err.to_string().contains(what), "{err}");
     }
     // A mask method tensogram does not know.
@@ -235,7 +235,7 @@ fn malformed_descriptors_are_refused() {
     ];
     for (desc, payload, what) in cases {
         let err = open_one(desc, payload).err().unwrap();
-        assert!(matches!(err, SourceError::Malformed(_)), "{err}");
+        assert!(matches!(err, SourceError::Malformed { .. }), "{err}");
         assert!(err.to_string().contains(what), "{what}: {err}");
         assert!(err
             .to_string()

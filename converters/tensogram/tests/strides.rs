@@ -108,7 +108,7 @@ fn overlapping_strides_are_refused_in_one_line() {
     );
     assert!(!skipped[0].reason.contains('\n'));
     match TgmImporter.open(&fixture("strides.tgm"), &OpenOptions::default()) {
-        Err(SourceError::Unsupported(m)) => assert!(m.contains("object 7"), "{m}"),
+        Err(SourceError::Unsupported { detail: m, .. }) => assert!(m.contains("object 7"), "{m}"),
         Err(other) => panic!("{other}"),
         Ok(_) => panic!("opened without refusing object 7"),
     }
