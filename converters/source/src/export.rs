@@ -229,31 +229,54 @@ impl fmt::Display for Compression {
 }
 
 impl std::str::FromStr for Compression {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = CompressionError;
+    fn from_str(s: &str) -> Result<Self, CompressionError> {
         let (name, level) = match s.split_once(':') {
             Some((n, l)) => (n, Some(l)),
             None => (s, None),
         };
-        let lvl = |lo: i64, hi: i64, def: i64| -> Result<i64, String> {
+        let lvl = |lo: i64, hi: i64, def: i64| -> Result<i64, CompressionError> {
             match level {
                 None => Ok(def),
                 Some(l) => l
                     .parse::<i64>()
                     .ok()
                     .filter(|v| (lo..=hi).contains(v))
-                    .ok_or_else(|| format!("{name} level `{l}` is not in {lo}..={hi}")),
+                    .ok_or_else(|| CompressionError::Level {
+                        name: name.to_string(),
+                        level: l.to_string(),
+                        lo,
+                        hi,
+                    }),
             }
         };
         match name {
             "none" if level.is_none() => Ok(Compression::None),
             "zlib" | "deflate" => Ok(Compression::Zlib(lvl(1, 9, 4)? as u32)),
             "zstd" => Ok(Compression::Zstd(lvl(1, 22, 3)? as i32)),
-            _ => Err(format!(
-                "unknown compression `{s}` (none, zlib[:1-9], zstd[:1-22])"
-            )),
+            _ => Err(CompressionError::Unknown(s.to_string())),
         }
     }
+}
+
+/// A `--compress` value that names no [`Compression`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompressionError {
+    /// The level is not a number in the codec's range.
+    #[error("{name} level `{level}` is not in {lo}..={hi}")]
+    Level {
+        /// The codec's name as given.
+        name: String,
+        /// The level as given.
+        level: String,
+        /// The lowest level.
+        lo: i64,
+        /// The highest level.
+        hi: i64,
+    },
+    /// Not a codec this knows (the value as given).
+    #[error("unknown compression `{0}` (none, zlib[:1-9], zstd[:1-22])")]
+    Unknown(String),
 }
 
 /// Where an export goes.
@@ -396,8 +419,19 @@ mod tests {
         assert_eq!("zlib".parse(), Ok(Compression::Zlib(4)));
         assert_eq!("zstd:7".parse(), Ok(Compression::Zstd(7)));
         assert_eq!("none".parse(), Ok(Compression::None));
-        assert!("zlib:0".parse::<Compression>().is_err());
-        assert!("lz4".parse::<Compression>().is_err());
+        assert_eq!(
+            "zlib:0".parse::<Compression>(),
+            Err(CompressionError::Level {
+                name: "zlib".into(),
+                level: "0".into(),
+                lo: 1,
+                hi: 9
+            })
+        );
+        assert_eq!(
+            "lz4".parse::<Compression>(),
+            Err(CompressionError::Unknown("lz4".into()))
+        );
     }
 
     fn array(shape: Vec<u64>, chunk_shape: Vec<u64>) -> Array {
