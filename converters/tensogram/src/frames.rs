@@ -27,17 +27,41 @@ pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
+/// Why the frames of a message cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// tensogram refused the bytes (its error, kept).
+    #[error(transparent)]
+    Tensogram(#[from] tensogram::TensogramError),
+    /// tensogram's decoder panicked on them (the panic's text).
+    #[error("the tensogram decoder panicked: {0}")]
+    Panicked(String),
+    /// A frame that runs past the postamble (its position in the message).
+    #[error("the frame at message byte {0} runs past the postamble")]
+    PastEnd(usize),
+    /// A frame whose hash check failed: which, where, and why.
+    #[error("{frame:?} frame at message byte {pos}: {source}")]
+    Frame {
+        /// The frame's type.
+        frame: tensogram::wire::FrameType,
+        /// Its position in the message.
+        pos: usize,
+        /// The check's error.
+        source: Box<FrameError>,
+    },
+    /// Frames the preamble declares that the message does not hold (their names).
+    #[error("the preamble declares {0} frame(s) that the message does not hold")]
+    Missing(String),
+}
+
 /// Runs a `tensogram` call on untrusted bytes, turning a panic into an error.
 pub(crate) fn guarded<T>(
     f: impl FnOnce() -> tensogram::Result<T>,
-) -> std::result::Result<T, String> {
+) -> std::result::Result<T, FrameError> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(p) => Err(format!(
-            "the tensogram decoder panicked: {}",
-            panic_text(&*p)
-        )),
+        Ok(Err(e)) => Err(FrameError::Tensogram(e)),
+        Err(p) => Err(FrameError::Panicked(panic_text(&*p))),
     }
 }
 
@@ -48,7 +72,7 @@ pub(crate) fn guarded<T>(
 /// type was damaged (an index read as metadata, say) would otherwise pass unnoticed, since the
 /// hash does not cover the frame header. (A message without data frames may leave out the hash
 /// frames it declares: tensogram's streaming encoder writes none when no object came.)
-fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
+fn walk_frames(bytes: &[u8]) -> std::result::Result<(), FrameError> {
     use tensogram::wire::{FrameHeader, FrameType};
     let declared = be_u16(bytes, 10).unwrap_or(0);
     let mut observed = 0u16;
@@ -65,7 +89,7 @@ fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
             .ok()
             .and_then(|l| pos.checked_add(l))
             .filter(|&e| e <= end && e >= pos + 16)
-            .ok_or_else(|| format!("the frame at message byte {pos} runs past the postamble"))?;
+            .ok_or(FrameError::PastEnd(pos))?;
         observed |= match header.frame_type {
             FrameType::HeaderMetadata => 1,
             FrameType::FooterMetadata => 2,
@@ -81,8 +105,13 @@ fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
         };
         if header.frame_type != FrameType::NTensorFrame {
             let frame = &bytes[pos..frame_end];
-            guarded(|| tensogram::hash::check_frame_hash(frame, header.frame_type))
-                .map_err(|e| format!("{:?} frame at message byte {pos}: {e}", header.frame_type))?;
+            guarded(|| tensogram::hash::check_frame_hash(frame, header.frame_type)).map_err(
+                |e| FrameError::Frame {
+                    frame: header.frame_type,
+                    pos,
+                    source: Box::new(e),
+                },
+            )?;
         }
         // Padding to the next 8-byte boundary of the frame, as tensogram's reader skips it.
         pos += (frame_end - pos).div_ceil(8) * 8;
@@ -107,15 +136,12 @@ fn walk_frames(bytes: &[u8]) -> std::result::Result<(), String> {
         .filter(|(bit, _)| missing & (1 << bit) != 0)
         .map(|(_, n)| *n)
         .collect();
-        return Err(format!(
-            "the preamble declares {} frame(s) that the message does not hold",
-            names.join(", ")
-        ));
+        return Err(FrameError::Missing(names.join(", ")));
     }
     Ok(())
 }
 
-pub(crate) fn parse_message(bytes: &[u8]) -> std::result::Result<ParsedMessage, String> {
+pub(crate) fn parse_message(bytes: &[u8]) -> std::result::Result<ParsedMessage, FrameError> {
     let msg = guarded(|| tensogram::framing::decode_message(bytes))?;
     walk_frames(bytes)?;
     let encoder = match msg.global_metadata.reserved.get("encoder") {

@@ -423,7 +423,10 @@ impl Opening<'_> {
                 "corrupt Tensogram message {m} at byte {offset}: {detail}"
             ))
         };
-        let parsed = parse_message(bytes).map_err(corrupt)?;
+        let parsed = parse_message(bytes).map_err(|e| {
+            tet_source::Part::Index
+                .malformed_by(format!("corrupt Tensogram message {m} at byte {offset}"), e)
+        })?;
         let frames = data_frames(&parsed, bytes, length, corrupt)?;
         let message_facts = self.message_facts(&parsed);
         for (i, (desc, payload_len, _, payload_head)) in parsed.objects.iter().enumerate() {
