@@ -1,0 +1,163 @@
+//! What shapes a conversion: `--codec` ([`CodecChoice`]) and the options of one conversion
+//! ([`ConvertOptions`]), with the history params the byte-affecting ones become.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use tet_source::OpenOptions;
+
+use crate::control::{Cancel, Progress};
+use crate::planner::PlanOptions;
+
+/// The zstd level of `--codec zstd` without a level (the zstd CLI's default).
+pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
+
+/// The zstd level `--codec auto` uses for data the source stored compressed. Level 2 rather
+/// than 3: measured on five kinds of 4 MiB chunks (BENCHMARKS.md, issue 14: noisy and smooth
+/// f32, f64, masked f32, i16 counts) level 2 compresses 11–55 % faster on four of them, and its
+/// output is between 2.8 % smaller and 7.1 % larger; on the netCDF-4 zlib case it is both
+/// smaller (478 vs 490 MiB per GiB) and 25 % cheaper. `auto` serves scheduled conversions
+/// that mirror the source's choice to compress; `--codec zstd:N` picks any level.
+pub const AUTO_ZSTD_LEVEL: i32 = 2;
+
+/// `--codec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodecChoice {
+    /// Mirror the source: compressed source data → zstd, uncompressed → raw.
+    Auto,
+    Raw,
+    Zstd(i32),
+}
+
+/// The levels `--codec zstd:LEVEL` takes (zstd's positive levels).
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+/// A `--codec` value that is none of `auto`, `raw`, `zstd`, `zstd:LEVEL`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "codec {0:?}: expected auto, raw, zstd or zstd:{lo}..{hi}",
+    lo = ZSTD_LEVELS.start(),
+    hi = ZSTD_LEVELS.end()
+)]
+pub struct CodecError(pub String);
+
+impl FromStr for CodecChoice {
+    type Err = CodecError;
+    fn from_str(s: &str) -> Result<Self, CodecError> {
+        match s {
+            "auto" => Ok(CodecChoice::Auto),
+            "raw" => Ok(CodecChoice::Raw),
+            "zstd" => Ok(CodecChoice::Zstd(DEFAULT_ZSTD_LEVEL)),
+            _ => {
+                let level = s
+                    .strip_prefix("zstd:")
+                    .and_then(|l| l.parse::<i32>().ok())
+                    .filter(|l| ZSTD_LEVELS.contains(l))
+                    .ok_or_else(|| CodecError(s.into()))?;
+                Ok(CodecChoice::Zstd(level))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for CodecChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CodecChoice::Auto => f.write_str("auto"),
+            CodecChoice::Raw => f.write_str("raw"),
+            CodecChoice::Zstd(l) => write!(f, "zstd:{l}"),
+        }
+    }
+}
+
+/// Everything that shapes a conversion.
+#[derive(Debug, Clone)]
+pub struct ConvertOptions {
+    pub codec: CodecChoice,
+    pub plan: PlanOptions,
+    /// Worker threads (≥ 1).
+    pub jobs: usize,
+    /// Bytes of chunk data in flight at most, whatever `jobs` is ([`MemoryBudget`]): workers
+    /// wait, allocating nothing, while a chunk's memory does not fit. A chunk larger than the
+    /// whole budget is converted alone. Never changes the output bytes.
+    pub memory_budget: u64,
+    pub open: OpenOptions,
+    /// Told of the chunk work as it goes (the CLI draws a progress bar from it).
+    pub progress: Option<Progress>,
+    /// Asked between chunks whether to stop (the CLI's asks its signal handlers).
+    pub cancel: Cancel,
+    /// When the output path is a symbolic link, write the file it points to (atomically, beside
+    /// the target). Otherwise such an output is refused.
+    pub write_through_symlink: bool,
+    /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
+    pub select: crate::select::SelectOptions,
+    /// A combined conversion (`--concat`, see [`crate::concat::convert`]).
+    pub combine: Option<crate::concat::Combine>,
+    /// What the history row names as the input when `input` is a local copy of it (an object
+    /// URL spooled by `batch::remote`); `None`: the input path itself.
+    pub input_origin: Option<crate::storage::Origin>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            codec: CodecChoice::Auto,
+            plan: PlanOptions::default(),
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_budget: crate::format::DEFAULT_MEMORY_BUDGET,
+            open: OpenOptions::default(),
+            progress: None,
+            cancel: Cancel::never(),
+            write_through_symlink: false,
+            select: Default::default(),
+            combine: None,
+            input_origin: None,
+        }
+    }
+}
+
+impl ConvertOptions {
+    /// The options that change output bytes, as history params (never `jobs`).
+    pub fn byte_affecting_params(&self) -> BTreeMap<String, String> {
+        let mut p = BTreeMap::new();
+        p.insert("codec".into(), self.codec.to_string());
+        p.insert("chunk".into(), self.plan.describe());
+        p.insert(
+            "skip_unsupported".into(),
+            self.open.skip_unsupported.to_string(),
+        );
+        if self.open.unpack {
+            p.insert("unpack".into(), "true".into());
+        }
+        if self.open.follow_external {
+            p.insert("follow_external".into(), "true".into());
+        }
+        self.select.params(&mut p);
+        if let Some(c) = &self.combine {
+            c.params(&mut p);
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codec_choice_parses() {
+        assert_eq!("auto".parse(), Ok(CodecChoice::Auto));
+        assert_eq!("zstd".parse(), Ok(CodecChoice::Zstd(3)));
+        assert_eq!("zstd:19".parse(), Ok(CodecChoice::Zstd(19)));
+        assert!("zstd:0".parse::<CodecChoice>().is_err());
+        assert_eq!(
+            "lz4".parse::<CodecChoice>().unwrap_err().to_string(),
+            "codec \"lz4\": expected auto, raw, zstd or zstd:1..22"
+        );
+        assert_eq!(
+            "zstd:23".parse::<CodecChoice>(),
+            Err(CodecError("zstd:23".into()))
+        );
+        assert_eq!(CodecChoice::Zstd(7).to_string(), "zstd:7");
+    }
+}

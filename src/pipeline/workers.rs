@@ -1,0 +1,337 @@
+//! The worker pool: threads claim chunks in index order from the [`MemoryBudget`], encode them
+//! and hand them to the ordered writer, reporting progress and checking for cancellation between
+//! chunks; the first error stops every worker and the writer.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use tet_source::Source;
+
+use super::compressor::compressor_bytes;
+use super::encode::{encode_chunk, file_range};
+use super::options::{ConvertOptions, DEFAULT_ZSTD_LEVEL};
+use super::plan::Planned;
+use super::report::ConvertError;
+use crate::control::ProgressEvent;
+use crate::format::budget::MemoryBudget;
+use crate::format::{ChunkDigest, Codec, TetError, TetWriter};
+
+/// The most memory the chunk at `coords` of `p` holds while it is encoded (read buffer, widened
+/// copy, compressed output and a compression context, as far as each applies): what the worker
+/// claims from the [`MemoryBudget`] before it touches the chunk. A chunk copied file to file
+/// holds none.
+fn chunk_cost(source: &dyn Source, p: &Planned, coords: &[u64]) -> u64 {
+    if file_range(source, p, coords).is_some() {
+        return 0;
+    }
+    let elems = p.grid.chunk_elements(coords);
+    let read = elems.saturating_mul(source.variables()[p.var].dtype.size() as u64);
+    let stored = elems.saturating_mul(p.spec.dtype.size() as u64);
+    let mut cost = read;
+    if p.widen.converts() {
+        cost = cost.saturating_add(stored);
+    }
+    if p.codec == Codec::Zstd || p.constant_as_zstd || p.carry_frames {
+        let bound = zstd::zstd_safe::compress_bound(stored as usize) as u64;
+        let level = if p.codec == Codec::Zstd {
+            p.level
+        } else {
+            DEFAULT_ZSTD_LEVEL
+        };
+        cost = cost
+            .saturating_add(bound)
+            .saturating_add(compressor_bytes(level));
+    }
+    cost
+}
+
+/// Hands a worker's scratch buffers and compression context back to the budget's idle pool: a
+/// worker holds nothing of its own while it waits for its next claim.
+fn recycle(
+    budget: &MemoryBudget,
+    buf: &mut Vec<u8>,
+    wide: &mut Vec<u8>,
+    zctx: &mut Option<(i32, zstd::bulk::Compressor<'static>)>,
+) {
+    for b in [std::mem::take(buf), std::mem::take(wide)] {
+        let n = b.capacity() as u64;
+        budget.put(b, n);
+    }
+    if let Some(c) = zctx.take() {
+        let n = compressor_bytes(c.0);
+        budget.put(c, n);
+    }
+}
+
+/// The raw chunks the workers copy file to file out of the input file itself, as (sequence
+/// number, offset, length) sorted by offset: their digests come from the input digest's pass.
+/// A chunk whose range overlaps an earlier one's is left out (its worker hashes it).
+pub(super) fn input_ranges(
+    source: &dyn Source,
+    planned: &[Planned],
+    input: &Path,
+) -> Vec<(u64, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(input) else {
+        return Vec::new();
+    };
+    if !meta.is_file() {
+        return Vec::new();
+    }
+    let bases = chunk_bases(planned);
+    let mut ranges = Vec::new();
+    for (d, p) in planned.iter().enumerate() {
+        let Some(ext) = source.file_extent(p.var) else {
+            continue;
+        };
+        let same = ext
+            .file
+            .metadata()
+            .is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
+        if !same {
+            continue;
+        }
+        for i in 0..p.grid.total {
+            if let Some((_, off, len)) = file_range(source, p, &p.grid.coords(i)) {
+                ranges.push((bases[d] + i, off, len));
+            }
+        }
+    }
+    ranges.sort_by_key(|r| (r.1, r.2));
+    let mut end = 0u64;
+    ranges.retain(|r| {
+        let keep = r.1 >= end;
+        if keep {
+            end = r.1 + r.2;
+        }
+        keep
+    });
+    ranges
+}
+
+/// Runs the workers; returns what they stored.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_workers<'s>(
+    source: &'s dyn Source,
+    planned: &[Planned],
+    writer: &TetWriter<'s>,
+    jobs: usize,
+    opts: &ConvertOptions,
+    checksums: bool,
+    budget: &MemoryBudget,
+    later: &[u64],
+) -> Result<Stored, ConvertError> {
+    let bases = chunk_bases(planned);
+    let raw_total: u64 = planned
+        .iter()
+        .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
+        .sum();
+    let progress = opts.progress.as_ref();
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Start {
+            total_bytes: raw_total,
+        });
+    }
+    // What a chunk may hold in memory at most: claimed before a worker touches it.
+    let cost = |seq: u64| {
+        let d = bases.partition_point(|&b| b <= seq) - 1;
+        chunk_cost(source, &planned[d], &planned[d].grid.coords(seq - bases[d]))
+    };
+    let failed = AtomicBool::new(false);
+    let first_error: Mutex<Option<ConvertError>> = Mutex::new(None);
+    let sizes: Vec<(AtomicU64, AtomicU64)> = planned
+        .iter()
+        .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+        .collect();
+    let carried = AtomicU64::new(0);
+    // Sources whose library serialises every call anyway are read by one thread at a time.
+    let read_lock = Mutex::new(());
+    let serial_reads = !source.parallel_reads();
+    // The first error stops every worker, the writer and whoever waits for room in the budget.
+    let stop = |e: ConvertError, why: &str| {
+        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(e);
+        failed.store(true, Ordering::Relaxed);
+        writer.abort(why);
+        budget.close();
+    };
+
+    let worker = || {
+        let mut buf: Vec<u8> = Vec::new();
+        let mut wide: Vec<u8> = Vec::new();
+        let mut zctx: Option<(i32, zstd::bulk::Compressor<'static>)> = None;
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            // Waits, allocating nothing, until the chunk's memory fits in the budget.
+            let Some(mut claim) = budget.claim(cost) else {
+                return;
+            };
+            let seq = claim.seq;
+            if let Some(sig) = opts.cancel.requested() {
+                stop(ConvertError::Interrupted(sig), "stopped by a signal");
+                return;
+            }
+            let d = bases.partition_point(|&b| b <= seq) - 1;
+            let p = &planned[d];
+            let coords = p.grid.coords(seq - bases[d]);
+            if buf.capacity() == 0 {
+                // The last chunk's buffer went to the writer: take one it has written.
+                buf = writer.spare_buffer().unwrap_or_default();
+            }
+            let result = encode_chunk(
+                source,
+                p,
+                &coords,
+                &mut buf,
+                &mut wide,
+                &mut zctx,
+                &read_lock,
+                serial_reads,
+                checksums,
+                &|| writer.spare_buffer(),
+                budget,
+            )
+            .and_then(|(payload, kept)| {
+                let (raw, stored) = (payload.raw_len, payload.data.len());
+                // The claim keeps what the payload holds until the writer has written it; the
+                // scratch buffers and the context go back to the budget's idle pool.
+                budget.settle(&mut claim, payload.held_bytes());
+                recycle(budget, &mut buf, &mut wide, &mut zctx);
+                let digest = if later.binary_search(&seq).is_ok() {
+                    ChunkDigest::Later
+                } else {
+                    ChunkDigest::Compute
+                };
+                writer.submit_digested(d, &coords, payload, digest)?;
+                if kept {
+                    carried.fetch_add(1, Ordering::Relaxed);
+                }
+                sizes[d].0.fetch_add(raw, Ordering::Relaxed);
+                sizes[d].1.fetch_add(stored, Ordering::Relaxed);
+                if let Some(p) = progress {
+                    p.report(ProgressEvent::Advance { bytes: raw });
+                }
+                Ok(())
+            });
+            if let Err(e) = result {
+                stop(chunk_error(e, &p.spec.name, &coords), "conversion failed");
+                return;
+            }
+        }
+    };
+    let threads = pool_threads(jobs, planned);
+    let written = run_pool(threads, writer, budget, &failed, &worker)?;
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Finish);
+    }
+    let first_error = first_error.into_inner().unwrap_or_else(|p| p.into_inner());
+    run_outcome(written, first_error)?;
+    Ok(Stored {
+        sizes: sizes
+            .iter()
+            .map(|(r, s)| (r.load(Ordering::Relaxed), s.load(Ordering::Relaxed)))
+            .collect(),
+        carried: carried.load(Ordering::Relaxed),
+    })
+}
+
+/// The worker threads of a run: `jobs`, but no more than there are chunks. A file of one chunk
+/// gets one thread, not a pool of `jobs` that would start and wait for nothing: the batch's
+/// in-process mode converts thousands of small files one after another (issue 25).
+fn pool_threads(jobs: usize, planned: &[Planned]) -> usize {
+    let chunks: u64 = planned.iter().map(|p| p.grid.total).sum();
+    jobs.min(usize::try_from(chunks).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// Runs `worker` on `jobs` threads beside the write stage (one thread writing chunks in index
+/// order; the workers only read, widen and compress); returns how the write stage ended.
+fn run_pool(
+    jobs: usize,
+    writer: &TetWriter<'_>,
+    budget: &MemoryBudget,
+    failed: &AtomicBool,
+    worker: &(dyn Fn() + Sync),
+) -> Result<std::thread::Result<Result<(), TetError>>, ConvertError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|source| ConvertError::Threads {
+            threads: jobs,
+            source,
+        })?;
+    Ok(std::thread::scope(|scope| {
+        let stage = scope.spawn(|| {
+            let written = writer.write_all();
+            if written.is_err() {
+                // Workers waiting for room would wait for writes that never come.
+                budget.close();
+            }
+            written
+        });
+        pool.scope(|s| {
+            for _ in 0..jobs {
+                s.spawn(|_| worker());
+            }
+        });
+        if failed.load(Ordering::Relaxed) {
+            writer.abort("conversion failed");
+        }
+        budget.close();
+        stage.join()
+    }))
+}
+
+/// Where each planned dataset's chunks start in the sequence of all chunks the workers take.
+fn chunk_bases(planned: &[Planned]) -> Vec<u64> {
+    planned
+        .iter()
+        .scan(0u64, |acc, p| {
+            let b = *acc;
+            *acc += p.grid.total;
+            Some(b)
+        })
+        .collect()
+}
+
+/// The error of the chunk at `coords` of dataset `dataset`: a source error names the chunk.
+fn chunk_error(e: ConvertError, dataset: &str, coords: &[u64]) -> ConvertError {
+    match e {
+        ConvertError::Source(source) => ConvertError::Chunk {
+            dataset: dataset.to_string(),
+            coords: coords.to_vec(),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// How the run ended, from the write stage's result (`written`) and the workers' first error.
+fn run_outcome(
+    written: std::thread::Result<Result<(), TetError>>,
+    first_error: Option<ConvertError>,
+) -> Result<(), ConvertError> {
+    let written = written.map_err(|_| ConvertError::Panicked {
+        what: "the write stage",
+    })?;
+    // The write stage's own failure (a full disk…) is the cause; the workers it stopped only
+    // saw "writer failed earlier".
+    if let Err(e @ TetError::Io(_)) = written {
+        return Err(ConvertError::Tet(e));
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    written?;
+    Ok(())
+}
+
+/// What the workers stored: (raw, stored) bytes per dataset, and how many chunks kept the
+/// source's zstd frame.
+pub(super) struct Stored {
+    pub(super) sizes: Vec<(u64, u64)>,
+    pub(super) carried: u64,
+}
