@@ -143,9 +143,20 @@ fn time_unit_word(u: TimeUnits) -> &'static str {
 
 /// The leaves of `dtype`. `Err` carries the reason when the dtype has no fixed layout at all
 /// (pickled objects), so no field offsets can be computed.
-pub(crate) fn leaves(dtype: &Dtype) -> Result<Vec<Leaf>, String> {
+/// Why a dtype has no leaves (the array is then an unsupported item with this reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoLeaves {
+    /// Python objects, pickled.
+    #[error("object dtype ('O'): the data is pickled Python objects")]
+    Object,
+    /// A size that does not fit memory's integers (`record size`, `sub-array size`).
+    #[error("{0} overflows")]
+    Overflow(&'static str),
+}
+
+pub(crate) fn leaves(dtype: &Dtype) -> Result<Vec<Leaf>, NoLeaves> {
     if dtype.uses_pickled_array() {
-        return Err("object dtype ('O'): the data is pickled Python objects".into());
+        return Err(NoLeaves::Object);
     }
     let mut out = Vec::new();
     walk(dtype, &mut Vec::new(), 0, &mut Vec::new(), &mut out)?;
@@ -158,14 +169,13 @@ fn walk(
     offset: u64,
     sub_axes: &mut Vec<(u64, u64)>,
     out: &mut Vec<Leaf>,
-) -> Result<(), String> {
+) -> Result<(), NoLeaves> {
     match dtype {
         Dtype::Plain(p) => plain(p, path, offset, sub_axes, out),
         Dtype::Array(n, inner) => {
             let stride = inner
                 .num_bytes()
-                .ok_or_else(|| "sub-array size overflows".to_string())?
-                as u64;
+                .ok_or(NoLeaves::Overflow("sub-array size"))? as u64;
             sub_axes.push((*n, stride));
             let r = walk(inner, path, offset, sub_axes, out);
             sub_axes.pop();
@@ -177,8 +187,7 @@ fn walk(
                 let size = f
                     .dtype
                     .num_bytes()
-                    .ok_or_else(|| "record size overflows".to_string())?
-                    as u64;
+                    .ok_or(NoLeaves::Overflow("record size"))? as u64;
                 let padding = f.name.is_empty()
                     && matches!(&f.dtype, Dtype::Plain(p) if p.ts.type_char() == TypeChar::RawData);
                 if !padding {
@@ -205,7 +214,7 @@ fn walk(
                 }
                 off = off
                     .checked_add(size)
-                    .ok_or_else(|| "record size overflows".to_string())?;
+                    .ok_or(NoLeaves::Overflow("record size"))?;
             }
             Ok(())
         }
@@ -218,7 +227,7 @@ fn plain(
     offset: u64,
     sub_axes: &[(u64, u64)],
     out: &mut Vec<Leaf>,
-) -> Result<(), String> {
+) -> Result<(), NoLeaves> {
     let ts = &p.ts;
     let big = ts.endianness() == Endianness::Big;
     let leaf = |path: Vec<String>, offset: u64, kind: LeafKind| Leaf {

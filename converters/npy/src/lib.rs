@@ -721,14 +721,17 @@ impl<'o> Builder<'o> {
     /// Adds the variables of one array.
     fn add_array(&mut self, name: &str, h: &Header, from: &Origin) -> Result<()> {
         let Some((_, trailing)) = self.required(h, from)? else {
-            let reason = fields::leaves(&h.dtype)
-                .err()
-                .unwrap_or_else(|| format!("dtype {} has no fixed size", h.descr_text));
+            let reason = fields::leaves(&h.dtype).err().map_or_else(
+                || format!("dtype {} has no fixed size", h.descr_text),
+                |e| e.to_string(),
+            );
             return self.unsupported(Feature::DataType, name.to_string(), reason);
         };
         let leaves = match fields::leaves(&h.dtype) {
             Ok(l) => l,
-            Err(reason) => return self.unsupported(Feature::DataType, name.to_string(), reason),
+            Err(reason) => {
+                return self.unsupported(Feature::DataType, name.to_string(), reason.to_string())
+            }
         };
         if leaves.is_empty() {
             // A record of unnamed raw-void fields only (numpy's padding) or of no fields: numpy
