@@ -19,7 +19,7 @@ mod remote;
 #[cfg(feature = "object-store")]
 mod zarr;
 #[cfg(feature = "object-store")]
-pub use remote::ranged::{ignores_ranges, RangedObject};
+pub use remote::ranged::RangedObject;
 #[cfg(feature = "object-store")]
 pub use remote::{
     clean_stale_spools, free_space, Listed, Object, ObjectInfo, Spool, UploadMetadata, SPOOL_PREFIX,

@@ -72,6 +72,9 @@ struct Tally {
     requests: AtomicU64,
     transient: AtomicU64,
     last: Mutex<Option<Failure>>,
+    /// A GET with a `Range` header was answered 200 with the whole object, not 206 (a plain
+    /// HTTP server without range support).
+    ranges_ignored: std::sync::atomic::AtomicBool,
 }
 
 /// A failed request: its number (in [`Tally::requests`]), the host it went to, and the answer
@@ -133,7 +136,12 @@ impl HttpService for Counting {
     async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
         let request = self.tally.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let host = req.uri().host().unwrap_or_default().to_string();
+        let ranged = req.headers().contains_key("range");
         match self.inner.execute(req).await {
+            Ok(r) if ranged && r.status().as_u16() == 200 => {
+                self.tally.ranges_ignored.store(true, Ordering::SeqCst);
+                Ok(r)
+            }
             Ok(r) if r.status().as_u16() >= 400 => {
                 let status = r.status().as_u16();
                 let (parts, body) = r.into_parts();
@@ -462,6 +470,12 @@ impl Object {
     /// retries ran out counts here too (its error says how many retries it had).
     pub fn retries(&self) -> u64 {
         self.shared.tally.transient.load(Ordering::SeqCst)
+    }
+
+    /// Whether the store answered a ranged GET with the whole object (HTTP 200, not 206): a
+    /// server without range support, whose objects are read from a spooled copy instead.
+    pub fn ignores_ranges(&self) -> bool {
+        self.shared.tally.ranges_ignored.load(Ordering::SeqCst)
     }
 
     /// The URL as given.

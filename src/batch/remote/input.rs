@@ -13,7 +13,7 @@ use tet_source::Importer;
 use crate::control::Cancel;
 use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, InputDigest};
 use crate::registry;
-use crate::storage::{ignores_ranges, Object, ObjectStorage, RangedObject, Spool, StorageError};
+use crate::storage::{Object, ObjectStorage, RangedObject, Spool, StorageError};
 
 /// How an object input is read.
 pub(super) enum ObjectInput {
@@ -41,7 +41,8 @@ impl ObjectInput {
         let ranged = RangedObject::new(o.clone(), info, cancel.clone());
         let head = match ranged.head(registry::HEAD_BYTES) {
             Ok(h) => h,
-            Err(e) if ignores_ranges(&e) => {
+            // Answered 200 with the whole object, not 206: a server without ranges.
+            Err(_) if o.ignores_ranges() => {
                 log::debug!("{}: the server ignores ranges, spooled", o.url());
                 return o.download(root, cancel).map(Self::Spooled);
             }

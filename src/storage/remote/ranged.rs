@@ -463,20 +463,3 @@ impl Drop for RangedObject {
         );
     }
 }
-
-/// Whether the server answered a ranged request with the whole object (a plain HTTP server
-/// without range support): such an input is spooled instead.
-pub fn ignores_ranges(e: &StorageError) -> bool {
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(x) = next {
-        let text = x.to_string();
-        // object_store's two words for it: an S3-like answer of 200 to a ranged GET, and its
-        // HTTP store's check of the server's `Accept-Ranges`.
-        if text.contains("non-partial response") || text.contains("Range request not supported")
-        {
-            return true;
-        }
-        next = x.source();
-    }
-    false
-}
