@@ -301,7 +301,24 @@ pub struct TgmSource {
     decoded: Condvar,
     /// Per object: the outcome of its frame-hash check, made once before the first ranged read
     /// (a ranged read does not see the whole frame, so it cannot check the hash itself).
-    verified: Vec<OnceLock<std::result::Result<(), String>>>,
+    verified: Vec<OnceLock<std::result::Result<(), Arc<HashCheck>>>>,
+}
+
+/// Why a data frame's hash check failed (kept once per object, shared by later reads).
+#[derive(Debug, thiserror::Error)]
+enum HashCheck {
+    /// The frame could not be read.
+    #[error(transparent)]
+    Read(SourceError),
+    /// The frame says it is hashed but carries no hash.
+    #[error("the frame is flagged as hashed but has no hash")]
+    NoHash,
+    /// tensogram found it corrupt (its error, kept).
+    #[error("the data frame is corrupt ({0})")]
+    Corrupt(#[source] tensogram::TensogramError),
+    /// tensogram's check panicked (the panic's text).
+    #[error("the hash check panicked: {0}")]
+    Panicked(String),
 }
 
 /// The parts of a [`TgmSource`] collected while its messages are opened.
@@ -434,7 +451,7 @@ impl Opening<'_> {
             let name = format!("message_{m}/object_{i}");
             let plan = match plan_object(desc, *payload_len).and_then(|p| {
                 if desc.compression == "lz4" {
-                    check_lz4_prefix(desc, payload_head).map_err(Problem::Malformed)?;
+                    check_lz4_prefix(desc, payload_head)?;
                 }
                 Ok(p)
             }) {
@@ -669,7 +686,7 @@ impl TgmSource {
             let frame = self
                 .backing
                 .read(info.frame_offset, info.frame_len)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Arc::new(HashCheck::Read(e)))?;
             let checked = catch_unwind(AssertUnwindSafe(|| {
                 let header = tensogram::wire::FrameHeader::read_from(&frame)?;
                 tensogram::hash::check_frame_hash(&frame, header.frame_type)
@@ -677,14 +694,14 @@ impl TgmSource {
             self.backing.release(&frame);
             match checked {
                 Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) => Err("the frame is flagged as hashed but has no hash".into()),
-                Ok(Err(e)) => Err(format!("the data frame is corrupt ({e})")),
-                Err(p) => Err(format!("the hash check panicked: {}", panic_text(&*p))),
+                Ok(Ok(false)) => Err(Arc::new(HashCheck::NoHash)),
+                Ok(Err(e)) => Err(Arc::new(HashCheck::Corrupt(e))),
+                Err(p) => Err(Arc::new(HashCheck::Panicked(panic_text(&*p)))),
             }
         });
         outcome
             .clone()
-            .map_err(|why| tet_source::Part::Chunk.malformed(format!("{}: {why}", info.label())))
+            .map_err(|why| tet_source::Part::Chunk.malformed_by(info.label(), why))
     }
 
     /// Reads element runs `(offset, count)` of a plain object straight from its payload into

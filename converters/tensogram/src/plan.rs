@@ -582,7 +582,7 @@ fn element_of(dtype: Dtype, simple_packing: bool) -> (ElementType, Part, usize) 
 pub(crate) fn check_lz4_prefix(
     desc: &DataObjectDescriptor,
     payload: &[u8],
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Problem> {
     let Some(p) = payload.get(..4) else {
         return Ok(());
     };
@@ -603,12 +603,12 @@ pub(crate) fn check_lz4_prefix(
         n.checked_mul(desc.dtype.byte_width() as u64)
     };
     if expected != Some(declared) {
-        return Err(format!(
+        return Err(Problem::Malformed(format!(
             "the lz4 payload declares {declared} decoded bytes, shape {:?} of {} needs {}",
             desc.shape,
             desc.dtype,
             expected.map_or("more than 2^64".to_string(), |e| e.to_string())
-        ));
+        )));
     }
     Ok(())
 }
