@@ -327,7 +327,7 @@ enum Payload {
     InPlace {
         start: usize,
         len: usize,
-        crc: Option<(u32, OnceLock<Result<(), String>>)>,
+        crc: Option<(u32, CrcCheck)>,
     },
     /// A compressed zip member (deflate, bzip2 or LZMA), decompressed on first use. `needed`
     /// is how many leading bytes the header requires (header + data); only those are kept.
@@ -335,7 +335,7 @@ enum Payload {
         index: usize,
         member: String,
         needed: u64,
-        cell: OnceLock<Result<Bytes, String>>,
+        cell: OnceLock<Result<Bytes, Arc<MemberError>>>,
     },
 }
 
@@ -366,12 +366,10 @@ impl NpySource {
                         if got == *want {
                             Ok(())
                         } else {
-                            Err(format!(
-                                "corrupt .npz member: CRC-32 is {got:08x}, the archive says {want:08x}"
-                            ))
+                            Err(Arc::new(MemberError::Crc { got, want: *want }))
                         }
                     });
-                    ok.clone().map_err(|m| Part::Chunk.malformed(m))?;
+                    ok.clone().map_err(|e| Part::Chunk.malformed_from(e))?;
                 }
                 Ok(bytes)
             }
@@ -387,7 +385,7 @@ impl NpySource {
                     Ok(b) => b
                         .whole()
                         .ok_or_else(|| Part::Chunk.malformed("inflated member not mapped")),
-                    Err(e) => Err(Part::Chunk.malformed(e.clone())),
+                    Err(e) => Err(Part::Chunk.malformed_from(Arc::clone(e))),
                 }
             }
         }
@@ -408,16 +406,15 @@ impl NpySource {
         let (at, len) = (*start as u64, *len as u64);
         if let Some((want, checked)) = crc {
             let ok = checked.get_or_init(|| {
-                let got = crc_of(src.as_ref(), at, len).map_err(|e| e.to_string())?;
+                let got = crc_of(src.as_ref(), at, len)
+                    .map_err(|e| Arc::new(MemberError::Read(Box::new(e))))?;
                 if got == *want {
                     Ok(())
                 } else {
-                    Err(format!(
-                        "corrupt .npz member: CRC-32 is {got:08x}, the archive says {want:08x}"
-                    ))
+                    Err(Arc::new(MemberError::Crc { got, want: *want }))
                 }
             });
-            ok.clone().map_err(|m| Part::Chunk.malformed(m))?;
+            ok.clone().map_err(|e| Part::Chunk.malformed_from(e))?;
         }
         Ok(Some((src.as_ref(), at, len)))
     }
@@ -494,15 +491,74 @@ fn crc_of(src: &dyn ByteSource, at: u64, len: u64) -> io::Result<u32> {
 
 /// Inflates the first `needed` bytes of compressed member `index` into a mapped temporary file,
 /// then reads the rest of the member (discarding it) so that the CRC-32 is verified.
-fn inflate(container: &Bytes, index: usize, member: &str, needed: u64) -> Result<Bytes, String> {
+fn inflate(
+    container: &Bytes,
+    index: usize,
+    member: &str,
+    needed: u64,
+) -> Result<Bytes, Arc<MemberError>> {
     match (container.whole(), container) {
         (Some(all), _) => inflate_from(Cursor::new(all), index, member, needed),
         (None, Bytes::Ranged(r)) => {
             let reader = io::BufReader::with_capacity(1 << 20, ByteReader::new(r.clone()));
             inflate_from(reader, index, member, needed)
         }
-        (None, _) => Err(format!("cannot inflate .npz member '{member}': no bytes")),
+        (None, _) => Err(Arc::new(MemberError::NoBytes(member.to_string()))),
     }
+}
+
+/// A member's CRC-32 check, made once.
+type CrcCheck = OnceLock<Result<(), Arc<MemberError>>>;
+
+/// Why a zip member cannot be used (kept once per member, shared by later reads).
+#[derive(Debug, thiserror::Error)]
+enum MemberError {
+    /// Its CRC-32 is not the archive's.
+    #[error("corrupt .npz member: CRC-32 is {got:08x}, the archive says {want:08x}")]
+    Crc {
+        /// Computed.
+        got: u32,
+        /// The archive's.
+        want: u32,
+    },
+    /// Its bytes could not be read.
+    #[error(transparent)]
+    Read(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The archive has no bytes to inflate it from.
+    #[error("cannot inflate .npz member '{0}': no bytes")]
+    NoBytes(String),
+    /// zip, the decompressor or the temporary file failed (their error, kept).
+    #[error("cannot inflate .npz member '{member}': {source}")]
+    Inflate {
+        /// The member.
+        member: String,
+        /// The failure.
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// It inflates to fewer bytes than its header needs.
+    #[error(
+        "truncated .npz member '{member}': it inflates to {got} bytes but its header needs \
+         {needed}"
+    )]
+    Short {
+        /// The member.
+        member: String,
+        /// Bytes it inflates to.
+        got: u64,
+        /// Bytes its header needs.
+        needed: u64,
+    },
+}
+
+/// `e` as the failure to inflate `member`.
+fn inflate_failed(
+    member: &str,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> Arc<MemberError> {
+    Arc::new(MemberError::Inflate {
+        member: member.to_string(),
+        source: Box::new(e),
+    })
 }
 
 /// [`inflate`] from the archive that `reader` reads.
@@ -511,25 +567,29 @@ fn inflate_from(
     index: usize,
     member: &str,
     needed: u64,
-) -> Result<Bytes, String> {
-    let err = |e: &dyn std::fmt::Display| format!("cannot inflate .npz member '{member}': {e}");
-    let mut archive = zip::ZipArchive::new(reader).map_err(|e| err(&e))?;
-    let mut file = archive.by_index(index).map_err(|e| err(&e))?;
-    let tmp = tempfile::tempfile().map_err(|e| err(&e))?;
+) -> Result<Bytes, Arc<MemberError>> {
+    let err = |e| inflate_failed(member, e);
+    let mut archive = zip::ZipArchive::new(reader).map_err(|e| inflate_failed(member, e))?;
+    let mut file = archive
+        .by_index(index)
+        .map_err(|e| inflate_failed(member, e))?;
+    let tmp = tempfile::tempfile().map_err(err)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, tmp);
-    let got = io::copy(&mut (&mut file).take(needed), &mut w).map_err(|e| err(&e))?;
+    let got = io::copy(&mut (&mut file).take(needed), &mut w).map_err(err)?;
     if got < needed {
-        return Err(format!(
-            "truncated .npz member '{member}': it inflates to {got} bytes but its header needs {needed}"
-        ));
+        return Err(Arc::new(MemberError::Short {
+            member: member.to_string(),
+            got,
+            needed,
+        }));
     }
-    io::copy(&mut file, &mut io::sink()).map_err(|e| err(&e))?;
-    let tmp = w.into_inner().map_err(|e| err(&e.into_error()))?;
+    io::copy(&mut file, &mut io::sink()).map_err(err)?;
+    let tmp = w.into_inner().map_err(|e| err(e.into_error()))?;
     let mut tmp = tmp;
-    tmp.flush().map_err(|e| err(&e))?;
+    tmp.flush().map_err(err)?;
     // The temporary file is anonymous (already unlinked, so no other process can open it) and
     // owned here; nothing writes to it after this point, as `FileBytes::map` requires.
-    let map = FileBytes::map(&tmp).map_err(|e| err(&e))?;
+    let map = FileBytes::map(&tmp).map_err(err)?;
     Ok(Bytes::Map(map, tmp))
 }
 
