@@ -28,7 +28,8 @@ pub use encode::ZSTD_MIN_SAVING_DIVISOR;
 pub use options::{
     CodecChoice, CodecError, ConvertOptions, AUTO_ZSTD_LEVEL, DEFAULT_ZSTD_LEVEL, ZSTD_LEVELS,
 };
-pub use plan::{MAX_CHUNK_BYTES, MAX_LABELS};
+pub use paths::OutputError;
+pub use plan::{DatasetError, MAX_CHUNK_BYTES, MAX_LABELS};
 pub use report::{ConvertError, ConvertReport, DatasetReport, SkippedItem};
 
 use std::collections::BTreeMap;

@@ -4,7 +4,38 @@
 
 use std::path::{Path, PathBuf};
 
-use super::report::{refused, ConvertError};
+use super::report::ConvertError;
+
+/// An output path a conversion refuses to write, before any work.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// A symbolic link, without `--write-through-symlink`.
+    #[error(
+        "output {} is a symbolic link (to {}); --write-through-symlink writes to its target",
+        .output.display(),
+        .target.display()
+    )]
+    Symlink { output: PathBuf, target: PathBuf },
+    /// A link of the chain that cannot be read.
+    #[error("output {}: {source}", .link.display())]
+    ReadLink {
+        link: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// More links than the kernel follows.
+    #[error("output {}: too many levels of symbolic links", .0.display())]
+    SymlinkLoop(PathBuf),
+    /// The input itself (the same path, a link to it, another name of the same file).
+    #[error("the output would overwrite the input")]
+    OverwritesInput,
+    /// A directory.
+    #[error("output {} is a directory", .0.display())]
+    IsDirectory(PathBuf),
+    /// In a directory that does not exist.
+    #[error("output directory {} does not exist", .0.display())]
+    NoDirectory(PathBuf),
+}
 
 /// The absolute form of a path that may not exist yet (its parent must).
 fn absolute(p: &Path) -> PathBuf {
@@ -31,23 +62,23 @@ fn resolve_output(output: &Path, through: bool) -> Result<PathBuf, ConvertError>
         if !is_link {
             return Ok(p);
         }
-        let target = std::fs::read_link(&p)?;
+        let target = std::fs::read_link(&p).map_err(|source| OutputError::ReadLink {
+            link: p.clone(),
+            source,
+        })?;
         if !through {
-            return Err(refused(format!(
-                "output {} is a symbolic link (to {}); --write-through-symlink writes to its target",
-                output.display(),
-                target.display()
-            )));
+            return Err(OutputError::Symlink {
+                output: output.to_path_buf(),
+                target,
+            }
+            .into());
         }
         p = match p.parent() {
             Some(dir) if target.is_relative() => dir.join(target),
             _ => target,
         };
     }
-    Err(refused(format!(
-        "output {}: too many levels of symbolic links",
-        output.display()
-    )))
+    Err(OutputError::SymlinkLoop(output.to_path_buf()).into())
 }
 
 /// Refuses an output that would overwrite the input (the same path, a link to it, or another
@@ -58,7 +89,7 @@ pub(super) fn check_paths(
     output: &Path,
     through: bool,
 ) -> Result<PathBuf, ConvertError> {
-    let overwrite = || refused("the output would overwrite the input");
+    let overwrite = || ConvertError::from(OutputError::OverwritesInput);
     if absolute(input) == absolute(output) {
         return Err(overwrite());
     }
@@ -67,17 +98,11 @@ pub(super) fn check_paths(
         return Err(overwrite());
     }
     if output.is_dir() {
-        return Err(refused(format!(
-            "output {} is a directory",
-            output.display()
-        )));
+        return Err(OutputError::IsDirectory(output).into());
     }
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.is_dir() {
-            return Err(refused(format!(
-                "output directory {} does not exist",
-                dir.display()
-            )));
+            return Err(OutputError::NoDirectory(dir.to_path_buf()).into());
         }
     }
     Ok(output)
@@ -89,5 +114,54 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_outputs_are_told_apart_by_variant() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("in.npy");
+        std::fs::write(&input, b"x").unwrap();
+        let refused = |output: &Path, through: bool| match check_paths(&input, output, through) {
+            Err(ConvertError::Output(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(
+            refused(&input, false),
+            OutputError::OverwritesInput
+        ));
+        assert!(matches!(
+            refused(d.path(), false),
+            OutputError::IsDirectory(_)
+        ));
+        let missing = d.path().join("no/such/out.tet");
+        let e = refused(&missing, false);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "output directory {} does not exist",
+                missing.parent().unwrap().display()
+            )
+        );
+        // A link to the input is the input; a link elsewhere is refused unless written through.
+        let to_input = d.path().join("to_input.tet");
+        std::os::unix::fs::symlink(&input, &to_input).unwrap();
+        assert!(matches!(
+            refused(&to_input, true),
+            OutputError::OverwritesInput
+        ));
+        let link = d.path().join("link.tet");
+        std::os::unix::fs::symlink(d.path().join("target.tet"), &link).unwrap();
+        assert!(matches!(refused(&link, false), OutputError::Symlink { .. }));
+        assert_eq!(
+            check_paths(&input, &link, true).unwrap(),
+            d.path().join("target.tet")
+        );
+        let out = d.path().join("out.tet");
+        assert_eq!(check_paths(&input, &out, false).unwrap(), out);
     }
 }

@@ -8,6 +8,37 @@ use tet_source::{Role, Skipped, Source};
 
 use super::options::{CodecChoice, ConvertOptions, AUTO_ZSTD_LEVEL};
 use super::report::{refused, ConvertError};
+
+/// A variable `.tet` cannot store as the options ask, refused before any work.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// Rank 0 (not lowered to `[1]`) or above the format's maximum rank.
+    #[error("dataset '{dataset}' has {} (use --skip-unsupported to skip it)", rank_problem(*.rank))]
+    Rank { dataset: String, rank: usize },
+    /// More bytes than 64 bits count.
+    #[error("dataset '{dataset}' is too large: its size overflows u64")]
+    TooLarge { dataset: String },
+    /// A chunk larger than one chunk may take in memory ([`MAX_CHUNK_BYTES`]).
+    #[error(
+        "dataset '{dataset}': a chunk of {chunk:?} {dtype} elements is more than the {gib} GiB one \
+         chunk may take in memory (choose smaller chunks with --chunk or --chunk-bytes)",
+        gib = MAX_CHUNK_BYTES >> 30
+    )]
+    ChunkTooLarge {
+        dataset: String,
+        chunk: Vec<u64>,
+        dtype: &'static str,
+    },
+}
+
+/// Why a rank has no `.tet` form (also the reason a skipped variable records).
+fn rank_problem(rank: usize) -> String {
+    if rank == 0 {
+        "rank 0 (a scalar must be given shape [1])".to_string()
+    } else {
+        format!("rank {rank} > tet maximum rank {}", crate::format::MAX_RANK)
+    }
+}
 use crate::format::{Codec, DatasetSpec, Grid};
 use crate::meta::{self, storage_type, Widen};
 use crate::planner::{self, PlanInput};
@@ -46,22 +77,18 @@ pub(super) fn plan_all(
     for (i, var) in source.variables().iter().enumerate() {
         if var.shape.is_empty() || var.shape.len() > crate::format::MAX_RANK {
             let rank = var.shape.len();
-            let what = if rank == 0 {
-                "rank 0 (a scalar must be given shape [1])".to_string()
-            } else {
-                format!("rank {rank} > tet maximum rank {}", crate::format::MAX_RANK)
-            };
             if opts.open.skip_unsupported {
                 skipped.push(Skipped {
                     name: var.name.clone(),
-                    reason: what,
+                    reason: rank_problem(rank),
                 });
                 continue;
             }
-            return Err(refused(format!(
-                "dataset '{}' has {what} (use --skip-unsupported to skip it)",
-                var.name
-            )));
+            return Err(DatasetError::Rank {
+                dataset: var.name.clone(),
+                rank,
+            }
+            .into());
         }
         let (dtype, widen) = storage_type(var.dtype);
         if var
@@ -69,10 +96,10 @@ pub(super) fn plan_all(
             .and_then(|n| n.checked_mul(dtype.size() as u64))
             .is_none()
         {
-            return Err(refused(format!(
-                "dataset '{}' is too large: its size overflows u64",
-                var.name
-            )));
+            return Err(DatasetError::TooLarge {
+                dataset: var.name.clone(),
+            }
+            .into());
         }
         // Stored zstd frames of whole source chunks are kept as they are (under `auto`, which
         // mirrors the source), so the source's own grid is preferred where no option applies.
@@ -105,13 +132,12 @@ pub(super) fn plan_all(
                 acc.checked_mul(c.min(n.max(1)))
             });
         if chunk_bytes.is_none_or(|b| b > MAX_CHUNK_BYTES) {
-            return Err(refused(format!(
-                "dataset '{}': a chunk of {chunk_shape:?} {} elements is more than the {} GiB one \
-                 chunk may take in memory (choose smaller chunks with --chunk or --chunk-bytes)",
-                var.name,
-                dtype.name(),
-                MAX_CHUNK_BYTES >> 30
-            )));
+            return Err(DatasetError::ChunkTooLarge {
+                dataset: var.name.clone(),
+                chunk: chunk_shape,
+                dtype: dtype.name(),
+            }
+            .into());
         }
         let (codec, level) = match opts.codec {
             CodecChoice::Raw => (Codec::Raw, 0),

@@ -68,9 +68,15 @@ pub enum ConvertError {
     /// A `.tet` input whose footer cannot be carried over.
     #[error(transparent)]
     Carry(#[from] crate::tet_input::CarryError),
-    /// Refused before any work (bad options, output = input, unmappable data…).
+    /// Refused before any work (bad options, unmappable data…).
     #[error("{0}")]
     Refused(String),
+    /// An output path that is not written (a link, the input, a directory…).
+    #[error(transparent)]
+    Output(#[from] super::paths::OutputError),
+    /// A variable `.tet` cannot store as asked (rank, size, chunk size).
+    #[error(transparent)]
+    Dataset(#[from] super::plan::DatasetError),
     /// The selection (`--variables`, `--exclude`, `--isel`, `--sel`) does not fit the input.
     #[error(transparent)]
     Select(#[from] crate::select::SelectError),
