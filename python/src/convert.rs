@@ -21,10 +21,10 @@ fn error_class(e: &ConvertError) -> &'static str {
         ConvertError::Identify(IdentifyError::Io(io)) if not_found(io) => "NotFoundError",
         ConvertError::Io(io) if not_found(io) => "NotFoundError",
         ConvertError::Source(SourceError::Io(io)) if not_found(io) => "NotFoundError",
-        ConvertError::Identify(_) | ConvertError::Source(SourceError::Unsupported(_)) => {
+        ConvertError::Identify(_) | ConvertError::Source(SourceError::Unsupported { .. }) => {
             "UnsupportedError"
         }
-        ConvertError::Source(SourceError::Malformed(_)) => "CorruptError",
+        ConvertError::Source(SourceError::Malformed { .. }) => "CorruptError",
         _ => "ConversionError",
     }
 }
