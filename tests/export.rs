@@ -73,7 +73,12 @@ fn read_via_tet(input: &Path, scratch: &Path, into: &mut ReadBack) {
         );
     }
     into.global_attrs.extend(footer.global_attrs.clone());
-    if let Some(t) = footer.ext.to_json_map().get("text_variables").and_then(Value::as_array) {
+    if let Some(t) = footer
+        .ext
+        .to_json_map()
+        .get("text_variables")
+        .and_then(Value::as_array)
+    {
         into.text_variables.extend(t.iter().cloned());
     }
     std::fs::remove_file(&out).unwrap();
@@ -155,11 +160,7 @@ fn check(target: Target, input: &Path, tet: &Path, back: &ReadBack, expect: &Val
         }
         let src_meta = src_footer.datasets.get(name).cloned().unwrap_or_default();
         // Coordinate variables stay coordinates.
-        assert_eq!(
-            src_meta.ext.role,
-            got.meta.ext.role,
-            "{ctx}/{name}: role"
-        );
+        assert_eq!(src_meta.ext.role, got.meta.ext.role, "{ctx}/{name}: role");
         // Coordinate labels (values of the coordinate variables of short axes) are the same;
         // the Zarr importer does not label axes by string arrays.
         let mut want_coords = src_meta.coords.clone();

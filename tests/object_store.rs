@@ -488,7 +488,9 @@ impl Proxy {
                                 .filter(|h| h.eq_ignore_ascii_case("range:"))
                                 .map(|_| line[6..].trim())
                             {
-                                seen.lock().unwrap().push(format!("RANGE {range} {request}"));
+                                seen.lock()
+                                    .unwrap()
+                                    .push(format!("RANGE {range} {request}"));
                             }
                         }
                         if pending.len() > 1 << 20 {
@@ -873,7 +875,11 @@ fn ranged_bytes(lines: &[String]) -> u64 {
 
 /// Runs `c` (its output dropped): whether it succeeded, and its peak resident memory in KiB.
 fn peak_rss_kib(mut c: Command) -> (bool, u64) {
-    let child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
     // SAFETY: `rusage` is plain data, for which all zero bytes are a valid value.
@@ -953,7 +959,10 @@ fn engine_formats_are_read_by_ranges_with_no_spool() {
         assert_eq!(last_history_params(&out).get("input"), Some(&url));
         // One plain GET streams the object for the input digest; every other GET is ranged.
         let lines = proxy.take();
-        let gets = lines.iter().filter(|l| l.starts_with("GET /inbox/")).count();
+        let gets = lines
+            .iter()
+            .filter(|l| l.starts_with("GET /inbox/"))
+            .count();
         let ranged = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
         assert!(ranged >= 1, "{name}: {lines:?}");
         assert_eq!(gets, ranged + 1, "{name}: {lines:?}");

@@ -215,9 +215,18 @@ fn synthetic_source_maps_everything() {
         t.attrs[1],
         ("valid_range".to_string(), AttrValue::I8(vec![-100, 100]))
     );
-    assert_eq!(meta.datasets["time"].ext.to_json_map()["role"], "coordinate");
-    assert_eq!(meta.datasets["flags"].ext.to_json_map()["widened"], "bool -> u8");
-    assert_eq!(meta.ext.to_json_map()["text_variables"][0]["values"][1], "beta");
+    assert_eq!(
+        meta.datasets["time"].ext.to_json_map()["role"],
+        "coordinate"
+    );
+    assert_eq!(
+        meta.datasets["flags"].ext.to_json_map()["widened"],
+        "bool -> u8"
+    );
+    assert_eq!(
+        meta.ext.to_json_map()["text_variables"][0]["values"][1],
+        "beta"
+    );
     assert_eq!(meta.global_attrs[0].0, "title");
     assert!(meta.skipped.iter().any(|s| s.name == "opaque"));
 

@@ -298,7 +298,11 @@ fn netcdf_exports_of_enum_fills_and_shadowed_unused_dims() {
         // The enum variable comes back as the enum type it was (not as bare codes).
         let back_file = TetFile::open(&back).expect("open");
         let footer = back_file.footer().expect("footer").expect("a footer");
-        let facts = footer.datasets[dataset].ext.to_json_map().get("source_facts").cloned();
+        let facts = footer.datasets[dataset]
+            .ext
+            .to_json_map()
+            .get("source_facts")
+            .cloned();
         let enum_type = serde_json::json!(["enum_type", {"text": "sky_t"}]);
         let mapping = serde_json::json!(["enum_mapping", {"text_list": ["clear=0", "cloudy=1", "missing=255"]}]);
         let has = |f: &Value| {

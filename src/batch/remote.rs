@@ -383,7 +383,9 @@ impl Staged<'_> {
             input.display(),
             self.output.display()
         );
-        let converted = object_in.as_ref().and_then(|i| i.convert(input, local_out, &opts));
+        let converted = object_in
+            .as_ref()
+            .and_then(|i| i.convert(input, local_out, &opts));
         let r = match converted.unwrap_or_else(|| convert(local_in, local_out, &opts)) {
             Ok(r) => r,
             Err(ConvertError::Interrupted(sig)) => return interrupted(out, sig),

@@ -135,9 +135,9 @@ mod vlen_bytes;
 use structured::RecordError;
 
 pub use attrs::json_to_attr;
+use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
 pub use listed::open_storage;
 use listed::NodeDir;
-use guard::{GuardedStore, ShardIndex, MAX_DECODED_CHUNK};
 
 /// Metadata files larger than this are refused.
 const MAX_METADATA_BYTES: u64 = 64 << 20;

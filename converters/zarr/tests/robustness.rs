@@ -122,7 +122,10 @@ fn malformed_metadata_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let (_, e) = refusal(dir.path(), &format!("malformed{i}"), text);
         assert!(e.to_string().contains(want), "case {i} {text}: {e}");
-        assert!(!matches!(e, SourceError::Unsupported { .. }), "case {i}: {e}");
+        assert!(
+            !matches!(e, SourceError::Unsupported { .. }),
+            "case {i}: {e}"
+        );
     }
 }
 
@@ -152,7 +155,10 @@ fn unsupported_metadata_is_named() {
     for (i, (text, want)) in cases.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
         let (root, e) = refusal(dir.path(), &format!("unsupported{i}"), text);
-        assert!(matches!(e, SourceError::Unsupported { .. }), "case {i}: {e}");
+        assert!(
+            matches!(e, SourceError::Unsupported { .. }),
+            "case {i}: {e}"
+        );
         assert!(e.to_string().contains(want), "case {i}: {e}");
         // With skip_unsupported the array is listed as skipped instead.
         let src = open_store(
