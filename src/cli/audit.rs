@@ -40,7 +40,8 @@ pub struct AuditArgs {
 /// One checked source: its digest and the history rows that name it as a parent.
 struct Checked {
     path: PathBuf,
-    digest: Result<String, String>,
+    /// Its digest, or why it could not be read.
+    digest: Result<String, std::io::Error>,
     rows: Vec<usize>,
 }
 
@@ -80,9 +81,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
         .source
         .iter()
         .map(|p| {
-            let digest = digest_input(p)
-                .map(|(d, _)| d)
-                .map_err(|e| format!("cannot read: {e}"));
+            let digest = digest_input(p).map(|(d, _)| d);
             let rows = match &digest {
                 Ok(d) => (0..history.len())
                     .filter(|&i| history[i].parents.iter().any(|x| x == d))
@@ -127,7 +126,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
                 json!({
                     "path": c.path.display().to_string(),
                     "digest": c.digest.as_ref().ok(),
-                    "error": c.digest.as_ref().err(),
+                    "error": c.digest.as_ref().err().map(|e| format!("cannot read: {e}")),
                     "matches_rows": c.rows,
                     "ok": !c.rows.is_empty(),
                 })
@@ -306,7 +305,7 @@ fn table(file: &Path, history: &[HistoryRow], checked: &[Checked]) -> String {
     for c in checked {
         match (&c.digest, c.rows.as_slice()) {
             (Err(e), _) => {
-                let _ = writeln!(o, "MISMATCH {}: {e}", c.path.display());
+                let _ = writeln!(o, "MISMATCH {}: cannot read: {e}", c.path.display());
             }
             (Ok(d), []) => {
                 let _ = writeln!(

@@ -210,6 +210,28 @@ pub fn payload_alignment(codec: Codec, dtype: DType) -> u64 {
     }
 }
 
+/// Why a shape and a chunk shape make no chunk grid ([`Grid::new`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GridError {
+    /// The rank is 0 or over [`MAX_RANK`].
+    #[error("rank {0} is outside 1..=8")]
+    Rank(usize),
+    /// The chunk shape has another rank than the shape.
+    #[error("chunk_shape has {chunk} axes, shape has {shape}")]
+    ChunkRank {
+        /// Axes of the chunk shape.
+        chunk: usize,
+        /// Axes of the shape.
+        shape: usize,
+    },
+    /// A chunk shape entry is 0.
+    #[error("chunk_shape[{0}] is 0")]
+    ZeroChunk(usize),
+    /// The number of chunks does not fit in a u64.
+    #[error("chunk grid size overflows u64")]
+    Overflow,
+}
+
 /// The chunk grid of a dataset: `ceil(shape / chunk_shape)` per axis, with checked arithmetic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grid {
@@ -223,28 +245,25 @@ pub struct Grid {
 
 impl Grid {
     /// Validates `chunk_shape` (rank match, every entry ≥ 1) and computes the grid.
-    pub fn new(shape: &[u64], chunk_shape: &[u64]) -> Result<Grid, String> {
+    pub fn new(shape: &[u64], chunk_shape: &[u64]) -> Result<Grid, GridError> {
         if shape.is_empty() || shape.len() > MAX_RANK {
-            return Err(format!("rank {} is outside 1..=8", shape.len()));
+            return Err(GridError::Rank(shape.len()));
         }
         if chunk_shape.len() != shape.len() {
-            return Err(format!(
-                "chunk_shape has {} axes, shape has {}",
-                chunk_shape.len(),
-                shape.len()
-            ));
+            return Err(GridError::ChunkRank {
+                chunk: chunk_shape.len(),
+                shape: shape.len(),
+            });
         }
         let mut counts = Vec::with_capacity(shape.len());
         let mut total = 1u64;
         for (axis, (&s, &c)) in shape.iter().zip(chunk_shape).enumerate() {
             if c == 0 {
-                return Err(format!("chunk_shape[{axis}] is 0"));
+                return Err(GridError::ZeroChunk(axis));
             }
             let n = s.div_ceil(c);
             counts.push(n);
-            total = total
-                .checked_mul(n)
-                .ok_or_else(|| "chunk grid size overflows u64".to_string())?;
+            total = total.checked_mul(n).ok_or(GridError::Overflow)?;
         }
         Ok(Grid {
             shape: shape.to_vec(),
@@ -409,9 +428,17 @@ mod tests {
         assert_eq!(g.chunk_region(&[0, 1]), (vec![0, 2], vec![2, 1]));
         assert_eq!(g.linear(&[0, 1]), Some(1));
         assert_eq!(g.coords(1), vec![0, 1]);
-        assert!(Grid::new(&[2, 3], &[0, 2]).is_err());
+        assert_eq!(Grid::new(&[2, 3], &[0, 2]), Err(GridError::ZeroChunk(0)));
+        assert_eq!(
+            Grid::new(&[2, 3], &[2]),
+            Err(GridError::ChunkRank { chunk: 1, shape: 2 })
+        );
+        assert_eq!(Grid::new(&[], &[]), Err(GridError::Rank(0)));
         assert_eq!(Grid::new(&[0, 3], &[1, 2]).unwrap().total, 0);
-        assert!(Grid::new(&[u64::MAX, u64::MAX], &[1, 1]).is_err());
+        assert_eq!(
+            Grid::new(&[u64::MAX, u64::MAX], &[1, 1]),
+            Err(GridError::Overflow)
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use tet_source::{Role, Skipped, Source};
 
 use super::options::{CodecChoice, ConvertOptions, AUTO_ZSTD_LEVEL};
-use super::report::{refused, ConvertError};
+use super::report::ConvertError;
 
 /// A variable `.tet` cannot store as the options ask, refused before any work.
 #[derive(Debug, thiserror::Error)]
@@ -123,8 +123,10 @@ pub(super) fn plan_all(
             },
             &opts.plan,
         )?;
-        let grid = Grid::new(&var.shape, &chunk_shape)
-            .map_err(|e| refused(format!("dataset '{}': {e}", var.name)))?;
+        let grid = Grid::new(&var.shape, &chunk_shape).map_err(|source| ConvertError::Grid {
+            dataset: var.name.clone(),
+            source,
+        })?;
         let chunk_bytes = chunk_shape
             .iter()
             .zip(&var.shape)

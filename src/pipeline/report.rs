@@ -83,6 +83,13 @@ pub enum ConvertError {
     /// A dataset's chunk shape cannot be planned as `--chunk` asks.
     #[error(transparent)]
     Plan(#[from] crate::planner::PlanError),
+    /// A dataset's shape and chunk shape make no chunk grid.
+    #[error("dataset '{dataset}': {source}")]
+    Grid {
+        dataset: String,
+        #[source]
+        source: crate::format::GridError,
+    },
     /// Reading a short coordinate variable for its dimension's labels failed.
     #[error("dataset '{dataset}' (coordinate labels): {source}")]
     Labels {
