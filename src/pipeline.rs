@@ -168,6 +168,23 @@ pub(crate) fn convert_carrying(
     convert_digested(source, format, input, output, opts, started, carried, None)
 }
 
+/// A combined conversion's (`--concat`) other inputs: checked not to be the output, then
+/// hashed on a thread of their own (each one is a parent of the history row).
+fn digest_more_inputs(
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<std::thread::JoinHandle<std::io::Result<Vec<String>>>, ConvertError> {
+    for more in crate::concat::more_inputs(opts) {
+        check_paths(more, output, opts.write_through_symlink)?;
+    }
+    let more = crate::concat::more_inputs(opts).to_vec();
+    Ok(std::thread::spawn(move || {
+        more.iter()
+            .map(|p| meta::digest_input(p).map(|d| d.0))
+            .collect()
+    }))
+}
+
 /// [`convert_carrying`]; the input digest from `digest` when given (an input that is no local
 /// file), else by reading `input`.
 #[allow(clippy::too_many_arguments)]
@@ -183,16 +200,7 @@ fn convert_digested(
 ) -> Result<ConvertReport, ConvertError> {
     let digest_of = digest;
     let output = &check_paths(input, output, opts.write_through_symlink)?;
-    // A combined conversion (`--concat`): no input is overwritten, and each one is a parent.
-    for more in crate::concat::more_inputs(opts) {
-        check_paths(more, output, opts.write_through_symlink)?;
-    }
-    let more = crate::concat::more_inputs(opts).to_vec();
-    let more_digests = std::thread::spawn(move || {
-        more.iter()
-            .map(|p| meta::digest_input(p).map(|d| d.0))
-            .collect::<std::io::Result<Vec<String>>>()
-    });
+    let more_digests = digest_more_inputs(output, opts)?;
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
     let lowered = crate::lower::Lowered::new(source);
     let source: &dyn Source = &lowered;
