@@ -3,11 +3,17 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tet_hdf5::chunks::{decode_filters, fletcher32_strip, inflate, lzf_decompress, unshuffle, Filter};
+use tet_hdf5::filters::{
+    decode_filters, fletcher32_strip, inflate, lzf_decompress, unshuffle, Filter,
+};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
-    let Some((&size, stored)) = rest.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let Some((&size, stored)) = rest.split_first() else {
+        return;
+    };
     // Decoded size bound: up to 64 KiB, chosen by the second byte.
     let chunk_bytes = (size as usize + 1) * 256;
     let _ = inflate(stored, chunk_bytes);
@@ -20,7 +26,11 @@ fuzz_target!(|data: &[u8]| {
     let pipelines: [&[Filter]; 4] = [
         &[Filter::Shuffle { elem_size: elem }, Filter::Deflate],
         &[Filter::Shuffle { elem_size: elem }, Filter::Lzf],
-        &[Filter::Shuffle { elem_size: elem }, Filter::Deflate, Filter::Fletcher32],
+        &[
+            Filter::Shuffle { elem_size: elem },
+            Filter::Deflate,
+            Filter::Fletcher32,
+        ],
         &[Filter::Fletcher32, Filter::Lzf],
     ];
     let p = pipelines[(sel as usize >> 4) % pipelines.len()];

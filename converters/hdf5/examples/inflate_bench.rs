@@ -142,7 +142,7 @@ fn bench(label: &str, chunks: &[Vec<u8>], chunk_bytes: usize, rounds: usize) {
         // the library's `inflate` as built now
         let s = Instant::now();
         for (c, r) in chunks.iter().zip(&reference) {
-            let o = tet_hdf5::chunks::inflate(c, chunk_bytes).unwrap();
+            let o = tet_hdf5::filters::inflate(c, chunk_bytes).unwrap();
             assert_eq!(o.len(), r.len());
         }
         t[2].push(s.elapsed().as_secs_f64());
@@ -157,7 +157,7 @@ fn bench(label: &str, chunks: &[Vec<u8>], chunk_bytes: usize, rounds: usize) {
     // Same bytes from every decoder.
     for (c, r) in chunks.iter().zip(&reference) {
         assert!(libdeflate_inflate(&mut d, c, chunk_bytes) == *r);
-        assert!(tet_hdf5::chunks::inflate(c, chunk_bytes).unwrap() == *r);
+        assert!(tet_hdf5::filters::inflate(c, chunk_bytes).unwrap() == *r);
     }
     let mib = |secs: f64| decoded / secs / (1 << 20) as f64;
     let [f, l, lib, reuse] = t.map(median);

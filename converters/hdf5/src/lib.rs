@@ -113,8 +113,8 @@
 //! out of bounds or an endless loop in `H5HG__protect`). Truncated files are refused cleanly.
 //! Skipped attributes are named `<object>/@<attribute>` (`@<attribute>` for the root group).
 
-pub mod blosc2;
 pub mod chunks;
+pub mod filters;
 mod ragged;
 mod types;
 pub mod vds;
@@ -143,7 +143,8 @@ use tet_source::{
     Source, SourceError, SourceLayout, TextVariable, Variable,
 };
 
-use chunks::{ChunkAccess, ChunkedVar, FilterSpec};
+use chunks::{ChunkAccess, ChunkedVar};
+use filters::FilterSpec;
 use types::{AttrOutcome, Kind, Leaf, LeafKind, TypeInfo};
 
 /// The HDF5 signature; at offset 0, or at 512, 1024, 2048, … after a user block.
@@ -1280,7 +1281,7 @@ impl Walker<'_> {
         }
         let chunked = layout == H5D_layout_t::H5D_CHUNKED;
         let specs = if chunked {
-            chunks::read_pipeline(dcpl.id())?
+            filters::read_pipeline(dcpl.id())?
         } else {
             Vec::new()
         };
@@ -1684,8 +1685,8 @@ impl H5Source {
 /// blosc2 (id 32026)`, `filter sz (id 32017)`) and where libhdf5 looked for a plugin.
 fn filter_unavailable(s: &FilterSpec) -> String {
     let mut named = s.named();
-    if s.id == chunks::FILTER_BLOSC2 {
-        if let Some(why) = blosc2::unsupported_variant(&s.cd_values) {
+    if s.id == filters::FILTER_BLOSC2 {
+        if let Some(why) = filters::blosc2::unsupported_variant(&s.cd_values) {
             named = format!("{named} with {why}");
         }
     }

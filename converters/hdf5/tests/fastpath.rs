@@ -714,11 +714,11 @@ fn speed_stages() {
             file.read_exact_at(&mut stored, loc.offset).unwrap();
             t_read += t.elapsed().as_secs_f64();
             let t = std::time::Instant::now();
-            let z = tet_hdf5::chunks::inflate(&stored, 1 << 20).unwrap();
+            let z = tet_hdf5::filters::inflate(&stored, 1 << 20).unwrap();
             t_inflate += t.elapsed().as_secs_f64();
             let t = std::time::Instant::now();
             let mut out = vec![0u8; z.len()];
-            tet_hdf5::chunks::unshuffle(&z, 4, &mut out);
+            tet_hdf5::filters::unshuffle(&z, 4, &mut out);
             t_unshuffle += t.elapsed().as_secs_f64();
             n += 1;
         }

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use proptest::prelude::*;
-use tet_hdf5::chunks::{
+use tet_hdf5::filters::{
     decode_filters, decode_filters_into, fletcher32, fletcher32_strip, inflate, inflate_bound,
     inflate_into, lzf_decompress, unshuffle, Filter, StageBuffers,
 };

@@ -9,7 +9,7 @@ mod common;
 
 use common::{fixture, read_named, var};
 use serde_json::Value;
-use tet_hdf5::chunks::lzo_decompress;
+use tet_hdf5::filters::lzo_decompress;
 use tet_hdf5::open_path;
 use tet_source::OpenOptions;
 use tet_testkit::first_difference;

@@ -16,9 +16,8 @@ use std::fs::File;
 
 use common::{assert_note, fixture, json_i32s_le, read_named, var};
 use serde_json::Value;
-use tet_hdf5::chunks::{
-    blosc_decompress, bzip2_decompress, lz4_decompress, zstd_decompress, ChunkAccess, ChunkedVar,
-};
+use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};
+use tet_hdf5::filters::{blosc_decompress, bzip2_decompress, lz4_decompress, zstd_decompress};
 use tet_hdf5::open_path;
 use tet_source::{AttrValue, ElementType, Feature, OpenOptions, Source};
 use tet_testkit::{first_difference, json_u64s, private_fact};
@@ -268,7 +267,7 @@ fn stored_chunk(dataset: &str) -> Vec<u8> {
     buf
 }
 
-type Decoder = fn(&[u8], usize) -> Result<Vec<u8>, tet_hdf5::chunks::DecodeError>;
+type Decoder = fn(&[u8], usize) -> Result<Vec<u8>, tet_hdf5::filters::DecodeError>;
 
 /// A decoder accepts the real chunk, and refuses (never panics on) its damaged forms: every
 /// truncation, single-byte corruption of the header, made-up sizes, garbage.

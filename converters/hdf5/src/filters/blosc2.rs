@@ -22,7 +22,7 @@
 //! Datasets whose cd_values name a codec or filter missing in [`tet_blosc2`] are refused at
 //! open ([`unsupported_variant`]): libhdf5 reads them when it finds hdf5plugin's plugin.
 
-use crate::chunks::DecodeError;
+use super::DecodeError;
 
 /// Why a Blosc2 dataset cannot be decoded here, from its cd_values (see the module doc): the
 /// codec or filter `blosc2-pure-rs` is built without (`codec snappy`, `Blosc2 filter 35`).
