@@ -55,7 +55,8 @@ pub struct Model {
     /// The numeric arrays, in the order they were stored.
     pub arrays: Vec<Array>,
     /// File-level attributes in source order. An attribute of a group is named
-    /// `group/path/name` (the group path, then the attribute's own name).
+    /// `group/path/name` (the group path, then the attribute's own name); see
+    /// [`Model::attr_owner`] for where the group path ends.
     pub global_attrs: Attrs,
     /// The file's provenance as text lines, oldest first (one per conversion step).
     pub history: Vec<String>,
@@ -67,6 +68,35 @@ pub struct Model {
     /// The file's facts ([`crate::Source::global_facts`], read back): e.g. a format's private
     /// records of its group attributes' types or of dimensions no variable uses.
     pub global_facts: Vec<Fact>,
+}
+
+impl Model {
+    /// The group (`""` for the root) and the own name of the file-level attribute recorded
+    /// under `key` (see [`Model::global_attrs`]): as its [`Fact::AttrGroup`] says when it has
+    /// one (an attribute whose own name holds a `/`), else split at the key's last `/`.
+    pub fn attr_owner<'k>(&self, key: &'k str) -> (&'k str, &'k str) {
+        attr_owner(&self.global_facts, key)
+    }
+}
+
+/// The group and own name of the file-level attribute `key`, given the file's `facts` (see
+/// [`Model::attr_owner`]). A [`Fact::AttrGroup`] whose group is no prefix of the key (a
+/// malformed record) is passed over.
+pub fn attr_owner<'k>(facts: &[Fact], key: &'k str) -> (&'k str, &'k str) {
+    let recorded = facts.iter().find_map(|f| match f {
+        Fact::AttrGroup { attr, group } if attr == key => {
+            if group.is_empty() {
+                Some(("", key))
+            } else {
+                key.strip_prefix(group.as_str())
+                    .and_then(|rest| rest.strip_prefix('/'))
+                    .filter(|name| !name.is_empty())
+                    .map(|name| (&key[..group.len()], name))
+            }
+        }
+        _ => None,
+    });
+    recorded.unwrap_or_else(|| split_group(key))
 }
 
 /// One string variable of the file, as it was recorded.
@@ -466,5 +496,37 @@ mod tests {
         assert_eq!(scalar.byte_len(), Some(4));
         let empty = array(vec![0, 4], vec![1, 4]);
         assert_eq!(empty.chunk_coords().count(), 0);
+    }
+
+    #[test]
+    fn attr_owner_follows_the_recorded_group() {
+        let facts: Vec<Fact> = [("", "a/b"), ("g", "c/d"), ("g/h", "x/y/z")]
+            .into_iter()
+            .filter_map(|(g, n)| Fact::attr_group(g, n))
+            .chain([
+                // Malformed: the group is no prefix of the key, or leaves no name.
+                Fact::AttrGroup {
+                    attr: "p/q".into(),
+                    group: "z".into(),
+                },
+                Fact::AttrGroup {
+                    attr: "m/".into(),
+                    group: "m".into(),
+                },
+            ])
+            .collect();
+        let model = Model {
+            global_facts: facts,
+            ..Model::default()
+        };
+        assert_eq!(model.attr_owner("a/b"), ("", "a/b"));
+        assert_eq!(model.attr_owner("g/c/d"), ("g", "c/d"));
+        assert_eq!(model.attr_owner("g/h/x/y/z"), ("g/h", "x/y/z"));
+        // No fact: split at the last `/`.
+        assert_eq!(model.attr_owner("g/units"), ("g", "units"));
+        assert_eq!(model.attr_owner("title"), ("", "title"));
+        assert_eq!(model.attr_owner("p/q"), ("p", "q"));
+        assert_eq!(model.attr_owner("m/"), ("m", ""));
+        assert_eq!(Model::default().attr_owner("a/b"), ("a", "b"));
     }
 }

@@ -219,6 +219,17 @@ pub enum Fact {
         /// The source's name of the opaque type.
         type_name: String,
     },
+    /// The file-level attribute recorded under the key `attr` (see [`Source::global_attrs`])
+    /// belongs to the group `group` (`""` for the root), and its own name is the rest of the key
+    /// after `group/`. Recorded only for an attribute whose own name holds a `/` (an HDF5 root
+    /// attribute `a/b` is the key `a/b` of group `""`, not the attribute `b` of a group `a`):
+    /// any other key is split at its last `/` ([`export::split_group`]).
+    AttrGroup {
+        /// The attribute's key: the group path joined with `/`, then its own name.
+        attr: String,
+        /// The group's path, `/`-joined, no leading slash (`""` for the root).
+        group: String,
+    },
     /// A fact only `format` (an importer id, see [`Importer::id`]) reads back; `key` is recorded
     /// as it is.
     Private {
@@ -246,6 +257,7 @@ mod fact_keys {
     pub const RAGGED_COUNT: &str = "ragged_count";
     pub const RAGGED_TYPE: &str = "ragged_type";
     pub const OPAQUE_TYPE: &str = "opaque_type";
+    pub const ATTR_GROUP: &str = "attr_group:";
 }
 
 impl Fact {
@@ -256,6 +268,20 @@ impl Fact {
             key: key.into(),
             value,
         }
+    }
+
+    /// The [`Fact::AttrGroup`] of the attribute `name` of the group `group` (`""` for the
+    /// root), recorded under the key `group/name`: `Some` only when `name` holds a `/`, which
+    /// splitting the key at its last `/` would misread.
+    pub fn attr_group(group: &str, name: &str) -> Option<Fact> {
+        name.contains('/').then(|| Fact::AttrGroup {
+            attr: if group.is_empty() {
+                name.to_string()
+            } else {
+                format!("{group}/{name}")
+            },
+            group: group.to_string(),
+        })
     }
 
     /// The `key → value` entries that record this fact in the footer (one, except for
@@ -298,6 +324,7 @@ impl Fact {
                 (RAGGED_TYPE.into(), text(type_name)),
             ],
             Fact::Opaque { type_name } => vec![(OPAQUE_TYPE.into(), text(type_name))],
+            Fact::AttrGroup { attr, group } => vec![(format!("{ATTR_GROUP}{attr}"), text(group))],
             Fact::Private { key, value, .. } => vec![(key.clone(), value.clone())],
         }
     }
@@ -369,6 +396,10 @@ impl Fact {
                 },
                 (OPAQUE_TYPE, AttrValue::Text(t)) => Some(Fact::Opaque {
                     type_name: t.clone(),
+                }),
+                (key, AttrValue::Text(g)) if key.starts_with(ATTR_GROUP) => Some(Fact::AttrGroup {
+                    attr: key[ATTR_GROUP.len()..].to_string(),
+                    group: g.clone(),
                 }),
                 (key, value) if key.starts_with(PACKED) => match out.last_mut() {
                     Some(Fact::Unpacked { packing, .. }) => {
@@ -523,7 +554,9 @@ pub trait Source: Send + Sync {
     /// The variables, in the order they should become datasets.
     fn variables(&self) -> &[Variable];
 
-    /// File-level (global) attributes.
+    /// File-level (global) attributes. An attribute of a group is named `group/path/name`;
+    /// when its own name holds a `/`, a [`Fact::AttrGroup`] among [`Source::global_facts`] says
+    /// where the group path ends.
     fn global_attrs(&self) -> &[(String, AttrValue)] {
         &[]
     }
@@ -760,6 +793,70 @@ mod tests {
         );
         assert_eq!(whole_pages(&base, &base[100..200]), None);
         assert_eq!(whole_pages(&base[..10], &base[100..200]), None);
+    }
+
+    #[test]
+    fn attr_group_only_for_names_with_a_slash() {
+        assert_eq!(Fact::attr_group("", "units"), None);
+        assert_eq!(Fact::attr_group("g/h", "units"), None);
+        assert_eq!(
+            Fact::attr_group("", "a/b"),
+            Some(Fact::AttrGroup {
+                attr: "a/b".into(),
+                group: String::new()
+            })
+        );
+        assert_eq!(
+            Fact::attr_group("g", "c/d"),
+            Some(Fact::AttrGroup {
+                attr: "g/c/d".into(),
+                group: "g".into()
+            })
+        );
+    }
+
+    #[test]
+    fn facts_round_trip_through_entries() {
+        let facts = vec![
+            Fact::AttrShape {
+                attr: "a/b".into(),
+                shape: vec![2, 3],
+            },
+            Fact::AttrGroup {
+                attr: "a/b".into(),
+                group: String::new(),
+            },
+            Fact::AttrGroup {
+                attr: "g/c/d".into(),
+                group: "g".into(),
+            },
+            Fact::EnumType("kind".into()),
+            Fact::Ragged {
+                count: "x_count".into(),
+                type_name: "vl".into(),
+            },
+            Fact::private("nc", "nc_groups", AttrValue::TextList(vec!["g".into()])),
+        ];
+        let entries = Fact::all_entries(&facts);
+        assert_eq!(
+            entries[1],
+            ("attr_group:a/b".to_string(), AttrValue::Text(String::new()))
+        );
+        assert_eq!(
+            entries[2],
+            ("attr_group:g/c/d".to_string(), AttrValue::Text("g".into()))
+        );
+        let back = Fact::from_entries(&entries);
+        // A private fact comes back without its format (only the key is recorded).
+        let mut want = facts.clone();
+        want[5] = Fact::private("", "nc_groups", AttrValue::TextList(vec!["g".into()]));
+        assert_eq!(back, want);
+        // A group recorded as another type than text is no typed fact.
+        let odd = vec![("attr_group:a/b".to_string(), AttrValue::U64(vec![1]))];
+        assert_eq!(
+            Fact::from_entries(&odd),
+            vec![Fact::private("", "attr_group:a/b", AttrValue::U64(vec![1]))]
+        );
     }
 
     #[test]
