@@ -77,7 +77,8 @@
 //! * **Attributes**: numbers typed (arrays of any rank flattened in C order; f16 as f32),
 //!   strings as `Text` (scalar) or `TextList`, bool/enum as their integers, compound values as
 //!   JSON `Text` with a note. Root-group attributes are the global attributes; attributes of
-//!   other groups are global attributes named `<group path>/<name>`. `CLASS` and `NAME` are
+//!   other groups are global attributes named `<group path>/<name>`; one whose own name holds a
+//!   `/` (h5py writes `a/b`) also gets a [`Fact::AttrGroup`] naming its group. `CLASS` and `NAME` are
 //!   ordinary attributes (PyTables' node classes on every group and leaf, in file order)
 //!   except on a dimension scale.
 //! * **Layout**: `chunk_shape` = the HDF5 chunk shape (plus any array axes), `filters` = labels
@@ -829,8 +830,14 @@ impl Walker<'_> {
         });
     }
 
-    /// The attributes of the group at `path` become global attributes named `path/name`.
+    /// The attributes of the group at `path` become global attributes named `path/name`; one
+    /// whose own name holds a `/` gets a [`Fact::AttrGroup`] saying where `path` ends.
     fn add_group_attrs(&mut self, path: &str, a: ObjAttrs) {
+        let owned: Vec<Fact> = a
+            .attrs
+            .iter()
+            .filter_map(|(k, _)| Fact::attr_group(path, k))
+            .collect();
         self.global_attrs
             .extend(a.attrs.into_iter().map(|(k, v)| (join(path, &k), v)));
         self.global_facts
@@ -841,6 +848,7 @@ impl Walker<'_> {
                 },
                 other => other,
             }));
+        self.global_facts.extend(owned);
     }
 
     fn read_attrs(&mut self, file: usize, loc: &hdf5::Location, owner: &str) -> ObjAttrs {

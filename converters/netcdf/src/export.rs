@@ -2,7 +2,11 @@
 //! importer (module `ffi`: one error type, one lock, files closed on drop).
 //!
 //! - Groups for every `/` level of the array names; a global attribute named `group/name` (the
-//!   importer's record of a group attribute) goes back to that group.
+//!   importer's record of a group attribute) goes back to that group
+//!   ([`Model::attr_owner`]: the group a [`Fact::AttrGroup`] names, else the key up to its last
+//!   `/`). An attribute whose own name holds a `/` (HDF5's `a/b`), which netCDF-C reads but
+//!   cannot write, is written with libhdf5 once netCDF-C has closed the file, in netCDF-C's own
+//!   form (module `h5attrs`).
 //! - Every group the source listed ([`crate::GROUPS`]) is created first, in its order: also
 //!   those holding only attributes, only groups or nothing (not when only some arrays are
 //!   exported).
@@ -56,6 +60,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, CString};
 
 mod compound;
+mod h5attrs;
 mod hints;
 mod ragged;
 mod records;
@@ -803,14 +808,17 @@ fn define_array(
     Ok((gid, varid))
 }
 
-/// The global attributes (`group/name` back to its group) and the history.
+/// The global attributes (`group/name` back to its group, [`Model::attr_owner`]) and the
+/// history; returns the attributes whose own names hold a `/`, for libhdf5 to write once the
+/// file is closed (module `h5attrs`).
 fn write_globals(
     model: &Model,
     root: c_int,
     groups: &mut Groups,
     enums: &mut EnumTypes,
     warnings: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<Vec<h5attrs::SlashedAttr>> {
+    let mut slashed = Vec::new();
     let hints = AttrHints::of(&model.global_facts);
     let owner = |gid: c_int, what: String| Owner {
         gid,
@@ -824,10 +832,16 @@ fn write_globals(
             history = Some(v.clone());
             continue;
         }
-        // `group/name`: an attribute of that group (netCDF names cannot hold a `/`). A group
-        // with attributes but no variables is created, unless only some arrays are exported.
-        let (g, short) = split_group(k);
-        if g.is_empty() {
+        // `group/name`: an attribute of that group. A group with attributes but no variables
+        // is created, unless only some arrays are exported.
+        let (g, short) = model.attr_owner(k);
+        if short.contains('/') {
+            // A name netCDF-C cannot write (an HDF5 source's): libhdf5 writes it later.
+            if g.is_empty() || groups.ids.contains_key(g) || !model.subset {
+                groups.ensure(g)?;
+                slashed.extend(h5attrs::plan((g, short, k), v, &hints, warnings)?);
+            }
+        } else if g.is_empty() {
             if writable_attr(short, &|| "the file".into(), warnings) {
                 put_att(&owner(root, "the file".into()), k, k, v, enums)?;
             }
@@ -860,7 +874,7 @@ fn write_globals(
             enums,
         )?;
     }
-    Ok(())
+    Ok(slashed)
 }
 
 /// Defines the dimensions the source had but no variable used (the importer's
@@ -984,6 +998,8 @@ struct Defined<'m> {
     strings: Vec<TextVar<'m>>,
     records: Vec<(records::RecordVar, (c_int, c_int))>,
     vlens: Vec<(ragged::VlenVar, (c_int, c_int))>,
+    /// Group attributes netCDF-C cannot write, for libhdf5 once the file is closed.
+    slashed: Vec<h5attrs::SlashedAttr>,
 }
 
 /// Defines everything of `model` in the file whose root group is `root`.
@@ -1081,7 +1097,7 @@ fn define_all<'m>(
         let ids = ragged::define(&v, model, &mut ctx)?;
         vlen_vars.push((v, ids));
     }
-    write_globals(model, root, &mut groups, &mut enums, warnings)?;
+    let slashed = write_globals(model, root, &mut groups, &mut enums, warnings)?;
     let mut strings = Vec::new();
     for (i, t) in model.text_variables.iter().enumerate() {
         match t {
@@ -1105,6 +1121,7 @@ fn define_all<'m>(
         strings,
         records,
         vlens: vlen_vars,
+        slashed,
     })
 }
 
@@ -1151,6 +1168,7 @@ pub fn write(
         ragged::write(v, model, chunks, *ids)?;
     }
     nc(|| format!("close {}", out.staging.display()), file.close())?;
+    h5attrs::write(out.staging, &cpath, &d.slashed)?;
     let arrays = model
         .arrays
         .iter()

@@ -64,7 +64,8 @@
 //!   private fact `nc_attr_type:<name>` (group attributes: `nc_attr_type:<group>/<name>`, among
 //!   the global facts) as `{"count": n, "type": {...}}` — for an enum its name, base and
 //!   members — and a variable gets a note saying how the value is given. Root attributes are the global attributes; a group's attributes
-//!   are global attributes named `group/path/name`. The library's hidden attributes
+//!   are global attributes named `group/path/name` (with a [`Fact::AttrGroup`] naming the group
+//!   when the own name holds a `/`, which netCDF-C reads from HDF5 files but never writes). The library's hidden attributes
 //!   (`_NCProperties`, `_IsNetcdf4`, `_SuperblockVersion`, `_Format`, `_Netcdf4Dimid`,
 //!   `_Netcdf4Coordinates`, `_nc3_strict`, `_NCZARR_*`) are not user attributes and are left
 //!   out; everything else (`_FillValue`, `_Unsigned`, `history`, …) is kept as is. A variable
@@ -1106,6 +1107,13 @@ impl<'o> Builder<'o> {
             }
             let attrs = self.attrs(g, nc::NC_GLOBAL, &path)?;
             self.global_facts.extend(attrs.type_facts(&path));
+            // A name holding a `/` (netCDF-C reads those HDF5 writes): where `path` ends.
+            self.global_facts.extend(
+                attrs
+                    .attrs
+                    .iter()
+                    .filter_map(|(k, _)| Fact::attr_group(&path, k)),
+            );
             self.globals
                 .extend(attrs.attrs.into_iter().map(|(k, v)| (join(&path, &k), v)));
             self.unlimited.extend(ffi::unlimdims(g)?);

@@ -1,0 +1,227 @@
+//! HDF5 group attributes whose own names hold a `/` (h5py's `f.attrs["a/b"]`) survive
+//! `.h5` → `.tet` → netCDF-4 (issue 21): the `.tet` records where each one's group path ends
+//! ([`Fact::AttrGroup`]), and the netCDF export writes them into their own group under their
+//! own name (with libhdf5: netCDF-C cannot write such a name), where netCDF-C reads them back —
+//! no group `a` holding an attribute `b`. The fixture is
+//! `converters/hdf5/tests/fixtures/slashed_attrs.h5` (`make_slashed.py`, h5py).
+#![cfg(all(feature = "netcdf", feature = "hdf5"))]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tet::export::{self, ExportOptions, Target};
+use tet::format::TetFile;
+use tet::pipeline::{self, ConvertOptions};
+use tet_netcdf::dump::{dump, AttrDump, GroupDump, RawValues};
+use tet_source::Fact;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/hdf5/tests/fixtures/slashed_attrs.h5")
+}
+
+/// The fixture converted to `.tet` in `dir`.
+fn convert(dir: &Path) -> PathBuf {
+    let tet = dir.join("x.tet");
+    pipeline::convert(&fixture(), &tet, &ConvertOptions::default()).expect("convert");
+    tet
+}
+
+/// `tet` exported to netCDF-4 beside it (only `datasets` when not empty), as netCDF-C reads
+/// it back, and the export's warnings.
+fn export(tet: &Path, datasets: &[&str]) -> (Vec<GroupDump>, Vec<String>) {
+    let out = tet.with_extension(format!("{}.nc", datasets.len()));
+    let opts = ExportOptions {
+        target: Some(Target::NETCDF),
+        datasets: datasets.iter().map(|d| d.to_string()).collect(),
+        ..ExportOptions::default()
+    };
+    let report = export::export(tet, &out, &opts).expect("export");
+    (
+        dump(&out).expect("netCDF-C reads the export"),
+        report.warnings,
+    )
+}
+
+fn by_path(groups: &[GroupDump]) -> BTreeMap<&str, &GroupDump> {
+    groups.iter().map(|g| (g.path.as_str(), g)).collect()
+}
+
+fn attr<'a>(g: &'a GroupDump, name: &str) -> &'a AttrDump {
+    g.attrs.iter().find(|a| a.name == name).unwrap_or_else(|| {
+        panic!(
+            "group `/{}` has no attribute `{name}`: {:?}",
+            g.path, g.attrs
+        )
+    })
+}
+
+fn chars(a: &AttrDump) -> &[u8] {
+    assert_eq!(a.xtype, "char", "`{}`", a.name);
+    match &a.values {
+        RawValues::Bytes(b) => b,
+        other => panic!("`{}`: {other:?}", a.name),
+    }
+}
+
+fn numbers<'a>(a: &'a AttrDump, xtype: &str) -> &'a [u8] {
+    assert_eq!(a.xtype, xtype, "`{}`", a.name);
+    match &a.values {
+        RawValues::Bytes(b) => b,
+        other => panic!("`{}`: {other:?}", a.name),
+    }
+}
+
+fn ne<T: Copy, const N: usize>(xs: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    xs.iter().flat_map(|&x| f(x)).collect()
+}
+
+#[test]
+fn the_tet_records_the_group_of_each_slashed_attribute_only() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = convert(tmp.path());
+    let f = TetFile::open(&tet).expect("open");
+    let footer = f.footer().expect("footer").expect("a footer");
+    let keys: Vec<&str> = footer
+        .global_attrs
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "a/b",
+            "m/2d",
+            "plain",
+            "s/l",
+            "t/x",
+            "g/c/d",
+            "g/units",
+            "g/h/x/y/z"
+        ]
+    );
+    let facts = footer.ext.global_facts.as_ref().expect("global facts");
+    let owned: Vec<(&str, &str)> = facts
+        .0
+        .iter()
+        .filter_map(|f| match f {
+            Fact::AttrGroup { attr, group } => Some((attr.as_str(), group.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        owned,
+        [
+            ("a/b", ""),
+            ("m/2d", ""),
+            ("s/l", ""),
+            ("t/x", ""),
+            ("g/c/d", "g"),
+            ("g/h/x/y/z", "g/h")
+        ]
+    );
+    // The multi-dimensional attribute's shape, keyed by its whole key as ever.
+    assert!(facts.0.contains(&Fact::AttrShape {
+        attr: "m/2d".into(),
+        shape: vec![2, 3]
+    }));
+}
+
+#[test]
+fn slashed_attributes_come_back_in_their_groups_under_their_names() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = convert(tmp.path());
+    let (groups, warnings) = export(&tet, &[]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let g = by_path(&groups);
+    // No group `a`, `t`, `m`, `s`, `g/c` or `g/h/x/y` made of the names.
+    assert_eq!(g.keys().copied().collect::<Vec<_>>(), ["", "g", "g/h"]);
+    let root = g[""];
+    assert_eq!(numbers(attr(root, "a/b"), "f64"), 3.5f64.to_ne_bytes());
+    assert_eq!(chars(attr(root, "t/x")), b"slash text");
+    assert_eq!(chars(attr(root, "plain")), b"plain text");
+    // Flattened in C order, as every multi-dimensional attribute of a netCDF export.
+    assert_eq!(
+        numbers(attr(root, "m/2d"), "i16"),
+        ne(&[0i16, 1, 2, 3, 4, 5], i16::to_ne_bytes)
+    );
+    let list = attr(root, "s/l");
+    assert_eq!(list.xtype, "string");
+    assert_eq!(
+        list.values,
+        RawValues::Strings(vec![Some(b"x".to_vec()), Some(b"yy".to_vec())])
+    );
+    let grp = g["g"];
+    assert_eq!(
+        numbers(attr(grp, "c/d"), "i32"),
+        ne(&[1i32, 2, 3], i32::to_ne_bytes)
+    );
+    // A plain group attribute still lands in its group.
+    assert_eq!(chars(attr(grp, "units")), b"m");
+    assert_eq!(grp.vars.len(), 1);
+    assert_eq!(grp.vars[0].name, "v");
+    assert_eq!(numbers(attr(g["g/h"], "x/y/z"), "u8"), [7]);
+    // Nothing else in the groups.
+    let names = |gr: &GroupDump| -> Vec<String> {
+        let mut n: Vec<String> = gr.attrs.iter().map(|a| a.name.clone()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(
+        names(root),
+        ["a/b", "history", "m/2d", "plain", "s/l", "t/x"]
+    );
+    assert_eq!(names(grp), ["c/d", "units"]);
+}
+
+#[test]
+fn a_subset_export_keeps_the_slashed_attributes_of_the_groups_it_writes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = convert(tmp.path());
+    let (groups, warnings) = export(&tet, &["g/v"]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let g = by_path(&groups);
+    // `g/h` holds no exported array: neither it nor its attribute is written.
+    assert_eq!(g.keys().copied().collect::<Vec<_>>(), ["", "g"]);
+    assert_eq!(numbers(attr(g[""], "a/b"), "f64"), 3.5f64.to_ne_bytes());
+    assert_eq!(
+        numbers(attr(g["g"], "c/d"), "i32"),
+        ne(&[1i32, 2, 3], i32::to_ne_bytes)
+    );
+}
+
+/// The netCDF importer reads such names through netCDF-C and records their groups as the HDF5
+/// importer does: the exported file, converted and exported again, has the same attributes.
+#[test]
+fn the_netcdf_importer_keeps_them_too() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = convert(tmp.path());
+    export(&tet, &[]);
+    let nc = tet.with_extension("0.nc");
+    let again = tmp.path().join("again.tet");
+    pipeline::convert(&nc, &again, &ConvertOptions::default()).expect("convert the export");
+    let f = TetFile::open(&again).expect("open");
+    let footer = f.footer().expect("footer").expect("a footer");
+    let facts = &footer.ext.global_facts.as_ref().expect("global facts").0;
+    assert!(facts.contains(&Fact::AttrGroup {
+        attr: "g/c/d".into(),
+        group: "g".into()
+    }));
+    assert!(facts.contains(&Fact::AttrGroup {
+        attr: "a/b".into(),
+        group: String::new()
+    }));
+    let first = dump(&nc).expect("dump");
+    let (second, warnings) = export(&again, &[]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let strip = |groups: &[GroupDump]| -> Vec<(String, Vec<AttrDump>)> {
+        groups
+            .iter()
+            .map(|g| {
+                let attrs = g.attrs.iter().filter(|a| a.name != "history").cloned();
+                (g.path.clone(), attrs.collect())
+            })
+            .collect()
+    };
+    assert_eq!(strip(&first), strip(&second));
+    assert_eq!(strip(&second)[0].1.len(), 5, "{:?}", strip(&second));
+}
