@@ -84,13 +84,24 @@ pub fn convert(
     )
 }
 
-/// The input digest (`sha256:<hex>`) and size of an input that is no local file, computed
-/// while the conversion runs (an object input streams itself once).
+/// The input digest (`sha256:<hex>`) and size of an input that is no local file.
 pub type InputDigest = Box<dyn FnOnce() -> std::io::Result<(String, u64)> + Send>;
 
+/// How the input digest of a conversion is had.
+enum DigestOf {
+    /// The input is a local file (or folder), read on a thread of its own.
+    File,
+    /// Computed on a thread of its own while the conversion runs (the objects of a Zarr
+    /// prefix stream themselves once).
+    Beside(InputDigest),
+    /// Computed once the conversion has read what it reads: an object read by ranges hashes
+    /// the bytes its reads fetch, and fetches only the rest at the end.
+    After(InputDigest),
+}
+
 /// [`convert`] of an input that is no local file: `bytes` are its bytes (an object read by
-/// ranges), `importer` its format ([`Importer::opens_bytes`]), `digest` its input digest; `input`
-/// names it (a URL).
+/// ranges), `importer` its format ([`Importer::opens_bytes`]), `digest` its input digest, asked
+/// for once every chunk is read (so that the reads can feed it); `input` names it (a URL).
 pub fn convert_bytes(
     input: &Path,
     importer: &dyn Importer,
@@ -111,7 +122,7 @@ pub fn convert_bytes(
         opts,
         started,
         None,
-        Some(digest),
+        DigestOf::After(digest),
     )
 }
 
@@ -136,7 +147,7 @@ pub fn convert_opened(
         opts,
         started,
         None,
-        Some(digest),
+        DigestOf::Beside(digest),
     )
 }
 
@@ -165,7 +176,16 @@ pub(crate) fn convert_carrying(
     started: Instant,
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
-    convert_digested(source, format, input, output, opts, started, carried, None)
+    convert_digested(
+        source,
+        format,
+        input,
+        output,
+        opts,
+        started,
+        carried,
+        DigestOf::File,
+    )
 }
 
 /// A combined conversion's (`--concat`) other inputs: checked not to be the output, then
@@ -185,8 +205,7 @@ fn digest_more_inputs(
     }))
 }
 
-/// [`convert_carrying`]; the input digest from `digest` when given (an input that is no local
-/// file), else by reading `input`.
+/// [`convert_carrying`]; the input digest as `digest_of` says (by reading `input` for a file).
 #[allow(clippy::too_many_arguments)]
 fn convert_digested(
     source: &dyn Source,
@@ -196,9 +215,8 @@ fn convert_digested(
     opts: &ConvertOptions,
     started: Instant,
     carried: Option<Footer>,
-    digest: Option<InputDigest>,
+    digest_of: DigestOf,
 ) -> Result<ConvertReport, ConvertError> {
-    let digest_of = digest;
     let output = &check_paths(input, output, opts.write_through_symlink)?;
     let more_digests = digest_more_inputs(output, opts)?;
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
@@ -219,11 +237,7 @@ fn convert_digested(
     let ranges: Vec<(u64, u64)> = ranged.iter().map(|r| (r.1, r.2)).collect();
     let mut later: Vec<u64> = ranged.iter().map(|r| r.0).collect();
     later.sort_unstable();
-    let digest_path = input.to_path_buf();
-    let digest = std::thread::spawn(move || match digest_of {
-        Some(f) => f().map(|(d, n)| (d, n, Vec::new())),
-        None => meta::digest_input_and_ranges(&digest_path, &ranges),
-    });
+    let digest = digest_beside(digest_of, input, ranges);
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
@@ -261,10 +275,12 @@ fn convert_digested(
         other => other,
     })?;
 
-    let (digest, bytes_in, range_digests) =
-        digest.join().map_err(|_| ConvertError::Panicked {
+    let (digest, bytes_in, range_digests) = match digest {
+        Pending::Thread(t) => t.join().map_err(|_| ConvertError::Panicked {
             what: "the input digest thread",
-        })??;
+        })??,
+        Pending::After(f) => f().map(|(d, n)| (d, n, Vec::new()))?,
+    };
     writer.provide_digests(ranged.iter().map(|r| r.0).zip(range_digests));
     log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
@@ -323,6 +339,27 @@ fn convert_digested(
             .collect(),
         warnings,
     })
+}
+
+/// An input digest under way: on its own thread, or asked for at the end.
+enum Pending {
+    Thread(std::thread::JoinHandle<std::io::Result<(String, u64, Vec<u64>)>>),
+    After(InputDigest),
+}
+
+/// Starts hashing the input beside the conversion (a file: with the xxh3 digests of the byte
+/// `ranges` copied file to file), unless it is hashed at the end ([`DigestOf::After`]).
+fn digest_beside(digest_of: DigestOf, input: &Path, ranges: Vec<(u64, u64)>) -> Pending {
+    let path = input.to_path_buf();
+    match digest_of {
+        DigestOf::After(f) => Pending::After(f),
+        DigestOf::Beside(f) => Pending::Thread(std::thread::spawn(move || {
+            f().map(|(d, n)| (d, n, Vec::new()))
+        })),
+        DigestOf::File => Pending::Thread(std::thread::spawn(move || {
+            meta::digest_input_and_ranges(&path, &ranges)
+        })),
+    }
 }
 
 /// The output's footer before this conversion's history row: per planned dataset its metadata

@@ -1063,6 +1063,29 @@ impl Object {
     }
 }
 
+#[cfg(test)]
+impl Object {
+    /// The object `key` of an in-memory store, as a URL parsed would be (tests of what reads
+    /// objects, without a server).
+    pub(crate) fn in_memory(store: Arc<object_store::memory::InMemory>, key: &str) -> Object {
+        Object {
+            url: format!("memory:///{key}"),
+            store: store.clone(),
+            multipart: Some(store),
+            key: Key::from(key),
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// Runs `f` on the storage runtime (tests that fill a store).
+    pub(crate) fn run<T>(
+        &self,
+        f: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> Result<T, StorageError> {
+        self.block(f)
+    }
+}
+
 /// The cause of a store error: by its variant (not found, access denied, precondition…), for
 /// the others by what the last failed request of the operation met (`failure`: the HTTP status
 /// and the service's error code, or the transport error), else the error's `text`. `keyless`:

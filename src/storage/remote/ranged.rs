@@ -18,12 +18,18 @@
 //! - At most [`IN_FLIGHT`] requests are in flight for the object, over all the threads that
 //!   read it. Memory is therefore bounded by the windows (16 MiB), the cache (8 MiB) and the
 //!   caller's buffers, whatever the object's size.
-//! - [`RangedObject::digest`] streams the whole object once (one plain GET, conditional on the
-//!   same ETag) for the input digest of the history row, a piece at a time.
+//! - The input digest of the history row ([`RangedObject::digest`]) is fed by the reads
+//!   themselves: a digest cursor starts at byte 0, every fetch that reaches it is hashed as it
+//!   arrives and moves it on; a window or cache block fetched ahead of it is remembered weakly
+//!   (hashed when the cursor gets there, if it is still kept; memory is never held for the
+//!   digest alone). At the end `digest` fetches, by ranges conditional on the same ETag and in
+//!   order, only what the cursor has not passed: nothing after a scan in order, the rest of the
+//!   object after a selection. The object is fetched once, not twice.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 
 use futures_util::StreamExt as _;
 use object_store::{GetOptions, GetRange, ObjectStore as _};
@@ -48,6 +54,8 @@ pub const WINDOW: u64 = 8 << 20;
 pub const WINDOWS: usize = 2;
 /// Most requests in flight for one object.
 pub const IN_FLIGHT: usize = 4;
+/// Fetched pieces ahead of the digest cursor remembered (weakly) for it.
+const AHEAD: usize = 64;
 
 /// An object opened for reading by ranges (see the module docs).
 pub struct RangedObject {
@@ -61,6 +69,7 @@ pub struct RangedObject {
     freed: Condvar,
     requests: AtomicU64,
     fetched: AtomicU64,
+    hashing: Mutex<Hashing>,
 }
 
 impl std::fmt::Debug for RangedObject {
@@ -139,6 +148,83 @@ impl Window {
     }
 }
 
+/// The input digest as the reads feed it: the SHA-256 of the object's bytes `0..at`, and the
+/// pieces fetched beyond `at` that are still kept somewhere (a window, a cache block), by their
+/// offset. Only weak references: a piece dropped by its owner is fetched again at the end.
+#[derive(Default)]
+struct Hashing {
+    sha: Sha256,
+    at: u64,
+    ahead: BTreeMap<u64, Weak<Vec<u8>>>,
+}
+
+impl Hashing {
+    /// Hashes the part of `bytes` (the object's bytes from `offset`) past the cursor, when the
+    /// cursor lies within or at the start of it; then what was remembered ahead, as far as it
+    /// goes. Whether the cursor moved.
+    fn feed(&mut self, offset: u64, bytes: &[u8]) -> bool {
+        let end = offset.saturating_add(bytes.len() as u64);
+        if offset > self.at || end <= self.at {
+            return false;
+        }
+        let from = usize::try_from(self.at - offset).unwrap_or(usize::MAX);
+        let Some(tail) = bytes.get(from..) else {
+            return false;
+        };
+        self.sha.update(tail);
+        self.at = end;
+        self.catch_up();
+        true
+    }
+
+    /// Hashes the pieces remembered ahead that the cursor has reached; forgets those it passed
+    /// and those no longer kept.
+    fn catch_up(&mut self) {
+        while let Some((&offset, _)) = self.ahead.first_key_value() {
+            if offset > self.at {
+                return;
+            }
+            let piece = self.ahead.remove(&offset).and_then(|w| w.upgrade());
+            if let Some(bytes) = piece {
+                let end = offset.saturating_add(bytes.len() as u64);
+                if end > self.at {
+                    let from = usize::try_from(self.at - offset).unwrap_or(usize::MAX);
+                    if let Some(tail) = bytes.get(from..) {
+                        self.sha.update(tail);
+                        self.at = end;
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Hashing::feed`], else remembers `bytes` (weakly) when it lies ahead of the cursor.
+    fn offer(&mut self, offset: u64, bytes: &Arc<Vec<u8>>) {
+        if offset <= self.at {
+            self.feed(offset, bytes);
+            return;
+        }
+        self.ahead.retain(|_, w| w.strong_count() > 0);
+        if self.ahead.len() >= AHEAD {
+            // The farthest first out: the nearest are hashed soonest.
+            if let Some((&last, _)) = self.ahead.last_key_value() {
+                if last < offset {
+                    return;
+                }
+                self.ahead.remove(&last);
+            }
+        }
+        self.ahead.insert(offset, Arc::downgrade(bytes));
+    }
+
+    /// Where the next piece remembered ahead and still kept begins (the end of the gap the
+    /// cursor is in).
+    fn next_ahead(&mut self) -> Option<u64> {
+        self.ahead.retain(|_, w| w.strong_count() > 0);
+        self.ahead.keys().next().copied()
+    }
+}
+
 /// A failed read: the cause on its own (the conversion's error line names the URL already),
 /// with the storage error kept as the source.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +263,7 @@ impl RangedObject {
             freed: Condvar::new(),
             requests: AtomicU64::new(0),
             fetched: AtomicU64::new(0),
+            hashing: Mutex::new(Hashing::default()),
         }
     }
 
@@ -222,8 +309,9 @@ impl RangedObject {
         self.freed.notify_all();
     }
 
-    /// Fills each `(offset, buffer)` of `parts` with one ranged GET, a few at a time.
-    fn fetch(&self, parts: Vec<(u64, &mut [u8])>) -> Result<(), StorageError> {
+    /// Fills each `(offset, buffer)` of `parts` with one ranged GET, a few at a time; then hashes,
+    /// in order, those the digest cursor reaches ([`Hashing::feed`]).
+    fn fetch(&self, mut parts: Vec<(u64, &mut [u8])>) -> Result<(), StorageError> {
         if parts.is_empty() {
             return Ok(());
         }
@@ -232,8 +320,8 @@ impl RangedObject {
         let etag = self.info.etag.clone();
         let count = parts.len() as u64;
         let bytes: u64 = parts.iter().map(|(_, b)| b.len() as u64).sum();
-        let requests = parts.into_iter().map(|(offset, buf)| {
-            let etag = etag.clone();
+        let requests = parts.iter_mut().map(|(offset, buf)| {
+            let (offset, etag) = (*offset, etag.clone());
             async move {
                 let end = offset + buf.len() as u64;
                 let opts = GetOptions::new()
@@ -271,6 +359,13 @@ impl RangedObject {
         self.release(slots);
         self.requests.fetch_add(count, Ordering::Relaxed);
         self.fetched.fetch_add(bytes, Ordering::Relaxed);
+        if r.is_ok() {
+            parts.sort_by_key(|(offset, _)| *offset);
+            let mut hashing = self.hashing.lock().unwrap_or_else(|e| e.into_inner());
+            for (offset, buf) in &parts {
+                hashing.feed(*offset, buf);
+            }
+        }
         r
     }
 
@@ -311,7 +406,11 @@ impl RangedObject {
         if load {
             let mut bytes = vec![0u8; usize::try_from(w.len).unwrap_or(0)];
             match self.read_direct(w.start, &mut bytes) {
-                Ok(()) => w.set(Some(Arc::new(bytes))),
+                Ok(()) => {
+                    let bytes = Arc::new(bytes);
+                    self.offer(w.start, &bytes);
+                    w.set(Some(bytes));
+                }
                 Err(e) => {
                     w.set(None);
                     return Err(e);
@@ -385,6 +484,7 @@ impl RangedObject {
             let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
             for (b, v) in fresh {
                 let v = Arc::new(v);
+                self.offer(b * BLOCK, &v);
                 cache.put(b, v.clone());
                 if b <= last {
                     have.push((b, v));
@@ -404,33 +504,76 @@ impl RangedObject {
         Ok(())
     }
 
+    /// Hands fetched bytes kept elsewhere (a window, a cache block) to the digest.
+    fn offer(&self, offset: u64, bytes: &Arc<Vec<u8>>) {
+        let mut hashing = self.hashing.lock().unwrap_or_else(|e| e.into_inner());
+        hashing.offer(offset, bytes);
+    }
+
+    /// Where the digest cursor stands: the object's bytes before it are hashed already.
+    pub fn hashed(&self) -> u64 {
+        self.hashing.lock().unwrap_or_else(|e| e.into_inner()).at
+    }
+
     /// The input digest of the object (`sha256:<hex>`, as [`crate::meta::digest_input`] gives
-    /// for a file) and its size, from one streamed GET conditional on the ETag.
+    /// for a file) and its size. What the reads fed it is not fetched again: only the gaps the
+    /// digest cursor has not passed, in order, each with one ranged GET conditional on the ETag
+    /// and streamed into the hash (see the module docs). The cursor starts over afterwards.
     pub fn digest(&self) -> Result<(String, u64), StorageError> {
+        let mut hashing = self.hashing.lock().unwrap_or_else(|e| e.into_inner());
+        let size = self.info.size;
+        loop {
+            hashing.catch_up();
+            if hashing.at >= size {
+                break;
+            }
+            let from = hashing.at;
+            let to = hashing.next_ahead().unwrap_or(size).clamp(from + 1, size);
+            let got = self.stream_range(from, to, |piece| hashing.sha.update(piece))?;
+            if got != to - from {
+                let cause = Cause::Truncated {
+                    written: from + got,
+                    size,
+                };
+                return Err(StorageError::of_url(self.object.url(), cause));
+            }
+            hashing.at = to;
+        }
+        let done = std::mem::take(&mut *hashing);
+        Ok((format!("sha256:{:x}", done.sha.finalize()), size))
+    }
+
+    /// Streams bytes `from..to` of the object into `sink` (one ranged GET conditional on the
+    /// ETag, counted with the other requests); how many bytes came.
+    fn stream_range(
+        &self,
+        from: u64,
+        to: u64,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<u64, StorageError> {
         let o = &self.object;
-        let opts = GetOptions::new().with_if_match(self.info.etag.clone());
+        let opts = GetOptions::new()
+            .with_range(Some(GetRange::Bounded(from..to)))
+            .with_if_match(self.info.etag.clone());
         let fetch = async {
-            let mut h = Sha256::new();
             let mut n = 0u64;
             let mut s = o.store.get_opts(&o.key, opts).await?.into_stream();
             while let Some(piece) = s.next().await {
                 let piece = piece?;
-                h.update(&piece);
-                n += piece.len() as u64;
+                n = n.saturating_add(piece.len() as u64);
+                if n > to - from {
+                    break;
+                }
+                sink(&piece);
             }
-            Ok::<_, object_store::Error>((h, n))
+            Ok::<_, object_store::Error>(n)
         };
-        let (h, n) = o.wait(fetch, &self.cancel)?;
-        if n != self.info.size {
-            return Err(StorageError::of_url(
-                o.url(),
-                Cause::Truncated {
-                    written: n,
-                    size: self.info.size,
-                },
-            ));
-        }
-        Ok((format!("sha256:{:x}", h.finalize()), n))
+        let slots = self.acquire(1);
+        let r = o.wait(fetch, &self.cancel);
+        self.release(slots);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.fetched.fetch_add(to - from, Ordering::Relaxed);
+        r
     }
 }
 
@@ -461,5 +604,166 @@ impl Drop for RangedObject {
             self.object.url(),
             self.info.size
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+    use object_store::path::Path as Key;
+    use object_store::{ObjectStoreExt as _, PutPayload};
+    use proptest::prelude::*;
+
+    /// `size` bytes that differ from place to place (so a misplaced piece changes the digest).
+    fn bytes(size: u64, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..size)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    /// `data` as the object `o.bin` of an in-memory store, opened by ranges.
+    fn ranged(data: &[u8]) -> RangedObject {
+        let store = Arc::new(InMemory::new());
+        let o = Object::in_memory(store.clone(), "o.bin");
+        let put = PutPayload::from(data.to_vec());
+        o.run(store.put(&Key::from("o.bin"), put)).unwrap();
+        let info = o.info().unwrap();
+        assert!(info.etag.is_some());
+        RangedObject::new(o, info, Cancel::never())
+    }
+
+    fn sha(data: &[u8]) -> String {
+        format!("sha256:{:x}", Sha256::digest(data))
+    }
+
+    /// Reads `len` bytes at `offset` and checks them against `data`.
+    fn read(r: &RangedObject, data: &[u8], offset: u64, len: u64) {
+        let mut buf = vec![0u8; len as usize];
+        r.read_at(offset, &mut buf).unwrap();
+        assert!(buf == data[offset as usize..(offset + len) as usize]);
+    }
+
+    #[test]
+    fn a_scan_in_order_feeds_the_whole_digest_and_the_end_fetches_nothing() {
+        let size = 2 * WINDOW + 3 * BLOCK + 11;
+        let data = bytes(size, 7);
+        let r = ranged(&data);
+        // A header read, then chunks of 1 MiB in order (as the engine reads an NPY file).
+        read(&r, &data, 0, 128);
+        let mut at = 128;
+        while at < size {
+            let len = (1 << 20).min(size - at);
+            read(&r, &data, at, len);
+            at += len;
+        }
+        assert_eq!(r.hashed(), size);
+        let before = r.fetched();
+        assert_eq!(r.digest().unwrap(), (sha(&data), size));
+        assert_eq!(r.fetched(), before, "the digest fetched again");
+        // Every byte was fetched about once (the header block overlaps the first chunk).
+        assert!(before.1 < size + BLOCK, "{before:?}");
+    }
+
+    #[test]
+    fn a_selection_leaves_gaps_that_the_digest_fetches_in_order() {
+        let size = WINDOW + 5 * BLOCK;
+        let data = bytes(size, 9);
+        let r = ranged(&data);
+        read(&r, &data, 0, 64);
+        // Two rows far apart, read by jumps (not hashed: the cursor is at the first block).
+        read(&r, &data, 4 * BLOCK, 2 * BLOCK);
+        read(&r, &data, WINDOW, BLOCK + 3);
+        assert_eq!(r.hashed(), BLOCK);
+        let (n, bytes_before) = r.fetched();
+        assert_eq!(r.digest().unwrap(), (sha(&data), size));
+        let (m, bytes_after) = r.fetched();
+        // One GET for the gap after the first block: nothing was kept ahead.
+        assert_eq!((m - n, bytes_after - bytes_before), (1, size - BLOCK));
+        // The cursor starts over: a second digest is the same.
+        assert_eq!(r.digest().unwrap(), (sha(&data), size));
+    }
+
+    #[test]
+    fn cache_blocks_read_ahead_of_the_cursor_are_hashed_when_it_gets_there() {
+        let size = 40 * BLOCK;
+        let data = bytes(size, 11);
+        let r = ranged(&data);
+        // Small reads: block 30 (ahead, kept in the cache), then block 0.
+        read(&r, &data, 30 * BLOCK + 5, 100);
+        read(&r, &data, 3, 100);
+        assert_eq!(r.hashed(), BLOCK);
+        let before = r.fetched();
+        assert_eq!(r.digest().unwrap(), (sha(&data), size));
+        let after = r.fetched();
+        // Two gaps fetched (blocks 1..30 and 31..40), block 30 taken from the cache.
+        assert_eq!((after.0 - before.0, after.1 - before.1), (2, 38 * BLOCK));
+    }
+
+    /// A read of the property test: a continuation of the previous read, or a jump.
+    #[derive(Debug, Clone)]
+    enum Read {
+        Next { len: u64 },
+        Jump { at: u64, len: u64 },
+    }
+
+    fn reads() -> impl Strategy<Value = Vec<Read>> {
+        let len = prop_oneof![1u64..BLOCK, BLOCK..3 * BLOCK, Just(WINDOW + 1)];
+        let read = prop_oneof![
+            len.clone().prop_map(|len| Read::Next { len }),
+            (any::<u64>(), len).prop_map(|(at, len)| Read::Jump { at, len }),
+        ];
+        prop::collection::vec(read, 0..24)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// Whatever the reads, on one thread or several, the digest is the SHA-256 of the
+        /// object, and never fetches more than the bytes the cursor had not passed.
+        #[test]
+        fn the_digest_is_the_objects_whatever_the_read_order(
+            size in prop_oneof![
+                Just(0u64),
+                1u64..3 * BLOCK,
+                Just(WINDOW + 7),
+                Just(2 * WINDOW + 3 * BLOCK + 1),
+            ],
+            seed in any::<u64>(),
+            threads in 1usize..4,
+            plan in reads(),
+        ) {
+            let data = bytes(size, seed);
+            let r = ranged(&data);
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let (r, data, plan) = (&r, &data, &plan);
+                    s.spawn(move || {
+                        let mut end = 0u64;
+                        for step in plan.iter().skip(t).step_by(threads) {
+                            let (at, len) = match *step {
+                                Read::Next { len } => (end, len),
+                                Read::Jump { at, len } => (at % size.max(1), len),
+                            };
+                            let len = len.min(size.saturating_sub(at));
+                            if len > 0 {
+                                read(r, data, at, len);
+                            }
+                            end = (at + len) % size.max(1);
+                        }
+                    });
+                }
+            });
+            let hashed = r.hashed();
+            let before = r.fetched().1;
+            prop_assert_eq!(r.digest().unwrap(), (sha(&data), size));
+            prop_assert!(r.fetched().1 - before <= size - hashed);
+        }
     }
 }
