@@ -225,3 +225,31 @@ fn the_netcdf_importer_keeps_them_too() {
     assert_eq!(strip(&first), strip(&second));
     assert_eq!(strip(&second)[0].1.len(), 5, "{:?}", strip(&second));
 }
+
+/// The Zarr export puts them into their groups the same way (Zarr attribute names may hold a
+/// `/`).
+#[test]
+fn the_zarr_export_puts_them_into_their_groups() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tet = convert(tmp.path());
+    let out = tmp.path().join("x.zarr");
+    let opts = ExportOptions {
+        target: Some(Target::ZARR),
+        ..ExportOptions::default()
+    };
+    export::export(&tet, &out, &opts).expect("export");
+    let attrs = |group: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(out.join(group).join("zarr.json")).expect("zarr.json");
+        let meta: serde_json::Value = serde_json::from_str(&text).expect("json");
+        meta["attributes"].clone()
+    };
+    let (root, g) = (attrs(""), attrs("g"));
+    assert_eq!(root["a/b"], 3.5);
+    assert_eq!(root["t/x"], "slash text");
+    assert_eq!(g["c/d"], serde_json::json!([1, 2, 3]));
+    assert_eq!(g["units"], "m");
+    // A group without arrays is no Zarr group: its attributes stay in the root, under their keys.
+    assert!(!out.join("g/h").exists());
+    assert_eq!(root["g/h/x/y/z"], 7);
+    assert!(root.get("g/c/d").is_none() && !out.join("g/c").exists());
+}

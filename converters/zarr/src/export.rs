@@ -18,11 +18,12 @@
 //! Attributes are JSON (typed values become numbers, lists or strings; non-finite floats the
 //! strings `NaN`, `Infinity`, `-Infinity`, as in Zarr fill values), `dimension_names` come from
 //! the model's dims, global attributes go to the root group (a global attribute named
-//! `group/name` to that group). zarrs writes the metadata in its own field order (empty
-//! `attributes` left out) without its `_zarrs` version attribute; attributes are given with
-//! sorted keys, so the same model always gives the same bytes. String variables become `string`
-//! arrays (zarr-python 3's type) of one chunk with the `vlen-utf8` codec, encoded by zarrs too;
-//! malformed string variable records are left out.
+//! `group/name` to that group, [`Model::attr_owner`]: an HDF5 root attribute `a/b` stays `a/b`
+//! of the root, a group `g`'s `c/d` is `c/d` of `g`). zarrs writes the metadata in its own
+//! field order (empty `attributes` left out) without its `_zarrs` version attribute;
+//! attributes are given with sorted keys, so the same model always gives the same bytes. String
+//! variables become `string` arrays (zarr-python 3's type) of one chunk with the `vlen-utf8`
+//! codec, encoded by zarrs too; malformed string variable records are left out.
 //!
 //! Node names must be Zarr v3 node names: a name with an empty, all-dots or `__`-prefixed part
 //! (reserved by the spec, refused by zarrs) or a `\` is refused before anything is written.
@@ -232,7 +233,7 @@ fn write_groups(model: &Model, names: &[&str], store: &Arc<FilesystemStore>) -> 
         ));
     }
     for (k, v) in &model.global_attrs {
-        let (g, short) = split_group(k);
+        let (g, short) = model.attr_owner(k);
         let into = if !g.is_empty() && groups.contains_key(g) {
             (g.to_string(), short.to_string())
         } else if !g.is_empty() && model.subset {
