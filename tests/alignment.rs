@@ -41,7 +41,7 @@ fn check_layout(f: &TetFile) -> Result<(), String> {
                     ds.name
                 ));
             }
-            let pad = &f.bytes()[c as usize..at as usize];
+            let pad = &f.bytes().unwrap()[c as usize..at as usize];
             if pad.iter().any(|&b| b != 0) {
                 return Err(format!("row {i}: padding {pad:?} before it is not zero"));
             }
@@ -186,7 +186,7 @@ fn footer() -> Footer {
 fn before_footer(p: &Path) -> Vec<u8> {
     let f = TetFile::open(p).unwrap();
     let end = f.footer_layout().unwrap().start as usize;
-    f.bytes()[..end].to_vec()
+    f.bytes().unwrap()[..end].to_vec()
 }
 
 proptest! {

@@ -122,7 +122,7 @@ fn one_flipped_byte_in_any_chunk_fails_deep_verify() {
         assert!(info.has_checksums && info.checked == info.chunks);
         for (i, e) in f.entries.iter().enumerate() {
             assert_eq!(e.codec(), Some(codec), "chunk {i}");
-            let stored = f.stored_bytes(e).unwrap();
+            let stored: &[u8] = &f.stored_bytes(e).unwrap();
             // Ours: every chunk has a digest of its stored bytes, zstd frames their own
             // checksum as well.
             assert_eq!(

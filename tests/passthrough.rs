@@ -184,7 +184,7 @@ fn hdf5_zstd_filter_chunks_are_kept() {
     for (i, ds) in f.datasets.iter().enumerate() {
         let zstd_only = ds.name.starts_with("zstd/level") || ds.name == "zstd/sparse";
         for e in f.entries.iter().filter(|e| e.dataset_id == i as u64) {
-            if e.codec() == Some(Codec::Zstd) && found(f.stored_bytes(e).unwrap()) {
+            if e.codec() == Some(Codec::Zstd) && found(&f.stored_bytes(e).unwrap()) {
                 assert!(
                     zstd_only,
                     "{}: a frame of another pipeline was kept",
@@ -257,7 +257,7 @@ fn netcdf_zstd_filter_chunks_are_kept() {
             "{name}: decode/re-encode differs from netCDF4-python's"
         );
         for e in f.entries.iter().filter(|e| e.dataset_id == i as u64) {
-            if e.codec() == Some(Codec::Zstd) && found(f.stored_bytes(e).unwrap()) {
+            if e.codec() == Some(Codec::Zstd) && found(&f.stored_bytes(e).unwrap()) {
                 kept += 1;
             }
         }

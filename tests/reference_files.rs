@@ -68,7 +68,7 @@ fn one_to_six_files() {
     let f = open("sample.tet");
     let e = f.find_chunk(0, &[0, 1]).unwrap();
     assert_eq!(e.raw_byte_len, 8);
-    assert_eq!(f32s(f.raw_payload(e).unwrap().unwrap()), vec![3.0, 6.0]);
+    assert_eq!(f32s(&f.raw_payload(e).unwrap().unwrap()), vec![3.0, 6.0]);
 }
 
 #[test]

@@ -1,11 +1,14 @@
 //! The [`ChunkSource`] over a `.tet` file: one stored chunk at a time, in the raised model's
 //! element type.
 //!
-//! A chunk is borrowed from the memory map when it is stored raw, zstd-decoded into a reused
-//! buffer otherwise; then narrowed (i16 → i8, range-checked), checked (bool 0/1) or
-//! interleaved with its imaginary part (complex) into a second reused buffer. The previous
-//! chunk's mapped pages are released at the next call (`MADV_DONTNEED`), so resident memory
-//! stays at a few chunks whatever the dataset size.
+//! A chunk is borrowed from the memory map when it is stored raw (read into a reused buffer
+//! when the file is read by ranges), zstd-decoded into a reused buffer otherwise; then narrowed
+//! (i16 → i8, range-checked), checked (bool 0/1) or interleaved with its imaginary part
+//! (complex) into a second reused buffer. The previous chunk's mapped pages are released at
+//! the next call (`MADV_DONTNEED`), so resident memory stays at a few chunks whatever the
+//! dataset size.
+
+use std::borrow::Cow;
 
 use tet_source::export::{Chunk, ChunkSource, ExportError, Result};
 
@@ -21,6 +24,8 @@ pub(crate) struct TetChunks<'a> {
     imag: Vec<u8>,
     out: Vec<u8>,
     scratch: Vec<u8>,
+    /// A zstd frame read by range (a file read by ranges), passed on verbatim.
+    frame: Vec<u8>,
     /// File ranges of the chunk delivered last, released at the next call.
     done: Vec<(u64, u64)>,
 }
@@ -34,6 +39,7 @@ impl<'a> TetChunks<'a> {
             imag: Vec::new(),
             out: Vec::new(),
             scratch: Vec::new(),
+            frame: Vec::new(),
             done: Vec::new(),
         }
     }
@@ -151,9 +157,14 @@ impl ChunkSource for TetChunks<'_> {
                 source,
             })
         };
-        // The stored bytes: borrowed when raw, decoded into `raw` otherwise.
+        // The stored bytes: borrowed when raw (read into `raw` when the file is read by ranges),
+        // decoded into `raw` otherwise.
         let stored: &[u8] = match tet.raw_payload(e).map_err(at)? {
-            Some(b) => b,
+            Some(Cow::Borrowed(b)) => b,
+            Some(Cow::Owned(b)) => {
+                self.raw = b;
+                &self.raw
+            }
             None => {
                 self.raw.resize(n, 0);
                 tet.read_chunk_into(e, &mut self.raw).map_err(at)?;
@@ -202,7 +213,13 @@ impl ChunkSource for TetChunks<'_> {
                 source,
             })
         };
-        let frame = tet.stored_bytes(e).map_err(at)?;
+        let frame: &[u8] = match tet.stored_bytes(e).map_err(at)? {
+            Cow::Borrowed(b) => b,
+            Cow::Owned(b) => {
+                self.frame = b;
+                &self.frame
+            }
+        };
         // Only a frame that declares its size: that is what the format requires and what a
         // reader of the copied frame can decode in one call.
         if !matches!(zstd::zstd_safe::get_frame_content_size(frame), Ok(Some(n)) if n == e.raw_byte_len)
@@ -211,7 +228,7 @@ impl ChunkSource for TetChunks<'_> {
         }
         // Never pass on a frame that fails its checksum.
         self.scratch.resize(64 << 10, 0);
-        tet.verify_chunk(e, &mut self.scratch).map_err(at)?;
+        tet.verify_chunk(e, frame, &mut self.scratch).map_err(at)?;
         self.done.push((e.payload_offset, e.stored_byte_len));
         Ok(Some(frame))
     }

@@ -7,14 +7,25 @@
 //! and all of them at once from [`crate::format::verify`]. A broken footer does not stop the
 //! datasets from being read: [`TetFile::footer`] reports it.
 //!
+//! The bytes are a local file's (mapped, or in memory: [`TetFile::open`], [`TetFile::from_bytes`])
+//! or any [`ByteSource`] ([`TetFile::open_source`]: an object in a store, read by ranges). A
+//! source read by ranges is opened with four reads (the superblock; the head up to the end of
+//! the chunk index; the trailer; the footer JSON; and the spilled metadata when there is one),
+//! each checked against the source's length before it is allocated, and each chunk is read when
+//! it is asked for: the payload accessors return a [`Cow`], borrowed from a local file's bytes
+//! (no copy, as before) and owned when read by range. A read the source fails is an I/O error
+//! ([`TetError::Io`], [`ChunkReadFailed`] for a chunk), never a corrupt file.
+//!
 //! Checksums ([`super::integrity`]): when the footer records chunk digests, every read of a chunk
 //! that has one checks the stored bytes against it first (once per chunk and open file: a
 //! matching chunk is remembered), and zstd frames with a content checksum are checked by the
 //! decoder. A chunk that fails is an error naming its byte range, never data.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -30,8 +41,11 @@ use super::{
     INDEX_VERSION, LAYOUT_VERSION, MAGIC, MAX_RANK, SUPERBLOCK_LEN,
 };
 
-/// The bytes behind a [`TetFile`]: read into memory, or a read-only memory map.
-use tet_source::mapped::FileBytes as Backing;
+use tet_source::byte_source::ByteSource;
+use tet_source::mapped::FileBytes;
+
+mod backing;
+use backing::Backing;
 
 /// Why the footer cannot be read (the datasets may still be).
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +56,9 @@ pub enum FooterReadError {
     NoMagic,
     #[error("the THST trailer cannot be read")]
     Trailer(#[source] Box<TetError>),
+    /// The source failed to give the footer's bytes (an object store's error).
+    #[error("the footer's bytes cannot be read")]
+    Read(#[source] std::io::Error),
     #[error("history JSON length {json_len} is larger than the file")]
     JsonTooLong { json_len: u64 },
     #[error("footer version {version} is not supported (only 1)")]
@@ -62,6 +79,17 @@ pub enum FooterReadError {
     SpillJson(#[source] serde_json::Error),
     #[error(transparent)]
     Footer(FooterError),
+}
+
+/// A chunk whose bytes the source failed to give (an object store's error, not a fault of the
+/// file): the chunk, with the read's error kept as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("dataset `{dataset}` chunk {coords:?}: {source}")]
+pub struct ChunkReadFailed {
+    pub dataset: String,
+    pub coords: Vec<u64>,
+    #[source]
+    pub source: std::io::Error,
 }
 
 /// One dataset record.
@@ -150,6 +178,9 @@ pub struct TetFile {
     chunk_digests: Option<std::result::Result<Vec<Option<u64>>, DigestsError>>,
     /// Per index row: its stored bytes matched their digest already.
     verified: Vec<AtomicBool>,
+    /// `(offset, bytes)` read at open that the footer digest hashes again (the head, the footer
+    /// JSON, the spill), kept only when the backing lends nothing (read by ranges).
+    kept: Vec<(u64, Vec<u8>)>,
 }
 
 fn u32_at(b: &[u8], off: u64) -> Result<u32> {
@@ -198,27 +229,63 @@ impl TetFile {
     /// Memory-maps and parses `path`.
     pub fn open(path: &Path) -> Result<TetFile> {
         let file = File::open(path)?;
-        TetFile::parse(Backing::map(&file)?)
+        TetFile::parse(Backing::Local(FileBytes::map(&file)?))
     }
 
     /// Parses a file held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<TetFile> {
-        TetFile::parse(Backing::Owned(bytes))
+        TetFile::parse(Backing::Local(FileBytes::Owned(bytes)))
     }
 
-    /// The whole file.
-    pub fn bytes(&self) -> &[u8] {
-        &self.data
+    /// Parses the file whose bytes `source` gives. A source that lends its bytes whole
+    /// ([`ByteSource::as_slice`]) is read as a local file is; one read by ranges (an object in a
+    /// store) is opened with a few ranged reads (see the module docs) and each chunk is read
+    /// when it is asked for. A read the source fails is [`TetError::Io`].
+    pub fn open_source(source: Arc<dyn ByteSource>) -> Result<TetFile> {
+        TetFile::parse(Backing::Source(source))
+    }
+
+    /// The whole file, when its bytes are at hand (a local file, a source that lends them);
+    /// `None` for a source read by ranges.
+    pub fn bytes(&self) -> Option<&[u8]> {
+        self.data.whole()
     }
 
     pub fn file_len(&self) -> u64 {
-        self.data.len() as u64
+        self.data.len()
+    }
+
+    /// The `len` bytes at `offset`: borrowed from the file's bytes when they are at hand, read
+    /// by range otherwise. `Ok(None)` when the range does not lie inside the file; `Err` when the
+    /// source fails to give them.
+    pub fn read_bytes(&self, offset: u64, len: u64) -> Result<Option<Cow<'_, [u8]>>> {
+        Ok(self.data.read(offset, len)?)
     }
 
     /// Parses the superblock, the dataset directory and the chunk index, then the footer.
     fn parse(data: Backing) -> Result<TetFile> {
-        let b: &[u8] = &data;
-        let sb = parse_superblock(b)?;
+        let file_len = data.len();
+        // The superblock and the directory length that follows it.
+        let first = data
+            .read(0, file_len.min(SUPERBLOCK_LEN + 8))?
+            .unwrap_or_default();
+        let sb = parse_superblock(&first, file_len)?;
+        // Everything up to the end of the chunk index (and of the directory, should that run
+        // past the index) in one read: borrowed from a local file, one ranged read otherwise.
+        let mut head_end = sb.chunk_index_offset + sb.chunk_index_length;
+        if sb.dataset_count > 0 {
+            head_end = head_end.max(file_len.min(40));
+            if let Some(blob_end) = u64_at(&first, 32)
+                .ok()
+                .and_then(|n| n.checked_add(40))
+                .filter(|&e| e <= file_len)
+            {
+                head_end = head_end.max(blob_end);
+            }
+        }
+        drop(first);
+        let head = data.read(0, head_end)?.unwrap_or_default();
+        let b: &[u8] = &head;
         let mut datasets = Vec::new();
         let mut dataset_blob_len = 0;
         let mut entries = Vec::new();
@@ -235,6 +302,10 @@ impl TetFile {
                 parse_chunk_index(b, sb.chunk_index_offset, sb.chunk_index_length)?;
         }
         let lookup = build_lookup(&datasets, &entries);
+        let kept = match head {
+            Cow::Owned(v) => vec![(0, v)],
+            Cow::Borrowed(_) => Vec::new(),
+        };
 
         let mut tet = TetFile {
             data,
@@ -254,6 +325,7 @@ impl TetFile {
             footer_digest_key: None,
             chunk_digests: None,
             verified: Vec::new(),
+            kept,
         };
         if sb.flags & FLAG_FOOTER != 0 {
             tet.load_footer();
@@ -267,9 +339,7 @@ impl TetFile {
     }
 
     fn load_footer(&mut self) {
-        let data = std::mem::replace(&mut self.data, Backing::Owned(Vec::new()));
-        let result = self.read_footer_json(&data);
-        self.data = data;
+        let result = read_footer_json(&self.data, &mut self.footer_layout, &mut self.kept);
         let (v, frame, spilled) = match result {
             Err(e) => {
                 self.footer = Err(e);
@@ -302,56 +372,15 @@ impl TetFile {
         self.spilled_metadata = spilled;
     }
 
-    /// Follows the trailer: the footer JSON, its frame and the spilled metadata JSON (sets
-    /// [`TetFile::footer_layout`] as far as it gets).
-    fn read_footer_json(
-        &mut self,
-        b: &[u8],
-    ) -> std::result::Result<(Value, FooterFrame, Option<Value>), FooterReadError> {
-        let file_len = b.len() as u64;
-        if file_len < SUPERBLOCK_LEN + FOOTER_TRAILER_LEN {
-            return Err(FooterReadError::TooShort);
+    /// The bytes `off .. off + len` as read at open: borrowed from the file's bytes when they
+    /// are at hand, else from what [`TetFile::parse`] kept (`None` when not kept or outside).
+    fn lent(&self, off: u64, len: u64) -> Option<&[u8]> {
+        if let Some(all) = self.data.whole() {
+            return slice_at(all, off, len);
         }
-        let t = file_len - FOOTER_TRAILER_LEN;
-        if b[(file_len - 4) as usize..] != FOOTER_MAGIC {
-            return Err(FooterReadError::NoMagic);
-        }
-        let json_len = u64_at(b, t).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
-        let version = u32_at(b, t + 8).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
-        let json_offset = t
-            .checked_sub(json_len)
-            .ok_or(FooterReadError::JsonTooLong { json_len })?;
-        let mut layout = FooterLayout {
-            start: json_offset,
-            json_offset,
-            json_len,
-            spill: None,
-            version,
-        };
-        if version != FOOTER_VERSION {
-            return Err(FooterReadError::Version { version });
-        }
-        self.footer_layout = Some(layout.clone());
-        let text = &b[json_offset as usize..t as usize];
-        let v: Value = serde_json::from_slice(text).map_err(|source| FooterReadError::Json {
-            offset: json_offset,
-            source,
-        })?;
-        let frame: FooterFrame = schema::from_value(&v).unwrap_or_default();
-        let mut spilled = None;
-        if let Some(r) = &frame.metadata_ref {
-            let MetadataRef { offset: off, len } =
-                MetadataRef::deserialize(r).map_err(|_| FooterReadError::MetadataRef)?;
-            off.checked_add(len)
-                .filter(|&e| e <= json_offset)
-                .ok_or(FooterReadError::SpillPlace { off, len })?;
-            layout.spill = Some((off, len));
-            layout.start = off;
-            self.footer_layout = Some(layout.clone());
-            let bytes = slice_at(b, off, len).ok_or(FooterReadError::SpillOutside)?;
-            spilled = Some(serde_json::from_slice(bytes).map_err(FooterReadError::SpillJson)?);
-        }
-        Ok((v, frame, spilled))
+        self.kept
+            .iter()
+            .find_map(|(start, b)| slice_at(b, off.checked_sub(*start)?, len))
     }
 
     /// The footer: `Ok(None)` when the file has none, `Err` with the reason when it is present
@@ -383,9 +412,10 @@ impl TetFile {
     /// Drops this process's mapping of the whole pages inside the file bytes
     /// `offset .. offset + len` (they stay in the page cache; a later read maps them again). A streaming reader calls it once it is
     /// done with a chunk, so that its resident set stays at a few chunks rather than growing to
-    /// the whole file. Does nothing for an in-memory file or a range outside the file.
+    /// the whole file. Does nothing for an in-memory file, a file read by ranges or a range
+    /// outside the file.
     pub fn release(&self, offset: u64, len: u64) {
-        self.data.release_range(offset, len);
+        self.data.release(offset, len);
     }
 
     /// Whether the file records checksums (chunk digests or a footer digest).
@@ -410,10 +440,7 @@ impl TetFile {
                 return ChunkCheck::Digest(*d);
             }
         }
-        let zstd_flag = e.codec() == Some(Codec::Zstd)
-            && slice_at(&self.data, e.payload_offset, e.stored_byte_len)
-                .and_then(integrity::zstd_has_checksum)
-                == Some(true);
+        let zstd_flag = e.codec() == Some(Codec::Zstd) && self.frame_has_checksum(e) == Some(true);
         if zstd_flag {
             ChunkCheck::ZstdChecksum
         } else {
@@ -439,11 +466,32 @@ impl TetFile {
         self.entries.iter().position(|x| x == e)
     }
 
+    /// Whether the zstd frame header of a chunk whose payload lies inside the file sets the
+    /// content checksum flag (only the header's first bytes are read); `None` when the payload
+    /// lies outside the file, is no zstd frame, or cannot be read (a later read of the chunk
+    /// says why).
+    fn frame_has_checksum(&self, e: &ChunkEntry) -> Option<bool> {
+        e.payload_offset
+            .checked_add(e.stored_byte_len)
+            .filter(|&end| end <= self.file_len())?;
+        let head = self
+            .data
+            .read(e.payload_offset, e.stored_byte_len.min(5))
+            .ok()??;
+        integrity::zstd_has_checksum(&head)
+    }
+
     /// Checks a chunk's stored bytes against its recorded digest (once per open file), and
     /// that a chunk recorded as carrying a zstd checksum still has the flag. A zstd checksum
     /// itself is checked when the frame is decoded. Errors name the byte range; the caller
     /// names the dataset and chunk.
     pub fn check_stored(&self, e: &ChunkEntry) -> Result<ChunkCheck> {
+        self.check_in(e, None)
+    }
+
+    /// [`TetFile::check_stored`] of the stored bytes `have` when the caller read them already
+    /// (`None`: read them when the check needs them).
+    fn check_in(&self, e: &ChunkEntry, have: Option<&[u8]>) -> Result<ChunkCheck> {
         let Some(Ok(digests)) = &self.chunk_digests else {
             return Ok(ChunkCheck::None);
         };
@@ -457,16 +505,27 @@ impl TetFile {
                 e.payload_offset.saturating_add(e.stored_byte_len)
             )
         };
-        match digests.get(pos).copied().flatten() {
+        let want = digests.get(pos).copied().flatten();
+        if let Some(want) = want {
+            if self
+                .verified
+                .get(pos)
+                .is_some_and(|v| v.load(Ordering::Relaxed))
+            {
+                return Ok(ChunkCheck::Digest(want));
+            }
+        }
+        let read;
+        let stored: &[u8] = match have {
+            Some(b) => b,
+            None => {
+                read = self.stored_bytes(e)?;
+                &read
+            }
+        };
+        match want {
             Some(want) => {
-                if self
-                    .verified
-                    .get(pos)
-                    .is_some_and(|v| v.load(Ordering::Relaxed))
-                {
-                    return Ok(ChunkCheck::Digest(want));
-                }
-                let got = integrity::digest(self.stored_bytes(e)?);
+                let got = integrity::digest(stored);
                 if got != want {
                     return Err(corrupt(format!(
                         "{}: the stored bytes do not match their recorded {} digest {} (computed {})",
@@ -482,9 +541,8 @@ impl TetFile {
                 Ok(ChunkCheck::Digest(want))
             }
             None => {
-                let frame = self.stored_bytes(e)?;
                 if e.codec() == Some(Codec::Zstd)
-                    && integrity::zstd_has_checksum(frame) == Some(true)
+                    && integrity::zstd_has_checksum(stored) == Some(true)
                 {
                     Ok(ChunkCheck::ZstdChecksum)
                 } else {
@@ -498,29 +556,36 @@ impl TetFile {
         }
     }
 
-    /// Checks a chunk completely: its digest, or (for a zstd frame with a content checksum) by
-    /// decoding it through `scratch`. For callers that pass the stored bytes on without
-    /// decoding them (the Zarr export's verbatim frames).
-    pub fn verify_chunk(&self, e: &ChunkEntry, scratch: &mut [u8]) -> Result<ChunkCheck> {
-        let check = self.check_stored(e)?;
+    /// Checks a chunk completely, given its stored bytes `stored` ([`TetFile::stored_bytes`]):
+    /// its digest, or (for a zstd frame with a content checksum) by decoding it through
+    /// `scratch`. For callers that pass the stored bytes on without decoding them (the Zarr
+    /// export's verbatim frames).
+    pub fn verify_chunk(
+        &self,
+        e: &ChunkEntry,
+        stored: &[u8],
+        scratch: &mut [u8],
+    ) -> Result<ChunkCheck> {
+        let check = self.check_in(e, Some(stored))?;
         let check = match check {
-            ChunkCheck::None => match self.position(e).map(|p| self.chunk_check(p)) {
-                Some(ChunkCheck::ZstdChecksum) => ChunkCheck::ZstdChecksum,
-                _ => ChunkCheck::None,
-            },
+            ChunkCheck::None
+                if self.position(e).is_some()
+                    && e.codec() == Some(Codec::Zstd)
+                    && integrity::zstd_has_checksum(stored) == Some(true) =>
+            {
+                ChunkCheck::ZstdChecksum
+            }
             c => c,
         };
         if check == ChunkCheck::ZstdChecksum {
-            integrity::decode_check(self.stored_bytes(e)?, e.raw_byte_len, scratch).map_err(
-                |err| {
-                    corrupt(format!(
-                        "bytes {}..{}: {}",
-                        e.payload_offset,
-                        e.payload_offset.saturating_add(e.stored_byte_len),
-                        schema::error_chain(&err)
-                    ))
-                },
-            )?;
+            integrity::decode_check(stored, e.raw_byte_len, scratch).map_err(|err| {
+                corrupt(format!(
+                    "bytes {}..{}: {}",
+                    e.payload_offset,
+                    e.payload_offset.saturating_add(e.stored_byte_len),
+                    schema::error_chain(&err)
+                ))
+            })?;
         }
         Ok(check)
     }
@@ -534,7 +599,7 @@ impl TetFile {
         let Some(layout) = &self.footer_layout else {
             return malformed("the footer's place in the file is unknown");
         };
-        let Some(text) = slice_at(&self.data, layout.json_offset, layout.json_len) else {
+        let Some(text) = self.lent(layout.json_offset, layout.json_len) else {
             return malformed("the footer JSON lies outside the file");
         };
         let tail = integrity::HEX_LEN + integrity::FOOTER_DIGEST_END.len();
@@ -568,12 +633,12 @@ impl TetFile {
         let head_end = self
             .chunk_index_offset
             .saturating_add(self.chunk_index_length);
-        let Some(head) = slice_at(&self.data, 0, head_end) else {
+        let Some(head) = self.lent(0, head_end) else {
             return malformed("the chunk index lies outside the file");
         };
         h.update(head);
         if let Some((off, len)) = layout.spill {
-            let Some(spill) = slice_at(&self.data, off, len) else {
+            let Some(spill) = self.lent(off, len) else {
                 return malformed("the metadata spill lies outside the file");
             };
             h.update(spill);
@@ -614,18 +679,22 @@ impl TetFile {
         Some(ds.grid.chunk_elements(coords) * ds.dtype.size() as u64)
     }
 
-    /// The stored bytes of a chunk, borrowed from the map (zero copy).
-    pub fn stored_bytes(&self, e: &ChunkEntry) -> Result<&[u8]> {
-        slice_at(&self.data, e.payload_offset, e.stored_byte_len).ok_or_else(|| {
-            corrupt(format!(
-                "payload {}+{} lies past the end of the file",
-                e.payload_offset, e.stored_byte_len
-            ))
-        })
+    /// The stored bytes of a chunk: borrowed from the file's bytes (zero copy) when they are at
+    /// hand, read by range otherwise.
+    pub fn stored_bytes(&self, e: &ChunkEntry) -> Result<Cow<'_, [u8]>> {
+        self.data
+            .read(e.payload_offset, e.stored_byte_len)?
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "payload {}+{} lies past the end of the file",
+                    e.payload_offset, e.stored_byte_len
+                ))
+            })
     }
 
-    /// The decoded bytes of a raw chunk, borrowed (zero copy); `None` for a compressed chunk.
-    pub fn raw_payload(&self, e: &ChunkEntry) -> Result<Option<&[u8]>> {
+    /// The decoded bytes of a raw chunk (checked against its digest): borrowed (zero copy) when
+    /// the file's bytes are at hand, read by range otherwise; `None` for a compressed chunk.
+    pub fn raw_payload(&self, e: &ChunkEntry) -> Result<Option<Cow<'_, [u8]>>> {
         match e.codec() {
             Some(Codec::Raw) => {
                 if e.raw_byte_len != e.stored_byte_len {
@@ -634,15 +703,17 @@ impl TetFile {
                         e.stored_byte_len, e.raw_byte_len
                     )));
                 }
-                self.check_stored(e)?;
-                self.stored_bytes(e).map(Some)
+                let stored = self.stored_bytes(e)?;
+                self.check_in(e, Some(&stored))?;
+                Ok(Some(stored))
             }
             Some(Codec::Zstd) => Ok(None),
             None => Err(corrupt(format!("unknown codec {}", e.codec_id))),
         }
     }
 
-    /// Decodes a chunk into `out`, which must be exactly `raw_byte_len` long.
+    /// Decodes a chunk into `out`, which must be exactly `raw_byte_len` long. A raw chunk read
+    /// by range is read straight into `out` (then checked against its digest).
     pub fn read_chunk_into(&self, e: &ChunkEntry, out: &mut [u8]) -> Result<()> {
         if out.len() as u64 != e.raw_byte_len {
             return Err(invalid(format!(
@@ -651,18 +722,40 @@ impl TetFile {
                 e.raw_byte_len
             )));
         }
+        if let (Some(Codec::Raw), None, Backing::Source(src)) =
+            (e.codec(), self.data.whole(), &self.data)
+        {
+            if e.raw_byte_len == e.stored_byte_len {
+                self.check_payload_inside(e)?;
+                src.read_at(e.payload_offset, out)?;
+                self.check_in(e, Some(out))?;
+                return Ok(());
+            }
+        }
         if let Some(raw) = self.raw_payload(e)? {
-            out.copy_from_slice(raw);
+            out.copy_from_slice(&raw);
             return Ok(());
         }
         self.decode_chunk(e, out)
     }
 
+    /// The error of a chunk whose payload does not lie inside the file (`Ok` when it does).
+    fn check_payload_inside(&self, e: &ChunkEntry) -> Result<()> {
+        match e.payload_offset.checked_add(e.stored_byte_len) {
+            Some(end) if end <= self.file_len() => Ok(()),
+            _ => Err(corrupt(format!(
+                "payload {}+{} lies past the end of the file",
+                e.payload_offset, e.stored_byte_len
+            ))),
+        }
+    }
+
     /// Checks and decodes a zstd chunk into `out` (exactly `raw_byte_len` long); a frame that
     /// does not decode (its content checksum included) is an error naming its byte range.
     fn decode_chunk(&self, e: &ChunkEntry, out: &mut [u8]) -> Result<()> {
-        self.check_stored(e)?;
-        decode_zstd(self.stored_bytes(e)?, out).map_err(|err| {
+        let stored = self.stored_bytes(e)?;
+        self.check_in(e, Some(&stored))?;
+        decode_zstd(&stored, out).map_err(|err| {
             corrupt(format!(
                 "bytes {}..{}: {err}",
                 e.payload_offset,
@@ -689,7 +782,7 @@ impl TetFile {
                 want
             )));
         }
-        self.stored_bytes(e)
+        self.check_payload_inside(e)
             .map_err(|err| corrupt(format!("{}: {err}", at())))?;
         match e.codec() {
             None => return Err(corrupt(format!("{}: unknown codec {}", at(), e.codec_id))),
@@ -805,12 +898,17 @@ impl TetFile {
         loop {
             let e = self.checked_entry(dataset, &c)?;
             let (cstart, ccount) = g.chunk_region(&c);
-            // Decoded chunk bytes: borrowed when raw, decoded into scratch otherwise.
+            // Decoded chunk bytes: borrowed when raw (read when the file is read by ranges),
+            // decoded into scratch otherwise.
+            let raw;
             let bytes: &[u8] = match self
                 .raw_payload(e)
                 .map_err(|err| self.chunk_error(dataset, &c, err))?
             {
-                Some(raw) => raw,
+                Some(r) => {
+                    raw = r;
+                    &raw
+                }
                 None => {
                     scratch.resize(e.raw_byte_len as usize, 0);
                     self.decode_chunk(e, &mut scratch)
@@ -853,12 +951,84 @@ impl TetFile {
         }
     }
 
+    /// `err` of a chunk's read, naming the chunk: a fault of the file stays [`TetError::Corrupt`],
+    /// a read the source failed stays [`TetError::Io`] (its kind kept, the cause its source).
     fn chunk_error(&self, dataset: usize, coords: &[u64], err: TetError) -> TetError {
-        corrupt(format!(
-            "dataset `{}` chunk {:?}: {err}",
-            self.datasets[dataset].name, coords
-        ))
+        let name = &self.datasets[dataset].name;
+        match err {
+            TetError::Io(source) => TetError::Io(std::io::Error::new(
+                source.kind(),
+                ChunkReadFailed {
+                    dataset: name.clone(),
+                    coords: coords.to_vec(),
+                    source,
+                },
+            )),
+            err => corrupt(format!("dataset `{name}` chunk {coords:?}: {err}")),
+        }
     }
+}
+
+/// Follows the trailer: the footer JSON, its frame and the spilled metadata JSON (sets `layout`
+/// as far as it gets). Keeps in `kept` the footer bytes the footer digest hashes when they were
+/// read by range.
+fn read_footer_json(
+    data: &Backing,
+    layout_out: &mut Option<FooterLayout>,
+    kept: &mut Vec<(u64, Vec<u8>)>,
+) -> std::result::Result<(Value, FooterFrame, Option<Value>), FooterReadError> {
+    let file_len = data.len();
+    if file_len < SUPERBLOCK_LEN + FOOTER_TRAILER_LEN {
+        return Err(FooterReadError::TooShort);
+    }
+    let t = file_len - FOOTER_TRAILER_LEN;
+    let read = |off: u64, len: u64| data.read(off, len).map_err(FooterReadError::Read);
+    let trailer = read(t, FOOTER_TRAILER_LEN)?.ok_or(FooterReadError::TooShort)?;
+    if trailer[(FOOTER_TRAILER_LEN - 4) as usize..] != FOOTER_MAGIC {
+        return Err(FooterReadError::NoMagic);
+    }
+    let json_len = u64_at(&trailer, 0).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
+    let version = u32_at(&trailer, 8).map_err(|e| FooterReadError::Trailer(Box::new(e)))?;
+    let json_offset = t
+        .checked_sub(json_len)
+        .ok_or(FooterReadError::JsonTooLong { json_len })?;
+    let mut layout = FooterLayout {
+        start: json_offset,
+        json_offset,
+        json_len,
+        spill: None,
+        version,
+    };
+    if version != FOOTER_VERSION {
+        return Err(FooterReadError::Version { version });
+    }
+    *layout_out = Some(layout.clone());
+    let text = read(json_offset, json_len)?.ok_or(FooterReadError::JsonTooLong { json_len })?;
+    let v: Value = serde_json::from_slice(&text).map_err(|source| FooterReadError::Json {
+        offset: json_offset,
+        source,
+    })?;
+    if let Cow::Owned(text) = text {
+        kept.push((json_offset, text));
+    }
+    let frame: FooterFrame = schema::from_value(&v).unwrap_or_default();
+    let mut spilled = None;
+    if let Some(r) = &frame.metadata_ref {
+        let MetadataRef { offset: off, len } =
+            MetadataRef::deserialize(r).map_err(|_| FooterReadError::MetadataRef)?;
+        off.checked_add(len)
+            .filter(|&e| e <= json_offset)
+            .ok_or(FooterReadError::SpillPlace { off, len })?;
+        layout.spill = Some((off, len));
+        layout.start = off;
+        *layout_out = Some(layout.clone());
+        let bytes = read(off, len)?.ok_or(FooterReadError::SpillOutside)?;
+        spilled = Some(serde_json::from_slice(&bytes).map_err(FooterReadError::SpillJson)?);
+        if let Cow::Owned(bytes) = bytes {
+            kept.push((off, bytes));
+        }
+    }
+    Ok((v, frame, spilled))
 }
 
 /// Decodes one zstd frame into `out`, which must be filled exactly.
@@ -882,10 +1052,11 @@ struct Superblock {
     chunk_index_length: u64,
 }
 
-/// Reads the superblock: magic, layout version, and a chunk index that lies inside the file.
-fn parse_superblock(b: &[u8]) -> Result<Superblock> {
-    let file_len = b.len() as u64;
-    if file_len < SUPERBLOCK_LEN {
+/// Reads the superblock from `b` (the file's first bytes, at least the superblock's when the
+/// file has them): magic, layout version, and a chunk index that lies inside the `file_len`
+/// bytes of the file.
+fn parse_superblock(b: &[u8], file_len: u64) -> Result<Superblock> {
+    if file_len < SUPERBLOCK_LEN || (b.len() as u64) < SUPERBLOCK_LEN {
         return Err(corrupt(format!(
             "file is {file_len} bytes, shorter than the 32-byte superblock"
         )));

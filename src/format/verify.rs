@@ -9,6 +9,7 @@
 //! fields). Verification never panics and never allocates in proportion to sizes claimed by the
 //! file: zstd frames are decoded in a streaming fashion into a fixed scratch buffer.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -16,7 +17,7 @@ use serde::Serialize;
 
 use super::footer::{fits, limits};
 use super::integrity::{self, ChunkCheck, FooterDigest};
-use super::reader::{slice_at, ChunkEntry, DatasetInfo, TetFile};
+use super::reader::{ChunkEntry, DatasetInfo, TetFile};
 use super::schema::{CoordAxis, DatasetEntry, Metadata, Row, RowObject, Scalar};
 use super::{align8, payload_alignment, Codec, TetError, FLAG_FOOTER, SUPERBLOCK_LEN};
 
@@ -256,10 +257,45 @@ impl<'f> RowChecker<'f> {
         }
         let pick = self.pick(&row);
         let check = self.f.chunk_check(i);
-        if !self.check_checksum(e, &row, pick, check, r) {
+        let Some(payload) = self.payload(e, &row, pick, r) else {
+            return;
+        };
+        if !self.check_checksum(&row, pick, check, &payload, r) {
             return;
         }
-        self.check_codec(e, &row, pick, check, r);
+        self.check_codec(e, &row, pick, check, &payload, r);
+    }
+
+    /// The payload bytes the checks of a row need: all of them for a picked chunk, a zstd
+    /// frame's header otherwise, nothing for an unpicked raw chunk. Borrowed from a local
+    /// file's bytes; read by range from a file read by ranges, where a read the source fails is
+    /// a `chunk-read` failure (`None`).
+    fn payload(
+        &self,
+        e: &ChunkEntry,
+        row: &PlacedRow,
+        pick: bool,
+        r: &mut Report,
+    ) -> Option<Cow<'f, [u8]>> {
+        let len = if pick {
+            e.stored_byte_len
+        } else if e.codec() == Some(Codec::Zstd) {
+            e.stored_byte_len.min(ZSTD_FRAME_HEADER_MAX)
+        } else {
+            return Some(Cow::Borrowed(&[]));
+        };
+        match self.f.read_bytes(e.payload_offset, len) {
+            Ok(Some(b)) => Some(b),
+            // Inside the file: checked before.
+            Ok(None) => None,
+            Err(err) => {
+                r.fail(
+                    "chunk-read",
+                    format!("{}: {}: cannot be read: {err}", row.at, row.range),
+                );
+                None
+            }
+        }
     }
 
     /// The dataset and grid cell that row `i` names; `None` (after a failure) when it names no
@@ -373,10 +409,10 @@ impl<'f> RowChecker<'f> {
     /// bytes match their digest. `false` on a mismatch: decoding would only say less.
     fn check_checksum(
         &self,
-        e: &ChunkEntry,
         row: &PlacedRow,
         pick: bool,
         check: ChunkCheck,
+        payload: &[u8],
         r: &mut Report,
     ) -> bool {
         let (at, range) = (&row.at, &row.range);
@@ -394,22 +430,20 @@ impl<'f> RowChecker<'f> {
         // The stored bytes against their digest (before decoding: a digest names damage
         // exactly, where a decoder may only say the frame is malformed).
         if let (true, ChunkCheck::Digest(want)) = (pick, check) {
-            if let Some(src) = slice_at(self.f.bytes(), e.payload_offset, e.stored_byte_len) {
-                r.checked += 1;
-                let got = integrity::digest(src);
-                if got != want {
-                    r.fail(
-                        "chunk-checksum",
-                        format!(
-                            "{at}: {range}: the stored bytes do not match their recorded {} \
-                             digest {} (computed {})",
-                            integrity::ALGORITHM,
-                            integrity::hex(want),
-                            integrity::hex(got)
-                        ),
-                    );
-                    return false;
-                }
+            r.checked += 1;
+            let got = integrity::digest(payload);
+            if got != want {
+                r.fail(
+                    "chunk-checksum",
+                    format!(
+                        "{at}: {range}: the stored bytes do not match their recorded {} \
+                         digest {} (computed {})",
+                        integrity::ALGORITHM,
+                        integrity::hex(want),
+                        integrity::hex(got)
+                    ),
+                );
+                return false;
             }
         }
         true
@@ -417,12 +451,14 @@ impl<'f> RowChecker<'f> {
 
     /// The codec is known; a raw chunk stores its raw bytes; a zstd frame's header fits the
     /// chunk and (when picked) the frame decodes to the chunk's size and content checksum.
+    /// `payload` is the whole payload when picked, else (at least) the frame header.
     fn check_codec(
         &mut self,
         e: &ChunkEntry,
         row: &PlacedRow,
         pick: bool,
         check: ChunkCheck,
+        payload: &[u8],
         r: &mut Report,
     ) {
         let (at, range) = (&row.at, &row.range);
@@ -440,11 +476,8 @@ impl<'f> RowChecker<'f> {
                 }
             }
             Some(Codec::Zstd) => {
-                let Some(src) = slice_at(self.f.bytes(), e.payload_offset, e.stored_byte_len)
-                else {
-                    return;
-                };
-                if let Err(msg) = check_zstd_header(src, e.raw_byte_len) {
+                let src = payload;
+                if let Err(msg) = check_zstd_header(src, e.stored_byte_len, e.raw_byte_len) {
                     r.fail("chunk-zstd", format!("{at}: {range}: {msg}"));
                     return;
                 }
@@ -574,7 +607,10 @@ fn check_payload_spans(
             let padding = s - cursor < align && s.is_multiple_of(align);
             if !padding {
                 gaps += s - cursor;
-            } else if slice_at(f.bytes(), cursor, s - cursor)
+            } else if f
+                .read_bytes(cursor, s - cursor)
+                .ok()
+                .flatten()
                 .is_some_and(|b| b.iter().any(|&x| x != 0))
             {
                 dirty_count += 1;
@@ -753,16 +789,22 @@ enum ZstdHeaderError {
     Invalid,
 }
 
-/// Checks the zstd frame header: a frame that declares its content size must declare
-/// `raw_len`; and no frame can expand more than [`super::ZSTD_MAX_RATIO`].
-fn check_zstd_header(src: &[u8], raw_len: u64) -> Result<(), ZstdHeaderError> {
+/// The longest zstd frame header (magic, descriptor, window, dictionary id, content size):
+/// what [`check_zstd_header`] needs of a frame.
+const ZSTD_FRAME_HEADER_MAX: u64 = 18;
+
+/// Checks the zstd frame header at the start of `src` (the frame, or at least its first
+/// [`ZSTD_FRAME_HEADER_MAX`] bytes) of a `frame_len`-byte frame: a frame that declares its
+/// content size must declare `raw_len`; and no frame can expand more than
+/// [`super::ZSTD_MAX_RATIO`].
+fn check_zstd_header(src: &[u8], frame_len: u64, raw_len: u64) -> Result<(), ZstdHeaderError> {
     if src.len() < 4 || src[..4] != integrity::ZSTD_MAGIC {
         return Err(ZstdHeaderError::Magic);
     }
-    if raw_len > super::zstd_max_raw_len(src.len() as u64) {
+    if raw_len > super::zstd_max_raw_len(frame_len) {
         return Err(ZstdHeaderError::TooLarge {
             raw_len,
-            frame_len: src.len(),
+            frame_len: usize::try_from(frame_len).unwrap_or(usize::MAX),
         });
     }
     match zstd::zstd_safe::get_frame_content_size(src) {

@@ -1,0 +1,299 @@
+//! `.tet` files read by ranges (issue 22): [`TetFile::open_source`] over a source that lends
+//! nothing reads what [`TetFile::open`] reads, for every `.tet` of the fixtures and the reference
+//! files, for damaged copies of them, and with a source that fails; then `tet info`, `tet verify`,
+//! `tet export` and a conversion of a `.tet` object on a real S3 server (moto, as in
+//! `tests/object_store.rs`), which read the object by ranges with no spool.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tet::format::verify::{verify, Depth};
+use tet::format::{Codec, DType, Footer, TetError, TetFile};
+use tet_source::byte_source::{ByteSource, CountingSource};
+
+use common::Array;
+
+/// Every `.tet` under `fixtures/` and the shared reference files.
+fn every_tet() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+        common::shared().join("interop/reference-tet"),
+    ];
+    while let Some(d) = dirs.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "tet") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Everything a reader tells about a file, as text: structure, footer, checks, every chunk's
+/// bytes and every dataset's values (or the errors), and the deep verification report.
+fn everything(f: &TetFile) -> Vec<String> {
+    let mut v = vec![
+        format!(
+            "{} {} {} {} {:?}",
+            f.flags, f.chunk_index_offset, f.chunk_index_length, f.dataset_blob_len, f.index_header
+        ),
+        format!("{:?}", f.datasets),
+        format!("{:?}", f.entries),
+        format!("{:?}", f.footer().map(|x| x.cloned())),
+        format!("{:?}", f.footer_layout()),
+        format!("{:?}", f.footer_json()),
+        format!("{:?}", f.chunk_digests()),
+        format!("{:?}", f.footer_digest()),
+        format!("{}", f.has_checksums()),
+        format!("{}", f.file_len()),
+    ];
+    for (i, e) in f.entries.iter().enumerate() {
+        v.push(format!("{i}: {:?}", f.chunk_check(i)));
+        v.push(format!("{i}: {:?}", f.stored_bytes(e).map(|b| b.to_vec())));
+        v.push(format!(
+            "{i}: {:?}",
+            f.raw_payload(e).map(|b| b.map(|b| b.to_vec()))
+        ));
+        v.push(format!("{i}: {:?}", f.check_stored(e)));
+        if e.raw_byte_len < 1 << 20 {
+            let mut out = vec![0u8; e.raw_byte_len as usize];
+            let r = f.read_chunk_into(e, &mut out);
+            v.push(format!(
+                "{i}: {r:?} {}",
+                r.is_ok().then_some(&out).is_some()
+            ));
+            if r.is_ok() {
+                v.push(format!("{i}: {out:?}"));
+            }
+        }
+    }
+    for d in 0..f.datasets.len() {
+        if f.datasets[d].byte_len() < 64 << 20 {
+            v.push(format!("{d}: {:?}", f.read_dataset(d)));
+        }
+    }
+    v.push(serde_json::to_string(&verify(f, Depth::Deep)).unwrap());
+    v.push(serde_json::to_string(&verify(f, Depth::Sample)).unwrap());
+    v
+}
+
+/// The same file read from its bytes in memory and by ranges (a source that lends nothing):
+/// both open or both fail with the same message, and tell the same.
+fn same_by_ranges(bytes: &[u8], what: &str) {
+    let whole = TetFile::from_bytes(bytes.to_vec());
+    let counting = Arc::new(CountingSource::new(bytes.to_vec()));
+    let ranged = TetFile::open_source(counting.clone());
+    match (whole, ranged) {
+        (Ok(a), Ok(b)) => {
+            assert!(b.bytes().is_none(), "{what}: a ranged file lends no bytes");
+            assert_eq!(everything(&a), everything(&b), "{what}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{what}"),
+        (a, b) => panic!(
+            "{what}: in memory {:?}, by ranges {:?}",
+            a.map(|_| ()),
+            b.map(|_| ())
+        ),
+    }
+}
+
+/// A file of our writer with raw and zstd chunks, several datasets and edge chunks, and the
+/// footer our writer records (checksums).
+fn written(dir: &Path) -> Vec<u8> {
+    let a: Vec<u8> = (0..40 * 30u32)
+        .flat_map(|i| (i as f32).to_le_bytes())
+        .collect();
+    let b: Vec<u8> = (0..33u64).flat_map(|i| (i * i).to_le_bytes()).collect();
+    let arrays = [
+        Array::new("a", DType::F32, &[40, 30], &[16, 8], a),
+        Array::new("b", DType::U64, &[33], &[10], b),
+    ];
+    let p = dir.join("w.tet");
+    common::write_in_order(&p, &arrays, &Footer::default(), 4, &|j| {
+        if j % 2 == 0 {
+            Codec::Zstd
+        } else {
+            Codec::Raw
+        }
+    });
+    std::fs::read(p).unwrap()
+}
+
+#[test]
+fn every_fixture_reads_the_same_by_ranges() {
+    let files = every_tet();
+    assert!(files.len() >= 7, "{files:?}");
+    for p in &files {
+        let bytes = std::fs::read(p).unwrap();
+        same_by_ranges(&bytes, &p.display().to_string());
+        // And against the mapped file itself.
+        let mapped = TetFile::open(p).unwrap();
+        let ranged = TetFile::open_source(Arc::new(CountingSource::new(bytes))).unwrap();
+        assert_eq!(everything(&mapped), everything(&ranged), "{}", p.display());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    same_by_ranges(&written(dir.path()), "written");
+}
+
+#[test]
+fn a_ranged_open_reads_the_head_and_the_tail_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = written(dir.path());
+    let whole = TetFile::from_bytes(bytes.clone()).unwrap();
+    let src = Arc::new(CountingSource::new(bytes.clone()));
+    let f = TetFile::open_source(src.clone()).unwrap();
+    let (reads, read) = src.counts();
+    let head = f.chunk_index_offset + f.chunk_index_length;
+    let layout = f.footer_layout().unwrap().clone();
+    let tail = f.file_len() - layout.start;
+    // The superblock, the head up to the end of the index, the trailer and the footer JSON.
+    assert_eq!(reads, 4, "{reads} reads");
+    assert_eq!(read, 40 + head + 16 + layout.json_len);
+    assert!(read < 40 + head + tail + 16);
+    // The footer digest is checked from what the open read: no more reads.
+    assert!(matches!(
+        f.footer_digest(),
+        tet::format::integrity::FooterDigest::Ok(_)
+    ));
+    for i in 0..f.entries.len() {
+        f.chunk_check(i);
+    }
+    assert_eq!(
+        src.counts().0,
+        reads,
+        "digests recorded: no payload is read"
+    );
+    // A chunk is one read of its stored bytes.
+    let e = f.entries[1];
+    assert_eq!(
+        &f.raw_payload(&e).unwrap().unwrap()[..],
+        &whole.raw_payload(&e).unwrap().unwrap()[..]
+    );
+    assert_eq!(src.counts(), (reads + 1, read + e.stored_byte_len));
+    // A source that lends its bytes is read as a local file is: borrowed.
+    let lent = TetFile::open_source(Arc::new(bytes.clone())).unwrap();
+    assert_eq!(lent.bytes(), Some(&bytes[..]));
+    assert!(matches!(
+        lent.stored_bytes(&e).unwrap(),
+        std::borrow::Cow::Borrowed(_)
+    ));
+    assert!(matches!(
+        f.stored_bytes(&e).unwrap(),
+        std::borrow::Cow::Owned(_)
+    ));
+}
+
+/// A source that fails every read after the first `ok` reads, as a store that goes away.
+#[derive(Debug)]
+struct Failing {
+    bytes: Vec<u8>,
+    ok: AtomicU64,
+}
+
+impl ByteSource for Failing {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        if self
+            .ok
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "the store went away",
+            ));
+        }
+        tet_source::byte_source::copy_at(&self.bytes, offset, buf)
+    }
+}
+
+#[test]
+fn a_source_that_fails_gives_io_errors_never_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = written(dir.path());
+    for ok in 0..6 {
+        let src = Arc::new(Failing {
+            bytes: bytes.clone(),
+            ok: AtomicU64::new(ok),
+        });
+        match TetFile::open_source(src) {
+            // The superblock or the head failed: an I/O error, as it is.
+            Err(TetError::Io(e)) => {
+                assert!(ok < 2, "{ok}: {e}");
+                assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset);
+            }
+            Err(e) => panic!("{ok}: {e}"),
+            Ok(f) if ok < 4 => {
+                // The footer failed: it says why, the datasets stay readable until the
+                // source fails them.
+                let e = f.footer().unwrap_err().to_string();
+                assert!(e.contains("the store went away"), "{ok}: {e}");
+            }
+            Ok(f) => {
+                f.footer().unwrap().unwrap();
+                let err = f.read_dataset(0).unwrap_err();
+                let TetError::Io(io) = &err else {
+                    panic!("{ok}: {err}");
+                };
+                assert_eq!(io.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+                assert!(err.to_string().contains("dataset `a` chunk"), "{err}");
+                // verify names the chunk that cannot be read.
+                let r = verify(&f, Depth::Deep);
+                assert!(r.failures.iter().any(|x| x.code == "chunk-read"), "{r:?}");
+            }
+        }
+    }
+}
+
+/// A copy of `bytes` with damage: cut at `cut` (when shorter), and `flips` bytes XORed.
+fn damaged(bytes: &[u8], cut: usize, flips: &[(usize, u8)]) -> Vec<u8> {
+    let mut b = bytes[..cut.min(bytes.len())].to_vec();
+    let n = b.len();
+    for &(at, x) in flips {
+        if n > 0 {
+            b[at % n] ^= x;
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Truncated or damaged files (the tail, where the footer is read from, most of all):
+    /// by ranges as in memory, typed errors, never a panic.
+    #[test]
+    fn damaged_files_read_the_same_by_ranges(
+        file in 0usize..64,
+        cut_back in prop_oneof![Just(0usize), 0usize..64, 0usize..4096],
+        flips in proptest::collection::vec((0usize..1 << 20, 1u8..=255), 0..3),
+        tail in any::<bool>(),
+    ) {
+        let mut files = every_tet();
+        files.retain(|p| std::fs::metadata(p).unwrap().len() < 64 << 10);
+        let bytes = std::fs::read(&files[file % files.len()]).unwrap();
+        let cut = bytes.len().saturating_sub(cut_back);
+        // Flips in the last 64 bytes (trailer, footer JSON) or anywhere.
+        let flips: Vec<(usize, u8)> = flips
+            .into_iter()
+            .map(|(at, x)| if tail { (cut.saturating_sub(1 + at % 64), x) } else { (at, x) })
+            .collect();
+        let b = damaged(&bytes, cut, &flips);
+        same_by_ranges(&b, "damaged");
+    }
+}
