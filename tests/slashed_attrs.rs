@@ -253,3 +253,36 @@ fn the_zarr_export_puts_them_into_their_groups() {
     assert_eq!(root["g/h/x/y/z"], 7);
     assert!(root.get("g/c/d").is_none() && !out.join("g/c").exists());
 }
+
+/// HDF5's root `a/b` and the attribute `b` of a group `a` are one key in the record, which
+/// cannot tell them apart: the export writes the first and says it left the second out.
+#[test]
+fn two_attributes_of_one_key_give_a_warning() {
+    use tet_hdf5::hdf5;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let h5 = tmp.path().join("collide.h5");
+    {
+        let f = hdf5::File::create(&h5).expect("create");
+        let put = |loc: &hdf5::Group, name: &str, v: f64| {
+            let a = loc.new_attr::<f64>().create(name).expect("attr");
+            a.write_scalar(&v).expect("write");
+        };
+        put(&f, "a/b", 1.0);
+        let g = f.create_group("a").expect("group");
+        put(&g, "b", 2.0);
+        g.new_dataset_builder()
+            .with_data(&[1i32, 2])
+            .create("v")
+            .expect("dataset");
+    }
+    let tet = tmp.path().join("collide.tet");
+    pipeline::convert(&h5, &tet, &ConvertOptions::default()).expect("convert");
+    let (groups, warnings) = export(&tet, &[]);
+    assert_eq!(
+        warnings,
+        ["global attribute `a/b`: recorded twice under this key; the second is left out"]
+    );
+    let g = by_path(&groups);
+    assert_eq!(numbers(attr(g[""], "a/b"), "f64"), 1.0f64.to_ne_bytes());
+    assert!(g["a"].attrs.is_empty(), "{:?}", g["a"].attrs);
+}

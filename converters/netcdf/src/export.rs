@@ -839,6 +839,18 @@ fn write_globals(
             // A name netCDF-C cannot write (an HDF5 source's): libhdf5 writes it later.
             if g.is_empty() || groups.ids.contains_key(g) || !model.subset {
                 groups.ensure(g)?;
+                if slashed
+                    .iter()
+                    .any(|a: &h5attrs::SlashedAttr| a.is(g, short))
+                {
+                    // Two attributes flattened to one key (HDF5's root `a/b` and `b` of a
+                    // group `a`): the record cannot tell them apart.
+                    warnings.push(format!(
+                        "global attribute `{k}`: recorded twice under this key; the second \
+                         is left out"
+                    ));
+                    continue;
+                }
                 slashed.extend(h5attrs::plan((g, short, k), v, &hints, warnings)?);
             }
         } else if g.is_empty() {

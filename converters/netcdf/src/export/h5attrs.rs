@@ -59,6 +59,13 @@ pub(crate) struct SlashedAttr {
     pub value: H5Value,
 }
 
+impl SlashedAttr {
+    /// Whether this is the attribute `name` of `group`.
+    pub(crate) fn is(&self, group: &str, name: &str) -> bool {
+        self.group == group && self.name == name
+    }
+}
+
 /// The attribute `name` of `group`, recorded under `key` with value `v`, as libhdf5 will write
 /// it; `None` (with a warning) when it cannot be written faithfully.
 pub(crate) fn plan(
