@@ -23,7 +23,7 @@ use tet_source::{
     Variable,
 };
 
-use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport};
+use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf};
 
 /// Why inputs cannot be combined: each names the inputs (as the caller named them) and what
 /// differs.
@@ -168,55 +168,119 @@ pub fn convert_ordered(
 ) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
     let started = Instant::now();
     let refused = |m: String| ConvertError::Refused(m);
-    let combine = opts
-        .combine
-        .as_ref()
-        .ok_or_else(|| refused("no dimension to combine along".into()))?;
+    if opts.combine.is_none() {
+        return Err(refused("no dimension to combine along".into()));
+    }
     if inputs.len() < 2 {
         return Err(refused("--concat needs at least two inputs".into()));
     }
-    // Object URLs are converted through a spool one input at a time (crate::batch); a combine
-    // of them is not built yet: say so rather than treat the URL as a local path.
+    // Object URLs are opened by the batch runner (a spool, or reads by ranges) and combined
+    // with [`convert_opened`]; here a URL would be taken for a local path.
     if let Some(url) = inputs
         .iter()
         .chain([&output.to_path_buf()])
         .find(|p| crate::storage::is_url(p))
     {
         return Err(refused(format!(
-            "{}: --concat takes local files only (object URLs are not combined yet)",
+            "{}: an object URL is combined through the batch runner (tet-convert --concat), \
+             not as a local file",
             url.display()
         )));
     }
-    let mut parts = Vec::with_capacity(inputs.len());
-    let mut format = None;
-    // The footers of `.tet` inputs, carried over as a single `.tet` input's is.
-    let mut footers = Vec::new();
+    let mut opened = Vec::with_capacity(inputs.len());
     for p in inputs {
         let importer = crate::registry::identify(p)?;
-        let first = *format.get_or_insert(importer.id());
-        let is_tet = importer.id() == crate::tet_input::ID;
-        if is_tet != (first == crate::tet_input::ID) {
-            return Err(refused(format!(
-                "{} and {}: .tet inputs are combined with .tet inputs only",
-                inputs[0].display(),
-                p.display()
-            )));
-        }
-        let src = importer
+        let source = importer
             .open(p, &opts.open)
             .map_err(|e| refused(format!("{}: {e}", p.display())))?;
-        if is_tet {
-            footers.push(
+        let footer = if importer.id() == crate::tet_input::ID {
+            Some(
                 crate::tet_input::carried_footer(p, &opts.open)
                     .map_err(|e| refused(format!("{}: {e}", p.display())))?,
-            );
-        }
-        parts.push((p.display().to_string(), src));
+            )
+        } else {
+            None
+        };
+        opened.push(OpenedInput {
+            name: p.clone(),
+            importer,
+            source,
+            footer,
+            digest: DigestOf::File,
+        });
+    }
+    combine_opened(opened, output, opts, started, false)
+}
+
+/// An input of a combined conversion that the caller opened (an object read by ranges, a
+/// spooled copy, a Zarr prefix, a local file).
+pub struct OpenedInput {
+    /// What the history row and the errors name it (a URL, a path).
+    pub name: PathBuf,
+    /// Its format.
+    pub importer: &'static dyn tet_source::Importer,
+    pub source: Box<dyn Source>,
+    /// A `.tet` input's footer, carried over as one `.tet` input's is.
+    pub footer: Option<crate::format::Footer>,
+    /// How its input digest is had.
+    pub digest: DigestOf,
+}
+
+/// [`convert_ordered`] of inputs the caller opened (`--concat` over object URLs): every input a
+/// parent of the history row, named by its `name` (`input`, `input.1`, … in the combined
+/// order), its digest from its `digest`.
+pub fn convert_opened(
+    inputs: Vec<OpenedInput>,
+    output: &Path,
+    opts: &ConvertOptions,
+) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
+    if inputs.len() < 2 {
+        return Err(ConvertError::Refused(
+            "--concat needs at least two inputs".into(),
+        ));
+    }
+    combine_opened(inputs, output, opts, Instant::now(), true)
+}
+
+/// Combines the opened `inputs` and converts the combination; `given` says that their
+/// digests are the inputs' own (else the pipeline hashes the paths they name).
+fn combine_opened(
+    inputs: Vec<OpenedInput>,
+    output: &Path,
+    opts: &ConvertOptions,
+    started: Instant,
+    given: bool,
+) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
+    let refused = |m: String| ConvertError::Refused(m);
+    let combine = opts
+        .combine
+        .as_ref()
+        .ok_or_else(|| refused("no dimension to combine along".into()))?;
+    let first = inputs.first().map(|i| i.importer.id());
+    let is_tet = |f: &str| f == crate::tet_input::ID;
+    if let Some(other) = inputs
+        .iter()
+        .find(|i| first.is_some_and(|f| is_tet(f) != is_tet(i.importer.id())))
+    {
+        return Err(refused(format!(
+            "{} and {}: .tet inputs are combined with .tet inputs only",
+            inputs[0].name.display(),
+            other.name.display()
+        )));
+    }
+    let names: Vec<PathBuf> = inputs.iter().map(|i| i.name.clone()).collect();
+    let mut parts = Vec::with_capacity(inputs.len());
+    let mut footers = Vec::new();
+    let mut digests = Vec::with_capacity(inputs.len());
+    for i in inputs {
+        parts.push((i.name.display().to_string(), i.source));
+        footers.extend(i.footer);
+        digests.push(Some(i.digest));
     }
     let concat = Concat::new(parts, &combine.dim, combine.take_first)
         .map_err(|e| refused(crate::format::schema::error_chain(&e)))?;
     let order = concat.order.clone();
-    let ordered: Vec<PathBuf> = order.iter().map(|&i| inputs[i].clone()).collect();
+    let ordered: Vec<PathBuf> = order.iter().map(|&i| names[i].clone()).collect();
     let mut carried = combine_footers(footers, &order, &combine.dim);
     let mut o = opts.clone();
     o.combine = Some(Combine {
@@ -227,15 +291,34 @@ pub fn convert_ordered(
     if let Some(f) = carried.as_mut() {
         cuts.cut_carried(f)?;
     }
-    let report = crate::pipeline::convert_carrying(
-        source.as_ref(),
-        format.unwrap_or("concat"),
-        &ordered[0],
-        output,
-        &o,
-        started,
-        carried,
-    )?;
+    let format = first.unwrap_or("concat");
+    let report = if given {
+        let digests = order
+            .iter()
+            .map(|&i| digests.get_mut(i).and_then(Option::take))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| refused("the combined order lost an input".into()))?;
+        crate::pipeline::convert_combined(
+            source.as_ref(),
+            format,
+            &ordered[0],
+            output,
+            &o,
+            started,
+            carried,
+            digests,
+        )?
+    } else {
+        crate::pipeline::convert_carrying(
+            source.as_ref(),
+            format,
+            &ordered[0],
+            output,
+            &o,
+            started,
+            carried,
+        )?
+    };
     Ok((report, order))
 }
 

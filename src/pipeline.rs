@@ -88,7 +88,7 @@ pub fn convert(
 pub type InputDigest = Box<dyn FnOnce() -> std::io::Result<(String, u64)> + Send>;
 
 /// How the input digest of a conversion is had.
-enum DigestOf {
+pub enum DigestOf {
     /// The input is a local file (or folder), read on a thread of its own.
     File,
     /// Computed on a thread of its own while the conversion runs (the objects of a Zarr
@@ -122,7 +122,10 @@ pub fn convert_bytes(
         opts,
         started,
         None,
-        DigestOf::After(digest),
+        Digests {
+            first: DigestOf::After(digest),
+            more: None,
+        },
     )
 }
 
@@ -147,7 +150,10 @@ pub fn convert_opened(
         opts,
         started,
         None,
-        DigestOf::Beside(digest),
+        Digests {
+            first: DigestOf::Beside(digest),
+            more: None,
+        },
     )
 }
 
@@ -176,33 +182,85 @@ pub(crate) fn convert_carrying(
     started: Instant,
     carried: Option<Footer>,
 ) -> Result<ConvertReport, ConvertError> {
-    convert_digested(
-        source,
-        format,
-        input,
-        output,
-        opts,
-        started,
-        carried,
-        DigestOf::File,
-    )
+    let digests = Digests {
+        first: DigestOf::File,
+        more: None,
+    };
+    convert_digested(source, format, input, output, opts, started, carried, digests)
+}
+
+/// [`convert_carrying`] of a combination of inputs the caller opened (`--concat` over object
+/// URLs): `digests` are the inputs' digests in the combined order (`opts.combine`'s inputs
+/// name them, the first is `input`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn convert_combined(
+    source: &dyn Source,
+    format: &str,
+    input: &Path,
+    output: &Path,
+    opts: &ConvertOptions,
+    started: Instant,
+    carried: Option<Footer>,
+    digests: Vec<DigestOf>,
+) -> Result<ConvertReport, ConvertError> {
+    let mut digests = digests.into_iter();
+    let digests = Digests {
+        first: digests.next().unwrap_or(DigestOf::File),
+        more: Some(digests.collect()),
+    };
+    convert_digested(source, format, input, output, opts, started, carried, digests)
+}
+
+/// The input digests of a conversion: the first input's, and the other inputs' of a combined
+/// one (`None`: hashed from the paths `opts.combine` names).
+struct Digests {
+    first: DigestOf,
+    more: Option<Vec<DigestOf>>,
 }
 
 /// A combined conversion's (`--concat`) other inputs: checked not to be the output, then
-/// hashed on a thread of their own (each one is a parent of the history row).
+/// hashed on a thread of their own (each one is a parent of the history row), or as `given`
+/// says (inputs the caller opened).
 fn digest_more_inputs(
     output: &Path,
     opts: &ConvertOptions,
-) -> Result<std::thread::JoinHandle<std::io::Result<Vec<String>>>, ConvertError> {
+    given: Option<Vec<DigestOf>>,
+) -> Result<MorePending, ConvertError> {
     for more in crate::concat::more_inputs(opts) {
         check_paths(more, output, opts.write_through_symlink)?;
     }
+    if let Some(given) = given {
+        let pending = given
+            .into_iter()
+            .map(|d| digest_beside(d, Path::new(""), Vec::new()))
+            .collect();
+        return Ok(MorePending::Given(pending));
+    }
     let more = crate::concat::more_inputs(opts).to_vec();
-    Ok(std::thread::spawn(move || {
+    Ok(MorePending::Paths(std::thread::spawn(move || {
         more.iter()
             .map(|p| meta::digest_input(p).map(|d| d.0))
             .collect()
-    }))
+    })))
+}
+
+/// The other inputs' digests under way.
+enum MorePending {
+    /// Hashed from their paths, in turn, on one thread.
+    Paths(std::thread::JoinHandle<std::io::Result<Vec<String>>>),
+    Given(Vec<Pending>),
+}
+
+impl MorePending {
+    fn finish(self) -> Result<Vec<String>, ConvertError> {
+        let panicked = |_| ConvertError::Panicked {
+            what: "the input digest thread",
+        };
+        match self {
+            MorePending::Paths(t) => Ok(t.join().map_err(panicked)??),
+            MorePending::Given(v) => v.into_iter().map(|p| Ok(p.finish()?.0)).collect(),
+        }
+    }
 }
 
 /// [`convert_carrying`]; the input digest as `digest_of` says (by reading `input` for a file).
@@ -215,10 +273,10 @@ fn convert_digested(
     opts: &ConvertOptions,
     started: Instant,
     carried: Option<Footer>,
-    digest_of: DigestOf,
+    digests: Digests,
 ) -> Result<ConvertReport, ConvertError> {
     let output = &check_paths(input, output, opts.write_through_symlink)?;
-    let more_digests = digest_more_inputs(output, opts)?;
+    let more_digests = digest_more_inputs(output, opts, digests.more)?;
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
     let lowered = crate::lower::Lowered::new(source);
     let source: &dyn Source = &lowered;
@@ -237,7 +295,7 @@ fn convert_digested(
     let ranges: Vec<(u64, u64)> = ranged.iter().map(|r| (r.1, r.2)).collect();
     let mut later: Vec<u64> = ranged.iter().map(|r| r.0).collect();
     later.sort_unstable();
-    let digest = digest_beside(digest_of, input, ranges);
+    let digest = digest_beside(digests.first, input, ranges);
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
@@ -275,12 +333,7 @@ fn convert_digested(
         other => other,
     })?;
 
-    let (digest, bytes_in, range_digests) = match digest {
-        Pending::Thread(t) => t.join().map_err(|_| ConvertError::Panicked {
-            what: "the input digest thread",
-        })??,
-        Pending::After(f) => f().map(|(d, n)| (d, n, Vec::new()))?,
-    };
+    let (digest, bytes_in, range_digests) = digest.finish()?;
     writer.provide_digests(ranged.iter().map(|r| r.0).zip(range_digests));
     log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
@@ -289,9 +342,7 @@ fn convert_digested(
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));
-    let more_digests = more_digests.join().map_err(|_| ConvertError::Panicked {
-        what: "the input digest thread",
-    })??;
+    let more_digests = more_digests.finish()?;
     if let Some(row) = footer.history.last_mut() {
         row.parents.extend(more_digests);
     }
@@ -345,6 +396,18 @@ fn convert_digested(
 enum Pending {
     Thread(std::thread::JoinHandle<std::io::Result<(String, u64, Vec<u64>)>>),
     After(InputDigest),
+}
+
+impl Pending {
+    /// The digest, size and range digests (once the chunks are read).
+    fn finish(self) -> Result<(String, u64, Vec<u64>), ConvertError> {
+        match self {
+            Pending::Thread(t) => Ok(t.join().map_err(|_| ConvertError::Panicked {
+                what: "the input digest thread",
+            })??),
+            Pending::After(f) => Ok(f().map(|(d, n)| (d, n, Vec::new()))?),
+        }
+    }
 }
 
 /// Starts hashing the input beside the conversion (a file: with the xxh3 digests of the byte
@@ -430,10 +493,15 @@ fn history_params(
         params.insert(ZSTD_FRAMES_KEPT_KEY.into(), frames_kept.to_string());
     }
     // An object input read from a local copy: its URL and stamp, never the copy's path or time.
+    // (A combination of object inputs names them itself: `input` is the first, a URL; the
+    // origin adds the inputs' stamp.)
     if let Some(origin) = &opts.input_origin {
-        params.insert("input".into(), origin.name.clone());
+        if opts.combine.is_none() {
+            params.insert("input".into(), origin.name.clone());
+            params.extend(origin.params.clone());
+            return params;
+        }
         params.extend(origin.params.clone());
-        return params;
     }
     params.insert("input".into(), input.display().to_string());
     // The other inputs of a combined conversion, in the combined order (`input` is the first).
@@ -441,8 +509,10 @@ fn history_params(
     for (k, m) in more.iter().enumerate() {
         params.insert(format!("input.{}", k + 1), m.display().to_string());
     }
-    // Where a relative input lies, for `tet audit` (recorded, never byte-affecting).
-    if input.is_relative() || more.iter().any(|m| m.is_relative()) {
+    // Where a relative input lies, for `tet audit` (recorded, never byte-affecting; a URL is
+    // no relative path).
+    let relative = |p: &Path| p.is_relative() && !crate::storage::is_url(p);
+    if relative(input) || more.iter().any(|m| relative(m)) {
         if let Ok(cwd) = std::env::current_dir() {
             params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
         }

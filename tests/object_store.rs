@@ -1352,3 +1352,106 @@ fn object_outputs_follow_rehash_verify_existing_and_the_source_guard() {
     let f = TetFile::open(&fetched).unwrap();
     assert_eq!(f.read_dataset(0).unwrap(), npy[npy.len() - 512..].to_vec());
 }
+
+/// Issue 22: `tet-convert --concat DIM URL… OUT`. NPY objects (read by ranges) combined into a
+/// local file, netCDF objects (spooled) into an object: the values of the local `--concat` of
+/// the same files, the history row names every URL with the local inputs' digests (the same
+/// parents in the same order), no spool is left, and a re-run is up to date.
+#[test]
+fn concat_over_object_urls_equals_the_local_concat() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    moto.helper(&["mb", "outbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let spool_arg = spool.to_str().unwrap();
+    let mut cases: Vec<(&str, Vec<PathBuf>, String)> = Vec::new();
+    // One variable name (an NPY's is its file name): the parts in folders of their own.
+    let npys: Vec<PathBuf> = (0..3)
+        .map(|i| {
+            let dir = tmp.path().join(format!("p{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let p = dir.join("part.npy");
+            std::fs::write(&p, small_npy(100 * i)).unwrap();
+            p
+        })
+        .collect();
+    cases.push((
+        "dim_0",
+        npys,
+        tmp.path().join("npy.tet").display().to_string(),
+    ));
+    if cfg!(feature = "netcdf") {
+        let days = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat");
+        // Given out of order: the combination puts them in the order of their times.
+        let nc = ["day3.nc", "day1.nc", "day2.nc"]
+            .map(|d| days.join(d))
+            .to_vec();
+        cases.push(("time", nc, "s3://outbox/days.tet".into()));
+    }
+    for (dim, files, out) in cases {
+        // The key of a file: its folder and name.
+        let key = |f: &Path| {
+            let dir = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            format!("c/{dir}/{}", f.file_name().unwrap().to_str().unwrap())
+        };
+        let urls: Vec<String> = files
+            .iter()
+            .map(|f| {
+                moto.helper(&["put", "inbox", &key(f), f.to_str().unwrap()]);
+                format!("s3://inbox/{}", key(f))
+            })
+            .collect();
+        let mut args = vec!["--concat", dim, "--spool-dir", spool_arg, "-v"];
+        args.extend(urls.iter().map(String::as_str));
+        args.push(&out);
+        let o = moto.run(CONVERT, &args);
+        ok(&o, &format!("--concat {dim} over URLs"));
+        assert!(
+            std::fs::read_dir(&spool).unwrap().next().is_none(),
+            "{dim}: spool left behind"
+        );
+        let local = tmp.path().join(format!("{dim}.local.tet"));
+        let mut args = vec!["--concat", dim];
+        args.extend(files.iter().map(|f| f.to_str().unwrap()));
+        args.push(local.to_str().unwrap());
+        ok(&moto.run(CONVERT, &args), "local --concat");
+        let got = match out.strip_prefix("s3://outbox/") {
+            Some(key) => {
+                let fetched = tmp.path().join(format!("{dim}.fetched.tet"));
+                moto.helper(&["get", "outbox", key, fetched.to_str().unwrap()]);
+                fetched
+            }
+            None => PathBuf::from(&out),
+        };
+        assert_eq!(datasets(&got), datasets(&local), "{dim}: values differ");
+        assert_eq!(history_parents(&got), history_parents(&local), "{dim}");
+        assert_eq!(history_parents(&got).len(), files.len());
+        // Every URL is named, in the combined order of the local conversion's paths.
+        let (params, here) = (last_history_params(&got), last_history_params(&local));
+        for k in 0..files.len() {
+            let name = match k {
+                0 => "input".to_string(),
+                k => format!("input.{k}"),
+            };
+            let want = format!("s3://inbox/{}", key(Path::new(&here[&name])));
+            assert_eq!(params[&name], want, "{dim}: {params:?}");
+        }
+        assert!(params["input_object"].starts_with("concat:"), "{params:?}");
+        assert!(!params.contains_key("cwd"), "{params:?}");
+        let text = serde_json::to_string(&params).unwrap();
+        assert!(!text.contains("verysecretvalue") && !text.contains(".tet-spool"));
+        // A re-run: up to date.
+        let mut args = vec!["--concat", dim, "--spool-dir", spool_arg, "-v"];
+        args.extend(urls.iter().map(String::as_str));
+        args.push(&out);
+        let o = moto.run(CONVERT, &args);
+        ok(&o, "re-run");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("up to date"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

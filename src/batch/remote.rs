@@ -34,7 +34,9 @@ use crate::pipeline::{convert, ConvertError, ConvertOptions};
 use crate::registry;
 use crate::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
 
+mod combined;
 mod input;
+pub use combined::execute_combined;
 use input::ObjectInput;
 
 /// Object metadata keys of an uploaded output (S3 lower-cases them).
@@ -75,6 +77,28 @@ fn object_of(p: &Path, job: &WireJob) -> Result<Option<Object>, StorageError> {
     }
     let url = p.to_string_lossy();
     Object::parse(&url, &job.storage.options).map(Some)
+}
+
+/// Every input of a combined job (`--concat`), in the given order, with its object when it is
+/// a URL; empty for a job of one input.
+type AllInputs = [(PathBuf, Option<Object>)];
+
+/// The stamp of a combination of inputs from theirs (in any order: the combination puts the
+/// inputs in the order of their coordinate), and their total size.
+fn combined_stamp(stamps: &[(String, u64)]) -> (String, u64) {
+    let mut sorted: Vec<&str> = stamps.iter().map(|s| s.0.as_str()).collect();
+    sorted.sort_unstable();
+    let h = Sha256::digest(sorted.join("\n").as_bytes());
+    let bytes = stamps.iter().fold(0u64, |t, s| t.saturating_add(s.1));
+    (format!("concat:{}:{h:x}", stamps.len()), bytes)
+}
+
+/// What an output of a combination of inputs records as its input digest: the inputs' digests
+/// (the history row's parents) in any order, hashed.
+fn combined_digest(parents: &[String]) -> String {
+    let mut sorted: Vec<&str> = parents.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    format!("concat:{:x}", Sha256::digest(sorted.join("\n").as_bytes()))
 }
 
 /// The input's stamp and size: an object's (or a prefix's) stat, or a local file's.
@@ -127,6 +151,9 @@ struct Check<'a> {
     recheck: Recheck,
     root: &'a Path,
     cancel: &'a Cancel,
+    /// Every input of a combined job (empty for one input): the recorded digest is then
+    /// [`combined_digest`] of the parents.
+    all: &'a AllInputs,
 }
 
 /// Whether an output is rebuilt.
@@ -165,7 +192,9 @@ impl Check<'_> {
         if !unchanged {
             let ours = self.input.display().to_string();
             return match rec.input {
-                Some(theirs) if self.recheck.guard_source && theirs != ours => {
+                Some(theirs)
+                    if self.recheck.guard_source && self.all.is_empty() && theirs != ours =>
+                {
                     Fresh::Conflict(format!(
                         "{} holds the conversion of another input, {theirs} (mirror the \
                          folders with a directory argument or --base, or replace it with --force)",
@@ -203,22 +232,35 @@ impl Check<'_> {
         }
         let rec = super::recorded(self.output, self.params)
             .map_err(|e| Rebuild::Recorded(e.to_string()))?;
+        let digest = match self.all.is_empty() {
+            true => rec.parents.first().cloned(),
+            false => Some(combined_digest(&rec.parents)),
+        };
         Ok(Some(Recorded {
-            digest: rec.parents.first().cloned(),
+            digest,
             stamp: rec.object_stamp,
             input: rec.input,
         }))
     }
 
-    /// The input's digest and size, read now (`--rehash`).
+    /// The input's digest and size, read now (`--rehash`); of a combination, every input's,
+    /// combined.
     fn input_digest(&self) -> Result<(String, u64), StorageError> {
-        match self.src {
+        let one = |input: &Path, src: Option<&Object>| match src {
             Some(o) => o.digest(self.cancel),
-            None => meta::digest_input(self.input).map_err(|source| StorageError::Local {
-                path: self.input.to_path_buf(),
+            None => meta::digest_input(input).map_err(|source| StorageError::Local {
+                path: input.to_path_buf(),
                 source,
             }),
+        };
+        if self.all.is_empty() {
+            return one(self.input, self.src);
         }
+        let mut digests = Vec::with_capacity(self.all.len());
+        for (input, src) in self.all {
+            digests.push(one(input, src.as_ref())?.0);
+        }
+        Ok((combined_digest(&digests), self.stamp.1))
     }
 
     /// Why the existing output fails a deep verify (`--verify-existing`), `None` when it
@@ -254,7 +296,7 @@ pub fn execute(
     };
     // Every store of the job (clones share their store's count of retried requests).
     let stores: Vec<Object> = src.iter().chain(dst.iter()).cloned().collect();
-    let mut out = run_checked(job, input, output, opts, stage, out, src, dst, root);
+    let mut out = run_checked(job, input, output, opts, stage, out, src, dst, root, &[]);
     out.row.retries = Some(stores.iter().map(Object::retries).sum());
     out
 }
@@ -271,8 +313,17 @@ fn run_checked(
     src: Option<Object>,
     dst: Option<Object>,
     root: PathBuf,
+    all: &AllInputs,
 ) -> Outcome {
-    let stamp = match input_stamp(input, src.as_ref()) {
+    let stamp = if all.is_empty() {
+        input_stamp(input, src.as_ref())
+    } else {
+        all.iter()
+            .map(|(p, o)| input_stamp(p, o.as_ref()))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|s| combined_stamp(&s))
+    };
+    let stamp = match stamp {
         Ok(s) => s,
         Err(e) => return failed(out, input, &e),
     };
@@ -289,6 +340,7 @@ fn run_checked(
             recheck: job.recheck,
             root: &root,
             cancel: &opts.cancel,
+            all,
         };
         match check.decide() {
             Fresh::UpToDate(digest, bytes) => {
@@ -314,7 +366,11 @@ fn run_checked(
         stamp,
         params,
     };
-    staged.run(opts, stage, out, rebuild)
+    if all.is_empty() {
+        staged.run(opts, stage, out, rebuild)
+    } else {
+        staged.run_combined(all, opts, stage, out, rebuild)
+    }
 }
 
 /// A job past its up-to-date check.
@@ -352,22 +408,10 @@ impl Staged<'_> {
             out.row.format = Some(imp.id().to_owned());
             stage(imp.name());
         }
-        let staged_out = match &self.dst {
-            Some(o) => match Spool::for_output(&self.root, o.file_name().unwrap_or("out.tet")) {
-                Ok(s) => Some(s),
-                Err(e) => return failed(out, input, &e),
-            },
-            None => {
-                if let Some(dir) = self.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    if self.job.make_dirs {
-                        if let Err(e) = std::fs::create_dir_all(dir) {
-                            let why = format!("cannot create {}: {e}", dir.display());
-                            return failed_text(out, input, why);
-                        }
-                    }
-                }
-                None
-            }
+        let staged_out = match self.staged_output() {
+            Ok(s) => s,
+            Err(NoStage::Storage(e)) => return failed(out, input, &e),
+            Err(NoStage::Dir(why)) => return failed_text(out, input, why),
         };
         let local_out = staged_out.as_ref().map_or(self.output, Spool::path);
         if let Some(o) = &self.src {
@@ -403,6 +447,28 @@ impl Staged<'_> {
         let rebuild = rebuild.map(|why| why.to_string());
         record_converted(&mut out, &r, rebuild, self.job.want_report);
         out
+    }
+
+    /// Where the conversion writes: a staged file in a spool folder for an object output,
+    /// else the output itself (its folder made with `--make-dirs`).
+    fn staged_output(&self) -> Result<Option<Spool>, NoStage> {
+        if let Some(o) = &self.dst {
+            let name = o.file_name().unwrap_or("out.tet");
+            return Spool::for_output(&self.root, name)
+                .map(Some)
+                .map_err(NoStage::Storage);
+        }
+        if let Some(dir) = self.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if self.job.make_dirs {
+                if let Err(e) = std::fs::create_dir_all(dir) {
+                    return Err(NoStage::Dir(format!(
+                        "cannot create {}: {e}",
+                        dir.display()
+                    )));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Checks the staged output's footer digest, then uploads it with the up-to-date metadata.
@@ -443,6 +509,13 @@ impl Staged<'_> {
         }
         o.upload(staged, &meta, &opts.cancel)
     }
+}
+
+/// Why there is no place to write the output.
+enum NoStage {
+    Storage(StorageError),
+    /// Its folder could not be made.
+    Dir(String),
 }
 
 fn interrupted(mut out: Outcome, sig: i32) -> Outcome {

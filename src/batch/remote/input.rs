@@ -10,8 +10,9 @@ use std::sync::Arc;
 use tet_source::byte_source::ByteSource;
 use tet_source::Importer;
 
+use crate::concat::OpenedInput;
 use crate::control::Cancel;
-use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, InputDigest};
+use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf, InputDigest};
 use crate::registry;
 use crate::storage::{Object, ObjectStorage, RangedObject, Spool, StorageError};
 
@@ -94,6 +95,86 @@ impl ObjectInput {
             url, *importer, source, digest, output, opts,
         ))
     }
+}
+
+impl ObjectInput {
+    /// The input opened for a combined conversion (`--concat`), named `url`: read by ranges
+    /// (its digest fed by the reads, asked for at the end), from its spooled copy (hashed
+    /// beside the conversion, as a local file), or a Zarr store in place.
+    pub(super) fn opened(
+        &self,
+        url: &Path,
+        opts: &ConvertOptions,
+    ) -> Result<OpenedInput, ConvertError> {
+        let named =
+            |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", url.display()));
+        match self {
+            Self::Ranged { bytes, importer } => {
+                if importer.id() == crate::tet_input::ID {
+                    // Its footer (history, metadata) is read from a file.
+                    return Err(named(
+                        &"a .tet object read by ranges cannot be combined yet",
+                    ));
+                }
+                let source: Arc<dyn ByteSource> = bytes.clone();
+                let source = importer
+                    .open_bytes(url, source, &opts.open)
+                    .map_err(|e| named(&e))?;
+                let hashed = bytes.clone();
+                let digest: InputDigest =
+                    Box::new(move || hashed.digest().map_err(std::io::Error::other));
+                Ok(OpenedInput {
+                    name: url.to_path_buf(),
+                    importer: *importer,
+                    source,
+                    footer: None,
+                    digest: DigestOf::After(digest),
+                })
+            }
+            Self::Spooled(spool) => {
+                let mut opened = open_local(spool.path(), opts)?;
+                opened.name = url.to_path_buf();
+                Ok(opened)
+            }
+            Self::Store(prefix) => {
+                let name = prefix.file_name().unwrap_or("data.zarr");
+                let storage = ObjectStorage::new(prefix.clone()).shared();
+                let source =
+                    tet_zarr::open_storage(storage, name, &opts.open).map_err(|e| named(&e))?;
+                let (hashed, cancel) = (prefix.clone(), opts.cancel.clone());
+                let digest: InputDigest =
+                    Box::new(move || hashed.prefix_digest(&cancel).map_err(std::io::Error::other));
+                Ok(OpenedInput {
+                    name: url.to_path_buf(),
+                    importer: &tet_zarr::ZarrImporter,
+                    source: Box::new(source),
+                    footer: None,
+                    digest: DigestOf::Beside(digest),
+                })
+            }
+        }
+    }
+}
+
+/// A local file (or a spooled copy) opened for a combined conversion, hashed beside it.
+pub(super) fn open_local(path: &Path, opts: &ConvertOptions) -> Result<OpenedInput, ConvertError> {
+    let named =
+        |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", path.display()));
+    let importer = registry::identify(path)?;
+    let source = importer.open(path, &opts.open).map_err(|e| named(&e))?;
+    let footer = match importer.id() == crate::tet_input::ID {
+        true => Some(crate::tet_input::carried_footer(path, &opts.open).map_err(|e| named(&e))?),
+        false => None,
+    };
+    let hashed = path.to_path_buf();
+    let digest: InputDigest = Box::new(move || crate::meta::digest_input(&hashed));
+    Ok(OpenedInput {
+        name: path.to_path_buf(),
+        importer,
+        source,
+        footer,
+        digest: DigestOf::Beside(digest),
+    })
 }
 
 /// Converts the Zarr store under `prefix` read in place: its keys through [`ObjectStorage`], its
