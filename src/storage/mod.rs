@@ -110,9 +110,10 @@ pub enum Cause {
     NoSuchKey,
     /// The store refused the credentials or the request (HTTP 401, 403).
     AccessDenied(Answer),
-    /// No credentials were configured and none could be found (S3: no `AWS_ACCESS_KEY_ID`,
-    /// web identity or container credentials, and no instance metadata service answered).
-    NoCredentials,
+    /// No credentials were configured for this kind of store and none could be found (none
+    /// of the environment variables and options its client reads, and no instance metadata
+    /// service answered). The line names the variables to set, never a value.
+    NoCredentials(Store),
     /// The store asked to slow down (HTTP 429, S3 `SlowDown`) until the retries ran out.
     Throttled(Answer),
     /// The store failed (HTTP 5xx) until the retries ran out.
@@ -153,12 +154,7 @@ impl std::fmt::Display for Cause {
             Cause::NoSuchBucket => f.write_str("no such bucket"),
             Cause::NoSuchKey => f.write_str("no such key"),
             Cause::AccessDenied(a) => write!(f, "access denied ({a})"),
-            Cause::NoCredentials => f.write_str(
-                "no credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set (nor \
-                 --storage-option access_key_id and secret_access_key, a web identity or \
-                 container credentials) and no instance metadata service gave any; a public \
-                 bucket reads with --storage-option skip_signature=true",
-            ),
+            Cause::NoCredentials(store) => f.write_str(store.no_credentials()),
             Cause::Throttled(a) => write!(f, "throttled ({a})"),
             Cause::ServerError(a) => write!(f, "server error ({a})"),
             Cause::Refused(a) => write!(f, "refused ({a})"),
@@ -181,6 +177,48 @@ impl std::fmt::Display for Cause {
             Cause::NotSupported(d) => write!(f, "not supported by this store ({d})"),
             Cause::BadStagedOutput(d) => write!(f, "the staged output failed its check: {d}"),
             Cause::Other(d) => f.write_str(d),
+        }
+    }
+}
+
+/// The kinds of store that take credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// `s3://`: Amazon S3 and S3-compatible servers.
+    S3,
+    /// `gs://`: Google Cloud Storage.
+    Gcs,
+    /// `az://`, `azure://`, `abfs://`: Azure Blob Storage.
+    Azure,
+}
+
+impl Store {
+    /// What a store without credentials says: the environment variables (and options) the
+    /// `object_store` client of this kind of store reads, and how to read a public bucket.
+    pub fn no_credentials(self) -> &'static str {
+        match self {
+            Store::S3 => {
+                "no credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set (nor \
+                 --storage-option access_key_id and secret_access_key, a web identity or \
+                 container credentials) and no instance metadata service gave any; a public \
+                 bucket reads with --storage-option skip_signature=true"
+            }
+            Store::Gcs => {
+                "no credentials: GOOGLE_SERVICE_ACCOUNT (a service account file), \
+                 GOOGLE_SERVICE_ACCOUNT_KEY (its JSON) and GOOGLE_APPLICATION_CREDENTIALS are not \
+                 set (nor --storage-option google_service_account or \
+                 google_service_account_key), gcloud's application default credentials were not \
+                 found and no metadata server gave any; a public bucket reads with \
+                 --storage-option skip_signature=true"
+            }
+            Store::Azure => {
+                "no credentials: AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY, \
+                 AZURE_STORAGE_SAS_KEY, AZURE_STORAGE_TOKEN, AZURE_CLIENT_ID with \
+                 AZURE_CLIENT_SECRET and AZURE_TENANT_ID, or AZURE_FEDERATED_TOKEN_FILE are not \
+                 set (nor the same --storage-option keys in lower case) and \
+                 AZURE_USE_AZURE_CLI is not true, and no managed identity endpoint gave any; a \
+                 public container reads with --storage-option skip_signature=true"
+            }
         }
     }
 }
@@ -259,6 +297,62 @@ mod tests {
         }
         for p in ["x.nc", "/data/s3/x.nc", "s3:/x", "./s3://x"] {
             assert!(!is_url(Path::new(p)), "{p}");
+        }
+    }
+
+    /// Each kind of store names the variables its client reads, and no value of them.
+    #[test]
+    fn no_credentials_names_the_variables_of_each_store() {
+        let line = |store| {
+            StorageError::Remote {
+                url: "x://b/k".into(),
+                cause: Cause::NoCredentials(store),
+                retries: 0,
+                source: None,
+            }
+            .to_string()
+        };
+        for (store, names) in [
+            (
+                Store::S3,
+                &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"][..],
+            ),
+            (
+                Store::Gcs,
+                &[
+                    "GOOGLE_SERVICE_ACCOUNT ",
+                    "GOOGLE_SERVICE_ACCOUNT_KEY",
+                    "GOOGLE_APPLICATION_CREDENTIALS",
+                ][..],
+            ),
+            (
+                Store::Azure,
+                &[
+                    "AZURE_STORAGE_ACCOUNT_NAME",
+                    "AZURE_STORAGE_ACCOUNT_KEY",
+                    "AZURE_STORAGE_SAS_KEY",
+                    "AZURE_CLIENT_SECRET",
+                    "AZURE_FEDERATED_TOKEN_FILE",
+                ][..],
+            ),
+        ] {
+            let text = line(store);
+            assert!(text.starts_with("x://b/k: no credentials: "), "{text}");
+            assert_eq!(text.lines().count(), 1);
+            for n in names {
+                assert!(text.contains(n), "{store:?}: {n} in {text}");
+            }
+            // The other stores' variables are not named.
+            let others = ["AWS_", "GOOGLE_", "AZURE_"];
+            let own = match store {
+                Store::S3 => "AWS_",
+                Store::Gcs => "GOOGLE_",
+                Store::Azure => "AZURE_",
+            };
+            for o in others.iter().filter(|o| **o != own) {
+                assert!(!text.contains(o), "{store:?}: {text}");
+            }
+            assert!(text.contains("skip_signature=true"));
         }
     }
 

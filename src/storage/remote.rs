@@ -26,7 +26,7 @@ use object_store::{
 };
 use sha2::{Digest as _, Sha256};
 
-use super::{Answer, Cause, Options, StorageError};
+use super::{Answer, Cause, Options, StorageError, Store};
 use crate::control::Cancel;
 
 pub mod ranged;
@@ -278,9 +278,9 @@ struct Shared {
     secrets: Vec<String>,
     /// Its requests (every clone of an [`Object`] and its children count in the same one).
     tally: Arc<Tally>,
-    /// An S3 store given no credentials: they are asked of the instance metadata service, and
-    /// a failure to reach it means there are none.
-    keyless: bool,
+    /// A store given no credentials: they are asked of the instance metadata service, and a
+    /// failure to reach it means there are none.
+    keyless: Option<Store>,
 }
 
 impl std::fmt::Debug for Object {
@@ -350,6 +350,85 @@ fn s3_has_credentials(options: &Options) -> bool {
             "aws_container_credentials_relative_uri",
             "aws_container_credentials_full_uri",
         ])
+}
+
+/// Whether one of `keys` is given as an option, or as an environment variable (upper case).
+fn given(options: &Options, keys: &[&str]) -> bool {
+    keys.iter().any(|n| {
+        options.iter().any(|(k, v)| k == n && !v.is_empty())
+            || std::env::var(n.to_ascii_uppercase()).is_ok_and(|v| !v.is_empty())
+    })
+}
+
+/// Whether `key` (an option, or its upper-case environment variable) is `true`.
+fn set_true(options: &Options, key: &str) -> bool {
+    options
+        .iter()
+        .any(|(k, v)| k == key && v.eq_ignore_ascii_case("true"))
+        || std::env::var(key.to_ascii_uppercase()).is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Whether a GCS store gets credentials from the environment or the options (a service
+/// account, application default credentials) or needs none; otherwise object_store asks the
+/// metadata server.
+fn gcs_has_credentials(options: &Options) -> bool {
+    let adc = std::env::var_os("HOME").is_some_and(|h| {
+        Path::new(&h)
+            .join(".config/gcloud/application_default_credentials.json")
+            .exists()
+    });
+    adc || given(
+        options,
+        &[
+            "google_service_account",
+            "service_account",
+            "google_service_account_path",
+            "service_account_path",
+            "google_service_account_key",
+            "service_account_key",
+            "google_application_credentials",
+            "application_credentials",
+        ],
+    ) || set_true(options, "google_skip_signature")
+        || set_true(options, "skip_signature")
+}
+
+/// Whether an Azure store gets credentials from the environment or the options (an account
+/// key, a SAS, a token, a service principal, workload identity, the Azure CLI) or needs none;
+/// otherwise object_store asks the managed identity endpoint.
+fn azure_has_credentials(options: &Options) -> bool {
+    given(
+        options,
+        &[
+            "azure_storage_account_key",
+            "azure_storage_access_key",
+            "azure_storage_master_key",
+            "access_key",
+            "account_key",
+            "master_key",
+            "azure_storage_sas_key",
+            "azure_storage_sas_token",
+            "sas_key",
+            "sas_token",
+            "azure_storage_token",
+            "bearer_token",
+            "token",
+            "azure_storage_client_secret",
+            "azure_client_secret",
+            "client_secret",
+            "azure_federated_token_file",
+            "federated_token_file",
+        ],
+    ) || [
+        "azure_use_azure_cli",
+        "use_azure_cli",
+        "azure_skip_signature",
+        "skip_signature",
+        "azure_storage_use_emulator",
+        "use_emulator",
+    ]
+    .iter()
+    .any(|k| set_true(options, k))
 }
 
 /// Values of options and environment variables that are secrets.
@@ -427,20 +506,26 @@ impl Object {
                     .map_err(built)?
             }};
         }
-        let mut keyless = false;
+        let mut keyless = None;
         let (store, multipart) = match scheme {
             ObjectStoreScheme::AmazonS3 => {
-                keyless = !s3_has_credentials(options);
+                keyless = (!s3_has_credentials(options)).then_some(Store::S3);
                 both(configured!(
                     object_store::aws::AmazonS3Builder::from_env().with_url(u.as_str())
                 ))
             }
-            ObjectStoreScheme::GoogleCloudStorage => both(configured!(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str())
-            )),
-            ObjectStoreScheme::MicrosoftAzure => both(configured!(
-                object_store::azure::MicrosoftAzureBuilder::from_env().with_url(u.as_str())
-            )),
+            ObjectStoreScheme::GoogleCloudStorage => {
+                keyless = (!gcs_has_credentials(options)).then_some(Store::Gcs);
+                both(configured!(
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(u.as_str())
+                ))
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                keyless = (!azure_has_credentials(options)).then_some(Store::Azure);
+                both(configured!(
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(u.as_str())
+                ))
+            }
             ObjectStoreScheme::Http => {
                 let base = &u[..url::Position::BeforePath];
                 let http = configured!(object_store::http::HttpBuilder::new().with_url(base));
@@ -1089,12 +1174,12 @@ impl Object {
 /// The cause of a store error: by its variant (not found, access denied, precondition…), for
 /// the others by what the last failed request of the operation met (`failure`: the HTTP status
 /// and the service's error code, or the transport error), else the error's `text`. `keyless`:
-/// an S3 store without credentials, whose failure to reach the instance metadata service
-/// means there are none.
+/// the kind of a store without credentials, whose failure to reach the instance metadata
+/// service (or GCS's metadata server) means there are none.
 fn classify(
     e: &object_store::Error,
     failure: Option<&Failure>,
-    keyless: bool,
+    keyless: Option<Store>,
     text: String,
 ) -> Cause {
     use object_store::Error as E;
@@ -1113,9 +1198,11 @@ fn classify(
         _ => {}
     }
     // The instance metadata service (a link-local address) failed: no credentials anywhere.
-    let metadata_host = |h: &str| h.starts_with("169.254.") || h.contains("fd00:ec2::");
-    if keyless && failure.is_some_and(|f| metadata_host(&f.host)) {
-        return Cause::NoCredentials;
+    let metadata_host = |h: &str| {
+        h.starts_with("169.254.") || h.contains("fd00:ec2::") || h == "metadata.google.internal"
+    };
+    if let Some(store) = keyless.filter(|_| failure.is_some_and(|f| metadata_host(&f.host))) {
+        return Cause::NoCredentials(store);
     }
     // A transport error ended it (the error holds one), else the last error answer does.
     let transport = transport_kind(e);
