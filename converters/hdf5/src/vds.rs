@@ -58,7 +58,8 @@ use hdf5_sys::h5s::{
 };
 use tet_source::{AttrValue, Fact, Feature, Lib, PathIssue, Request, Result, SourceError};
 
-use super::{open_file, Found, H5Source, OpenFile, Walker};
+use crate::walk::{open_file, Found, Walker};
+use crate::{H5Source, OpenFile};
 
 /// Most source files a message lists by name.
 const LISTED: usize = 4;
