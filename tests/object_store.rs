@@ -388,14 +388,27 @@ impl Proxy {
         stall: Option<&'static str>,
         deny: Option<&'static str>,
     ) -> Proxy {
-        Proxy::start_faulty(upstream, cut, stall, deny, None)
+        Proxy::start_faulty(upstream, cut, stall, deny, None, usize::MAX)
+    }
+
+    /// A proxy that cuts the response to the first GET whose line contains `pattern` after
+    /// 64 KiB, once: the next requests are forwarded whole (a body stream that breaks once).
+    fn start_cut_once(upstream: &str, pattern: &'static str) -> Proxy {
+        Proxy::start_faulty(upstream, Some(pattern), None, None, None, 1)
     }
 
     /// A proxy that answers the first `n` requests whose line contains `pattern` with S3's
     /// 503 SlowDown itself (a transient failure the client retries), and forwards the rest.
     fn start_flaky(upstream: &str, pattern: &'static str, n: usize) -> Proxy {
         let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
-        Proxy::start_faulty(upstream, None, None, None, Some((pattern, left)))
+        Proxy::start_faulty(
+            upstream,
+            None,
+            None,
+            None,
+            Some((pattern, left)),
+            usize::MAX,
+        )
     }
 
     fn start_faulty(
@@ -404,6 +417,7 @@ impl Proxy {
         stall: Option<&'static str>,
         deny: Option<&'static str>,
         flaky: Option<(&'static str, std::sync::Arc<std::sync::atomic::AtomicUsize>)>,
+        cuts: usize,
     ) -> Proxy {
         use std::io::Read as _;
         use std::sync::{Arc, Mutex};
@@ -414,6 +428,8 @@ impl Proxy {
         let seen = lines.clone();
         // Once a response was cut, the server is "dead" for that key: later GETs get nothing.
         let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // How many responses may still be cut.
+        let cuts = Arc::new(std::sync::atomic::AtomicUsize::new(cuts));
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(mut client) = client else { return };
@@ -427,6 +443,7 @@ impl Proxy {
                 let dead = dead.clone();
                 let mut denier = client.try_clone().unwrap();
                 let flaky = flaky.clone();
+                let cuts = cuts.clone();
                 std::thread::spawn(move || {
                     let mut buf = vec![0u8; 1 << 16];
                     let mut pending = Vec::new();
@@ -484,7 +501,10 @@ impl Proxy {
                                 return;
                             }
                             if verb.iter().any(|v| line.starts_with(v)) {
+                                let take = |n: usize| n.checked_sub(1);
+                                let seq = std::sync::atomic::Ordering::SeqCst;
                                 if cut.is_some_and(|c| line.starts_with("GET ") && line.contains(c))
+                                    && cuts.fetch_update(seq, seq, take).is_ok()
                                 {
                                     cut_flag.store(true, std::sync::atomic::Ordering::SeqCst);
                                 }
@@ -1454,4 +1474,49 @@ fn concat_over_object_urls_equals_the_local_concat() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
+}
+
+/// Issue 22: a GET whose body stream breaks midway and is asked for again (object_store asks
+/// for the rest of the range) counts as a retry in the ledger row, as a refused request does.
+/// The proxy cuts the first GET of the object after 64 KiB, once; the conversion succeeds with
+/// the local conversion's values and its row says 1 retry.
+#[test]
+fn a_body_stream_that_breaks_once_is_retried_and_counted() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let tmp = tempfile::tempdir().unwrap();
+    // 2 MiB: the first ranged GET (the first 256 KiB block) is longer than the cut.
+    let input = tmp.path().join("b.npy");
+    write_f64_npy(&input, 256, 1024);
+    moto.helper(&["put", "inbox", "b.npy", input.to_str().unwrap()]);
+    let proxy = Proxy::start_cut_once(&moto.endpoint, "/inbox/b.npy");
+    let out = tmp.path().join("b.tet");
+    let report = tmp.path().join("ledger.jsonl");
+    let mut c = Command::new(CONVERT);
+    moto.env(&mut c);
+    let o = c
+        .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+        .args(["s3://inbox/b.npy", out.to_str().unwrap(), "--report"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    ok(&o, "a broken body stream");
+    let lines = proxy.take();
+    let gets = lines
+        .iter()
+        .filter(|l| l.starts_with("GET /inbox/b.npy"))
+        .count();
+    let ranged = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
+    let rows = ledger_rows(&report);
+    assert_eq!(rows[0]["status"], "ok", "{rows:?}");
+    assert_eq!(rows[0]["retries"], 1, "{rows:?} {lines:?}");
+    // The request for the rest of the cut range is one more ranged GET.
+    assert_eq!(gets, ranged, "{lines:?}");
+    let local = tmp.path().join("local.tet");
+    ok(
+        &moto.run(CONVERT, &[input.to_str().unwrap(), local.to_str().unwrap()]),
+        "local",
+    );
+    assert_eq!(datasets(&out), datasets(&local));
+    assert_eq!(history_parents(&out), history_parents(&local));
 }

@@ -118,6 +118,27 @@ impl Tally {
     }
 }
 
+impl Tally {
+    /// The answer `r` to request number `request`, its body counted as a transient failure
+    /// when its stream breaks (object_store asks for the rest again, a retry this client sees
+    /// only as a new request; or the operation fails with it).
+    fn watch_body(self: Arc<Self>, r: HttpResponse, request: u64, host: String) -> HttpResponse {
+        use http_body_util::BodyExt as _;
+        let (parts, body) = r.into_parts();
+        let body = body.map_err(move |e: HttpError| {
+            let failure = Failure {
+                request,
+                host: host.clone(),
+                answer: None,
+                transport: Some(e.kind()),
+            };
+            self.record(failure, true);
+            e
+        });
+        HttpResponse::from_parts(parts, object_store::client::HttpResponseBody::new(body))
+    }
+}
+
 /// Whether object_store retries an answer with this status.
 fn transient_status(status: u16) -> bool {
     status >= 500 || status == 429 || status == 408
@@ -140,7 +161,7 @@ impl HttpService for Counting {
         match self.inner.execute(req).await {
             Ok(r) if ranged && r.status().as_u16() == 200 => {
                 self.tally.ranges_ignored.store(true, Ordering::SeqCst);
-                Ok(r)
+                Ok(self.tally.clone().watch_body(r, request, host))
             }
             Ok(r) if r.status().as_u16() >= 400 => {
                 let status = r.status().as_u16();
@@ -165,7 +186,7 @@ impl HttpService for Counting {
                     .record(failure, transient_status(status) || transport.is_some());
                 Ok(HttpResponse::from_parts(parts, read?.into()))
             }
-            Ok(r) => Ok(r),
+            Ok(r) => Ok(self.tally.clone().watch_body(r, request, host)),
             Err(e) => {
                 let kind = e.kind();
                 let transient = matches!(
