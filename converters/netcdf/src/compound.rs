@@ -12,8 +12,10 @@ use tet_source::{
     SourceLayout, TextVariable, Variable,
 };
 
+use crate::build::{Builder, VarParts};
 use crate::user::{self, EnumInfo, Leaf, LeafKind, NcType, Records};
-use crate::{ffi, native_to_le, Builder, ReadPlan, VarLoc, VarParts};
+use crate::values::native_to_le;
+use crate::{ffi, ReadPlan, VarLoc};
 
 /// Most record bytes one `nc_get_vara` of a field read asks for (a region whose records are
 /// larger is read in several calls).
@@ -205,7 +207,7 @@ impl Builder<'_> {
         } else {
             Vec::new()
         };
-        let (values, latin1) = crate::decode_all(&rows);
+        let (values, latin1) = crate::values::decode_all(&rows);
         let mut facts = p.attr_facts.clone();
         if s.split {
             facts.push(Fact::SourceDataset(p.full.clone()));
@@ -297,7 +299,7 @@ impl Builder<'_> {
                         }
                         // SAFETY: `off` is a vlen element of this leaf in record k, read by netCDF.
                         let mut le = unsafe { rec.vlen_values(k * record + off, base) }.to_vec();
-                        crate::native_to_le(&mut le, size);
+                        crate::values::native_to_le(&mut le, size);
                         res = gathered.push(&le);
                     });
                 }
@@ -360,7 +362,7 @@ fn text_rows(
         let width = usize::try_from(strlen).unwrap_or(1).max(1);
         rows = chars
             .chunks(width)
-            .map(|row| crate::trim_nuls(row).to_vec())
+            .map(|row| crate::values::trim_nuls(row).to_vec())
             .collect();
     }
     Ok(rows)

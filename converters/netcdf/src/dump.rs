@@ -15,7 +15,8 @@ use netcdf_sys as nc;
 use tet_source::{Part, Result, SourceError};
 
 use crate::user::{self, NcType};
-use crate::{ffi, is_hidden_attr, join, MAX_GROUPS};
+use crate::values::join;
+use crate::{ffi, is_hidden_attr, MAX_GROUPS};
 
 /// Values as the file holds them.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use tet_source::ragged::{opaque_variable, Ragged};
 use tet_source::{Fact, Feature, Request, Result, Role, SourceError, Variable};
 
+use crate::build::{Builder, VarParts};
 use crate::compound::{read_batches, read_records};
 use crate::user::{EnumInfo, NcType};
-use crate::{native_to_le, Builder, ReadPlan, VarLoc, VarParts};
+use crate::values::native_to_le;
+use crate::{ReadPlan, VarLoc};
 
 /// Most record bytes one `nc_get_vara` of a vlen variable asks for.
 const BATCH_BYTES: usize = 16 << 20;

@@ -15,7 +15,8 @@ use std::ffi::{c_char, c_int};
 use netcdf_sys as nc;
 use tet_source::{json_text, ElementType, Part, Request, Result};
 
-use crate::{atomic, decode_text, ffi, int_from_ne, trim_nuls};
+use crate::ffi;
+use crate::values::{atomic, decode_text, int_from_ne, trim_nuls};
 
 /// User types nested deeper than this (compound in compound in vlen …) are not analysed.
 const MAX_DEPTH: u32 = 16;
@@ -467,7 +468,7 @@ impl<'t> Records<'t> {
 
     /// The buffer to read into (zeroed: null pointers until netCDF writes them).
     pub fn fill(&mut self) -> &mut [u8] {
-        &mut crate::as_bytes_mut(&mut self.buf)[..self.len]
+        &mut crate::values::as_bytes_mut(&mut self.buf)[..self.len]
     }
 
     /// Marks the buffer as holding what a successful netCDF read put there.
@@ -529,7 +530,7 @@ impl Drop for Records<'_> {
         }
         let size = self.ty.size();
         let (ty, n, len) = (self.ty, self.n, self.len);
-        let bytes = &crate::as_bytes_mut(&mut self.buf)[..len];
+        let bytes = &crate::values::as_bytes_mut(&mut self.buf)[..len];
         for r in 0..n {
             // SAFETY: the buffer holds `n` values of `ty` from a successful netCDF read
             // (`armed`), whose allocated parts nobody has freed: each is freed once, here.
