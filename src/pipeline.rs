@@ -112,8 +112,18 @@ pub fn convert_bytes(
 ) -> Result<ConvertReport, ConvertError> {
     let started = Instant::now();
     log::debug!("{}: read by ranges as {}", input.display(), importer.name());
-    let source = importer.open_bytes(input, bytes, &opts.open)?;
-    let (source, _cuts) = crate::select::apply(source, &opts.select)?;
+    // A `.tet` input hands its footer on, from the file opened here (never opened again).
+    let (source, carried): (Box<dyn Source>, _) = if importer.id() == tet_input::ID {
+        let tet = tet_input::open_source(bytes)?;
+        let footer = tet.carried_footer(&opts.open)?;
+        (Box::new(tet), Some(footer))
+    } else {
+        (importer.open_bytes(input, bytes, &opts.open)?, None)
+    };
+    let (source, cuts) = crate::select::apply(source, &opts.select)?;
+    let carried = carried
+        .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
+        .transpose()?;
     convert_digested(
         source.as_ref(),
         importer.id(),
@@ -121,7 +131,7 @@ pub fn convert_bytes(
         output,
         opts,
         started,
-        None,
+        carried,
         Digests {
             first: DigestOf::After(digest),
             more: None,

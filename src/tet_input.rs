@@ -9,15 +9,23 @@
 //! the input `.tet`), each dataset's typed metadata (including what an earlier conversion widened),
 //! global attributes, skipped items and extension keys. So a lineage of several steps can be
 //! followed back to the original source with `tet audit`.
+//!
+//! An object input is read by ranges ([`Importer::open_bytes`] over a byte source,
+//! [`TetFile::open_source`]): the head, the chunk index and the footer at open, each chunk when
+//! the conversion reads it. Its footer is carried over from the same open file
+//! ([`TetSource::carried_footer`]), never by opening the input again.
 
 use std::path::Path;
+use std::sync::Arc;
+
+use tet_source::byte_source::ByteSource;
 
 use tet_source::{
     extension_confidence, Confidence, ElementType, Importer, OpenOptions, Role, Skipped, Source,
     SourceLayout, Variable,
 };
 
-use crate::format::{Codec, DType, Footer, TetFile, MAGIC};
+use crate::format::{Codec, DType, Footer, TetError, TetFile, MAGIC};
 
 /// The format id of `.tet` inputs (history `source`).
 pub const ID: &str = "tet";
@@ -49,6 +57,37 @@ impl Importer for TetImporter {
     fn open(&self, path: &Path, _options: &OpenOptions) -> tet_source::Result<Box<dyn Source>> {
         let file = TetFile::open(path).map_err(|e| tet_source::Part::Header.malformed_from(e))?;
         Ok(Box::new(TetSource::new(file)))
+    }
+
+    fn opens_bytes(&self) -> bool {
+        true
+    }
+
+    fn open_bytes(
+        &self,
+        _name: &Path,
+        bytes: Arc<dyn ByteSource>,
+        _options: &OpenOptions,
+    ) -> tet_source::Result<Box<dyn Source>> {
+        Ok(Box::new(open_source(bytes)?))
+    }
+}
+
+/// Opens the `.tet` input whose bytes `bytes` gives (an object read by ranges): what
+/// [`Importer::open_bytes`] offers, kept as a [`TetSource`] so that its footer can be carried
+/// over ([`TetSource::carried_footer`]). A read the source fails stays an I/O error.
+pub fn open_source(bytes: Arc<dyn ByteSource>) -> tet_source::Result<TetSource> {
+    let file =
+        TetFile::open_source(bytes).map_err(|e| source_error(tet_source::Part::Header, e))?;
+    Ok(TetSource::new(file))
+}
+
+/// A `.tet` read error as a source error: an I/O error (a read the source failed) as it is,
+/// anything else malformed at `part`, the reader's error kept as the cause.
+fn source_error(part: tet_source::Part, e: TetError) -> tet_source::SourceError {
+    match e {
+        TetError::Io(io) => tet_source::SourceError::Io(io),
+        e => part.malformed_from(e),
     }
 }
 
@@ -144,7 +183,7 @@ impl Source for TetSource {
     ) -> tet_source::Result<()> {
         self.file
             .read_region(var, start, count, out)
-            .map_err(|e| tet_source::Part::Chunk.malformed_from(e))
+            .map_err(|e| source_error(tet_source::Part::Chunk, e))
     }
 
     fn parallel_reads(&self) -> bool {
@@ -172,6 +211,19 @@ pub enum CarryError {
 /// skipped.
 pub fn carried_footer(path: &Path, options: &OpenOptions) -> Result<Footer, CarryError> {
     let file = TetFile::open(path).map_err(CarryError::Open)?;
+    footer_to_carry(&file, options)
+}
+
+impl TetSource {
+    /// [`carried_footer`] of this open input (read by ranges or not): its footer, read when it
+    /// was opened.
+    pub fn carried_footer(&self, options: &OpenOptions) -> Result<Footer, CarryError> {
+        footer_to_carry(&self.file, options)
+    }
+}
+
+/// The footer of an open `.tet` input that the output carries over (see [`carried_footer`]).
+fn footer_to_carry(file: &TetFile, options: &OpenOptions) -> Result<Footer, CarryError> {
     match file.footer() {
         Ok(f) => Ok(f.cloned().unwrap_or_default()),
         Err(e) if options.skip_unsupported => Ok(Footer {

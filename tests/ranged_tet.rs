@@ -297,3 +297,577 @@ proptest! {
         same_by_ranges(&b, "damaged");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Against a real S3 server: moto's server mode, started on a free port of 127.0.0.1 from the
+// Python environment `.ci/s3-setup` prepares (TET_PYTHON, else python/.venv/bin/python, else
+// python3), behind a proxy that records every request line and Range header. Skipped with a
+// printed reason only when moto cannot start.
+
+mod s3 {
+    use std::io::{Read as _, Write as _};
+    use std::net::{TcpListener, TcpStream};
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Output, Stdio};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    /// boto3: `python -c HELPER CMD ARGS…` against the server in `AWS_ENDPOINT_URL`.
+    const HELPER: &str = r#"
+import os, sys, boto3
+s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
+cmd, args = sys.argv[1], sys.argv[2:]
+if cmd == "mb":
+    s3.create_bucket(Bucket=args[0])
+elif cmd == "put":
+    s3.upload_file(args[2], args[0], args[1])
+elif cmd == "get":
+    s3.download_file(args[0], args[1], args[2])
+elif cmd == "ls":
+    for o in s3.list_objects_v2(Bucket=args[0], Prefix=args[1]).get("Contents", []):
+        print(o["Key"])
+"#;
+
+    fn python() -> PathBuf {
+        if let Ok(p) = std::env::var("TET_PYTHON") {
+            return PathBuf::from(p);
+        }
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+        if venv.exists() {
+            venv
+        } else {
+            PathBuf::from("python3")
+        }
+    }
+
+    /// A moto server on a free port of 127.0.0.1 and a recording proxy in front of it; the
+    /// server is killed when this is dropped.
+    pub struct Moto {
+        child: Child,
+        endpoint: String,
+        python: PathBuf,
+        proxy: String,
+        lines: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Drop for Moto {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    impl Moto {
+        /// The server, or why it cannot start (the test is then skipped).
+        pub fn start() -> Result<Moto, String> {
+            let python = python();
+            let ok = Command::new(&python)
+                .args(["-c", "import moto.server, boto3"])
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|e| format!("{}: {e}", python.display()))?;
+            if !ok.success() {
+                return Err(format!(
+                    "{} has no moto[server] (run .ci/s3-setup)",
+                    python.display()
+                ));
+            }
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| e.to_string())?
+                .port();
+            let child = Command::new(&python)
+                .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
+                .arg(port.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            let (proxy, lines) = proxy(port);
+            let moto = Moto {
+                child,
+                endpoint: format!("http://127.0.0.1:{port}"),
+                python,
+                proxy,
+                lines,
+            };
+            let t = Instant::now();
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                if t.elapsed() > Duration::from_secs(30) {
+                    return Err("moto did not listen within 30 s".into());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Ok(moto)
+        }
+
+        /// The settings of the tools: through the proxy when `proxied`.
+        fn env(&self, c: &mut Command, proxied: bool) {
+            let endpoint = if proxied { &self.proxy } else { &self.endpoint };
+            c.env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "verysecretvalue")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ENDPOINT_URL", endpoint)
+                .env("AWS_ALLOW_HTTP", "true")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("AWS_PROFILE");
+        }
+
+        pub fn helper(&self, args: &[&str]) -> String {
+            let mut c = Command::new(&self.python);
+            c.arg("-c").arg(HELPER).args(args);
+            self.env(&mut c, false);
+            let o = c.output().unwrap();
+            assert!(
+                o.status.success(),
+                "helper {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        }
+
+        /// Runs `bin` through the recording proxy.
+        pub fn run(&self, bin: &str, args: &[&str]) -> Output {
+            let mut c = Command::new(bin);
+            c.args(args);
+            self.env(&mut c, true);
+            c.output().unwrap()
+        }
+
+        /// The requests recorded since the last call: `GET /bucket/key` lines (the verb and
+        /// path), and `RANGE bytes=A-B` for each Range header.
+        pub fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.lines.lock().unwrap())
+        }
+    }
+
+    /// A TCP proxy to `127.0.0.1:port` that records request lines and Range headers.
+    fn proxy(port: u16) -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let seen = lines.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { return };
+                let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    let mut pending = Vec::new();
+                    while let Ok(n @ 1..) = client.read(&mut buf) {
+                        pending.extend_from_slice(&buf[..n]);
+                        while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
+                            let line = String::from_utf8_lossy(&pending[..i]).into_owned();
+                            pending.drain(..i + 2);
+                            let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
+                            if verb.iter().any(|v| line.starts_with(v)) {
+                                seen.lock().unwrap().push(line);
+                            } else if let Some(range) = line
+                                .get(..6)
+                                .filter(|h| h.eq_ignore_ascii_case("range:"))
+                                .map(|_| line[6..].trim())
+                            {
+                                seen.lock().unwrap().push(format!("RANGE {range}"));
+                            }
+                        }
+                        if pending.len() > 1 << 20 {
+                            pending.clear();
+                        }
+                        if server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = server.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s2, &mut c2);
+                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        (endpoint, lines)
+    }
+
+    /// The bytes the `RANGE bytes=A-B` lines asked for.
+    pub fn ranged_bytes(lines: &[String]) -> u64 {
+        lines
+            .iter()
+            .filter_map(|l| l.strip_prefix("RANGE bytes="))
+            .filter_map(|r| {
+                let (a, b) = r.split_once('-')?;
+                Some(b.trim().parse::<u64>().ok()? + 1 - a.parse::<u64>().ok()?)
+            })
+            .sum()
+    }
+}
+
+macro_rules! moto_or_skip {
+    () => {
+        match s3::Moto::start() {
+            Ok(m) => m,
+            Err(why) => {
+                eprintln!("skipped: no S3 server: {why}");
+                return;
+            }
+        }
+    };
+}
+
+const CONVERT: &str = env!("CARGO_BIN_EXE_tet-convert");
+const TET: &str = env!("CARGO_BIN_EXE_tet");
+
+fn ok(o: &std::process::Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `n` pseudo-random bytes (zstd cannot shrink them much).
+fn noise(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+/// A `.tet` of 6 MiB with three datasets (raw and zstd chunks, edge chunks) and a
+/// history row: written, then converted by `tet-convert`.
+fn big_tet(dir: &Path) -> PathBuf {
+    let arrays = [
+        Array::new(
+            "a",
+            DType::F32,
+            &[512, 2048],
+            &[64, 2048],
+            noise(512 * 2048 * 4, 7),
+        ),
+        Array::new(
+            "b",
+            DType::F64,
+            &[250, 1024],
+            &[32, 1024],
+            noise(250 * 1024 * 8, 9),
+        ),
+        Array::new("c", DType::I16, &[3000], &[1000], noise(6000, 11)),
+    ];
+    let w = dir.join("w.tet");
+    let zstd_from = 8; // the chunks of `a` raw, the others zstd
+    common::write_in_order(&w, &arrays, &Footer::default(), 4, &|j| {
+        if j < zstd_from {
+            Codec::Raw
+        } else {
+            Codec::Zstd
+        }
+    });
+    let x = dir.join("x.tet");
+    let o = std::process::Command::new(CONVERT)
+        .args([w.to_str().unwrap(), x.to_str().unwrap()])
+        .output()
+        .unwrap();
+    ok(&o, "local conversion");
+    x
+}
+
+/// Every dataset's name, dtype, shape and values.
+fn datasets(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
+    let f = TetFile::open(path).unwrap();
+    f.datasets
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let v = f.read_dataset(i).unwrap();
+            (d.name.clone(), d.dtype.name().into(), d.shape.clone(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn info_verify_audit_and_export_of_a_tet_object_read_by_ranges() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "tets"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let x = big_tet(tmp.path());
+    let xs = x.to_str().unwrap();
+    let size = std::fs::metadata(&x).unwrap().len();
+    assert!(size > 5 << 20, "{size}");
+    moto.helper(&["put", "tets", "x.tet", xs]);
+    let url = "s3://tets/x.tet";
+
+    // info: the same output as of the local file, from a few ranged GETs.
+    for args in [
+        &["info"][..],
+        &["info", "--chunks", "--history", "--metadata"],
+        &["info", "--json"],
+    ] {
+        moto.take();
+        let remote = ok(&moto.run(TET, &[args, &[url]].concat()), "info");
+        let lines = moto.take();
+        let local = ok(&moto.run(TET, &[args, &[xs]].concat()), "local info");
+        assert_eq!(remote.replace(url, "X"), local.replace(xs, "X"), "{args:?}");
+        let gets = lines.iter().filter(|l| l.starts_with("GET ")).count();
+        let ranges = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
+        assert!(
+            gets >= 1 && gets == ranges,
+            "a GET without a range: {lines:?}"
+        );
+        let fetched = s3::ranged_bytes(&lines);
+        assert!(
+            fetched <= 1 << 20 && fetched * 6 < size,
+            "{fetched} of {size}: {lines:?}"
+        );
+    }
+
+    // verify --deep passes, reading each chunk once (about the object's size).
+    moto.take();
+    let out = ok(&moto.run(TET, &["verify", "--deep", url]), "verify --deep");
+    assert!(out.starts_with(&format!("{url}: ok (")), "{out}");
+    let fetched = s3::ranged_bytes(&moto.take());
+    assert!(
+        fetched >= size - (64 << 10) && fetched < size + (1 << 20),
+        "{fetched}"
+    );
+    ok(&moto.run(TET, &["verify", url]), "verify");
+
+    // audit: the same history and recorded inputs; a --source object is streamed and matches.
+    let remote = ok(&moto.run(TET, &["audit", url]), "audit");
+    let local = ok(&moto.run(TET, &["audit", xs]), "local audit");
+    assert_eq!(remote.replace(url, "X"), local.replace(xs, "X"));
+    let w = tmp.path().join("w.tet");
+    moto.helper(&["put", "tets", "w.tet", w.to_str().unwrap()]);
+    ok(
+        &moto.run(TET, &["audit", url, "--source", "s3://tets/w.tet"]),
+        "audit --source object",
+    );
+    let o = moto.run(TET, &["audit", url, "--source", "s3://tets/x.tet"]);
+    assert_eq!(o.status.code(), Some(1), "x is not its own parent");
+
+    // export: the same file as the local export.
+    moto.take();
+    for ext in ["npz", "nc"] {
+        if ext == "nc" && !cfg!(feature = "netcdf") {
+            continue;
+        }
+        let from_s3 = tmp.path().join(format!("s3.{ext}"));
+        let from_file = tmp.path().join(format!("file.{ext}"));
+        ok(
+            &moto.run(TET, &["export", url, from_s3.to_str().unwrap(), "-q"]),
+            "export",
+        );
+        ok(
+            &moto.run(TET, &["export", xs, from_file.to_str().unwrap(), "-q"]),
+            "local export",
+        );
+        assert!(
+            std::fs::read(&from_s3).unwrap() == std::fs::read(&from_file).unwrap(),
+            "{ext}: the exports differ"
+        );
+    }
+
+    // The export read ranges, no download of the whole object.
+    let lines = moto.take();
+    let gets = lines.iter().filter(|l| l.starts_with("GET ")).count();
+    let ranges = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
+    assert!(
+        gets >= 2 && gets == ranges,
+        "a GET without a range: {lines:?}"
+    );
+}
+
+#[test]
+fn a_damaged_or_missing_tet_object_fails_on_one_line_naming_it() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "tets"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let x = big_tet(tmp.path());
+    // One payload byte flipped: in the middle of a chunk of `b` (zstd, digested).
+    let mut bytes = std::fs::read(&x).unwrap();
+    let f = TetFile::open(&x).unwrap();
+    let e = f.entries.iter().find(|e| e.dataset_id == 1).unwrap();
+    let at = (e.payload_offset + e.stored_byte_len / 2) as usize;
+    bytes[at] ^= 0x40;
+    let y = tmp.path().join("y.tet");
+    std::fs::write(&y, &bytes).unwrap();
+    moto.helper(&["put", "tets", "y.tet", y.to_str().unwrap()]);
+    let url = "s3://tets/y.tet";
+    let o = moto.run(TET, &["verify", "--deep", url]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let fails: Vec<&str> = out.lines().filter(|l| l.starts_with("FAIL ")).collect();
+    assert_eq!(fails.len(), 1, "{out}");
+    assert!(
+        fails[0].starts_with(&format!(
+            "FAIL {url}: [chunk-checksum] dataset `b` chunk [0, 0]"
+        )),
+        "{out}"
+    );
+    // Several files: one line each.
+    let o = moto.run(TET, &["verify", "s3://tets/y.tet", "s3://tets/nothing.tet"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].starts_with("s3://tets/y.tet: FAILED [chunk-checksum]"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("s3://tets/nothing.tet: FAILED [structure]")
+            && lines[1].contains("no such key"),
+        "{out}"
+    );
+    // info, audit, export of a missing key or bucket: one line on stderr naming the URL.
+    for args in [
+        vec!["info", "s3://tets/nothing.tet"],
+        vec!["audit", "s3://tets/nothing.tet"],
+        vec![
+            "export",
+            "s3://nobucket/x.tet",
+            tmp.path().join("o.npz").to_str().unwrap(),
+        ],
+    ] {
+        let o = moto.run(TET, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let url = args[1];
+        assert!(err.starts_with(&format!("tet: {url}: ")), "{err}");
+        assert!(
+            err.contains("no such key") || err.contains("no such bucket"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_tet_object_converts_by_ranges_with_no_spool_and_keeps_its_history() {
+    let moto = moto_or_skip!();
+    moto.helper(&["mb", "tets"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let x = big_tet(tmp.path());
+    let xs = x.to_str().unwrap();
+    moto.helper(&["put", "tets", "x.tet", xs]);
+    let rechunk = [
+        "--chunk",
+        "a:100,512",
+        "--chunk",
+        "b:64,256",
+        "--codec",
+        "zstd",
+    ];
+    // The local re-conversion.
+    let want = tmp.path().join("want.tet");
+    ok(
+        &moto.run(
+            CONVERT,
+            &[&[xs, want.to_str().unwrap()][..], &rechunk].concat(),
+        ),
+        "local re-conversion",
+    );
+    // To a local file, with a spool folder that is a file: any spool would fail.
+    let no_spool = tmp.path().join("spool-is-a-file");
+    std::fs::write(&no_spool, b"").unwrap();
+    let got = tmp.path().join("got.tet");
+    let ledger = tmp.path().join("ledger.jsonl");
+    moto.take();
+    let args = [
+        "s3://tets/x.tet",
+        got.to_str().unwrap(),
+        "--spool-dir",
+        no_spool.to_str().unwrap(),
+        "--report",
+        ledger.to_str().unwrap(),
+    ];
+    ok(
+        &moto.run(CONVERT, &[&args[..], &rechunk].concat()),
+        "convert by ranges",
+    );
+    let lines = moto.take();
+    let gets = lines
+        .iter()
+        .filter(|l| l.starts_with("GET /tets/x.tet"))
+        .count();
+    let ranges = lines.iter().filter(|l| l.starts_with("RANGE ")).count();
+    assert!(
+        gets >= 2 && gets == ranges,
+        "a GET without a range: {lines:?}"
+    );
+    let size = std::fs::metadata(&x).unwrap().len();
+    let fetched = s3::ranged_bytes(&lines);
+    assert!(fetched < 2 * size, "{fetched} bytes fetched of {size}");
+    assert_eq!(datasets(&got), datasets(&want));
+    // The chunks are the new ones.
+    let g = TetFile::open(&got).unwrap();
+    assert_eq!(g.datasets[0].chunk_shape, vec![100, 512]);
+    // The footer was carried over: x's history row, then this conversion's, naming the URL.
+    let history = g.footer().unwrap().unwrap().history.clone();
+    let x_history = TetFile::open(&x)
+        .unwrap()
+        .footer()
+        .unwrap()
+        .unwrap()
+        .history
+        .clone();
+    assert_eq!(history.len(), x_history.len() + 1);
+    assert_eq!(history[..x_history.len()], x_history[..]);
+    let last = history.last().unwrap();
+    assert_eq!(
+        last.params.get("input").map(String::as_str),
+        Some("s3://tets/x.tet")
+    );
+    // The same parent digest as the local re-conversion records (the input's bytes).
+    let want_last = TetFile::open(&want)
+        .unwrap()
+        .footer()
+        .unwrap()
+        .unwrap()
+        .history
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last.parents, want_last.parents);
+    let ledger = std::fs::read_to_string(&ledger).unwrap();
+    assert!(
+        ledger
+            .lines()
+            .any(|l| l.contains("\"s3://tets/x.tet\"") && l.contains("\"ok\"")),
+        "{ledger}"
+    );
+
+    // Object to object, with a real spool folder: empty afterwards, y equals the local one.
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    let args = [
+        "s3://tets/x.tet",
+        "s3://tets/y.tet",
+        "--spool-dir",
+        spool.to_str().unwrap(),
+    ];
+    ok(
+        &moto.run(CONVERT, &[&args[..], &rechunk].concat()),
+        "s3 to s3",
+    );
+    assert!(
+        std::fs::read_dir(&spool).unwrap().next().is_none(),
+        "spool left behind"
+    );
+    let y = tmp.path().join("y.tet");
+    moto.helper(&["get", "tets", "y.tet", y.to_str().unwrap()]);
+    assert_eq!(datasets(&y), datasets(&want));
+    ok(
+        &moto.run(TET, &["verify", "--deep", "s3://tets/y.tet"]),
+        "verify y",
+    );
+}

@@ -1,7 +1,7 @@
 //! `tet audit FILE…`: the provenance trail of a .tet file — every history row (operation, source
 //! format, time, tool and version, byte-affecting options, parent digests) — and whether its
 //! inputs are unchanged: with `--source PATH…` each given path is re-hashed and looked up among
-//! the recorded parent digests; without, every `convert` row's recorded input that still exists
+//! the recorded parent digests (an object URL is streamed once); without, every `convert` row's recorded input that still exists
 //! is re-hashed ([`crate::meta::inputs`]) and reported unchanged, changed since conversion (old
 //! and new size and mtime) or missing.
 //!
@@ -20,16 +20,16 @@ use serde_json::{json, Value};
 
 use super::{fail, one_line, EXIT_FAILED, EXIT_OK};
 use crate::format::footer::HistoryRow;
-use crate::format::TetFile;
 use crate::meta::inputs::{recheck, InputCheck, InputStatus};
-use crate::meta::{digest_input, unix_iso as iso};
+use crate::meta::unix_iso as iso;
 
 #[derive(Args, Debug)]
 pub struct AuditArgs {
     /// The .tet files.
     #[arg(required = true, num_args = 1..)]
     files: Vec<PathBuf>,
-    /// Inputs to check against the recorded parent digests (files or directory stores).
+    /// Inputs to check against the recorded parent digests (files, directory stores or object
+    /// URLs).
     #[arg(long, num_args = 1..)]
     source: Vec<PathBuf>,
     /// Print one JSON object (`tet-audit/1`) per file, one per line.
@@ -56,16 +56,10 @@ pub fn run(a: &AuditArgs) -> ExitCode {
 
 /// Audits one file and prints its report; returns whether it passed.
 fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
-    let local = match super::LocalArg::of(file) {
-        Ok(l) => l,
+    // An object is read by ranges: its head and its footer.
+    let history: Vec<HistoryRow> = match super::OpenedTet::open(file) {
         Err(e) => {
             fail(file, e);
-            return false;
-        }
-    };
-    let history: Vec<HistoryRow> = match TetFile::open(local.path()) {
-        Err(e) => {
-            fail(file, e.to_string());
             return false;
         }
         Ok(f) => match f.footer() {
@@ -81,7 +75,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
         .source
         .iter()
         .map(|p| {
-            let digest = digest_input(p).map(|(d, _)| d);
+            let digest = super::digest_arg(p).map(|(d, _)| d);
             let rows = match &digest {
                 Ok(d) => (0..history.len())
                     .filter(|&i| history[i].parents.iter().any(|x| x == d))

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{fail, one_line, EXIT_OK, EXIT_USAGE};
-use crate::export::{export, Compression, ExportOptions, Target};
+use crate::export::{export, export_file, Compression, ExportOptions, Target};
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -48,11 +48,8 @@ fn parse_target(s: &str) -> Result<Target, UnknownTarget> {
 }
 
 pub fn run(a: &ExportArgs) -> ExitCode {
-    let local = match super::LocalArg::of(&a.file) {
-        Ok(l) => l,
-        Err(e) => return fail(&a.file, e),
-    };
-    if !local.path().is_file() {
+    let url = crate::storage::is_url(&a.file);
+    if !url && !a.file.is_file() {
         eprintln!(
             "{}: {}: no such .tet file",
             super::program(),
@@ -66,7 +63,16 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         compression: a.compress.unwrap_or_default(),
         force: a.force,
     };
-    let report = match export(local.path(), &a.out, &opts) {
+    let exported = if url {
+        // An object is read by ranges, one chunk at a time as the writer asks for it.
+        match super::OpenedTet::open(&a.file) {
+            Ok(tet) => export_file(&tet, &a.file, &a.out, &opts),
+            Err(e) => return fail(&a.file, e),
+        }
+    } else {
+        export(&a.file, &a.out, &opts)
+    };
+    let report = match exported {
         Ok(r) => r,
         Err(e) => return fail(&a.file, e),
     };

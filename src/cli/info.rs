@@ -436,13 +436,10 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
 }
 
 pub fn run(a: &InfoArgs) -> ExitCode {
-    let local = match super::LocalArg::of(&a.file) {
-        Ok(l) => l,
-        Err(e) => return fail(&a.file, e),
-    };
-    let f = match TetFile::open(local.path()) {
+    // An object is read by ranges: the head, the chunk index and the footer.
+    let f = match super::OpenedTet::open(&a.file) {
         Ok(f) => f,
-        Err(e) => return fail(&a.file, e.to_string()),
+        Err(e) => return fail(&a.file, e),
     };
     if a.json {
         println!("{}", to_json(&f, a));

@@ -129,11 +129,20 @@ pub fn main_convert() -> ExitCode {
 
 pub(crate) use crate::batch::text::{human_bytes, one_line, program};
 
-/// A command-line file argument as a local file: the path itself, or for an object URL a copy
-/// downloaded into `$TMPDIR` (settings from the environment), removed when this is dropped.
-pub(crate) struct LocalArg {
-    path: std::path::PathBuf,
+/// A `.tet` named on the command line, opened: a local file memory-mapped, an object URL read
+/// by ranges ([`crate::storage::RangedObject`]: a HEAD, then only the ranges the command reads;
+/// settings from the environment). An object whose server ignores ranges is downloaded into
+/// `$TMPDIR` instead, the copy removed when this is dropped.
+pub(crate) struct OpenedTet {
+    file: crate::format::TetFile,
     _spool: Option<crate::storage::Spool>,
+}
+
+impl std::ops::Deref for OpenedTet {
+    type Target = crate::format::TetFile;
+    fn deref(&self) -> &crate::format::TetFile {
+        &self.file
+    }
 }
 
 /// An object named on the command line that could not be fetched: shown as the cause alone,
@@ -142,29 +151,65 @@ pub(crate) struct LocalArg {
 #[error("{}", .0.cause())]
 pub(crate) struct FetchError(#[source] crate::storage::StorageError);
 
-impl LocalArg {
-    pub(crate) fn of(p: &std::path::Path) -> Result<LocalArg, FetchError> {
+/// Why a `.tet` named on the command line cannot be opened: the object cannot be fetched, or
+/// the bytes are no `.tet` file the reader can follow (a ranged read that failed is the
+/// reader's I/O error).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OpenTetError {
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    #[error(transparent)]
+    Tet(#[from] crate::format::TetError),
+}
+
+impl OpenedTet {
+    pub(crate) fn open(p: &std::path::Path) -> Result<OpenedTet, OpenTetError> {
+        use crate::format::{TetError, TetFile};
         if !crate::storage::is_url(p) {
-            return Ok(LocalArg {
-                path: p.to_path_buf(),
+            return Ok(OpenedTet {
+                file: TetFile::open(p)?,
                 _spool: None,
             });
         }
         let object =
             crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new()).map_err(FetchError)?;
+        let info = object.info().map_err(FetchError)?;
+        // Requests stop at the first SIGINT/SIGTERM, as a conversion's do.
         let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
-        let spool = object
-            .download(&std::env::temp_dir(), &cancel)
-            .map_err(FetchError)?;
-        Ok(LocalArg {
-            path: spool.path().to_path_buf(),
-            _spool: Some(spool),
-        })
+        let ranged = crate::storage::RangedObject::new(object.clone(), info, cancel.clone());
+        match TetFile::open_source(std::sync::Arc::new(ranged)) {
+            // Answered 200 with the whole object, not 206: a server without ranges.
+            Err(TetError::Io(_)) if object.ignores_ranges() => {
+                log::debug!("{}: the server ignores ranges, spooled", object.url());
+                let spool = object
+                    .download(&std::env::temp_dir(), &cancel)
+                    .map_err(FetchError)?;
+                Ok(OpenedTet {
+                    file: TetFile::open(spool.path())?,
+                    _spool: Some(spool),
+                })
+            }
+            opened => Ok(OpenedTet {
+                file: opened?,
+                _spool: None,
+            }),
+        }
     }
+}
 
-    pub(crate) fn path(&self) -> &std::path::Path {
-        &self.path
+/// The input digest (`sha256:<hex>`) and size of a path or object URL named on the command
+/// line (`tet audit --source`), as a conversion records it: an object is streamed once, not
+/// downloaded.
+pub(crate) fn digest_arg(p: &std::path::Path) -> std::io::Result<(String, u64)> {
+    if !crate::storage::is_url(p) {
+        return crate::meta::digest_input(p);
     }
+    let object = crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new())
+        .map_err(|e| std::io::Error::other(FetchError(e)))?;
+    let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
+    object
+        .digest(&cancel)
+        .map_err(|e| std::io::Error::other(FetchError(e)))
 }
 
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.

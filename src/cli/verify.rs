@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 
 use super::{one_line, EXIT_FAILED, EXIT_OK};
 use crate::format::verify::{verify, Depth, Finding, Report};
-use crate::format::TetFile;
 
 #[derive(Args, Debug)]
 pub struct VerifyArgs {
@@ -34,11 +33,9 @@ pub struct VerifyArgs {
 
 /// Verifies one file (a file that cannot be opened is one `structure` failure).
 fn check(path: &Path, depth: Depth) -> Report {
-    let failure = match super::LocalArg::of(path) {
-        Ok(l) => match TetFile::open(l.path()) {
-            Ok(f) => return verify(&f, depth),
-            Err(e) => e.to_string(),
-        },
+    // An object is read by ranges: each checked chunk once.
+    let failure = match super::OpenedTet::open(path) {
+        Ok(f) => return verify(&f, depth),
         Err(e) => e.to_string(),
     };
     let mut r = Report {

@@ -182,6 +182,36 @@ pub struct ExportReport {
 
 /// Exports `input` (a `.tet` file) to `output`.
 pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<ExportReport> {
+    let target = target_of(input, output, opts)?;
+    let tet = TetFile::open(input).map_err(|e| match e {
+        TetError::Io(source) => ExportError::Io {
+            path: input.to_path_buf(),
+            source,
+        },
+        source => OpenError {
+            path: input.to_path_buf(),
+            source,
+        }
+        .into(),
+    })?;
+    write(&tet, target, output, opts)
+}
+
+/// [`export`] of an open `.tet` file (a local file, or an object read by ranges, whose chunks
+/// are read one at a time as the writer asks for them); `input` names it.
+pub fn export_file(
+    tet: &TetFile,
+    input: &Path,
+    output: &Path,
+    opts: &ExportOptions,
+) -> Result<ExportReport> {
+    let target = target_of(input, output, opts)?;
+    write(tet, target, output, opts)
+}
+
+/// The format to write (`--to`, else the output's extension), once the output is checked not
+/// to be the input nor to exist (unless `force`).
+fn target_of(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Target> {
     let target = match opts.target {
         Some(t) => t,
         None => Target::from_path(output).ok_or_else(|| {
@@ -198,18 +228,17 @@ pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Expor
         })?,
     };
     check_paths(input, output, opts.force)?;
-    let tet = TetFile::open(input).map_err(|e| match e {
-        TetError::Io(source) => ExportError::Io {
-            path: input.to_path_buf(),
-            source,
-        },
-        source => OpenError {
-            path: input.to_path_buf(),
-            source,
-        }
-        .into(),
-    })?;
-    let plan = Plan::new(&tet, target.capabilities(), &opts.datasets)?;
+    Ok(target)
+}
+
+/// Writes the export of `tet` to `output` as `target`.
+fn write(
+    tet: &TetFile,
+    target: Target,
+    output: &Path,
+    opts: &ExportOptions,
+) -> Result<ExportReport> {
+    let plan = Plan::new(tet, target.capabilities(), &opts.datasets)?;
     // Written in a private directory beside the output, moved into place when complete (the
     // directory and whatever is in it is removed on failure).
     let parent = parent_dir(output);
@@ -222,7 +251,7 @@ pub fn export(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Expor
         path: output,
         staging: &staging,
     };
-    let mut chunks = chunks::TetChunks::new(&tet, &plan.stored);
+    let mut chunks = chunks::TetChunks::new(tet, &plan.stored);
     let written = target
         .0
         .write(&plan.model, &mut chunks, out, opts.compression)?;
