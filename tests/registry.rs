@@ -161,3 +161,75 @@ fn every_exporter_is_a_target_by_name_and_extension() {
     assert_eq!(n, Target::all().len());
     assert_eq!(n, 4, "netcdf, npy, npz, zarr");
 }
+
+/// The two halves of reading by ranges go together: a driver that says it opens bytes
+/// (`Importer::opens_bytes`, what decides whether an object input is read by ranges or spooled)
+/// opens its sample from a source that lends nothing (every byte through `read_at`, as from an
+/// object store) with the same variables, attributes and values as from the file; one that does
+/// not refuses `open_bytes` instead of half-working.
+#[test]
+fn drivers_that_open_bytes_read_their_sample_by_ranges_alike() {
+    use std::sync::Arc;
+    use tet_source::byte_source::CountingSource;
+    use tet_source::OpenOptions;
+    let opts = OpenOptions::default();
+    let mut ranged = 0;
+    for f in formats() {
+        let Some(importer) = f.importer else {
+            continue;
+        };
+        let sample = root().join(f.sample);
+        if sample.is_dir() {
+            assert!(!importer.opens_bytes(), "{}: a folder has no bytes", f.id);
+            continue;
+        }
+        let bytes = std::fs::read(&sample).unwrap();
+        let src = Arc::new(CountingSource::new(bytes.clone()));
+        let by_ranges = importer.open_bytes(&sample, src.clone(), &opts);
+        if !importer.opens_bytes() {
+            assert!(
+                matches!(by_ranges, Err(tet_source::SourceError::Unsupported { .. })),
+                "{}: opens_bytes() is false but open_bytes did not refuse",
+                f.id
+            );
+            continue;
+        }
+        let by_ranges = by_ranges.unwrap_or_else(|e| panic!("{}: open_bytes: {e}", f.id));
+        let local = importer
+            .open(&sample, &opts)
+            .unwrap_or_else(|e| panic!("{}: open: {e}", f.id));
+        assert_eq!(
+            format!("{:?}", by_ranges.variables()),
+            format!("{:?}", local.variables()),
+            "{}: the variables differ",
+            f.id
+        );
+        assert_eq!(
+            format!("{:?}", by_ranges.global_attrs()),
+            format!("{:?}", local.global_attrs()),
+            "{}",
+            f.id
+        );
+        assert!(!local.variables().is_empty(), "{}: an empty sample", f.id);
+        for (i, v) in local.variables().iter().enumerate() {
+            let n = v
+                .shape
+                .iter()
+                .product::<u64>()
+                .checked_mul(v.dtype.size() as u64)
+                .unwrap();
+            let zeros = vec![0u64; v.shape.len()];
+            let mut a = vec![0u8; n as usize];
+            let mut b = vec![1u8; n as usize];
+            local.read_region(i, &zeros, &v.shape, &mut a).unwrap();
+            by_ranges
+                .read_region(i, &zeros, &v.shape, &mut b)
+                .unwrap_or_else(|e| panic!("{}: {}: {e}", f.id, v.name));
+            assert!(a == b, "{}: {}: values differ", f.id, v.name);
+        }
+        let (reads, _) = src.counts();
+        assert!(reads > 0, "{}: nothing read through read_at", f.id);
+        ranged += 1;
+    }
+    assert!(ranged >= 3, "NPY, TeaFile and Tensogram open bytes");
+}
