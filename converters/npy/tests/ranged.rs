@@ -11,7 +11,8 @@ use common::{importer_for, npy_bytes};
 use tet_npy::open_npy_ranged;
 use tet_source::byte_source::{ByteSource, CountingSource};
 use tet_source::{OpenOptions, Source};
-use tet_testkit::{corpus_files, read_all, read_all_in_pieces};
+use tet_testkit::corpus_files;
+use tet_testkit::ranged::{same_by_ranges, ByRanges};
 
 /// The public corpus and this crate's fixtures (`.npy` and `.npz`).
 fn inputs() -> Vec<PathBuf> {
@@ -39,47 +40,21 @@ fn ranged(path: &Path, options: &OpenOptions) -> tet_source::Result<Box<dyn Sour
 fn every_input_reads_the_same_by_ranges() {
     let files = inputs();
     assert!(files.len() > 30, "{files:?}");
-    let mut compared = 0;
-    for skip in [false, true] {
-        let options = OpenOptions {
-            skip_unsupported: skip,
-            ..OpenOptions::default()
-        };
-        for p in &files {
-            let file = importer_for(p).open(p, &options);
-            match (file, ranged(p, &options)) {
-                (Ok(f), Ok(r)) => {
-                    let name = p.display();
-                    assert_eq!(f.variables(), r.variables(), "{name}");
-                    assert_eq!(f.text_variables(), r.text_variables(), "{name}");
-                    assert_eq!(f.skipped(), r.skipped(), "{name}");
-                    // Nothing of the object is lent (a deflated member's inflated copy may be).
-                    if p.extension().is_some_and(|x| x == "npy") {
-                        assert!(r.contiguous_bytes(0).is_none() && r.file_extent(0).is_none());
-                    }
-                    for v in 0..f.variables().len() {
-                        let want = read_all(f.as_ref(), v);
-                        assert_eq!(read_all(r.as_ref(), v), want, "{name} {v}");
-                        assert_eq!(read_all_in_pieces(r.as_ref(), v), want, "{name} {v}");
-                    }
-                    compared += 1;
-                }
-                (Err(a), Err(b)) => assert_eq!(
-                    std::mem::discriminant(&a),
-                    std::mem::discriminant(&b),
-                    "{}: {a} / {b}",
-                    p.display()
-                ),
-                (a, b) => panic!(
-                    "{}: from the file {:?}, by ranges {:?}",
-                    p.display(),
-                    a.err().map(|e| e.to_string()),
-                    b.err().map(|e| e.to_string())
-                ),
+    let how = ByRanges {
+        file: |p, o| importer_for(p).open(p, o),
+        ranged,
+        view_file: |f| f.as_ref(),
+        view_ranged: |r| r.as_ref(),
+        // The same refusal, in words of its own by ranges.
+        same_error: |a, b| std::mem::discriminant(a) == std::mem::discriminant(b),
+        // Nothing of the object is lent (a deflated member's inflated copy may be).
+        more: |p, _, r| {
+            if p.extension().is_some_and(|x| x == "npy") {
+                assert!(r.contiguous_bytes(0).is_none() && r.file_extent(0).is_none());
             }
-        }
-    }
-    assert!(compared > 30);
+        },
+    };
+    assert!(same_by_ranges(&files, &how) > 30);
 }
 
 #[test]

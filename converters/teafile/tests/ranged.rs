@@ -8,7 +8,8 @@ use tet_source::byte_source::CountingSource;
 use tet_source::Source;
 use tet_source::{OpenOptions, Result};
 use tet_teafile::{open_path, open_ranged, TeaSource};
-use tet_testkit::{corpus_files, read_all, read_all_in_pieces};
+use tet_testkit::ranged::{same_by_ranges, same_text, ByRanges};
+use tet_testkit::{corpus_files, read_all};
 
 fn inputs() -> Vec<PathBuf> {
     let mut all = corpus_files("teafile", &["tea"]);
@@ -26,37 +27,20 @@ fn ranged(path: &Path, options: &OpenOptions) -> (Arc<CountingSource>, Result<Te
 
 #[test]
 fn every_input_reads_the_same_by_ranges() {
-    let mut compared = 0;
-    for skip in [false, true] {
-        let options = OpenOptions {
-            skip_unsupported: skip,
-            ..OpenOptions::default()
-        };
-        for p in inputs() {
-            let name = p.display();
-            match (open_path(&p, &options), ranged(&p, &options).1) {
-                (Ok(f), Ok(r)) => {
-                    assert_eq!(f.variables(), r.variables(), "{name}");
-                    assert_eq!(f.global_attrs(), r.global_attrs(), "{name}");
-                    assert_eq!(f.skipped(), r.skipped(), "{name}");
-                    assert_eq!(f.header(), r.header(), "{name}");
-                    for v in 0..f.variables().len() {
-                        assert!(r.contiguous_bytes(v).is_none());
-                        let want = read_all(&f, v);
-                        assert_eq!(read_all(&r, v), want, "{name} {v}");
-                        assert_eq!(read_all_in_pieces(&r, v), want, "{name} {v}");
-                    }
-                    compared += 1;
-                }
-                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
-                (a, b) => panic!(
-                    "{name}: from the file {:?}, by ranges {:?}",
-                    a.err().map(|e| e.to_string()),
-                    b.err().map(|e| e.to_string())
-                ),
+    let how = ByRanges {
+        file: open_path,
+        ranged: |p, o| ranged(p, o).1,
+        view_file: |f| f as &dyn Source,
+        view_ranged: |r| r as &dyn Source,
+        same_error: same_text,
+        more: |p, f: &TeaSource, r: &TeaSource| {
+            assert_eq!(f.header(), r.header(), "{}", p.display());
+            for v in 0..f.variables().len() {
+                assert!(r.contiguous_bytes(v).is_none());
             }
-        }
-    }
+        },
+    };
+    let compared = same_by_ranges(&inputs(), &how);
     assert!(compared >= 8, "{compared}");
 }
 

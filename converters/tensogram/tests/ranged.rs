@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tet_source::byte_source::CountingSource;
-use tet_source::{OpenOptions, Source};
+use tet_source::Source;
 use tet_tensogram::{open_path, open_ranged};
-use tet_testkit::{corpus_files, read_all, read_all_in_pieces};
+use tet_testkit::corpus_files;
+use tet_testkit::ranged::{same_by_ranges, same_text, ByRanges};
 
 fn inputs() -> Vec<PathBuf> {
     let mut all = corpus_files("tensogram", &["tgm"]);
@@ -27,57 +28,17 @@ fn inputs() -> Vec<PathBuf> {
 
 #[test]
 fn every_input_reads_the_same_by_ranges() {
-    let mut compared = 0;
-    for skip in [false, true] {
-        let options = OpenOptions {
-            skip_unsupported: skip,
-            ..OpenOptions::default()
-        };
-        for p in inputs() {
-            let name = p.display();
-            let src = Arc::new(CountingSource::new(std::fs::read(&p).unwrap()));
-            match (open_path(&p, &options), open_ranged(src, &options)) {
-                (Ok(f), Ok(r)) => {
-                    assert_eq!(f.variables(), r.variables(), "{name}");
-                    assert_eq!(f.global_attrs(), r.global_attrs(), "{name}");
-                    assert_eq!(f.skipped(), r.skipped(), "{name}");
-                    assert_eq!(f.messages(), r.messages(), "{name}");
-                    for v in 0..f.variables().len() {
-                        match f.read_region(
-                            v,
-                            &vec![0; f.variables()[v].shape.len()],
-                            &f.variables()[v].shape,
-                            &mut vec![0u8; f.variables()[v].byte_len().unwrap() as usize],
-                        ) {
-                            Ok(()) => {
-                                let want = read_all(&f, v);
-                                assert_eq!(read_all(&r, v), want, "{name} {v}");
-                                assert_eq!(read_all_in_pieces(&r, v), want, "{name} {v}");
-                            }
-                            // A value the file cannot give (a corrupt frame): nor by ranges.
-                            Err(e) => {
-                                let v_ = &r.variables()[v];
-                                let mut out = vec![0u8; v_.byte_len().unwrap() as usize];
-                                let got =
-                                    r.read_region(v, &vec![0; v_.shape.len()], &v_.shape, &mut out);
-                                assert_eq!(
-                                    got.map_err(|e| e.to_string()),
-                                    Err(e.to_string()),
-                                    "{name} {v}"
-                                );
-                            }
-                        }
-                    }
-                    compared += 1;
-                }
-                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{name}"),
-                (a, b) => panic!(
-                    "{name}: from the file {:?}, by ranges {:?}",
-                    a.err().map(|e| e.to_string()),
-                    b.err().map(|e| e.to_string())
-                ),
-            }
-        }
-    }
+    let how = ByRanges {
+        file: open_path,
+        ranged: |p, o| {
+            let src = Arc::new(CountingSource::new(std::fs::read(p).unwrap()));
+            open_ranged(src, o)
+        },
+        view_file: |f| f as &dyn Source,
+        view_ranged: |r| r as &dyn Source,
+        same_error: same_text,
+        more: |p, f, r| assert_eq!(f.messages(), r.messages(), "{}", p.display()),
+    };
+    let compared = same_by_ranges(&inputs(), &how);
     assert!(compared >= 10, "{compared}");
 }

@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod ranged;
+
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tet_source::{AttrValue, ElementType, Fact, Role, Source};
