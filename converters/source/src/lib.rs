@@ -26,6 +26,7 @@ pub mod json_text;
 pub mod mapped;
 pub mod numpy;
 pub mod ragged;
+pub mod record;
 
 use std::fmt;
 use std::path::Path;
