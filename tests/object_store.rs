@@ -1397,11 +1397,24 @@ fn concat_over_object_urls_equals_the_local_concat() {
             p
         })
         .collect();
+    // The same parts converted to `.tet` (read by ranges too, their footers carried over).
+    let tets: Vec<PathBuf> = npys
+        .iter()
+        .map(|p| {
+            let t = p.with_extension("tet");
+            ok(
+                &moto.run(CONVERT, &[p.to_str().unwrap(), t.to_str().unwrap()]),
+                "part.tet",
+            );
+            t
+        })
+        .collect();
     cases.push((
         "dim_0",
         npys,
         tmp.path().join("npy.tet").display().to_string(),
     ));
+    cases.push(("dim_0", tets, "s3://outbox/tets.tet".into()));
     if cfg!(feature = "netcdf") {
         let days = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat");
         // Given out of order: the combination puts them in the order of their times.
@@ -1410,7 +1423,7 @@ fn concat_over_object_urls_equals_the_local_concat() {
             .to_vec();
         cases.push(("time", nc, "s3://outbox/days.tet".into()));
     }
-    for (dim, files, out) in cases {
+    for (n, (dim, files, out)) in cases.into_iter().enumerate() {
         // The key of a file: its folder and name.
         let key = |f: &Path| {
             let dir = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
@@ -1432,14 +1445,14 @@ fn concat_over_object_urls_equals_the_local_concat() {
             std::fs::read_dir(&spool).unwrap().next().is_none(),
             "{dim}: spool left behind"
         );
-        let local = tmp.path().join(format!("{dim}.local.tet"));
+        let local = tmp.path().join(format!("{n}.local.tet"));
         let mut args = vec!["--concat", dim];
         args.extend(files.iter().map(|f| f.to_str().unwrap()));
         args.push(local.to_str().unwrap());
         ok(&moto.run(CONVERT, &args), "local --concat");
         let got = match out.strip_prefix("s3://outbox/") {
             Some(key) => {
-                let fetched = tmp.path().join(format!("{dim}.fetched.tet"));
+                let fetched = tmp.path().join(format!("{n}.fetched.tet"));
                 moto.helper(&["get", "outbox", key, fetched.to_str().unwrap()]);
                 fetched
             }

@@ -110,16 +110,17 @@ impl ObjectInput {
             |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", url.display()));
         match self {
             Self::Ranged { bytes, importer } => {
-                if importer.id() == crate::tet_input::ID {
-                    // Its footer (history, metadata) is read from a file.
-                    return Err(named(
-                        &"a .tet object read by ranges cannot be combined yet",
-                    ));
-                }
                 let source: Arc<dyn ByteSource> = bytes.clone();
-                let source = importer
-                    .open_bytes(url, source, &opts.open)
-                    .map_err(|e| named(&e))?;
+                // A `.tet` input hands its footer on, from the source opened here.
+                let (source, footer): (Box<dyn tet_source::Source>, _) =
+                    if importer.id() == crate::tet_input::ID {
+                        let tet = crate::tet_input::open_source(source).map_err(|e| named(&e))?;
+                        let footer = tet.carried_footer(&opts.open).map_err(|e| named(&e))?;
+                        (Box::new(tet), Some(footer))
+                    } else {
+                        let opened = importer.open_bytes(url, source, &opts.open);
+                        (opened.map_err(|e| named(&e))?, None)
+                    };
                 let hashed = bytes.clone();
                 let digest: InputDigest =
                     Box::new(move || hashed.digest().map_err(std::io::Error::other));
@@ -127,7 +128,7 @@ impl ObjectInput {
                     name: url.to_path_buf(),
                     importer: *importer,
                     source,
-                    footer: None,
+                    footer,
                     digest: DigestOf::After(digest),
                 })
             }
