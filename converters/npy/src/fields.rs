@@ -10,22 +10,15 @@
 //! with `_` appended while that collides with another field of the same record.
 
 use npyz::{Endianness, TimeUnits, TypeChar, TypeStr};
+use tet_source::record::{self, Place};
 use tet_source::{AttrValue, Attrs, ElementType};
 
 use crate::header::{Dtype, Plain};
 
-/// One variable derived from (part of) a dtype.
-#[derive(Debug, Clone)]
-pub(crate) struct Leaf {
-    /// Path below the array name (`["price"]`, `["pos", "x"]`); empty for a plain array.
-    pub path: Vec<String>,
-    /// Byte offset of the leaf's first element inside one array element (record).
-    pub offset: u64,
-    /// Trailing axes from sub-array fields: `(length, byte stride)`.
-    pub sub_axes: Vec<(u64, u64)>,
-    /// What the leaf is.
-    pub kind: LeafKind,
-}
+/// One variable derived from (part of) a dtype: its path below the array name (`["price"]`,
+/// `["pos", "x"]`; empty for a plain array), where its elements sit inside one array element
+/// (record), what it is and its notes (a numeric leaf's: its time units, a name it was given).
+pub(crate) type Leaf = record::Leaf<LeafKind>;
 
 #[derive(Debug, Clone)]
 pub(crate) enum LeafKind {
@@ -36,7 +29,6 @@ pub(crate) enum LeafKind {
         /// of its two parts is.
         swap: bool,
         attrs: Attrs,
-        notes: Vec<String>,
     },
     /// Fixed-length strings: `S<chars>` bytes, or `U<chars>` UCS-4 code points.
     Text {
@@ -159,30 +151,26 @@ pub(crate) fn leaves(dtype: &Dtype) -> Result<Vec<Leaf>, NoLeaves> {
         return Err(NoLeaves::Object);
     }
     let mut out = Vec::new();
-    walk(dtype, &mut Vec::new(), 0, &mut Vec::new(), &mut out)?;
+    walk(dtype, &mut Vec::new(), &Place::whole(), &mut out)?;
     Ok(out)
 }
 
 fn walk(
     dtype: &Dtype,
     path: &mut Vec<String>,
-    offset: u64,
-    sub_axes: &mut Vec<(u64, u64)>,
+    place: &Place,
     out: &mut Vec<Leaf>,
 ) -> Result<(), NoLeaves> {
     match dtype {
-        Dtype::Plain(p) => plain(p, path, offset, sub_axes, out),
+        Dtype::Plain(p) => plain(p, path, place, out),
         Dtype::Array(n, inner) => {
             let stride = inner
                 .num_bytes()
                 .ok_or(NoLeaves::Overflow("sub-array size"))? as u64;
-            sub_axes.push((*n, stride));
-            let r = walk(inner, path, offset, sub_axes, out);
-            sub_axes.pop();
-            r
+            walk(inner, path, &place.with_array(&[*n], stride), out)
         }
         Dtype::Record(fields) => {
-            let mut off = offset;
+            let mut off = place.offset;
             for (i, f) in fields.iter().enumerate() {
                 let size = f
                     .dtype
@@ -198,16 +186,21 @@ fn walk(
                     };
                     let first = out.len();
                     path.push(name.clone());
-                    let r = walk(&f.dtype, path, off, sub_axes, out);
+                    let at = Place {
+                        offset: off,
+                        inner: place.inner.clone(),
+                    };
+                    let r = walk(&f.dtype, path, &at, out);
                     path.pop();
                     r?;
                     if f.name.is_empty() {
                         let note = format!(
                             "record field {i} has an empty name; named '{name}' as numpy names unnamed fields"
                         );
+                        // Numeric leaves only (text and opaque leaves keep no notes).
                         for leaf in &mut out[first..] {
-                            if let LeafKind::Numeric { notes, .. } = &mut leaf.kind {
-                                notes.push(note.clone());
+                            if let LeafKind::Numeric { .. } = leaf.kind {
+                                leaf.notes.push(note.clone());
                             }
                         }
                     }
@@ -221,30 +214,22 @@ fn walk(
     }
 }
 
-fn plain(
-    p: &Plain,
-    path: &[String],
-    offset: u64,
-    sub_axes: &[(u64, u64)],
-    out: &mut Vec<Leaf>,
-) -> Result<(), NoLeaves> {
+fn plain(p: &Plain, path: &[String], place: &Place, out: &mut Vec<Leaf>) -> Result<(), NoLeaves> {
     let ts = &p.ts;
     let big = ts.endianness() == Endianness::Big;
-    let leaf = |path: Vec<String>, offset: u64, kind: LeafKind| Leaf {
+    let leaf = |path: Vec<String>, kind: LeafKind| Leaf {
         path,
-        offset,
-        sub_axes: sub_axes.to_vec(),
+        place: place.clone(),
         kind,
+        notes: Vec::new(),
     };
     if let Some(elem) = numeric(ts) {
         out.push(leaf(
             path.to_vec(),
-            offset,
             LeafKind::Numeric {
                 elem,
                 swap: big && elem.size() > 1,
                 attrs: Vec::new(),
-                notes: Vec::new(),
             },
         ));
         return Ok(());
@@ -254,7 +239,6 @@ fn plain(
         TypeChar::ByteStr | TypeChar::UnicodeStr => {
             out.push(leaf(
                 path.to_vec(),
-                offset,
                 LeafKind::Text {
                     utf32: ts.type_char() == TypeChar::UnicodeStr,
                     chars: ts.size_field(),
@@ -266,7 +250,6 @@ fn plain(
             let Some(u) = ts.time_units() else {
                 out.push(leaf(
                     path.to_vec(),
-                    offset,
                     LeafKind::Unsupported(format!("{tag} without time units")),
                 ));
                 return Ok(());
@@ -295,24 +278,23 @@ fn plain(
                 ("timedelta64", word.clone(), Vec::new())
             };
             attrs.insert(0, ("units".into(), AttrValue::Text(units)));
-            out.push(leaf(
+            let mut time = leaf(
                 path.to_vec(),
-                offset,
                 LeafKind::Numeric {
                     elem: ElementType::I64,
                     swap: big,
                     attrs,
-                    notes: vec![format!(
-                        "numpy {kind}[{unit_text}] stored as int64 counts (NaT = {})",
-                        i64::MIN
-                    )],
                 },
+            );
+            time.notes.push(format!(
+                "numpy {kind}[{unit_text}] stored as int64 counts (NaT = {})",
+                i64::MIN
             ));
+            out.push(time);
         }
         TypeChar::RawData if ts.size_field() > 0 => {
             out.push(leaf(
                 path.to_vec(),
-                offset,
                 LeafKind::Opaque {
                     size: ts.size_field(),
                 },
@@ -327,7 +309,6 @@ fn plain(
             };
             out.push(leaf(
                 path.to_vec(),
-                offset,
                 LeafKind::Unsupported(format!("{what} dtype '{ts}' has no numeric .tet form")),
             ));
         }

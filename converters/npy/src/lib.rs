@@ -95,8 +95,8 @@ mod gather;
 mod header;
 
 use fields::{Leaf, LeafKind};
-use gather::{Fix, Layout};
 use header::{Dtype, Header};
+use tet_source::record::{Fix, Strided};
 
 /// Largest string array (stored bytes) kept as a text variable: its values live in the footer.
 pub const MAX_TEXT_BYTES: u64 = 64 << 20;
@@ -342,7 +342,7 @@ enum Payload {
 /// Where one variable's elements are.
 struct VarMap {
     payload: usize,
-    layout: Layout,
+    layout: Strided,
     /// The variable's bytes are one C-order little-endian run (possibly a bool array, whose
     /// bytes must still be checked to be 0/1).
     lendable: bool,
@@ -680,7 +680,7 @@ struct PendingText {
     name: String,
     payload: usize,
     /// `esize` is the bytes of one string; no fix-up.
-    layout: Layout,
+    layout: Strided,
     /// The shape the text variable has (empty for a 0-d array).
     shape: Vec<u64>,
     utf32: bool,
@@ -816,11 +816,7 @@ impl<'o> Builder<'o> {
             trailing,
         };
         for leaf in leaves {
-            let full = if leaf.path.is_empty() {
-                name.to_string()
-            } else {
-                format!("{name}/{}", leaf.path.join("/"))
-            };
+            let full = leaf.name_under(name);
             match &leaf.kind {
                 LeafKind::Unsupported(reason) => {
                     self.unsupported(Feature::DataType, full, reason.clone())?
@@ -846,15 +842,15 @@ impl<'o> Builder<'o> {
         let LeafKind::Opaque { size } = leaf.kind else {
             return Ok(());
         };
-        leaf.sub_axes.push((size, 1));
+        leaf.place.inner.push((size, 1));
         leaf.kind = LeafKind::Numeric {
             elem: ElementType::U8,
             swap: false,
             attrs: Vec::new(),
-            notes: vec![format!(
-                "numpy raw void |V{size}: opaque blobs of {size} bytes, u8 along the trailing axis"
-            )],
         };
+        leaf.notes.push(format!(
+            "numpy raw void |V{size}: opaque blobs of {size} bytes, u8 along the trailing axis"
+        ));
         self.add_numeric(array, full, leaf)?;
         if let Some(v) = self.vars.last_mut() {
             v.facts.push(Fact::Opaque {
@@ -876,7 +872,7 @@ impl<'o> Builder<'o> {
     ) -> Result<()> {
         let mut tshape = array.h.shape.clone();
         let mut tstrides = array.strides.clone();
-        for &(n, st) in &leaf.sub_axes {
+        for &(n, st) in &leaf.place.inner {
             tshape.push(n);
             tstrides.push(st);
         }
@@ -900,12 +896,12 @@ impl<'o> Builder<'o> {
             );
         }
         let base = (array.h.data_offset as u64)
-            .checked_add(leaf.offset)
+            .checked_add(leaf.place.offset)
             .ok_or_else(|| Part::Shape.malformed("offset overflows"))?;
         self.texts.push(PendingText {
             name: full,
             payload: array.from.payload,
-            layout: Layout {
+            layout: Strided {
                 base,
                 strides: tstrides,
                 esize: usize::try_from(esize.unwrap_or(0)).unwrap_or(0),
@@ -922,18 +918,13 @@ impl<'o> Builder<'o> {
     /// Adds a numeric leaf as a variable (of the array's shape plus the leaf's sub-array axes;
     /// empty for a 0-d array of a plain type).
     fn add_numeric(&mut self, array: &ArrayCtx, full: String, leaf: Leaf) -> Result<()> {
-        let LeafKind::Numeric {
-            elem,
-            swap,
-            attrs,
-            notes: leaf_notes,
-        } = leaf.kind
-        else {
+        let leaf_notes = leaf.notes;
+        let LeafKind::Numeric { elem, swap, attrs } = leaf.kind else {
             return Ok(());
         };
         let mut vshape = array.h.shape.clone();
         let mut vstrides = array.strides.clone();
-        for &(n, st) in &leaf.sub_axes {
+        for &(n, st) in &leaf.place.inner {
             vshape.push(n);
             vstrides.push(st);
         }
@@ -947,7 +938,7 @@ impl<'o> Builder<'o> {
                     array.from.what
                 ))
             })?;
-        let mut notes = array.notes_for(&full, &leaf.sub_axes);
+        let mut notes = array.notes_for(&full, &leaf.place.inner);
         notes.extend(leaf_notes);
         if array.trailing > 0 {
             notes.push(format!(
@@ -956,22 +947,17 @@ impl<'o> Builder<'o> {
             ));
         }
         let base = (array.h.data_offset as u64)
-            .checked_add(leaf.offset)
+            .checked_add(leaf.place.offset)
             .ok_or_else(|| Part::Shape.malformed("offset overflows"))?;
-        let fix = match (elem, swap) {
-            (ElementType::Bool, _) => Fix::Bool,
-            (_, false) => Fix::None,
-            (_, true) if elem.complex_component().is_some() => Fix::SwapParts,
-            (_, true) => Fix::Swap,
-        };
+        let fix = Fix::numbers(elem, swap);
         let lendable = leaf.path.is_empty()
-            && leaf.sub_axes.is_empty()
+            && leaf.place.inner.is_empty()
             && array.record == esize
             && !swap
             && is_c_contiguous(&vshape, &vstrides, esize);
         self.maps.push(VarMap {
             payload: array.from.payload,
-            layout: Layout {
+            layout: Strided {
                 base,
                 strides: vstrides,
                 esize: esize as usize,
@@ -1091,7 +1077,7 @@ fn read_text(src: &NpySource, t: &PendingText) -> Result<TextVariable> {
             (vec![0; t.shape.len()], t.shape.clone())
         };
         let layout = if t.layout.strides.is_empty() {
-            Layout {
+            Strided {
                 strides: vec![0],
                 ..t.layout.clone()
             }
