@@ -27,7 +27,10 @@
 //!   importer's private facts (module `hints`) make a `Text` a one-value `string`, text Latin-1
 //!   bytes, and integers an enum attribute whose enum type is defined again in the group).
 //!   A `_FillValue` whose type differs from the variable's is left out with a warning (so is
-//!   the compound fill a `char` field of a split compound variable carries).
+//!   the compound fill a `char` field of a split compound variable carries). A variable's
+//!   attribute whose name holds a `/` (every kind of variable: arrays, string, compound and
+//!   vlen variables) goes onto the variable's dataset with libhdf5 once the file is closed, as
+//!   a group's does (module `h5attrs`).
 //! - Compound variables, split per field by the importer, are one compound variable of their
 //!   recorded type again (module `records`: every field present with the shape the split
 //!   gives; records assembled in memory, at most 256 MiB a variable), their attributes and
@@ -474,13 +477,7 @@ fn unlimited_of(facts: &[Fact]) -> &[String] {
 /// Defines a string variable as a netCDF `string` variable, or, when it was a `char` array
 /// (its `char_axis`), as a `char` variable with that string-length dimension last, or as a 0-d
 /// `char` variable when it was one; its dimensions unlimited as they were.
-fn define_text<'m>(
-    t: &'m TextVariable,
-    groups: &mut Groups,
-    dims: &mut Dims,
-    enums: &mut EnumTypes,
-    warnings: &mut Vec<String>,
-) -> Result<TextVar<'m>> {
+fn define_text<'m>(t: &'m TextVariable, ctx: &mut Defining) -> Result<TextVar<'m>> {
     let hints = TextHints::of(&t.facts);
     let bytes = hints.bytes(&t.values, &|| format!("string variable `{}`", t.name))?;
     // A `char` array's string-length axis, when every value fits it (otherwise the values,
@@ -507,11 +504,11 @@ fn define_text<'m>(
             (format!("{short}_strlen"), len)
         })
     });
-    let gid = groups.ensure(g)?;
+    let gid = ctx.groups.ensure(g)?;
     let at = DimHomes::of(g, &t.facts);
     let mut dimids = dim_ids(
-        groups,
-        dims,
+        ctx.groups,
+        ctx.dims,
         &at,
         short,
         &t.shape,
@@ -523,7 +520,7 @@ fn define_text<'m>(
         // The source's string-length dimension (not one made up for inner NULs).
         let named = t.char_axis.as_ref().is_some_and(|c| &c.dim == d);
         let k = t.shape.len();
-        dimids.push(at.id(groups, dims, k, (d, *len as u64, unl), named)?);
+        dimids.push(at.id(ctx.groups, ctx.dims, k, (d, *len as u64, unl), named)?);
     }
     let xtype = if char_dim.is_some() || scalar_char {
         nc::NC_CHAR
@@ -546,15 +543,13 @@ fn define_text<'m>(
         if k == "_FillValue" && !text_fill_fits(&attr_hints, v, xtype) {
             // netCDF takes one value of the variable's own type (a `char` field of a compound
             // variable has the compound's fill: no `char`).
-            warnings.push(format!(
+            ctx.warnings.push(format!(
                 "`{}`: _FillValue {v:?} is not one value of its type; left out",
                 t.name
             ));
             continue;
         }
-        if writable_attr(k, &|| owner.what.clone(), warnings) {
-            put_att(&owner, k, k, v, enums)?;
-        }
+        ctx.var_attr(&owner, &t.name, k, v)?;
     }
     Ok(TextVar {
         t,
@@ -635,6 +630,45 @@ struct Defining<'a> {
     enums: &'a mut EnumTypes,
     warnings: &'a mut Vec<String>,
     compression: Compression,
+    /// Attributes netCDF-C cannot write (names holding a `/`), for libhdf5 once the file is
+    /// closed (module `h5attrs`).
+    slashed: Vec<h5attrs::SlashedAttr>,
+}
+
+impl Defining<'_> {
+    /// Attribute `k` = `v` of the variable `o` (`var`, its path, in messages): left out with a
+    /// warning when netCDF-4 reserves the name; one whose name holds a `/` (netCDF-C's
+    /// `NC_EBADNAME`) kept for libhdf5 on the variable's dataset, under the variable's name as
+    /// netCDF-C gave it; any other written now.
+    fn var_attr(&mut self, o: &Owner, var: &str, k: &str, v: &AttrValue) -> Result<()> {
+        if !writable_attr(k, &|| o.what.clone(), self.warnings) {
+            return Ok(());
+        }
+        if !k.contains('/') {
+            return put_att(o, k, k, v, self.enums);
+        }
+        let name = ffi::var_info(o.gid, o.varid)
+            .map_err(|e| ExportError::Library {
+                lib: tet_source::Lib::NetCdf,
+                context: format!("netCDF: name of {}", o.what),
+                source: Box::new(e),
+            })?
+            .name;
+        let place = h5attrs::Place {
+            group: split_group(var).0.to_string(),
+            var: Some(name),
+        };
+        if self.slashed.iter().any(|a| a.is(&place, k)) {
+            self.warnings.push(format!(
+                "attribute `{k}` of {}: recorded twice; the second is left out",
+                o.what
+            ));
+            return Ok(());
+        }
+        let planned = h5attrs::plan((&place, k, k), v, o.hints, self.warnings)?;
+        self.slashed.extend(planned);
+        Ok(())
+    }
 }
 
 /// Chunking and compression of a defined variable with elements of `size` bytes.
@@ -708,16 +742,9 @@ fn enum_of(a: &Array, written: ElementType) -> Option<EnumDef> {
 }
 
 /// Defines array `a` (dims, variable, storage, attributes, fill mode) in its group.
-fn define_array(
-    a: &Array,
-    groups: &mut Groups,
-    dims: &mut Dims,
-    compression: Compression,
-    enums: &mut EnumTypes,
-    warnings: &mut Vec<String>,
-) -> Result<(c_int, c_int)> {
+fn define_array(a: &Array, ctx: &mut Defining) -> Result<(c_int, c_int)> {
     let (g, short) = a.split_name();
-    let gid = groups.id(g)?;
+    let gid = ctx.groups.id(g)?;
     let written = written_type(a.dtype);
     let base = xtype(written).ok_or_else(|| {
         ExportError::Invalid(format!("`{}`: netCDF has no {} type", a.name, a.dtype))
@@ -733,15 +760,15 @@ fn define_array(
                 .dims
                 .as_ref()
                 .map(|d| d[..d.len().min(outer.len())].to_vec());
-            (enums.opaque(gid, o, size)?, outer, names)
+            (ctx.enums.opaque(gid, o, size)?, outer, names)
         }
-        (Some(e), _, _) => (enums.id(gid, &e)?, &a.shape[..], a.dims.clone()),
+        (Some(e), _, _) => (ctx.enums.id(gid, &e)?, &a.shape[..], a.dims.clone()),
         (None, _, _) => (base, &a.shape[..], a.dims.clone()),
     };
     let at = DimHomes::of(g, &a.facts);
     let dimids = dim_ids(
-        groups,
-        dims,
+        ctx.groups,
+        ctx.dims,
         &at,
         short,
         shape,
@@ -761,7 +788,7 @@ fn define_array(
             chunk_shape: a.chunk_shape.get(..shape.len()).unwrap_or(&a.chunk_shape),
         };
         let size = a.shape[shape.len()..].iter().product::<u64>() as usize;
-        def_storage(&at, gid, varid, written.size() * size, compression)?;
+        def_storage(&at, gid, varid, written.size() * size, ctx.compression)?;
     }
     // xarray reads a `dtype = "bool"` attribute back as booleans.
     let bool_attr = [("dtype".to_string(), AttrValue::Text("bool".into()))];
@@ -778,7 +805,7 @@ fn define_array(
         if k == "_FillValue" {
             let Some((_, _, bytes)) = att_bytes(v).filter(|(ty, n, _)| (*ty, *n) == (base, 1))
             else {
-                warnings.push(format!(
+                ctx.warnings.push(format!(
                     "`{}`: _FillValue {v:?} is not one {} value; left out",
                     a.name, written
                 ));
@@ -794,9 +821,7 @@ fn define_array(
                 continue;
             }
         }
-        if writable_attr(k, &|| owner.what.clone(), warnings) {
-            put_att(&owner, k, k, v, enums)?;
-        }
+        ctx.var_attr(&owner, &a.name, k, v)?;
     }
     if !has_fill && sized {
         // Every element is written: no need for HDF5 to pre-fill the chunks.
@@ -809,16 +834,9 @@ fn define_array(
 }
 
 /// The global attributes (`group/name` back to its group, [`Model::attr_owner`]) and the
-/// history; returns the attributes whose own names hold a `/`, for libhdf5 to write once the
-/// file is closed (module `h5attrs`).
-fn write_globals(
-    model: &Model,
-    root: c_int,
-    groups: &mut Groups,
-    enums: &mut EnumTypes,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<h5attrs::SlashedAttr>> {
-    let mut slashed = Vec::new();
+/// history; the attributes whose own names hold a `/` go to `ctx.slashed`, for libhdf5 to
+/// write once the file is closed (module `h5attrs`).
+fn write_globals(model: &Model, root: c_int, ctx: &mut Defining) -> Result<()> {
     let hints = AttrHints::of(&model.global_facts);
     let owner = |gid: c_int, what: String| Owner {
         gid,
@@ -837,31 +855,30 @@ fn write_globals(
         let (g, short) = model.attr_owner(k);
         if short.contains('/') {
             // A name netCDF-C cannot write (an HDF5 source's): libhdf5 writes it later.
-            if g.is_empty() || groups.ids.contains_key(g) || !model.subset {
-                groups.ensure(g)?;
-                if slashed
-                    .iter()
-                    .any(|a: &h5attrs::SlashedAttr| a.is(g, short))
-                {
+            if g.is_empty() || ctx.groups.ids.contains_key(g) || !model.subset {
+                ctx.groups.ensure(g)?;
+                let place = h5attrs::Place::group(g);
+                if ctx.slashed.iter().any(|a| a.is(&place, short)) {
                     // Two attributes flattened to one key (HDF5's root `a/b` and `b` of a
                     // group `a`): the record cannot tell them apart.
-                    warnings.push(format!(
+                    ctx.warnings.push(format!(
                         "global attribute `{k}`: recorded twice under this key; the second \
                          is left out"
                     ));
                     continue;
                 }
-                slashed.extend(h5attrs::plan((g, short, k), v, &hints, warnings)?);
+                let planned = h5attrs::plan((&place, short, k), v, &hints, ctx.warnings)?;
+                ctx.slashed.extend(planned);
             }
         } else if g.is_empty() {
-            if writable_attr(short, &|| "the file".into(), warnings) {
-                put_att(&owner(root, "the file".into()), k, k, v, enums)?;
+            if writable_attr(short, &|| "the file".into(), ctx.warnings) {
+                put_att(&owner(root, "the file".into()), k, k, v, ctx.enums)?;
             }
-        } else if (groups.ids.contains_key(g) || !model.subset)
-            && writable_attr(short, &|| format!("group `/{g}`"), warnings)
+        } else if (ctx.groups.ids.contains_key(g) || !model.subset)
+            && writable_attr(short, &|| format!("group `/{g}`"), ctx.warnings)
         {
-            let gid = groups.ensure(g)?;
-            put_att(&owner(gid, format!("group `/{g}`")), short, k, v, enums)?;
+            let gid = ctx.groups.ensure(g)?;
+            put_att(&owner(gid, format!("group `/{g}`")), short, k, v, ctx.enums)?;
         }
     }
     let lines = &model.history;
@@ -883,10 +900,10 @@ fn write_globals(
             "history",
             "history",
             &h,
-            enums,
+            ctx.enums,
         )?;
     }
-    Ok(slashed)
+    Ok(())
 }
 
 /// Defines the dimensions the source had but no variable used (the importer's
@@ -1010,7 +1027,7 @@ struct Defined<'m> {
     strings: Vec<TextVar<'m>>,
     records: Vec<(records::RecordVar, (c_int, c_int))>,
     vlens: Vec<(ragged::VlenVar, (c_int, c_int))>,
-    /// Group attributes netCDF-C cannot write, for libhdf5 once the file is closed.
+    /// Attributes netCDF-C cannot write, for libhdf5 once the file is closed.
     slashed: Vec<h5attrs::SlashedAttr>,
 }
 
@@ -1086,19 +1103,19 @@ fn define_all<'m>(
     }
     let mut enums = EnumTypes::default();
     enums.compounds.root = Some(root);
-    let mut vars = Vec::with_capacity(model.arrays.len());
-    for (i, a) in order {
-        let (gid, varid) =
-            define_array(a, &mut groups, &mut dims, compression, &mut enums, warnings)?;
-        vars.push((i, gid, varid));
-    }
     let mut ctx = Defining {
         groups: &mut groups,
         dims: &mut dims,
         enums: &mut enums,
         warnings,
         compression,
+        slashed: Vec::new(),
     };
+    let mut vars = Vec::with_capacity(model.arrays.len());
+    for (i, a) in order {
+        let (gid, varid) = define_array(a, &mut ctx)?;
+        vars.push((i, gid, varid));
+    }
     let mut records = Vec::with_capacity(recs.len());
     for r in recs {
         let ids = records::define(&r, model, &mut ctx)?;
@@ -1109,25 +1126,20 @@ fn define_all<'m>(
         let ids = ragged::define(&v, model, &mut ctx)?;
         vlen_vars.push((v, ids));
     }
-    let slashed = write_globals(model, root, &mut groups, &mut enums, warnings)?;
+    write_globals(model, root, &mut ctx)?;
     let mut strings = Vec::new();
     for (i, t) in model.text_variables.iter().enumerate() {
         match t {
             TextEntry::Variable(_) if text_member(i) => {}
-            TextEntry::Variable(v) => strings.push(define_text(
-                v,
-                &mut groups,
-                &mut dims,
-                &mut enums,
-                warnings,
-            )?),
-            TextEntry::Malformed { .. } => warnings.push(format!(
+            TextEntry::Variable(v) => strings.push(define_text(v, &mut ctx)?),
+            TextEntry::Malformed { .. } => ctx.warnings.push(format!(
                 "string variable `{}` is malformed in the footer; left out",
                 t.name()
             )),
         }
     }
-    warnings.append(&mut enums.warnings);
+    let slashed = std::mem::take(&mut ctx.slashed);
+    ctx.warnings.append(&mut ctx.enums.warnings);
     Ok(Defined {
         vars,
         strings,
@@ -1180,7 +1192,7 @@ pub fn write(
         ragged::write(v, model, chunks, *ids)?;
     }
     nc(|| format!("close {}", out.staging.display()), file.close())?;
-    h5attrs::write(out.staging, &cpath, &d.slashed)?;
+    h5attrs::write(out.staging, &cpath, &d.slashed, &mut warnings)?;
     let arrays = model
         .arrays
         .iter()

@@ -1,10 +1,16 @@
-//! Group attributes whose own names hold a `/`, which netCDF-C cannot write.
+//! Attributes whose own names hold a `/`, which netCDF-C cannot write: of groups and of
+//! variables.
 //!
-//! HDF5 allows any attribute name (h5py writes `f.attrs["a/b"]`), and netCDF-C reads such
-//! names from a netCDF-4 file, but `nc_put_att` refuses them (`NC_EBADNAME`). The exporter
-//! collects them while it defines the file ([`plan`]) and, once netCDF-C has closed the file,
-//! writes them here with libhdf5 ([`write`]) in the form netCDF-C gives attributes of those
-//! types, so that netCDF-C reads them back as it reads its own:
+//! HDF5 allows any attribute name (h5py writes `f.attrs["a/b"]`, `f["d"].attrs["a/b"]`), and
+//! netCDF-C reads such names from a netCDF-4 file, but `nc_put_att` refuses them
+//! (`NC_EBADNAME`). The exporter collects them while it defines the file ([`plan`]) and, once
+//! netCDF-C has closed the file, writes them here with libhdf5 ([`write`]) on the group's
+//! object, or on the variable's dataset, in the form netCDF-C gives attributes of those types,
+//! so that netCDF-C reads them back as it reads its own. A variable's dataset is the one
+//! netCDF-C reads as that variable: `_nc4_non_coord_<name>` when netCDF-C stored it under that
+//! name (a variable named like a dimension of its group but not that dimension's coordinate
+//! variable: the dataset `<name>` is then the dimension's), else `<name>` (its name as
+//! netCDF-C gave it, asked before the file was closed). Values:
 //!
 //! - `char` text: a scalar fixed-length string of the text's bytes, NUL-terminated padding,
 //!   ASCII character set (UTF-8 when the bytes are UTF-8 beyond ASCII); empty text a null
@@ -17,13 +23,15 @@
 //!   netCDF-C refuses to open an attribute of more than one dimension (`NC_EATTMETA`), and so
 //!   every attribute of the file;
 //! - attributes of enum or compound types: left out, with a warning (their netCDF types are
-//!   defined through netCDF-C, which is closed by then).
+//!   defined through netCDF-C, which is closed by then); so is a variable's attribute when no
+//!   dataset of the variable's name is found (never expected of a file netCDF-C wrote).
 //!
 //! Every libhdf5 call runs under the process-wide netCDF/HDF5 lock ([`ffi::locked`]); every
 //! identifier opened here is closed on every path, so closing the file leaves nothing of it
 //! open.
 
 use std::ffi::{c_char, c_void, CString};
+use std::fmt;
 use std::path::Path;
 
 use tet_hdf5::hdf5;
@@ -48,11 +56,41 @@ pub(crate) enum H5Value {
     Numbers(AttrValue),
 }
 
-/// A group attribute to write with libhdf5 once the file is closed.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SlashedAttr {
+/// The owner of an attribute: a group, or a variable of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Place {
     /// The group's path (`""` for the root).
     pub group: String,
+    /// The variable's name in that group, as netCDF-C gave it (`None`: the group's own).
+    pub var: Option<String>,
+}
+
+impl Place {
+    /// The group `group` itself.
+    pub(crate) fn group(group: &str) -> Place {
+        Place {
+            group: group.to_string(),
+            var: None,
+        }
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.var, self.group.is_empty()) {
+            (None, true) => f.write_str("the file"),
+            (None, false) => write!(f, "group `/{}`", self.group),
+            (Some(v), true) => write!(f, "variable `{v}`"),
+            (Some(v), false) => write!(f, "variable `{}/{v}`", self.group),
+        }
+    }
+}
+
+/// An attribute to write with libhdf5 once the file is closed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SlashedAttr {
+    /// Its owner.
+    pub place: Place,
     /// The attribute's own name (holding a `/`).
     pub name: String,
     /// Its value.
@@ -60,26 +98,21 @@ pub(crate) struct SlashedAttr {
 }
 
 impl SlashedAttr {
-    /// Whether this is the attribute `name` of `group`.
-    pub(crate) fn is(&self, group: &str, name: &str) -> bool {
-        self.group == group && self.name == name
+    /// Whether this is the attribute `name` of `place`.
+    pub(crate) fn is(&self, place: &Place, name: &str) -> bool {
+        &self.place == place && self.name == name
     }
 }
 
-/// The attribute `name` of `group`, recorded under `key` with value `v`, as libhdf5 will write
+/// The attribute `name` of `place`, recorded under `key` with value `v`, as libhdf5 will write
 /// it; `None` (with a warning) when it cannot be written faithfully.
 pub(crate) fn plan(
-    (group, name, key): (&str, &str, &str),
+    (place, name, key): (&Place, &str, &str),
     v: &AttrValue,
     hints: &AttrHints,
     warnings: &mut Vec<String>,
 ) -> Result<Option<SlashedAttr>> {
-    let owner = if group.is_empty() {
-        "the file".to_string()
-    } else {
-        format!("group `/{group}`")
-    };
-    let what = || format!("attribute `{name}` of {owner}");
+    let what = || format!("attribute `{name}` of {place}");
     let left_out = |why: &str| {
         format!(
             "{}: {why}; left out (its name holds a `/`, which netCDF-C cannot write: such \
@@ -111,7 +144,7 @@ pub(crate) fn plan(
         n => Some(H5Value::Numbers(n.clone())),
     };
     Ok(value.map(|value| SlashedAttr {
-        group: group.to_string(),
+        place: place.clone(),
         name: name.to_string(),
         value,
     }))
@@ -171,14 +204,20 @@ fn check(status: herr_t, what: impl FnOnce() -> String) -> Result<()> {
     }
 }
 
-/// Writes `attrs` into the closed netCDF-4 file at `path` (`cpath`, NUL-terminated).
-pub(crate) fn write(path: &Path, cpath: &CString, attrs: &[SlashedAttr]) -> Result<()> {
+/// Writes `attrs` into the closed netCDF-4 file at `path` (`cpath`, NUL-terminated); an
+/// attribute of a variable whose dataset is not found is left out with a warning.
+pub(crate) fn write(
+    path: &Path,
+    cpath: &CString,
+    attrs: &[SlashedAttr],
+    warnings: &mut Vec<String>,
+) -> Result<()> {
     if attrs.is_empty() {
         return Ok(());
     }
     let shown = path.display();
     ffi::locked(|| {
-        use hdf5_sys::{h5f, h5g, h5p::H5P_DEFAULT};
+        use hdf5_sys::{h5d, h5f, h5g, h5p::H5P_DEFAULT};
         // SAFETY: initialises libhdf5 (already done by netCDF-C; idempotent), so its
         // predefined type ids used below are set.
         check(unsafe { hdf5_sys::h5::H5open() }, || "initialise".into())?;
@@ -186,15 +225,57 @@ pub(crate) fn write(path: &Path, cpath: &CString, attrs: &[SlashedAttr]) -> Resu
         let fid = unsafe { h5f::H5Fopen(cpath.as_ptr(), h5f::H5F_ACC_RDWR, H5P_DEFAULT) };
         let file = Id::new(fid, h5f::H5Fclose, || format!("open {shown} to write"))?;
         for a in attrs {
-            let gpath = cname(&format!("/{}", a.group))?;
+            let g = &a.place.group;
+            let gpath = cname(&format!("/{g}"))?;
             // SAFETY: `file` is open; `gpath` is NUL-terminated.
             let gid = unsafe { h5g::H5Gopen2(file.id, gpath.as_ptr(), H5P_DEFAULT) };
-            let group = Id::new(gid, h5g::H5Gclose, || format!("open group `/{}`", a.group))?;
-            put(group.id, a)?;
-            group.close(|| format!("close group `/{}`", a.group))?;
+            let group = Id::new(gid, h5g::H5Gclose, || format!("open group `/{g}`"))?;
+            match &a.place.var {
+                None => put(group.id, a)?,
+                Some(var) => {
+                    let Some(dname) = dataset_of(group.id, var, &a.place)? else {
+                        warnings.push(format!(
+                            "attribute `{}` of {}: no dataset `{var}` in group `/{g}` to \
+                             write it to (its name holds a `/`, which netCDF-C cannot write: \
+                             such attributes are written with libhdf5); left out",
+                            a.name, a.place
+                        ));
+                        continue;
+                    };
+                    // SAFETY: `group` is open; `dname` is NUL-terminated.
+                    let did = unsafe { h5d::H5Dopen2(group.id, dname.as_ptr(), H5P_DEFAULT) };
+                    let what = || format!("open the dataset of {}", a.place);
+                    let dataset = Id::new(did, h5d::H5Dclose, what)?;
+                    put(dataset.id, a)?;
+                    dataset.close(|| format!("close the dataset of {}", a.place))?;
+                }
+            }
+            group.close(|| format!("close group `/{g}`"))?;
         }
         file.close(|| format!("close {shown}"))
     })
+}
+
+/// netCDF-C's prefix of the dataset name of a variable named like a dimension of its group
+/// that is not that dimension's coordinate variable (its `NON_COORD_PREPEND`).
+const NON_COORD: &str = "_nc4_non_coord_";
+
+/// The name of variable `var`'s dataset in the open group `gid`: `_nc4_non_coord_<var>` when
+/// there is one (netCDF-C reads it as `var`; `var` is then the dimension's dataset), else
+/// `var`; `None` when neither is there.
+fn dataset_of(gid: hid_t, var: &str, place: &Place) -> Result<Option<CString>> {
+    for name in [format!("{NON_COORD}{var}"), var.to_string()] {
+        let c = cname(&name)?;
+        // SAFETY: `gid` is an open group; `c` is NUL-terminated and a single link name (a
+        // netCDF name holds no `/`), so no intermediate link is looked up.
+        let found =
+            unsafe { hdf5_sys::h5l::H5Lexists(gid, c.as_ptr(), hdf5_sys::h5p::H5P_DEFAULT) };
+        check(found, || format!("look for the dataset of {place}"))?;
+        if found > 0 {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 fn cname(s: &str) -> Result<CString> {
@@ -267,9 +348,9 @@ fn space(n: usize, scalar: bool) -> Result<Id> {
     Id::new(id, h5s::H5Sclose, what)
 }
 
-/// Creates and writes attribute `a` on the open group `gid`.
+/// Creates and writes attribute `a` on the open group or dataset `gid`.
 fn put(gid: hid_t, a: &SlashedAttr) -> Result<()> {
-    let what = || format!("write attribute `{}` of group `/{}`", a.name, a.group);
+    let what = || format!("write attribute `{}` of {}", a.name, a.place);
     let name = cname(&a.name)?;
     match &a.value {
         H5Value::Chars(b) => {
@@ -311,7 +392,7 @@ fn put(gid: hid_t, a: &SlashedAttr) -> Result<()> {
     }
 }
 
-/// Creates attribute `name` of type `ty` on group `gid` with `n` values (a scalar when
+/// Creates attribute `name` of type `ty` on object `gid` (a group or a dataset) with `n` values (a scalar when
 /// `scalar` and `n` is 1) and writes them from `buf`: `n` values of `ty` in memory (for a
 /// variable-length string type, `n` pointers to NUL-terminated strings).
 fn create(

@@ -146,9 +146,7 @@ pub(super) fn define(
             ));
             continue;
         }
-        if super::writable_attr(k, &|| owner.what.clone(), ctx.warnings) {
-            super::put_att(&owner, k, k, v, ctx.enums)?;
-        }
+        ctx.var_attr(&owner, &a.name, k, v)?;
     }
     Ok((gid, varid))
 }

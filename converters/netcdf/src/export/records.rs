@@ -465,9 +465,7 @@ pub(super) fn define(
             }
             has_fill = true;
         }
-        if super::writable_attr(k, &|| owner.what.clone(), ctx.warnings) {
-            super::put_att(&owner, k, k, v, ctx.enums)?;
-        }
+        ctx.var_attr(&owner, &r.name, k, v)?;
     }
     // (Values with `string` parts keep the fill: HDF5 cannot leave them unset.)
     if !has_fill && sized && !r.ty.has_strings() {
