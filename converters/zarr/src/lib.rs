@@ -626,8 +626,7 @@ fn fixed_bytes_node(
         size: n,
         leaves: vec![structured::Leaf {
             path: Vec::new(),
-            offset: 0,
-            sub_axes: Vec::new(),
+            place: tet_source::record::Place::whole(),
             kind: structured::LeafKind::Text {
                 utf32: false,
                 chars: n,

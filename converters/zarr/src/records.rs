@@ -152,11 +152,7 @@ impl ZarrSource {
         self.arrays.push(array);
         for leaf in &s.record.leaves {
             // An empty path: the array itself (v2 `|S<n>`, a record of one unnamed field).
-            let full = if leaf.path.is_empty() {
-                name.to_string()
-            } else {
-                format!("{name}/{}", leaf.path.join("/"))
-            };
+            let full = leaf.name_under(name);
             let added = if self.name_taken(&full) {
                 Err(FieldRefusal::NameTaken(full.clone()))
             } else {
@@ -213,7 +209,7 @@ impl ZarrSource {
         };
         let layout = FieldLayout::new(ctx.record, leaf, *elem, *swap)?;
         let mut shape = ctx.shape.to_vec();
-        shape.extend(leaf.sub_axes.iter().map(|&(n, _)| n));
+        shape.extend(leaf.place.inner.iter().map(|&(n, _)| n));
         product(&shape)
             .and_then(|n| n.checked_mul(elem.size() as u64))
             .ok_or_else(|| FieldRefusal::TooManyBytes(shape.clone()))?;
@@ -229,7 +225,7 @@ impl ZarrSource {
             attrs: var_attrs,
             layout: SourceLayout {
                 chunk_shape: ctx.chunk_shape.clone().map(|mut c| {
-                    c.extend(leaf.sub_axes.iter().map(|&(n, _)| n.max(1)));
+                    c.extend(leaf.place.inner.iter().map(|&(n, _)| n.max(1)));
                     c
                 }),
                 compressed: ctx.compressed,
@@ -263,7 +259,7 @@ impl ZarrSource {
     ) -> std::result::Result<std::result::Result<(), FieldRefusal>, Problem> {
         let esize = t.chars.checked_mul(if t.utf32 { 4 } else { 1 });
         let mut shape = ctx.shape.to_vec();
-        shape.extend(leaf.sub_axes.iter().map(|&(n, _)| n));
+        shape.extend(leaf.place.inner.iter().map(|&(n, _)| n));
         let values_n = product(&shape);
         let record_bytes = product(ctx.shape).and_then(|n| n.checked_mul(ctx.record));
         if record_bytes.is_none_or(|b| b > MAX_TEXT_RECORD_BYTES)
@@ -300,8 +296,8 @@ impl ZarrSource {
         let records = all_records.as_deref().unwrap_or_default();
         let n_values = values_n.and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
         let mut bytes = vec![0u8; n_values.saturating_mul(layout.esize)];
-        let zeros = vec![0u64; leaf.sub_axes.len()];
-        let counts: Vec<u64> = leaf.sub_axes.iter().map(|&(n, _)| n).collect();
+        let zeros = vec![0u64; leaf.place.inner.len()];
+        let counts: Vec<u64> = leaf.place.inner.iter().map(|&(n, _)| n).collect();
         if let Err(e) = extract(records, &layout, &zeros, &counts, &mut bytes) {
             return Err(Problem::Error(
                 Part::Type.malformed(format!("array '{}': {e}", ctx.name)),
@@ -354,11 +350,11 @@ impl ZarrSource {
     ) -> tet_source::Result<()> {
         let rank = start
             .len()
-            .checked_sub(f.sub_axes.len())
+            .checked_sub(f.place.inner.len())
             .ok_or(Request::Rank {
                 start: start.len(),
                 count: count.len(),
-                rank: f.sub_axes.len(),
+                rank: f.place.inner.len(),
             })?;
         let (outer_start, inner_start) = start.split_at(rank);
         let (outer_count, inner_count) = count.split_at(rank);
@@ -439,8 +435,13 @@ fn field_notes(array: &str, leaf: &Leaf) -> Vec<String> {
         "field '{}' of the record (structured) array '{array}', split into one dataset per field",
         leaf.path.join("/")
     )];
-    if !leaf.sub_axes.is_empty() {
-        let dims: Vec<String> = leaf.sub_axes.iter().map(|(n, _)| n.to_string()).collect();
+    if !leaf.place.inner.is_empty() {
+        let dims: Vec<String> = leaf
+            .place
+            .inner
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .collect();
         notes.push(format!(
             "sub-array field of shape ({},) stored as trailing axes",
             dims.join(", ")
@@ -455,6 +456,6 @@ fn field_notes(array: &str, leaf: &Leaf) -> Vec<String> {
 fn field_dims(dims: Option<&Vec<String>>, leaf: &Leaf) -> Option<Vec<String>> {
     let mut d = dims?.clone();
     let stem = leaf.path.join("_");
-    d.extend((0..leaf.sub_axes.len()).map(|k| format!("{stem}_{k}")));
+    d.extend((0..leaf.place.inner.len()).map(|k| format!("{stem}_{k}")));
     Some(d)
 }

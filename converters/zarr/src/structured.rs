@@ -27,6 +27,7 @@
 //! unsupported.
 
 use serde_json::{Map, Value};
+use tet_source::record::{self, Place};
 use tet_source::{AttrValue, Attrs, ElementType};
 
 /// Why a record data type, or records of it, cannot be read: what the importer does not map
@@ -90,20 +91,10 @@ pub struct Record {
     pub leaves: Vec<Leaf>,
 }
 
-/// One variable derived from a (nested) field.
-#[derive(Debug, Clone)]
-pub struct Leaf {
-    /// Path below the array (`["pos", "x"]`).
-    pub path: Vec<String>,
-    /// Byte offset of the field's first element in a record.
-    pub offset: u64,
-    /// Trailing axes from sub-array fields: `(length, byte stride)`, outermost first.
-    pub sub_axes: Vec<(u64, u64)>,
-    /// What the field is.
-    pub kind: LeafKind,
-    /// Notes on the field's naming (an empty name replaced).
-    pub notes: Vec<String>,
-}
+/// One variable derived from a (nested) field: its path below the array (`["pos", "x"]`),
+/// where its elements lie in a record, what it is and notes on its naming (an empty name
+/// replaced).
+pub type Leaf = record::Leaf<LeafKind>;
 
 /// What a field is.
 #[derive(Debug, Clone)]
@@ -122,27 +113,16 @@ pub enum LeafKind {
     Unsupported(String),
 }
 
-/// How bytes are fixed after they are cut out of the records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fix {
-    None,
-    /// Reverse the element's bytes.
-    Swap,
-    /// Reverse each half of the element (a big-endian complex number).
-    SwapParts,
-    /// Normalise to 0/1.
-    Bool,
-}
+/// How bytes are fixed after they are cut out of the records (the one of every format).
+pub use tet_source::record::Fix;
 
 /// Where one field sits in a record, and how it is delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldLayout {
     /// Bytes of one record.
     pub record: usize,
-    /// Byte offset of the first element in a record.
-    pub offset: usize,
-    /// Trailing axes: `(length, byte stride)`.
-    pub sub_axes: Vec<(u64, u64)>,
+    /// Where its elements lie in a record.
+    pub place: Place,
     /// Bytes of one delivered element.
     pub esize: usize,
     pub fix: Fix,
@@ -157,25 +137,12 @@ impl FieldLayout {
         elem: ElementType,
         swap: bool,
     ) -> Result<Self, RecordError> {
-        let fix = match (elem, swap) {
-            (ElementType::Bool, _) => Fix::Bool,
-            (_, false) => Fix::None,
-            (_, true) if elem.complex_component().is_some() => Fix::SwapParts,
-            (_, true) => Fix::Swap,
-        };
-        Self::with(record, leaf, elem.size() as u64, fix)
+        Self::with(record, leaf, elem.size() as u64, Fix::numbers(elem, swap))
     }
 
     /// The layout of `esize`-byte elements of `leaf`, checked to lie inside a record.
     pub fn with(record: u64, leaf: &Leaf, esize: u64, fix: Fix) -> Result<Self, RecordError> {
-        let end = leaf
-            .sub_axes
-            .iter()
-            .try_fold(leaf.offset, |a, &(n, st)| {
-                a.checked_add(n.saturating_sub(1).checked_mul(st)?)
-            })
-            .and_then(|a| a.checked_add(esize));
-        if end.is_none_or(|e| e > record) {
+        if !leaf.place.fits(record, esize) {
             return Err(bad(format!(
                 "field '{}' lies outside the {record}-byte record",
                 leaf.path.join("/")
@@ -184,8 +151,7 @@ impl FieldLayout {
         let size = |v: u64| usize::try_from(v).map_err(|_| bad("record too large"));
         Ok(FieldLayout {
             record: size(record)?,
-            offset: size(leaf.offset)?,
-            sub_axes: leaf.sub_axes.clone(),
+            place: leaf.place.clone(),
             esize: size(esize)?,
             fix,
         })
@@ -194,9 +160,9 @@ impl FieldLayout {
 
 /// Cuts elements of one field out of whole records: for every record of `records` (C order),
 /// the block `inner_start .. inner_start + inner_count` of the field's trailing axes, in C
-/// order, `esize` bytes each, fixed as [`FieldLayout::fix`] says, into `out`. Errors (never
-/// panics) when `records` is not whole records, `out` has the wrong length or an element lies
-/// outside its record.
+/// order, `esize` bytes each, fixed as [`FieldLayout::fix`] says, into `out`
+/// ([`record::gather`]). Errors (never panics) when `records` is not whole records, `out` has
+/// the wrong length or an element lies outside its record.
 pub fn extract(
     records: &[u8],
     f: &FieldLayout,
@@ -204,79 +170,17 @@ pub fn extract(
     inner_count: &[u64],
     out: &mut [u8],
 ) -> Result<(), RecordError> {
-    if f.record == 0 || !records.len().is_multiple_of(f.record) {
-        return Err(bad(format!(
-            "{} bytes are not whole records of {} bytes",
-            records.len(),
-            f.record
-        )));
-    }
-    if inner_start.len() != f.sub_axes.len() || inner_count.len() != f.sub_axes.len() {
-        return Err(bad("trailing axes do not match the field"));
-    }
-    let inner_n = inner_count
-        .iter()
-        .try_fold(1usize, |a, &c| a.checked_mul(usize::try_from(c).ok()?))
-        .ok_or_else(|| bad("region too large"))?;
-    let want = (records.len() / f.record)
-        .checked_mul(inner_n)
-        .and_then(|n| n.checked_mul(f.esize))
-        .ok_or_else(|| bad("region too large"))?;
-    if out.len() != want {
-        return Err(bad(format!(
-            "output of {} bytes, {want} expected",
-            out.len()
-        )));
-    }
-    if want == 0 {
-        return Ok(());
-    }
-    let mut dst = out.chunks_exact_mut(f.esize);
-    let mut idx = vec![0u64; inner_count.len()];
-    for rec in records.chunks_exact(f.record) {
-        idx.iter_mut().for_each(|i| *i = 0);
-        for _ in 0..inner_n {
-            let pos = idx
-                .iter()
-                .zip(inner_start)
-                .zip(&f.sub_axes)
-                .try_fold(f.offset as u64, |a, ((&i, &s), &(_, st))| {
-                    a.checked_add(s.checked_add(i)?.checked_mul(st)?)
-                })
-                .and_then(|p| usize::try_from(p).ok())
-                .ok_or_else(|| bad("element offset overflows"))?;
-            let src = pos
-                .checked_add(f.esize)
-                .and_then(|end| rec.get(pos..end))
-                .ok_or_else(|| bad(format!("element at byte {pos} lies outside the record")))?;
-            let d = dst.next().ok_or_else(|| bad("output too short"))?;
-            d.copy_from_slice(src);
-            apply_fix(d, f.fix);
-            // Next index, last axis fastest.
-            for (k, i) in idx.iter_mut().enumerate().rev() {
-                *i += 1;
-                if *i < inner_count[k] {
-                    break;
-                }
-                *i = 0;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn apply_fix(d: &mut [u8], fix: Fix) {
-    match fix {
-        Fix::None => {}
-        Fix::Swap => d.reverse(),
-        Fix::SwapParts => {
-            let half = d.len() / 2;
-            let (re, im) = d.split_at_mut(half);
-            re.reverse();
-            im.reverse();
-        }
-        Fix::Bool => d.iter_mut().for_each(|b| *b = u8::from(*b != 0)),
-    }
+    let elem = record::Element::plain(f.esize, f.fix);
+    record::gather(
+        records,
+        f.record,
+        &f.place,
+        inner_start,
+        inner_count,
+        elem,
+        out,
+    )
+    .map_err(|e| bad(e.to_string()))
 }
 
 /// A field's type, parsed.
@@ -361,7 +265,7 @@ fn record_of(fields: Vec<FieldTy>) -> Result<Record, RecordError> {
         return Err(bad("not a record"));
     };
     let mut leaves = Vec::new();
-    walk(fields, &mut Vec::new(), 0, &mut Vec::new(), &mut leaves)?;
+    walk(fields, &mut Vec::new(), &Place::whole(), &mut leaves)?;
     Ok(Record { size, leaves })
 }
 
@@ -605,11 +509,10 @@ fn v2_scalar(s: &str) -> Result<Scalar, RecordError> {
 fn walk(
     fields: &[FieldTy],
     path: &mut Vec<String>,
-    offset: u64,
-    sub_axes: &mut Vec<(u64, u64)>,
+    place: &Place,
     out: &mut Vec<Leaf>,
 ) -> Result<(), RecordError> {
-    let mut off = offset;
+    let mut off = place.offset;
     for (i, f) in fields.iter().enumerate() {
         let esize = f.ty.size().ok_or_else(|| bad("record size overflows"))?;
         let count = f
@@ -627,23 +530,19 @@ fn walk(
             } else {
                 f.name.clone()
             };
-            // Strides of the sub-array axes, C order.
-            let pushed = f.shape.len();
-            let mut stride = esize;
-            let mut axes = Vec::with_capacity(pushed);
-            for &d in f.shape.iter().rev() {
-                axes.push((d, stride));
-                stride = stride.saturating_mul(d);
+            // The sub-array axes (C order) after the enclosing ones.
+            let at = Place {
+                offset: off,
+                inner: place.inner.clone(),
             }
-            sub_axes.extend(axes.into_iter().rev());
+            .with_array(&f.shape, esize);
             let first = out.len();
             path.push(name.clone());
             let r = match &f.ty {
-                Ty::Record(inner) => walk(inner, path, off, sub_axes, out),
-                Ty::Scalar(s) => leaf(s, path, off, sub_axes, out),
+                Ty::Record(inner) => walk(inner, path, &at, out),
+                Ty::Scalar(s) => leaf(s, path, &at, out),
             };
             path.pop();
-            sub_axes.truncate(sub_axes.len() - pushed);
             r?;
             if f.name.is_empty() {
                 let note = format!(
@@ -669,8 +568,7 @@ fn walk(
 fn leaf(
     s: &Scalar,
     path: &[String],
-    offset: u64,
-    sub_axes: &[(u64, u64)],
+    place: &Place,
     out: &mut Vec<Leaf>,
 ) -> Result<(), RecordError> {
     let kind = match s {
@@ -690,8 +588,7 @@ fn leaf(
     };
     out.push(Leaf {
         path: path.to_vec(),
-        offset,
-        sub_axes: sub_axes.to_vec(),
+        place: place.clone(),
         kind,
         notes: Vec::new(),
     });
@@ -786,7 +683,7 @@ mod tests {
     fn paths(r: &Record) -> Vec<Placed> {
         r.leaves
             .iter()
-            .map(|l| (l.path.join("/"), l.offset, l.sub_axes.clone()))
+            .map(|l| (l.path.join("/"), l.place.offset, l.place.inner.clone()))
             .collect()
     }
 
@@ -850,7 +747,7 @@ mod tests {
         ));
         assert!(matches!(r.leaves[3].kind, LeafKind::Unsupported(_)));
         assert_eq!(r.leaves[4].path, ["n", "c"]);
-        assert_eq!(r.leaves[4].offset, 24);
+        assert_eq!(r.leaves[4].place.offset, 24);
         assert!(parse_v3(
             &json!({"name": "structured", "configuration": {"fields": [["s", "string"]]}})
         )
@@ -871,8 +768,7 @@ mod tests {
         let recs: Vec<u8> = vec![1, 2, 7, 0, 10, 11, 12, 13, 3, 4, 0, 0, 20, 21, 22, 23];
         let f = FieldLayout {
             record: 8,
-            offset: 0,
-            sub_axes: vec![],
+            place: Place::whole(),
             esize: 2,
             fix: Fix::Swap,
         };
@@ -880,7 +776,7 @@ mod tests {
         extract(&recs, &f, &[], &[], &mut out).unwrap();
         assert_eq!(out, [2, 1, 4, 3]);
         let b = FieldLayout {
-            offset: 2,
+            place: Place::whole().shifted(2),
             esize: 1,
             fix: Fix::Bool,
             ..f.clone()
@@ -889,10 +785,9 @@ mod tests {
         extract(&recs, &b, &[], &[], &mut out).unwrap();
         assert_eq!(out, [1, 0]);
         let s = FieldLayout {
-            offset: 4,
+            place: Place::whole().shifted(4).with_array(&[2, 2], 1),
             esize: 1,
             fix: Fix::None,
-            sub_axes: vec![(2, 2), (2, 1)],
             ..f.clone()
         };
         let mut out = vec![0u8; 4];

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::Value;
+use tet_source::record::Place;
 use tet_source::{AttrValue, ElementType, OpenOptions, Source, SourceError};
 use tet_testkit::{
     first_difference, json_u64s, read_all, read_all_in_pieces, read_all_in_slabs, var_index,
@@ -412,11 +413,11 @@ fn naive(records: &[u8], f: &FieldLayout, start: &[u64], count: &[u64]) -> Vec<u
         for k in 0..n {
             // The k-th index of the block, C order.
             let mut rem = k;
-            let mut pos = f.offset as u64;
+            let mut pos = f.place.offset;
             for d in (0..count.len()).rev() {
                 let i = rem % count[d];
                 rem /= count[d];
-                pos += (start[d] + i) * f.sub_axes[d].1;
+                pos += (start[d] + i) * f.place.inner[d].1;
             }
             let mut e = rec[pos as usize..pos as usize + f.esize].to_vec();
             match f.fix {
@@ -454,8 +455,10 @@ fn layout_strategy() -> impl Strategy<Value = (FieldLayout, Vec<u64>, Vec<u64>, 
             let record = offset + stride as usize + pad;
             let f = FieldLayout {
                 record,
-                offset,
-                sub_axes: axes,
+                place: Place {
+                    offset: offset as u64,
+                    inner: axes,
+                },
                 esize,
                 fix,
             };
@@ -498,7 +501,8 @@ proptest! {
         len in 0usize..100,
         out_len in 0usize..200,
     ) {
-        let f = FieldLayout { record, offset, sub_axes: axes, esize, fix: Fix::Swap };
+        let place = Place { offset: offset as u64, inner: axes };
+        let f = FieldLayout { record, place, esize, fix: Fix::Swap };
         let records = vec![1u8; len];
         let mut out = vec![0u8; out_len];
         let _ = extract(&records, &f, &start, &count, &mut out);
