@@ -7,6 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use tet_source::record::{self, Element, Fix, Parts};
 use tet_source::{
     AttrValue, CharAxis, ElementType, Fact, Feature, Part, Request, Result, Role, SourceError,
     SourceLayout, TextVariable, Variable,
@@ -14,7 +15,6 @@ use tet_source::{
 
 use crate::build::{Builder, VarParts};
 use crate::user::{self, EnumInfo, Leaf, LeafKind, NcType, Records};
-use crate::values::native_to_le;
 use crate::{ffi, ReadPlan, VarLoc};
 
 /// Most record bytes one `nc_get_vara` of a field read asks for (a region whose records are
@@ -50,10 +50,10 @@ impl Builder<'_> {
         // Two leaves with one name (fields `a/b` and `a_b`: `/` becomes `_`) cannot both be
         // variables: this variable is an unsupported item, the rest of the file converts.
         let mut seen = HashSet::new();
-        if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix.as_str())) {
+        if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix())) {
             let reason = format!(
-                "compound fields collide as '{}{}' once '/' in field names becomes '_'",
-                p.full, dup.suffix
+                "compound fields collide as '{}' once '/' in field names becomes '_'",
+                dup.name_under(&p.full)
             );
             return self.unsupported(p.full, Feature::DataType, reason);
         }
@@ -72,7 +72,7 @@ impl Builder<'_> {
             p: &p,
             ty: &ty,
             layout: &layout,
-            split: leaves.len() > 1 || leaves.iter().any(|l| !l.suffix.is_empty()),
+            split: leaves.len() > 1 || leaves.iter().any(|l| !l.path.is_empty()),
         };
         for leaf in &leaves {
             self.compound_leaf(&s, leaf)?;
@@ -83,8 +83,8 @@ impl Builder<'_> {
     /// The variable (numeric or text) of one leaf, or its unsupported item.
     fn compound_leaf(&mut self, s: &Shared<'_>, leaf: &Leaf) -> Result<()> {
         let p = s.p;
-        let name = format!("{}{}", p.full, leaf.suffix);
-        let inner = leaf.inner_shape();
+        let name = leaf.name_under(&p.full);
+        let inner = leaf.place.inner_shape();
         let shape: Vec<u64> = p.shape.iter().chain(&inner).copied().collect();
         let short = name.rsplit('/').next().unwrap_or(&name).to_string();
         let mut dims = if s.loc.scalar {
@@ -184,7 +184,7 @@ impl Builder<'_> {
                 "text field of a compound variable too large to keep in the metadata".into(),
             );
         };
-        let inner = leaf.inner_shape();
+        let inner = leaf.place.inner_shape();
         let strlen = if strings {
             1
         } else {
@@ -279,7 +279,7 @@ impl Builder<'_> {
             }
         };
         let record = s.ty.size();
-        let inner = leaf.inner_shape();
+        let inner = leaf.place.inner_shape();
         let zeros = vec![0u64; inner.len()];
         let size = dtype.size();
         let mut gathered = tet_source::ragged::Ragged::new(dtype);
@@ -293,15 +293,19 @@ impl Builder<'_> {
                 let rec = read_records(s.loc, s.ty, bs, bc)?;
                 let mut res = Ok(());
                 for k in 0..n {
-                    user::for_each_inner(leaf, &zeros, &inner, |off| {
-                        if res.is_err() {
-                            return;
-                        }
-                        // SAFETY: `off` is a vlen element of this leaf in record k, read by netCDF.
-                        let mut le = unsafe { rec.vlen_values(k * record + off, base) }.to_vec();
-                        crate::values::native_to_le(&mut le, size);
-                        res = gathered.push(&le);
-                    });
+                    leaf.place
+                        .for_each(&zeros, &inner, |off| {
+                            if res.is_err() {
+                                return;
+                            }
+                            // SAFETY: `off` is a vlen element of this leaf in record k, read by
+                            // netCDF.
+                            let mut le =
+                                unsafe { rec.vlen_values(k * record + off, base) }.to_vec();
+                            crate::values::native_to_le(&mut le, size);
+                            res = gathered.push(&le);
+                        })
+                        .map_err(user::malformed)?;
                 }
                 res
             },
@@ -346,15 +350,16 @@ fn text_rows(
         let rec = read_records(s.loc, s.ty, bs, bc)?;
         for r in 0..n {
             let base = r * size;
-            user::for_each_inner(leaf, &start_in, inner, |off| {
+            let each = leaf.place.for_each(&start_in, inner, |off| {
                 if strings {
                     // SAFETY: `off` is an element offset of this `string` leaf in record `r`
-                    // (`for_each_inner` over the leaf's own axes), so a `char *` lies there.
+                    // (`for_each` over the leaf's own axes), so a `char *` lies there.
                     rows.push(unsafe { rec.string_at(base + off) });
                 } else {
                     chars.push(rec.bytes().get(base + off).copied().unwrap_or(0));
                 }
             });
+            each.map_err(user::malformed)?;
         }
         Ok(())
     })?;
@@ -475,57 +480,36 @@ impl FieldRead {
             .and_then(|n| n.checked_mul(self.elem))
             .ok_or(Request::TooLarge)?;
         let record = self.ty.size();
-        let (width, parts) = match (self.leaf.kind.complex(), self.elem) {
-            (Some(p), e) => (e / 2, Some(p)),
-            (None, e) => (e, None),
+        // Values come in this machine's byte order: swapped on a big-endian one only.
+        let fix = match &self.leaf.kind {
+            LeafKind::Numeric { dtype, .. } if cfg!(target_endian = "big") => {
+                Fix::order(*dtype, true)
+            }
+            _ => Fix::None,
         };
-        let mut bad = false;
+        let elem = Element {
+            size: self.elem,
+            parts: self.leaf.kind.complex(),
+            fix,
+        };
+        let bad = || Part::Type.malformed("compound field outside its record or the region");
         read_batches(os, oc, record, BATCH_BYTES, |bs, bc, first, n| {
             let rec = read_records(self.loc, &self.ty, bs, bc)?;
-            let b = rec.bytes();
-            let mut at = first.saturating_mul(per_inner);
-            for k in 0..n {
-                let one = b.get(k * record..(k + 1) * record).unwrap_or(&[]);
-                user::for_each_inner(&self.leaf, is, ic, |off| {
-                    let Some(dst) = out.get_mut(at..at + self.elem) else {
-                        bad = true;
-                        return;
-                    };
-                    at += self.elem;
-                    let ok = match parts {
-                        Some((re, im)) => {
-                            let (a, z) = dst.split_at_mut(width);
-                            copy(one, off + re, a) && copy(one, off + im, z)
-                        }
-                        None => copy(one, off, dst),
-                    };
-                    bad |= !ok;
-                    native_to_le(dst, width);
-                });
-            }
-            Ok(())
-        })?;
-        if bad {
-            return Err(Part::Type.malformed("compound field outside its record or the region"));
-        }
-        Ok(())
-    }
-}
-
-/// Copies `dst.len()` bytes from `src` at `off`; `false` when they are not all there.
-fn copy(src: &[u8], off: usize, dst: &mut [u8]) -> bool {
-    match src.get(off..off + dst.len()) {
-        Some(s) => {
-            dst.copy_from_slice(s);
-            true
-        }
-        None => false,
+            let at = first.checked_mul(per_inner).ok_or_else(bad)?;
+            let len = n.checked_mul(per_inner).ok_or_else(bad)?;
+            let dst = at
+                .checked_add(len)
+                .and_then(|end| out.get_mut(at..end))
+                .ok_or_else(bad)?;
+            record::gather(rec.bytes(), record, &self.leaf.place, is, ic, elem, dst)
+                .map_err(|_| bad())
+        })
     }
 }
 
 impl LeafKind {
-    /// The parts' offsets of a complex leaf.
-    fn complex(&self) -> Option<(usize, usize)> {
+    /// Where the parts of a complex leaf are.
+    fn complex(&self) -> Option<Parts> {
         match self {
             LeafKind::Numeric { complex, .. } => *complex,
             _ => None,

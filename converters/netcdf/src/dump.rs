@@ -259,9 +259,9 @@ fn records_with_strings(
         let base = k * size;
         let mut bytes = rec.bytes()[base..base + size].to_vec();
         for l in leaves.iter().filter(|l| l.kind == user::LeafKind::Str) {
-            let inner = l.inner_shape();
+            let inner = l.place.inner_shape();
             let zeros = vec![0u64; inner.len()];
-            user::for_each_inner(l, &zeros, &inner, |off| {
+            let each = l.place.for_each(&zeros, &inner, |off| {
                 // SAFETY: a `string` leaf's element of record k: a pointer netCDF wrote.
                 let s = unsafe { rec.string_at(base + off) };
                 let p = std::mem::size_of::<usize>();
@@ -271,14 +271,15 @@ fn records_with_strings(
                 bytes.extend_from_slice(&s);
                 bytes.push(0);
             });
+            each.map_err(user::malformed)?;
         }
         for l in &leaves {
             let user::LeafKind::Vlen { base: vb, .. } = &l.kind else {
                 continue;
             };
-            let inner = l.inner_shape();
+            let inner = l.place.inner_shape();
             let zeros = vec![0u64; inner.len()];
-            user::for_each_inner(l, &zeros, &inner, |off| {
+            let each = l.place.for_each(&zeros, &inner, |off| {
                 // SAFETY: a vlen leaf's element of record k: an `nc_vlen_t` of `vb` netCDF read.
                 let seq = unsafe { rec.vlen_values(base + off, vb) };
                 let n = std::mem::size_of::<nc::nc_vlen_t>();
@@ -289,6 +290,7 @@ fn records_with_strings(
                 bytes.extend_from_slice(&count.to_le_bytes());
                 bytes.extend_from_slice(seq);
             });
+            each.map_err(user::malformed)?;
         }
         out.push(bytes);
     }

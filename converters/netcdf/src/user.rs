@@ -13,7 +13,8 @@
 use std::ffi::{c_char, c_int};
 
 use netcdf_sys as nc;
-use tet_source::{json_text, ElementType, Part, Request, Result};
+use tet_source::record::{self, GatherError, Parts, Place};
+use tet_source::{json_text, ElementType, Part, Request, Result, SourceError};
 
 use crate::ffi;
 use crate::values::{atomic, decode_text, int_from_ne, trim_nuls};
@@ -274,11 +275,11 @@ fn compound_type(
 /// What one leaf of a compound record delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LeafKind {
-    /// Numbers (for `C64`/`C128`: the two parts at `complex`, bytes from the element's start).
+    /// Numbers (for `C64`/`C128`: where the two parts are, bytes from the element's start).
     Numeric {
         dtype: ElementType,
         enum_info: Option<EnumInfo>,
-        complex: Option<(usize, usize)>,
+        complex: Option<Parts>,
     },
     /// `char` values: text, the last inner axis (if any) being the string length.
     Char,
@@ -296,37 +297,25 @@ pub(crate) enum LeafKind {
 }
 
 /// One field (or the whole record, for a complex number) of a compound type, with the axes of
-/// the array fields on the way to it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Leaf {
-    /// Appended to the variable's name (`/field`, `/outer/inner`; `""` for the whole record).
-    pub suffix: String,
-    /// Byte offset of the first element in the record.
-    pub offset: usize,
-    /// Trailing axes (array fields): extent and byte stride of each.
-    pub inner: Vec<(u64, usize)>,
-    pub kind: LeafKind,
-    /// Notes for this leaf's variable.
-    pub notes: Vec<String>,
-}
+/// the array fields on the way to it: its path (empty for the whole record), where its
+/// elements lie in the record, what it is and notes for its variable.
+pub(crate) type Leaf = record::Leaf<LeafKind>;
 
-impl Leaf {
-    /// The extents of the inner axes.
-    pub fn inner_shape(&self) -> Vec<u64> {
-        self.inner.iter().map(|&(n, _)| n).collect()
-    }
+/// A failed walk over a leaf's elements (an offset that overflows): a malformed type.
+pub(crate) fn malformed(e: GatherError) -> SourceError {
+    Part::Type.malformed(format!("compound field: {e}"))
 }
 
 /// The leaves of a compound type (a complex compound is one leaf with an empty suffix).
 pub(crate) fn flatten(t: &NcType) -> Vec<Leaf> {
     let mut out = Vec::new();
-    flatten_at(t, 0, &[], String::new(), Vec::new(), &mut out);
+    flatten_at(t, &Place::whole(), Vec::new(), Vec::new(), &mut out);
     out
 }
 
 /// Two f32 or two f64 fields named `r`/`i` or `real`/`imag` (either order): a complex number,
 /// as the HDF5 importer (and netCDF4-python's `auto_complex`) reads it. The parts' offsets.
-fn complex_pair(fields: &[Field]) -> Option<(ElementType, usize, usize)> {
+fn complex_pair(fields: &[Field]) -> Option<(ElementType, Parts)> {
     let [a, b] = fields else {
         return None;
     };
@@ -342,14 +331,17 @@ fn complex_pair(fields: &[Field]) -> Option<(ElementType, usize, usize)> {
         ("i", "r") | ("imag", "real") => (b, a),
         _ => return None,
     };
-    Some((complex, re.offset, im.offset))
+    let parts = Parts {
+        real: re.offset as u64,
+        imag: im.offset as u64,
+    };
+    Some((complex, parts))
 }
 
 fn flatten_at(
     t: &NcType,
-    offset: usize,
-    inner: &[(u64, usize)],
-    suffix: String,
+    place: &Place,
+    path: Vec<String>,
     notes: Vec<String>,
     out: &mut Vec<Leaf>,
 ) {
@@ -377,10 +369,10 @@ fn flatten_at(
         }
         NcType::Other(why) => LeafKind::Unsupported(why.clone()),
         NcType::Compound { name, fields, .. } => match complex_pair(fields) {
-            Some((dtype, re, im)) => LeafKind::Numeric {
+            Some((dtype, parts)) => LeafKind::Numeric {
                 dtype,
                 enum_info: None,
-                complex: Some((re, im)),
+                complex: Some(parts),
             },
             None => {
                 for (i, f) in fields.iter().enumerate() {
@@ -390,57 +382,23 @@ fn flatten_at(
                         "field '{}' of a compound record (netCDF type '{name}')",
                         f.name
                     ));
-                    let mut inner2 = inner.to_vec();
-                    let mut stride = f.ty.size();
-                    let mut axes = vec![(0u64, 0usize); f.dims.len()];
-                    for (k, &d) in f.dims.iter().enumerate().rev() {
-                        axes[k] = (d, stride);
-                        stride = stride.saturating_mul(usize::try_from(d).unwrap_or(usize::MAX));
-                    }
-                    inner2.extend(axes);
-                    let at = offset.saturating_add(f.offset);
-                    flatten_at(&f.ty, at, &inner2, format!("{suffix}/{short}"), n, out);
+                    let at = place
+                        .shifted(f.offset as u64)
+                        .with_array(&f.dims, f.ty.size() as u64);
+                    let mut p = path.clone();
+                    p.push(short);
+                    flatten_at(&f.ty, &at, p, n, out);
                 }
                 return;
             }
         },
     };
     out.push(Leaf {
-        suffix,
-        offset,
-        inner: inner.to_vec(),
+        path,
+        place: place.clone(),
         kind,
         notes,
     });
-}
-
-/// Calls `f(byte offset in the record)` for each element of the inner box `start..start+count`
-/// of `leaf`, in C order.
-pub(crate) fn for_each_inner(leaf: &Leaf, start: &[u64], count: &[u64], mut f: impl FnMut(usize)) {
-    let rank = leaf.inner.len();
-    if count.contains(&0) {
-        return;
-    }
-    let mut idx: Vec<u64> = start.to_vec();
-    loop {
-        let off = idx
-            .iter()
-            .zip(&leaf.inner)
-            .fold(leaf.offset, |a, (&i, &(_, s))| a + i as usize * s);
-        f(off);
-        let mut a = rank;
-        loop {
-            if a == 0 {
-                return;
-            }
-            a -= 1;
-            idx[a] += 1;
-            if idx[a] < start[a] + count[a] {
-                break;
-            }
-            idx[a] = start[a];
-        }
-    }
 }
 
 /// A buffer of `n` values of type `ty` as netCDF read them; frees their allocated parts when
@@ -827,10 +785,10 @@ mod tests {
             ],
         };
         let l = flatten(&t);
-        let s: Vec<&str> = l.iter().map(|l| l.suffix.as_str()).collect();
+        let s: Vec<String> = l.iter().map(|l| l.suffix()).collect();
         assert_eq!(s, ["/a_b", "/in/u", "/pos"]);
-        assert_eq!(l[1].offset, 4);
-        assert_eq!(l[2].inner, vec![(2, 12), (3, 4)]);
+        assert_eq!(l[1].place.offset, 4);
+        assert_eq!(l[2].place.inner, vec![(2, 12), (3, 4)]);
         assert!(l[0].notes[0].contains("renamed 'a_b'"));
     }
 
@@ -851,7 +809,7 @@ mod tests {
             LeafKind::Numeric {
                 dtype: ElementType::C128,
                 enum_info: None,
-                complex: Some((8, 0))
+                complex: Some(Parts { real: 8, imag: 0 })
             }
         );
     }
