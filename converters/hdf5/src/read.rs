@@ -14,9 +14,17 @@ use tet_source::{
     Source, SourceError, TextVariable, Variable,
 };
 
+use tet_source::record::{self, GatherError};
+use tet_source::SourceError as Error;
+
 use crate::chunks::ChunkedVar;
 use crate::types::{Leaf, LeafKind};
 use crate::{chunks, types, Access, Entry, H5Source};
+
+/// A leaf of dataset `name` that its records do not hold (its type contradicts itself).
+fn malformed(name: &str, e: GatherError) -> Error {
+    Part::Type.malformed(format!("dataset '{name}': {e}"))
+}
 
 impl H5Source {
     /// Reads all records of a dataset whose type has string leaves and decodes every text leaf
@@ -27,26 +35,26 @@ impl H5Source {
         let count = e.outer.clone();
         self.with_records(e, &start, &count, |recs| {
             let mut lossy = false;
-            let out = leaves
+            leaves
                 .iter()
                 .map(|leaf| {
-                    if leaf.kind != LeafKind::Text {
-                        return Vec::new();
-                    }
-                    let dims: Vec<u64> = leaf.inner.iter().map(|&(d, _)| d).collect();
+                    let LeafKind::Text(ty) = &leaf.kind else {
+                        return Ok(Vec::new());
+                    };
+                    let dims = leaf.place.inner_shape();
                     let zeros = vec![0u64; dims.len()];
                     let mut vals = Vec::new();
                     for rec in recs.chunks_exact(e.record.max(1)) {
-                        types::for_each_inner(leaf, &zeros, &dims, |off| {
+                        let each = leaf.place.for_each(&zeros, &dims, |off| {
                             // SAFETY: `recs` comes from a library read in the dataset's own type
                             // (vlen pointers live until `with_records` reclaims them).
-                            vals.push(unsafe { types::string_at(&leaf.ty, rec, off, &mut lossy) });
+                            vals.push(unsafe { types::string_at(ty, rec, off, &mut lossy) });
                         });
+                        each.map_err(|err| malformed(&e.name, err))?;
                     }
-                    vals
+                    Ok(vals)
                 })
-                .collect();
-            Ok(out)
+                .collect()
         })
     }
 
@@ -309,7 +317,7 @@ impl Source for H5Source {
         let leaf = &plan.leaf;
         let orank = e.outer.len();
         let (ostart, ocount, istart, icount): (&[u64], &[u64], &[u64], &[u64]) = if orank == 0 {
-            if leaf.inner.is_empty() {
+            if leaf.place.inner.is_empty() {
                 (&[], &[], &[], &[])
             } else {
                 (&[], &[], start, count)
@@ -322,31 +330,22 @@ impl Source for H5Source {
                 &count[orank..],
             )
         };
-        let es = match &leaf.kind {
-            LeafKind::Numeric { dtype, .. } => dtype.size(),
-            _ => {
-                return Err(Request::NotReadable {
-                    name: v.name.clone(),
-                    why: "has no numeric values",
-                }
-                .into())
+        let Some(elem) = leaf.kind.element() else {
+            return Err(Request::NotReadable {
+                name: v.name.clone(),
+                why: "has no numeric values",
             }
+            .into());
         };
-        if leaf.is_whole(e.record) && !e.indirect {
+        if types::is_whole(leaf, e.record) && !e.indirect {
             self.read_records_into(e, ostart, ocount, out)?;
-            chunks::swap_in_place(out, leaf.swap_width());
+            chunks::swap_in_place(out, leaf.kind.swap_width());
             return Ok(());
         }
-        // Element by element: compound fields, array axes, complex parts out of order.
+        // Gathered out of the records: compound fields, array axes, complex parts out of order.
         self.with_records(e, ostart, ocount, |recs| {
-            let mut o = 0usize;
-            for rec in recs.chunks_exact(e.record.max(1)) {
-                types::for_each_inner(leaf, istart, icount, |off| {
-                    leaf.copy_element(rec, off, &mut out[o..o + es]);
-                    o += es;
-                });
-            }
-            Ok(())
+            record::gather(recs, e.record, &leaf.place, istart, icount, elem, out)
+                .map_err(|err| malformed(&e.name, err))
         })
     }
 
@@ -370,10 +369,10 @@ impl Source for H5Source {
         };
         let off = *off;
         match plan.leaf.kind {
-            LeafKind::Numeric { .. } if plan.leaf.swap_width() == 0 => {}
+            LeafKind::Numeric { .. } if plan.leaf.kind.swap_width() == 0 => {}
             _ => return None,
         }
-        if !plan.leaf.is_whole(e.record) || e.indirect {
+        if !types::is_whole(&plan.leaf, e.record) || e.indirect {
             return None;
         }
         Some(FileExtent {
@@ -396,7 +395,7 @@ impl H5Source {
         let LeafKind::Numeric { .. } = plan.leaf.kind else {
             return None;
         };
-        let whole = plan.leaf.is_whole(e.record) && plan.leaf.swap_width() == 0;
+        let whole = types::is_whole(&plan.leaf, e.record) && plan.leaf.kind.swap_width() == 0;
         (whole && !e.indirect && e.outer == cv.shape()).then_some((cv, e.file))
     }
 
@@ -436,7 +435,7 @@ impl H5Source {
         check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         let plan = &self.plans[var];
         let e = &self.entries[plan.entry];
-        if !plan.leaf.is_whole(e.record) || e.outer.is_empty() {
+        if !types::is_whole(&plan.leaf, e.record) || e.outer.is_empty() {
             return Err(Request::NotReadable {
                 name: v.name.clone(),
                 why: "is not a whole record of a simple dataset",
@@ -447,7 +446,7 @@ impl H5Source {
             return Ok(());
         }
         self.h5_read(e, start, count, out)?;
-        chunks::swap_in_place(out, plan.leaf.swap_width());
+        chunks::swap_in_place(out, plan.leaf.kind.swap_width());
         Ok(())
     }
 }

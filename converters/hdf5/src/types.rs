@@ -22,6 +22,7 @@ use hdf5_sys::h5t::{
     H5Tget_nmembers, H5Tget_norm, H5Tget_offset, H5Tget_order, H5Tget_precision, H5Tget_sign,
     H5Tget_size, H5Tget_strpad, H5Tget_super, H5Tget_tag, H5Tis_variable_str,
 };
+use tet_source::record::{self, Element, Fix, Parts, Place};
 use tet_source::{json_text, AttrValue, ElementType};
 
 /// How a fixed-length string is padded.
@@ -657,7 +658,7 @@ pub(crate) fn numeric_type(t: &TypeInfo) -> Option<(ElementType, bool)> {
 /// Whether the type is a complex number as h5py writes one: a compound of exactly two f32 or
 /// two f64 (one type, either byte order) named `r`/`i` or `real`/`imag`, in either order. Returns
 /// the complex type, the parts' byte order and where the parts lie.
-fn complex_pair(fields: &[Field]) -> Option<(ElementType, bool, ComplexParts)> {
+fn complex_pair(fields: &[Field]) -> Option<(ElementType, bool, Parts)> {
     let [a, b] = fields else {
         return None;
     };
@@ -673,19 +674,11 @@ fn complex_pair(fields: &[Field]) -> Option<(ElementType, bool, ComplexParts)> {
         ("i", "r") | ("imag", "real") => (b, a),
         _ => return None,
     };
-    let parts = ComplexParts {
-        real: re.offset,
-        imag: im.offset,
+    let parts = Parts {
+        real: re.offset as u64,
+        imag: im.offset as u64,
     };
     Some((complex, be, parts))
-}
-
-/// Where the real and the imaginary part of a complex element lie, in bytes from the start of
-/// the compound that holds them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ComplexParts {
-    pub real: usize,
-    pub imag: usize,
 }
 
 /// What one leaf of a flattened datatype delivers.
@@ -694,83 +687,74 @@ pub(crate) enum LeafKind {
     /// Numbers of this element type, swapped to little-endian when `be` (for a complex type:
     /// each part).
     Numeric {
+        /// The leaf's type (for a complex number: the compound of its two parts).
+        ty: TypeInfo,
         dtype: ElementType,
         be: bool,
         /// Enum `NAME=value` pairs (not for bool).
         enum_mapping: Option<Vec<(String, i128)>>,
+        /// Set for a complex number (`C64` / `C128`): where its parts are in each element,
+        /// which may be imaginary first or padded.
+        complex: Option<Parts>,
     },
-    /// Strings (fixed or variable length).
-    Text,
+    /// Strings (fixed or variable length) of this type.
+    Text(TypeInfo),
     /// Nothing deliverable; the reason.
     Unsupported(String),
 }
 
-/// One numeric or text part of a record: for compounds one per field, for arrays the whole
-/// array as trailing axes.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Leaf {
-    /// Appended to the dataset name (`""`, `/field`, `/outer/inner`).
-    pub suffix: String,
-    /// Byte offset of the first element in the record.
-    pub offset: usize,
-    /// Trailing axes (array types): length and byte stride of each.
-    pub inner: Vec<(u64, usize)>,
-    /// The leaf's element type (for a complex number: the compound of its two parts).
-    pub ty: TypeInfo,
-    pub kind: LeafKind,
-    /// Set for a complex number ([`LeafKind::Numeric`] of `C64` / `C128`): where its parts are
-    /// in each element, which may be imaginary first or padded.
-    pub complex: Option<ComplexParts>,
-    /// Notes to record for this leaf (compound field, renamed field…).
-    pub notes: Vec<String>,
-}
+/// One numeric or text part of a record: for compounds one per field (its path), for arrays
+/// the whole array as trailing axes of its place; notes to record for it (compound field,
+/// renamed field…).
+pub(crate) type Leaf = record::Leaf<LeafKind>;
 
 /// A whole-record leaf of little-endian `dtype` values (data gathered in memory).
 pub(crate) fn le_leaf(dtype: ElementType) -> Leaf {
     Leaf {
-        suffix: String::new(),
-        offset: 0,
-        inner: Vec::new(),
-        ty: TypeInfo {
-            size: dtype.size(),
-            kind: Kind::Float { dtype, be: false },
-        },
+        path: Vec::new(),
+        place: Place::whole(),
         kind: LeafKind::Numeric {
+            ty: TypeInfo {
+                size: dtype.size(),
+                kind: Kind::Float { dtype, be: false },
+            },
             dtype,
             be: false,
             enum_mapping: None,
+            complex: None,
         },
-        complex: None,
         notes: Vec::new(),
     }
 }
 
-impl Leaf {
-    /// Whether the leaf is the whole record (no compound field, no array) and its elements are
-    /// stored as they are delivered up to byte order (so records can be copied as they are,
-    /// then swapped per [`Leaf::swap_width`]): not a complex number stored imaginary part first
-    /// or with padding.
-    pub fn is_whole(&self, record: usize) -> bool {
-        self.offset == 0 && self.inner.is_empty() && self.ty.size == record && self.in_order()
-    }
-
-    /// Whether each element's bytes are the delivered element's, up to byte order.
-    fn in_order(&self) -> bool {
-        match (self.complex, &self.kind) {
-            (None, _) => true,
-            (Some(p), LeafKind::Numeric { dtype, .. }) => {
-                let half = dtype.size() / 2;
-                p.real == 0 && p.imag == half && self.ty.size == dtype.size()
-            }
-            (Some(_), _) => false,
+/// Whether the leaf is the whole record (no compound field, no array) and its elements are
+/// stored as they are delivered up to byte order (so records can be copied as they are, then
+/// swapped per [`LeafKind::swap_width`]): numeric, not a complex number stored imaginary part
+/// first or with padding.
+pub(crate) fn is_whole(leaf: &Leaf, record: usize) -> bool {
+    let LeafKind::Numeric {
+        ty, dtype, complex, ..
+    } = &leaf.kind
+    else {
+        return false;
+    };
+    // Whether each element's bytes are the delivered element's, up to byte order.
+    let in_order = match complex {
+        None => true,
+        Some(p) => {
+            let half = dtype.size() as u64 / 2;
+            p.real == 0 && p.imag == half && ty.size == dtype.size()
         }
-    }
+    };
+    leaf.place.is_whole() && ty.size == record && in_order
+}
 
+impl LeafKind {
     /// The width of the numbers to byte-swap in the delivered elements: 0 when nothing is
     /// swapped (little-endian, single bytes, not numeric), else the element size, or the size
     /// of one part of a complex element.
     pub fn swap_width(&self) -> usize {
-        match &self.kind {
+        match self {
             LeafKind::Numeric {
                 dtype, be: true, ..
             } => {
@@ -785,50 +769,43 @@ impl Leaf {
         }
     }
 
-    /// Copies the element at byte `off` of `rec` into `dst` (the delivered element's size) as
-    /// little-endian bytes, a complex element as (real, imaginary).
-    pub fn copy_element(&self, rec: &[u8], off: usize, dst: &mut [u8]) {
-        match self.complex {
-            Some(p) => {
-                let half = dst.len() / 2;
-                let (re, im) = dst.split_at_mut(half);
-                re.copy_from_slice(&rec[off + p.real..off + p.real + half]);
-                im.copy_from_slice(&rec[off + p.imag..off + p.imag + half]);
-            }
-            None => dst.copy_from_slice(&rec[off..off + dst.len()]),
-        }
-        let w = self.swap_width();
-        if w > 1 {
-            for e in dst.chunks_exact_mut(w) {
-                e.reverse();
-            }
-        }
+    /// How a numeric leaf's elements are delivered: their size, their parts (a complex
+    /// number) and the byte-order fix (never a bool normalisation: HDF5 enum booleans are
+    /// delivered as stored). `None` for a leaf that is not numeric.
+    pub fn element(&self) -> Option<Element> {
+        let LeafKind::Numeric {
+            dtype, be, complex, ..
+        } = self
+        else {
+            return None;
+        };
+        Some(Element {
+            size: dtype.size(),
+            parts: *complex,
+            fix: Fix::order(*dtype, *be),
+        })
     }
 }
 
 /// Flattens a dataset type into leaves.
 pub(crate) fn flatten(t: &TypeInfo) -> Vec<Leaf> {
     let mut out = Vec::new();
-    flatten_at(t, 0, &[], String::new(), Vec::new(), &mut out);
+    flatten_at(t, &Place::whole(), Vec::new(), Vec::new(), &mut out);
     out
 }
 
 fn flatten_at(
     t: &TypeInfo,
-    offset: usize,
-    inner: &[(u64, usize)],
-    suffix: String,
+    place: &Place,
+    path: Vec<String>,
     notes: Vec<String>,
     out: &mut Vec<Leaf>,
 ) {
     let leaf = |kind: LeafKind, out: &mut Vec<Leaf>| {
         out.push(Leaf {
-            suffix: suffix.clone(),
-            offset,
-            inner: inner.to_vec(),
-            ty: t.clone(),
+            path: path.clone(),
+            place: place.clone(),
             kind,
-            complex: None,
             notes: notes.clone(),
         })
     };
@@ -847,40 +824,34 @@ fn flatten_at(
             };
             leaf(
                 LeafKind::Numeric {
+                    ty: t.clone(),
                     dtype,
                     be,
                     enum_mapping,
+                    complex: None,
                 },
                 out,
             )
         }
-        Kind::FixedStr { .. } | Kind::VarStr { .. } => leaf(LeafKind::Text, out),
+        Kind::FixedStr { .. } | Kind::VarStr { .. } => leaf(LeafKind::Text(t.clone()), out),
         Kind::Other(what) => leaf(LeafKind::Unsupported(what.clone()), out),
         Kind::Array { dims, base } => {
-            let mut stride = base.size;
-            let mut axes = vec![(0u64, 0usize); dims.len()];
-            for (k, &d) in dims.iter().enumerate().rev() {
-                axes[k] = (d, stride);
-                stride = stride.saturating_mul(d as usize);
-            }
-            let mut inner2 = inner.to_vec();
-            inner2.extend(axes);
-            flatten_at(base, offset, &inner2, suffix, notes, out);
+            let at = place.with_array(dims, base.size as u64);
+            flatten_at(base, &at, path, notes, out);
         }
         Kind::Compound { fields } => {
             // A complex number is one leaf (the engine stores its parts).
             if let Some((dtype, be, parts)) = complex_pair(fields) {
                 out.push(Leaf {
-                    suffix,
-                    offset,
-                    inner: inner.to_vec(),
-                    ty: t.clone(),
+                    path,
+                    place: place.clone(),
                     kind: LeafKind::Numeric {
+                        ty: t.clone(),
                         dtype,
                         be,
                         enum_mapping: None,
+                        complex: Some(parts),
                     },
-                    complex: Some(parts),
                     notes,
                 });
                 return;
@@ -889,50 +860,10 @@ fn flatten_at(
                 let mut n = notes.clone();
                 let name = tet_source::fields::compound_field_name(&f.name, i, &mut n);
                 n.push(format!("field '{}' of a compound record", f.name));
-                flatten_at(
-                    &f.ty,
-                    offset + f.offset,
-                    inner,
-                    format!("{suffix}/{name}"),
-                    n,
-                    out,
-                );
+                let mut p = path.clone();
+                p.push(name);
+                flatten_at(&f.ty, &place.shifted(f.offset as u64), p, n, out);
             }
-        }
-    }
-}
-
-/// Calls `f(byte_offset_in_record)` for every element of the leaf's inner box
-/// `start..start+count` (C order).
-pub(crate) fn for_each_inner(leaf: &Leaf, start: &[u64], count: &[u64], mut f: impl FnMut(usize)) {
-    let rank = leaf.inner.len();
-    if rank == 0 {
-        f(leaf.offset);
-        return;
-    }
-    if count.contains(&0) {
-        return;
-    }
-    let mut idx: Vec<u64> = start.to_vec();
-    loop {
-        let off = leaf.offset
-            + idx
-                .iter()
-                .zip(&leaf.inner)
-                .map(|(&i, &(_, s))| i as usize * s)
-                .sum::<usize>();
-        f(off);
-        let mut a = rank;
-        loop {
-            if a == 0 {
-                return;
-            }
-            a -= 1;
-            idx[a] += 1;
-            if idx[a] < start[a] + count[a] {
-                break;
-            }
-            idx[a] = start[a];
         }
     }
 }
@@ -1079,22 +1010,42 @@ pub(crate) unsafe fn decode_attr(
 ) -> AttrOutcome {
     let leaves = flatten(t);
     // Complex values are compounds: JSON text as the others.
-    let single = leaves.len() == 1 && leaves[0].suffix.is_empty() && leaves[0].complex.is_none();
+    let single = leaves.len() == 1
+        && leaves[0].path.is_empty()
+        && !matches!(
+            leaves[0].kind,
+            LeafKind::Numeric {
+                complex: Some(_),
+                ..
+            }
+        );
+    // The records of the attribute (all there: libhdf5 read them).
+    let Some(recs) = n.checked_mul(t.size).and_then(|len| bytes.get(..len)) else {
+        return AttrOutcome::Skip("attribute shorter than its records".into());
+    };
+    let record_at = |r: usize| recs.get(r * t.size..(r + 1) * t.size).unwrap_or(&[]);
     if single {
         let leaf = &leaves[0];
-        let per: u64 = leaf.inner.iter().map(|&(d, _)| d).product();
-        let zeros = vec![0u64; leaf.inner.len()];
-        let dims: Vec<u64> = leaf.inner.iter().map(|&(d, _)| d).collect();
+        let zeros = vec![0u64; leaf.place.inner.len()];
+        let dims = leaf.place.inner_shape();
         match &leaf.kind {
-            LeafKind::Numeric { dtype, be, .. } => {
-                let es = leaf.ty.size;
-                let mut le = Vec::with_capacity(n * per as usize * es);
-                let mut tmp = [0u8; 8];
-                for r in 0..n {
-                    let rec = &bytes[r * t.size..(r + 1) * t.size];
-                    for_each_inner(leaf, &zeros, &dims, |off| {
-                        le.extend_from_slice(le_elem(rec, off, es, *be, &mut tmp));
-                    });
+            LeafKind::Numeric { ty, dtype, be, .. } => {
+                let es = ty.size;
+                // Inside its record, a leaf's elements take at most the record's bytes.
+                let len = dims.iter().try_fold(n.saturating_mul(es), |a, &d| {
+                    a.checked_mul(usize::try_from(d).ok()?)
+                });
+                let Some(len) = len.filter(|_| leaf.place.fits(t.size as u64, es as u64)) else {
+                    return AttrOutcome::Skip(format!(
+                        "attribute of {}: field outside its record",
+                        describe(t)
+                    ));
+                };
+                let mut le = vec![0u8; len];
+                let elem = Element::plain(es, Fix::order(*dtype, *be));
+                let got = record::gather(recs, t.size, &leaf.place, &zeros, &dims, elem, &mut le);
+                if let Err(e) = got {
+                    return AttrOutcome::Skip(format!("attribute of {}: {e}", describe(t)));
                 }
                 let note = match dtype {
                     ElementType::F16 => Some("half-precision values given as f32".to_string()),
@@ -1103,17 +1054,20 @@ pub(crate) unsafe fn decode_attr(
                 };
                 return AttrOutcome::Value(numeric_attr(*dtype, &le), note);
             }
-            LeafKind::Text => {
+            LeafKind::Text(ty) => {
                 let mut lossy = false;
                 let mut vals = Vec::new();
                 for r in 0..n {
-                    let rec = &bytes[r * t.size..(r + 1) * t.size];
-                    for_each_inner(leaf, &zeros, &dims, |off| {
+                    let rec = record_at(r);
+                    let each = leaf.place.for_each(&zeros, &dims, |off| {
                         // SAFETY: `rec` is a record of `bytes`, whose variable-length parts the
-                        // caller keeps live (this function's contract), and `leaf.ty` is the
-                        // type of the string at `off`.
-                        vals.push(unsafe { string_at(&leaf.ty, rec, off, &mut lossy) });
+                        // caller keeps live (this function's contract), and `ty` is the type of
+                        // the string at `off`.
+                        vals.push(unsafe { string_at(ty, rec, off, &mut lossy) });
                     });
+                    if let Err(e) = each {
+                        return AttrOutcome::Skip(format!("attribute of {}: {e}", describe(t)));
+                    }
                 }
                 let note = lossy.then(|| "invalid UTF-8 replaced by U+FFFD".to_string());
                 let v = if scalar && vals.len() == 1 {
@@ -1129,7 +1083,7 @@ pub(crate) unsafe fn decode_attr(
     // Compound (or nested) values: JSON text.
     let mut parts = Vec::with_capacity(n);
     for r in 0..n {
-        let rec = &bytes[r * t.size..(r + 1) * t.size];
+        let rec = record_at(r);
         // SAFETY: `rec` is a record of type `t` whose variable-length parts the caller keeps
         // live (this function's contract).
         match unsafe { json_of(t, rec, 0) } {

@@ -523,13 +523,13 @@ impl Walker<'_> {
         // and one named `field_<i>`) cannot both be variables: this dataset is an unsupported
         // item, the rest of the file converts.
         let mut seen = HashSet::new();
-        if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix.as_str())) {
+        if let Some(dup) = leaves.iter().find(|l| !seen.insert(l.suffix())) {
             return self.unsupported(
                 name,
                 Feature::DataType,
                 format!(
-                    "compound fields collide as '{name}{}' once '/' in field names becomes '_'",
-                    dup.suffix
+                    "compound fields collide as '{}' once '/' in field names becomes '_'",
+                    dup.name_under(name)
                 ),
             );
         }
@@ -873,8 +873,8 @@ impl Walker<'_> {
         li: usize,
         leaf: &Leaf,
     ) -> Result<()> {
-        let name = format!("{}{}", d.f.name, leaf.suffix);
-        let inner: Vec<u64> = leaf.inner.iter().map(|&(n, _)| n).collect();
+        let name = leaf.name_under(&d.f.name);
+        let inner = leaf.place.inner_shape();
         let shape: Vec<u64> = d.outer.iter().chain(&inner).copied().collect();
         let mut notes: Vec<String> = leaf.notes.clone();
         notes.extend(d.f.notes.iter().cloned());
@@ -894,7 +894,7 @@ impl Walker<'_> {
                 src.push_numeric(d, leaf, v);
                 Ok(())
             }
-            LeafKind::Text => self.add_text(src, d, li, v),
+            LeafKind::Text(_) => self.add_text(src, d, li, v),
             LeafKind::Unsupported(why) => self.unsupported(
                 &v.name,
                 Feature::DataType,
@@ -1057,9 +1057,11 @@ fn contiguous_access(f: &Found, n_records: u64, record: usize, file_len: u64) ->
 fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<String>) -> Vec<Fact> {
     let mut facts: Vec<Fact> = Vec::new();
     let LeafKind::Numeric {
+        ty,
         dtype: et,
         be,
         enum_mapping,
+        ..
     } = &leaf.kind
     else {
         return facts;
@@ -1067,18 +1069,18 @@ fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<Str
     if *be && et.size() > 1 {
         notes.push("big-endian on disk; stored little-endian".into());
     }
-    if let Kind::Enum { is_bool: true, .. } = leaf.ty.kind {
+    if let Kind::Enum { is_bool: true, .. } = ty.kind {
         notes.push("h5py bool: HDF5 enum {FALSE:0, TRUE:1} over int8".into());
     }
-    if let Kind::Int { bitfield: true, .. } = leaf.ty.kind {
+    if let Kind::Int { bitfield: true, .. } = ty.kind {
         notes.push("HDF5 bitfield delivered as an unsigned integer".into());
     }
     if let Kind::Int {
         nbit: Some((prec, off)),
         ..
-    } = leaf.ty.kind
+    } = ty.kind
     {
-        let bytes = leaf.ty.size;
+        let bytes = ty.size;
         notes.push(format!(
             "N-bit integer: {prec} bits at bit offset {off} of a {bytes}-byte container, delivered as the container type ({}; libhdf5's conversion, sign-extended when signed)",
             et.name()
@@ -1089,15 +1091,15 @@ fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<Str
             AttrValue::Text(format!("precision={prec} offset={off}")),
         ));
     }
-    if let Kind::Int { time: true, .. } = leaf.ty.kind {
+    if let Kind::Int { time: true, .. } = ty.kind {
         notes.push(format!(
             "HDF5 time type (H5T_TIME, {}-bit): delivered as its stored integer (seconds since the Unix epoch by HDF5's definition)",
-            leaf.ty.size * 8
+            ty.size * 8
         ));
         facts.push(Fact::private(
             "h5",
             "hdf5_time",
-            AttrValue::Text(format!("H5T_UNIX_D{}", leaf.ty.size * 8)),
+            AttrValue::Text(format!("H5T_UNIX_D{}", ty.size * 8)),
         ));
     }
     if let Some(m) = enum_mapping {
@@ -1113,7 +1115,7 @@ fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<Str
         }
         facts.push(Fact::Aliases(f.aliases.clone()));
     }
-    if d.leaves.len() > 1 || !leaf.suffix.is_empty() {
+    if d.leaves.len() > 1 || !leaf.path.is_empty() {
         facts.push(Fact::SourceDataset(f.name.clone()));
     }
     facts.extend(f.attr_shapes.iter().cloned());
