@@ -35,6 +35,8 @@ pub struct AuditArgs {
     /// Print one JSON object (`tet-audit/1`) per file, one per line.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    storage: super::StorageArgs,
 }
 
 /// One checked source: its digest and the history rows that name it as a parent.
@@ -57,7 +59,7 @@ pub fn run(a: &AuditArgs) -> ExitCode {
 /// Audits one file and prints its report; returns whether it passed.
 fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
     // An object is read by ranges: its head and its footer.
-    let history: Vec<HistoryRow> = match super::OpenedTet::open(file) {
+    let history: Vec<HistoryRow> = match super::OpenedTet::open(file, &a.storage.storage_option) {
         Err(e) => {
             fail(file, e);
             return false;
@@ -75,7 +77,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
         .source
         .iter()
         .map(|p| {
-            let digest = super::digest_arg(p).map(|(d, _)| d);
+            let digest = super::digest_arg(p, &a.storage.storage_option).map(|(d, _)| d);
             let rows = match &digest {
                 Ok(d) => (0..history.len())
                     .filter(|&i| history[i].parents.iter().any(|x| x == d))
@@ -91,7 +93,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
         .collect();
     // Without --source: the recorded inputs.
     let inputs: Vec<InputCheck> = if a.source.is_empty() {
-        recheck(&history)
+        recheck(&history, &a.storage.storage_option)
     } else {
         Vec::new()
     };

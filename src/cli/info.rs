@@ -32,6 +32,8 @@ pub struct InfoArgs {
     /// Show all metadata: every attribute, every coordinate label, extension facts.
     #[arg(long)]
     metadata: bool,
+    #[command(flatten)]
+    storage: super::StorageArgs,
 }
 
 /// Per-dataset chunk statistics.
@@ -437,7 +439,7 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
 
 pub fn run(a: &InfoArgs) -> ExitCode {
     // An object is read by ranges: the head, the chunk index and the footer.
-    let f = match super::OpenedTet::open(&a.file) {
+    let f = match super::OpenedTet::open(&a.file, &a.storage.storage_option) {
         Ok(f) => f,
         Err(e) => return fail(&a.file, e),
     };

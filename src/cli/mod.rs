@@ -129,9 +129,20 @@ pub fn main_convert() -> ExitCode {
 
 pub(crate) use crate::batch::text::{human_bytes, one_line, program};
 
+/// `--storage-option KEY=VALUE`, as `tet info`, `verify`, `audit` and `export` take it (the
+/// same parser as `tet-convert`'s: keys lower-cased, values never echoed in an error).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct StorageArgs {
+    /// An object store setting for s3://, gs://, az://, https:// URLs (repeatable), e.g.
+    /// `aws_endpoint_url=http://127.0.0.1:9000`; the environment's AWS_*, GOOGLE_*, AZURE_*
+    /// variables are read first. Also `max_retries=N`, `retry_timeout=SECONDS`.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::storage::parse_option)]
+    pub storage_option: Vec<(String, String)>,
+}
+
 /// A `.tet` named on the command line, opened: a local file memory-mapped, an object URL read
 /// by ranges ([`crate::storage::RangedObject`]: a HEAD, then only the ranges the command reads;
-/// settings from the environment). An object whose server ignores ranges is downloaded into
+/// settings from the environment and `--storage-option`). An object whose server ignores ranges is downloaded into
 /// `$TMPDIR` instead, the copy removed when this is dropped.
 pub(crate) struct OpenedTet {
     file: crate::format::TetFile,
@@ -163,7 +174,10 @@ pub(crate) enum OpenTetError {
 }
 
 impl OpenedTet {
-    pub(crate) fn open(p: &std::path::Path) -> Result<OpenedTet, OpenTetError> {
+    pub(crate) fn open(
+        p: &std::path::Path,
+        options: &crate::storage::Options,
+    ) -> Result<OpenedTet, OpenTetError> {
         use crate::format::{TetError, TetFile};
         if !crate::storage::is_url(p) {
             return Ok(OpenedTet {
@@ -172,7 +186,7 @@ impl OpenedTet {
             });
         }
         let object =
-            crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new()).map_err(FetchError)?;
+            crate::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
         let info = object.info().map_err(FetchError)?;
         // Requests stop at the first SIGINT/SIGTERM, as a conversion's do.
         let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
@@ -199,12 +213,15 @@ impl OpenedTet {
 
 /// The input digest (`sha256:<hex>`) and size of a path or object URL named on the command
 /// line (`tet audit --source`), as a conversion records it: an object is streamed once, not
-/// downloaded.
-pub(crate) fn digest_arg(p: &std::path::Path) -> std::io::Result<(String, u64)> {
+/// downloaded; `options` are the `--storage-option` pairs.
+pub(crate) fn digest_arg(
+    p: &std::path::Path,
+    options: &crate::storage::Options,
+) -> std::io::Result<(String, u64)> {
     if !crate::storage::is_url(p) {
         return crate::meta::digest_input(p);
     }
-    let object = crate::storage::Object::parse(&p.to_string_lossy(), &Vec::new())
+    let object = crate::storage::Object::parse(&p.to_string_lossy(), options)
         .map_err(|e| std::io::Error::other(FetchError(e)))?;
     let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
     object

@@ -29,12 +29,14 @@ pub struct VerifyArgs {
     /// Print nothing; only the exit code tells.
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    storage: super::StorageArgs,
 }
 
 /// Verifies one file (a file that cannot be opened is one `structure` failure).
-fn check(path: &Path, depth: Depth) -> Report {
+fn check(path: &Path, depth: Depth, options: &crate::storage::Options) -> Report {
     // An object is read by ranges: each checked chunk once.
-    let failure = match super::OpenedTet::open(path) {
+    let failure = match super::OpenedTet::open(path, options) {
         Ok(f) => return verify(&f, depth),
         Err(e) => e.to_string(),
     };
@@ -129,7 +131,7 @@ pub fn run(a: &VerifyArgs) -> ExitCode {
     let many = a.files.len() > 1;
     let mut all_ok = true;
     for path in &a.files {
-        let report = check(path, depth);
+        let report = check(path, depth, &a.storage.storage_option);
         all_ok &= report.ok();
         let file = path.display().to_string();
         if a.json {

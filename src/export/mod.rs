@@ -212,7 +212,14 @@ pub fn export_file(
 /// The format to write (`--to`, else the output's extension), once the output is checked not
 /// to be the input nor to exist (unless `force`).
 fn target_of(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Target> {
-    let target = match opts.target {
+    let target = target_for(output, opts)?;
+    check_paths(input, output, opts.force)?;
+    Ok(target)
+}
+
+/// The format to write to `output`: `--to` (`opts.target`), else the one its extension names.
+pub fn target_for(output: &Path, opts: &ExportOptions) -> Result<Target> {
+    Ok(match opts.target {
         Some(t) => t,
         None => Target::from_path(output).ok_or_else(|| {
             ExportError::Invalid(format!(
@@ -226,9 +233,36 @@ fn target_of(input: &Path, output: &Path, opts: &ExportOptions) -> Result<Target
                     .join(", ")
             ))
         })?,
+    })
+}
+
+/// About how many bytes the export of `tet` as `target` writes (for a free-space check before
+/// it starts): the raw bytes of the datasets it reads when the output is not compressed, else
+/// their stored (compressed) bytes in the `.tet` file; an estimate, not a bound.
+pub fn estimated_size(tet: &TetFile, target: Target, opts: &ExportOptions) -> Result<u64> {
+    let plan = Plan::new(tet, target.capabilities(), &opts.datasets)?;
+    let read: std::collections::BTreeSet<usize> = plan
+        .stored
+        .iter()
+        .flat_map(|s| std::iter::once(s.ds).chain(s.imag))
+        .collect();
+    let compressed = match opts.compression {
+        Compression::None => false,
+        Compression::Default => target == Target::NETCDF || target == Target::ZARR,
+        Compression::Zlib(_) | Compression::Zstd(_) => true,
     };
-    check_paths(input, output, opts.force)?;
-    Ok(target)
+    Ok(tet
+        .entries
+        .iter()
+        .filter(|e| usize::try_from(e.dataset_id).is_ok_and(|d| read.contains(&d)))
+        .map(|e| {
+            if compressed {
+                e.stored_byte_len
+            } else {
+                e.raw_byte_len
+            }
+        })
+        .fold(0u64, u64::saturating_add))
 }
 
 /// Writes the export of `tet` to `output` as `target`.

@@ -141,18 +141,27 @@ fn resolve_key(row: &HistoryRow, key: &str) -> Option<(PathBuf, &'static str)> {
     }
 }
 
-/// Checks every `convert` row's recorded input (see the module docs).
-pub fn recheck(history: &[HistoryRow]) -> Vec<InputCheck> {
+/// Checks every `convert` row's recorded input (see the module docs); an object input is
+/// fetched with the `--storage-option` pairs `options` over the environment's settings.
+pub fn recheck(history: &[HistoryRow], options: &crate::storage::Options) -> Vec<InputCheck> {
     history
         .iter()
         .enumerate()
         .filter(|(_, h)| h.op == "convert")
         // A combined conversion (`--concat`) has a parent per input: `input`, `input.1`, ….
-        .flat_map(|(i, h)| (0..h.parents.len().max(1)).map(move |k| recheck_row(i, h, k)))
+        .flat_map(|(i, h)| {
+            let inputs = 0..h.parents.len().max(1);
+            inputs.map(move |k| recheck_row(i, h, k, options))
+        })
         .collect()
 }
 
-fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
+fn recheck_row(
+    i: usize,
+    h: &HistoryRow,
+    k: usize,
+    options: &crate::storage::Options,
+) -> InputCheck {
     let recorded_digest = h.parents.get(k).cloned();
     let key = if k == 0 {
         "input".to_string()
@@ -180,7 +189,7 @@ fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
         return c;
     };
     if crate::storage::is_url(&path) {
-        return recheck_object(c, &path, &want);
+        return recheck_object(c, &path, &want, options);
     }
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -211,10 +220,16 @@ fn recheck_row(i: usize, h: &HistoryRow, k: usize) -> InputCheck {
     c
 }
 
-/// An object input: downloaded into `$TMPDIR` (settings from the environment) and hashed.
+/// An object input: downloaded into `$TMPDIR` (settings from the environment and `options`)
+/// and hashed.
 #[cfg(feature = "object-store")]
-fn recheck_object(mut c: InputCheck, url: &Path, want: &str) -> InputCheck {
-    let fetched = crate::storage::Object::parse(&url.to_string_lossy(), &Vec::new())
+fn recheck_object(
+    mut c: InputCheck,
+    url: &Path,
+    want: &str,
+    options: &crate::storage::Options,
+) -> InputCheck {
+    let fetched = crate::storage::Object::parse(&url.to_string_lossy(), options)
         .and_then(|o| o.download(&std::env::temp_dir(), &crate::control::Cancel::never()));
     let spool = match fetched {
         Ok(s) => s,
@@ -248,7 +263,12 @@ fn recheck_object(mut c: InputCheck, url: &Path, want: &str) -> InputCheck {
 
 /// Without the `object-store` feature an object input cannot be read.
 #[cfg(not(feature = "object-store"))]
-fn recheck_object(mut c: InputCheck, url: &Path, _want: &str) -> InputCheck {
+fn recheck_object(
+    mut c: InputCheck,
+    url: &Path,
+    _want: &str,
+    _options: &crate::storage::Options,
+) -> InputCheck {
     c.status = InputStatus::Unreadable;
     c.error = Some(
         crate::storage::StorageError::NotBuilt {
@@ -300,7 +320,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let got = recheck(&rows);
+        let got = recheck(&rows, &Vec::new());
         let st: Vec<_> = got.iter().map(|c| c.status).collect();
         assert_eq!(
             st,
