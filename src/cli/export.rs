@@ -210,7 +210,11 @@ fn to_object(a: &ExportArgs, opts: &ExportOptions) -> Result<ExportReport, ToObj
     match dst.info() {
         Ok(_) if !opts.force => return Err(ToObjectError::Output(OutputError::Exists)),
         Ok(_) => {}
-        Err(e) if e.is_not_found() => {}
+        // No such key is the usual case; no such bucket fails now, before the export.
+        Err(StorageError::Remote {
+            cause: Cause::NoSuchKey,
+            ..
+        }) => {}
         Err(e) => return Err(e.into()),
     }
     // From here a signal stops the reads of an object input and the upload (the exit code
