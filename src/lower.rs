@@ -12,8 +12,8 @@
 //! pipeline ([`Widen::apply`]). Importers never lower anything themselves.
 
 use tet_source::{
-    check_region, AttrValue, DimLabels, ElementType, Fact, FileExtent, Result, Role, Skipped,
-    Source, TextVariable, Variable,
+    AttrValue, DimLabels, ElementType, Fact, FileExtent, Result, Role, Skipped, Source,
+    TextVariable, Variable,
 };
 
 use crate::format::DType;
@@ -226,9 +226,8 @@ impl Source for Lowered<'_> {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let (v, _) = self.region_of(var, start, count, out.len())?;
         let s = self.stored(var)?;
-        let v = &self.vars[var];
-        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         let (start, count) = source_region(s, start, count);
         let half = v.dtype.size();
         let offset = match s.part {
@@ -299,8 +298,7 @@ mod tests {
             count: &[u64],
             out: &mut [u8],
         ) -> Result<()> {
-            let v = &self.variables()[var];
-            check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+            self.region_of(var, start, count, out.len())?;
             if var == 0 {
                 out[..8].copy_from_slice(&1.5f64.to_le_bytes());
                 out[8..].copy_from_slice(&(-2.5f64).to_le_bytes());

@@ -196,7 +196,9 @@ pub(crate) fn convert_carrying(
         first: DigestOf::File,
         more: None,
     };
-    convert_digested(source, format, input, output, opts, started, carried, digests)
+    convert_digested(
+        source, format, input, output, opts, started, carried, digests,
+    )
 }
 
 /// [`convert_carrying`] of a combination of inputs the caller opened (`--concat` over object
@@ -218,7 +220,9 @@ pub(crate) fn convert_combined(
         first: digests.next().unwrap_or(DigestOf::File),
         more: Some(digests.collect()),
     };
-    convert_digested(source, format, input, output, opts, started, carried, digests)
+    convert_digested(
+        source, format, input, output, opts, started, carried, digests,
+    )
 }
 
 /// The input digests of a conversion: the first input's, and the other inputs' of a combined

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use tet_source::{
-    check_region, AttrValue, DimLabels, Fact, FileExtent, Result, Role, Skipped, Source,
-    SourceError, TextVariable, Variable,
+    AttrValue, DimLabels, Fact, FileExtent, Result, Role, Skipped, Source, SourceError,
+    TextVariable, Variable,
 };
 
 /// What to keep of a source: the options of the command line, as given.
@@ -1100,9 +1100,8 @@ impl Source for Selected {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        self.region_of(var, start, count, out.len())?;
         let k = self.kept(var)?;
-        let v = &self.vars[var];
-        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         let Some(cuts) = &k.cuts else {
             return self.inner.read_region(k.src, start, count, out);
         };

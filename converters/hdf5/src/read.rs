@@ -304,12 +304,8 @@ impl Source for H5Source {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self.variables.get(var).ok_or(Request::NoVariable {
-            var,
-            count: self.variables.len(),
-        })?;
-        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
-        if count.contains(&0) {
+        let (v, n) = self.region_of(var, start, count, out.len())?;
+        if n == 0 {
             return Ok(());
         }
         let plan = &self.plans[var];

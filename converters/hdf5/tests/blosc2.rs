@@ -12,8 +12,8 @@ use std::os::unix::fs::FileExt;
 
 use common::{fixture, read_named, var};
 use serde_json::Value;
-use tet_hdf5::filters::blosc2::blosc2_decompress;
 use tet_hdf5::chunks::{ChunkAccess, ChunkedVar};
+use tet_hdf5::filters::blosc2::blosc2_decompress;
 use tet_hdf5::{open_path, H5Source};
 use tet_source::{ElementType, Feature, OpenOptions, Source};
 use tet_testkit::{first_difference, json_u64s, sha_hex};

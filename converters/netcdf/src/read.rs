@@ -6,8 +6,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use tet_source::{
-    check_region, AttrValue, DimLabels, Fact, Feature, Lib, OpenOptions, Request, Result, Skipped,
-    Source, SourceError, TextVariable, Variable,
+    AttrValue, DimLabels, Fact, Feature, Lib, OpenOptions, Request, Result, Skipped, Source,
+    SourceError, TextVariable, Variable,
 };
 
 use crate::build::Builder;
@@ -210,11 +210,7 @@ impl Source for NcSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self.variables.get(var).ok_or(Request::NoVariable {
-            var,
-            count: self.variables.len(),
-        })?;
-        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let (v, n) = self.region_of(var, start, count, out.len())?;
         if n == 0 {
             return Ok(());
         }

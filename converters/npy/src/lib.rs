@@ -84,9 +84,9 @@ use tet_source::byte_source::{ByteReader, ByteSource};
 use tet_source::mapped::FileBytes;
 use tet_source::numpy;
 use tet_source::{
-    check_region, extension_confidence, CharAxis, Confidence, ElementType, Fact, Feature,
-    FileExtent, Importer, OpenOptions, Part, Request, Result, Skipped, Source, SourceError,
-    SourceLayout, TextVariable, Variable,
+    extension_confidence, CharAxis, Confidence, ElementType, Fact, Feature, FileExtent, Importer,
+    OpenOptions, Part, Request, Result, Skipped, Source, SourceError, SourceLayout, TextVariable,
+    Variable,
 };
 
 pub mod export;
@@ -607,9 +607,8 @@ impl Source for NpySource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
+        let (_, n) = self.region_of(var, start, count, out.len())?;
         let map = self.map(var)?;
-        let v = &self.vars[var];
-        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
         if n == 0 {
             return Ok(());
         }

@@ -589,6 +589,25 @@ pub trait Source: Send + Sync {
     /// `product(count) * dtype.size()`.
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()>;
 
+    /// What every [`Source::read_region`] starts with: the variable `var` (else
+    /// [`Request::NoVariable`]) and the element count of the region `start .. start + count`,
+    /// once [`check_region`] has checked its rank, its bounds and that `out_len` bytes hold it.
+    fn region_of(
+        &self,
+        var: usize,
+        start: &[u64],
+        count: &[u64],
+        out_len: usize,
+    ) -> Result<(&Variable, u64)> {
+        let vars = self.variables();
+        let v = vars.get(var).ok_or(Request::NoVariable {
+            var,
+            count: vars.len(),
+        })?;
+        let n = check_region(&v.shape, start, count, v.dtype.size(), out_len)?;
+        Ok((v, n))
+    }
+
     /// Whether `read_region` may usefully be called from several threads at once (false when an
     /// underlying library serialises every call anyway).
     fn parallel_reads(&self) -> bool {

@@ -75,8 +75,8 @@ use tet_source::byte_source::ByteSource;
 use tet_source::mapped::FileBytes;
 
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Feature,
-    Importer, OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceLayout, Variable,
+    extension_confidence, AttrValue, Attrs, Confidence, ElementType, Feature, Importer,
+    OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceLayout, Variable,
 };
 
 mod header;
@@ -616,15 +616,11 @@ impl Source for TeaSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let (v, plan) =
-            self.variables
-                .get(var)
-                .zip(self.plans.get(var))
-                .ok_or(Request::NoVariable {
-                    var,
-                    count: self.variables.len(),
-                })?;
-        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let (v, n) = self.region_of(var, start, count, out.len())?;
+        let plan = self.plans.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.plans.len(),
+        })?;
         if n == 0 {
             return Ok(());
         }

@@ -138,8 +138,8 @@ use tensogram::{
     ByteOrder, CompressionBackend, DataObjectDescriptor, DecodeOptions, Dtype, TensogramError,
 };
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, Fact, Feature, Importer,
-    OpenOptions, Request, Result, Skipped, Source, SourceError, SourceLayout, Variable,
+    extension_confidence, AttrValue, Attrs, Confidence, Fact, Feature, Importer, OpenOptions,
+    Request, Result, Skipped, Source, SourceError, SourceLayout, Variable,
 };
 
 mod blosc2;
@@ -875,15 +875,11 @@ impl Source for TgmSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let (v, plan) =
-            self.variables
-                .get(var)
-                .zip(self.plans.get(var))
-                .ok_or(Request::NoVariable {
-                    var,
-                    count: self.variables.len(),
-                })?;
-        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let (v, n) = self.region_of(var, start, count, out.len())?;
+        let plan = self.plans.get(var).ok_or(Request::NoVariable {
+            var,
+            count: self.plans.len(),
+        })?;
         if n == 0 {
             return Ok(());
         }

@@ -106,9 +106,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tet_source::{
-    check_region, extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Feature,
-    Importer, Lib, OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceError,
-    SourceLayout, TextVariable, Variable,
+    extension_confidence, AttrValue, Attrs, Confidence, ElementType, Fact, Feature, Importer, Lib,
+    OpenOptions, Part, Request, Result, Role, Skipped, Source, SourceError, SourceLayout,
+    TextVariable, Variable,
 };
 use unsafe_cell_slice::UnsafeCellSlice;
 use zarrs::array::{
@@ -1770,11 +1770,7 @@ impl Source for ZarrSource {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self.variables.get(var).ok_or(Request::NoVariable {
-            var,
-            count: self.variables.len(),
-        })?;
-        let n = check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let (v, n) = self.region_of(var, start, count, out.len())?;
         if n == 0 {
             return Ok(());
         }
