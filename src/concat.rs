@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tet_source::{
-    check_region, AttrValue, DimLabels, Fact, Result, Skipped, Source, SourceError, TextVariable,
-    Variable,
+    AttrValue, DimLabels, Fact, Result, Skipped, Source, SourceError, TextVariable, Variable,
 };
 
 use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf};
@@ -754,11 +753,7 @@ impl Source for Concat {
     }
 
     fn read_region(&self, var: usize, start: &[u64], count: &[u64], out: &mut [u8]) -> Result<()> {
-        let v = self.vars.get(var).ok_or(tet_source::Request::NoVariable {
-            var,
-            count: self.vars.len(),
-        })?;
-        check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+        let (v, _) = self.region_of(var, start, count, out.len())?;
         let missing = || {
             SourceError::from(tet_source::Request::NotReadable {
                 name: v.name.clone(),
@@ -845,8 +840,7 @@ mod tests {
             count: &[u64],
             out: &mut [u8],
         ) -> Result<()> {
-            let v = &self.vars[var];
-            check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
+            self.region_of(var, start, count, out.len())?;
             match var {
                 0 => {
                     for (i, o) in out.chunks_exact_mut(8).enumerate() {

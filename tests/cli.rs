@@ -812,3 +812,29 @@ fn logs_go_to_stderr_by_level() {
     let v: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(v["datasets"][0]["name"], "rank3");
 }
+
+/// A mistyped `--storage-option` (no `=`) may be a secret: the one error line never shows it,
+/// in `tet-convert` and in every `tet` subcommand that takes the option.
+#[test]
+fn a_bad_storage_option_is_refused_without_echoing_it() {
+    let secret = "secret_access_key:SEKRIT-9f3a";
+    let mut cases = vec![(tet_convert(), vec!["in.tet", "out.tet"])];
+    for sub in ["info", "verify", "audit", "export"] {
+        let mut c = tet();
+        c.arg(sub);
+        let files = if sub == "export" {
+            vec!["in.tet", "out.npz"]
+        } else {
+            vec!["in.tet"]
+        };
+        cases.push((c, files));
+    }
+    for (mut c, files) in cases {
+        let o = run(c.args(files).args(["--storage-option", secret]));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains("expected KEY=VALUE"), "{err}");
+        assert!(!err.contains("SEKRIT"), "the secret is echoed: {err}");
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("SEKRIT"));
+    }
+}

@@ -177,7 +177,7 @@ pub struct ConvertArgs {
     /// An object store setting for s3://, gs://, az://, https:// paths (repeatable), e.g.
     /// `aws_endpoint_url=http://127.0.0.1:9000`; the environment's AWS_*, GOOGLE_*, AZURE_*
     /// variables are read first. Also `max_retries=N`, `retry_timeout=SECONDS`.
-    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::storage::parse_option)]
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = super::StorageOptionParser)]
     storage_option: Vec<(String, String)>,
     /// Where object inputs are downloaded and object outputs staged (default: $TMPDIR).
     #[arg(long, value_name = "DIR")]

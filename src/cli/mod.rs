@@ -136,8 +136,37 @@ pub(crate) struct StorageArgs {
     /// An object store setting for s3://, gs://, az://, https:// URLs (repeatable), e.g.
     /// `aws_endpoint_url=http://127.0.0.1:9000`; the environment's AWS_*, GOOGLE_*, AZURE_*
     /// variables are read first. Also `max_retries=N`, `retry_timeout=SECONDS`.
-    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = crate::storage::parse_option)]
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", value_parser = StorageOptionParser)]
     pub storage_option: Vec<(String, String)>,
+}
+
+/// clap's parser of `--storage-option`: [`crate::storage::parse_option`], with an error that never
+/// shows the argument (clap's own message for a bad value quotes it, and a mistyped option may
+/// be a secret).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StorageOptionParser;
+
+impl clap::builder::TypedValueParser for StorageOptionParser {
+    type Value = (String, String);
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidUtf8,
+                "--storage-option: not UTF-8\n",
+            )
+            .with_cmd(cmd)
+        })?;
+        crate::storage::parse_option(text).map_err(|e| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+                .with_cmd(cmd)
+        })
+    }
 }
 
 /// A `.tet` named on the command line, opened: a local file memory-mapped, an object URL read

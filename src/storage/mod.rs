@@ -45,14 +45,27 @@ pub fn is_url(p: &Path) -> bool {
 pub fn parse_option(s: &str) -> Result<(String, String), BadOption> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_ascii_lowercase(), v.to_string())),
-        _ => Err(BadOption(s.to_string())),
+        Some(_) => Err(BadOption::EmptyKey),
+        None => Err(BadOption::NoEquals {
+            chars: s.chars().count(),
+        }),
     }
 }
 
-/// A `--storage-option` that is not `KEY=VALUE`.
+/// A `--storage-option` that is not `KEY=VALUE`. The argument itself is never shown: a
+/// mistyped one may be a secret (`secret_access_key:…`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--storage-option {0:?}: expected KEY=VALUE")]
-pub struct BadOption(pub String);
+pub enum BadOption {
+    /// No `=` in the argument.
+    #[error("--storage-option: expected KEY=VALUE, got {chars} characters without `=` (not shown: it may hold a secret)")]
+    NoEquals {
+        /// The argument's length in characters.
+        chars: usize,
+    },
+    /// Nothing before the `=`.
+    #[error("--storage-option: expected KEY=VALUE, the key is empty")]
+    EmptyKey,
+}
 
 /// What the history row of a conversion names as its input when the converted file is a local
 /// copy of an object: the URL, and params describing the object (its stamp, `input_object`).
@@ -363,10 +376,9 @@ mod tests {
             ("aws_region".into(), "eu-west-1".into())
         );
         assert_eq!(parse_option("k=a=b").unwrap().1, "a=b");
-        assert_eq!(
-            parse_option("novalue").unwrap_err().to_string(),
-            "--storage-option \"novalue\": expected KEY=VALUE"
-        );
-        assert!(parse_option("=x").is_err());
+        let e = parse_option("secret_access_key:SEKRIT").unwrap_err();
+        assert_eq!(e, BadOption::NoEquals { chars: 24 });
+        assert!(!e.to_string().contains("SEKRIT"), "{e}");
+        assert_eq!(parse_option("=x"), Err(BadOption::EmptyKey));
     }
 }
