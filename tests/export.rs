@@ -829,3 +829,49 @@ fn chunks_longer_than_the_axis_and_impossible_frames() {
         assert!(e.contains("zstd frame can hold"), "{}: {e}", t.name());
     }
 }
+
+/// A cancellation (what SIGINT/SIGTERM ask through `ExportOptions::cancel`) stops every target's
+/// export between two chunks with `ExportError::Interrupted`: nothing at the output, no staging
+/// directory left beside it, and not a chunk more asked of the source once it said stop.
+#[test]
+fn a_cancelled_export_stops_between_chunks_and_leaves_nothing() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    // 64 chunks of 4 rows.
+    let (tet, _) = make_tet(dir.path(), 256, 64, 4);
+    for (target, ext) in [
+        (Target::NETCDF, "nc"),
+        (Target::ZARR, "zarr"),
+        (Target::NPY, "npy"),
+        (Target::NPZ, "npz"),
+    ] {
+        let out_dir = dir.path().join(format!("out-{ext}"));
+        std::fs::create_dir(&out_dir).unwrap();
+        let out = out_dir.join(format!("m.{ext}"));
+        let asked = Arc::new(AtomicU32::new(0));
+        let seen = asked.clone();
+        let opts = ExportOptions {
+            target: Some(target),
+            cancel: tet::control::Cancel::from_fn(move || {
+                // The fifth question says stop (signal 15).
+                (seen.fetch_add(1, Ordering::SeqCst) >= 4).then_some(15)
+            }),
+            ..Default::default()
+        };
+        let e = export(&tet, &out, &opts).expect_err("cancelled");
+        assert!(
+            matches!(e, tet::export::ExportError::Interrupted(15)),
+            "{}: {e:?}",
+            target.name()
+        );
+        assert_eq!(e.to_string(), "stopped by signal 15");
+        // Stopped at once: the question that said stop is the last one asked.
+        assert_eq!(asked.load(Ordering::SeqCst), 5, "{}", target.name());
+        let left: Vec<_> = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{}: left {left:?}", target.name());
+    }
+}

@@ -126,11 +126,16 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
+    // SIGINT/SIGTERM stop the export between two chunks (and an upload, a ranged read): the
+    // staged output is removed and the exit code names the signal.
+    signals::install();
     let opts = ExportOptions {
         target: a.to,
         datasets: a.datasets.clone(),
         compression: a.compress.unwrap_or_default(),
         force: a.force,
+        // SIGINT/SIGTERM stop the export between two chunks; its staged output is removed.
+        cancel: crate::control::Cancel::from_fn(signals::pending),
     };
     let exported = if crate::storage::is_url(&a.out) {
         match to_object(a, &opts) {
@@ -154,6 +159,10 @@ pub fn run(a: &ExportArgs) -> ExitCode {
     };
     let report = match exported {
         Ok(r) => r,
+        Err(ExportError::Interrupted(sig)) => {
+            fail(&a.out, "interrupted");
+            return ExitCode::from(signals::exit_code(sig));
+        }
         Err(e) => return fail(&a.file, e),
     };
     for w in &report.warnings {
@@ -217,9 +226,8 @@ fn to_object(a: &ExportArgs, opts: &ExportOptions) -> Result<ExportReport, ToObj
         }) => {}
         Err(e) => return Err(e.into()),
     }
-    // From here a signal stops the reads of an object input and the upload (the exit code
-    // says which signal); the writer itself finishes the staged file first.
-    signals::install();
+    // A signal stops the export between chunks, the reads of an object input and the upload
+    // (the exit code says which signal; signals::install ran in `run`).
     let tet = super::OpenedTet::open(&a.file, options).map_err(ToObjectError::Input)?;
     let root = a.spool_dir.clone().unwrap_or_else(std::env::temp_dir);
     storage::clean_stale_spools(&root);
@@ -251,7 +259,10 @@ fn to_object(a: &ExportArgs, opts: &ExportOptions) -> Result<ExportReport, ToObj
     if let Some(sig) = signals::pending() {
         return Err(ToObjectError::Interrupted(sig));
     }
-    let mut report = exported.map_err(ToObjectError::Export)?;
+    let mut report = exported.map_err(|e| match e {
+        ExportError::Interrupted(sig) => ToObjectError::Interrupted(sig),
+        e => ToObjectError::Export(e),
+    })?;
     // Uploads to this key that killed runs left behind are aborted first.
     match dst.abort_stale_uploads() {
         Ok(0) => {}

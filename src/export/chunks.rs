@@ -14,6 +14,7 @@ use tet_source::export::{Chunk, ChunkSource, ExportError, Result};
 
 use super::raise::{Restore, Stored};
 use super::ChunkReadError;
+use crate::control::Cancel;
 use crate::format::{ChunkEntry, Codec, TetError, TetFile};
 
 /// The chunks of a plan's arrays, read from the `.tet` file.
@@ -28,13 +29,16 @@ pub(crate) struct TetChunks<'a> {
     frame: Vec<u8>,
     /// File ranges of the chunk delivered last, released at the next call.
     done: Vec<(u64, u64)>,
+    /// Asked before each chunk (see [`super::ExportOptions::cancel`]).
+    cancel: &'a Cancel,
 }
 
 impl<'a> TetChunks<'a> {
-    pub fn new(tet: &'a TetFile, stored: &'a [Stored]) -> Self {
+    pub fn new(tet: &'a TetFile, stored: &'a [Stored], cancel: &'a Cancel) -> Self {
         TetChunks {
             tet,
             stored,
+            cancel,
             raw: Vec::new(),
             imag: Vec::new(),
             out: Vec::new(),
@@ -139,6 +143,9 @@ fn restore<'b>(
 
 impl ChunkSource for TetChunks<'_> {
     fn chunk(&mut self, array: usize, coords: &[u64]) -> Result<Chunk<'_>> {
+        if let Some(code) = self.cancel.requested() {
+            return Err(ExportError::Interrupted(code));
+        }
         // The previous chunk's bytes are no longer borrowed: unmap them (bounded RSS).
         self.release_done();
         let (st, tcoords) = self.locate(array, coords)?;
@@ -192,6 +199,9 @@ impl ChunkSource for TetChunks<'_> {
     }
 
     fn zstd_frame(&mut self, array: usize, coords: &[u64]) -> Result<Option<&[u8]>> {
+        if let Some(code) = self.cancel.requested() {
+            return Err(ExportError::Interrupted(code));
+        }
         self.release_done();
         let (st, tcoords) = self.locate(array, coords)?;
         if st.restore != Restore::Same {

@@ -115,6 +115,9 @@ pub struct ExportOptions {
     pub compression: Compression,
     /// Replace an existing output.
     pub force: bool,
+    /// Asked before every chunk: `Some(code)` stops the export with
+    /// [`ExportError::Interrupted`] (the staged output removed). The default never stops.
+    pub cancel: crate::control::Cancel,
 }
 
 /// Errors of an export: the one [`tet_source::export::ExportError`] the format crates' exporters
@@ -285,7 +288,7 @@ fn write(
         path: output,
         staging: &staging,
     };
-    let mut chunks = chunks::TetChunks::new(tet, &plan.stored);
+    let mut chunks = chunks::TetChunks::new(tet, &plan.stored, &opts.cancel);
     let written = target
         .0
         .write(&plan.model, &mut chunks, out, opts.compression)?;

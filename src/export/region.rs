@@ -323,8 +323,10 @@ pub fn read_selection(
         len: out.len(),
     };
     let sink = &sink;
+    // A selection read for a caller (the Python reader) is not cancelled between chunks.
+    let never = crate::control::Cancel::never();
     (0..total).into_par_iter().try_for_each_init(
-        || TetChunks::new(tet, &plan.stored),
+        || TetChunks::new(tet, &plan.stored, &never),
         |src, l| -> Result<()> {
             let g = combo(l);
             let coords: Vec<u64> = g.iter().zip(&groups).map(|(&i, gr)| gr[i].0).collect();

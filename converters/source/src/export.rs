@@ -394,6 +394,10 @@ pub enum ExportError {
     /// fails its checksum); the container's own error is kept as the cause.
     #[error(transparent)]
     Container(Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// Stopped between two chunks because the front end asked (a signal: its number); the
+    /// staged output is removed, nothing is left at the output.
+    #[error("stopped by signal {0}")]
+    Interrupted(i32),
 }
 
 /// A result with an [`ExportError`].
