@@ -6,7 +6,9 @@
 //! `char` bytes 0x80–0xff in variables and attributes and valid multi-byte UTF-8, 0-d `char` and
 //! `string` variables, single- and multi-valued `string` attributes, enum attributes, dimensions
 //! no variable uses (root, subgroup, a group of dimensions only; unlimited too), unlimited
-//! dimensions used only by `char` variables, in a netCDF-4 and a classic file.
+//! dimensions used only by `char` variables, in a netCDF-4 and a classic file; a variable named
+//! like a dimension it does not use, listed before that dimension's variables (`non_coord.nc`,
+//! `make_non_coord.py`: netCDF-C cannot define the dimension after it).
 #![cfg(feature = "netcdf")]
 
 use std::collections::BTreeMap;
@@ -275,4 +277,61 @@ fn vlen_and_opaque_variables_come_back_as_their_types() {
             b"\x01\x02\x03\x04\x05\xff\xff\xff\xff\xff\0\0\0\0\0\xde\xad\xbe\xef\0".to_vec()
         )
     );
+}
+
+/// The native-endian bytes of `values`.
+fn ne_bytes<T: Copy, const N: usize>(values: &[T], to: fn(T) -> [u8; N]) -> RawValues {
+    RawValues::Bytes(values.iter().flat_map(|&v| to(v)).collect())
+}
+
+#[test]
+fn a_variable_named_like_a_dimension_it_does_not_use_exports_before_its_users() {
+    // `t(n)` before `u(t)` (root), `/g/s(m)` before `/g/w(s)`: the export defines `t` and
+    // `s` before the variables of their names (netCDF-C cannot define them after).
+    let (src, out) = round_trip("non_coord.nc");
+    assert_same(&src, &out, "non_coord.nc");
+    let (o, s) = (by_path(&out), by_path(&src));
+    let var = |g: &GroupDump, n: &str| -> VarDump {
+        g.vars.iter().find(|v| v.name == n).expect(n).clone()
+    };
+    let root = o[""];
+    let t = var(root, "t");
+    assert_eq!(
+        (t.xtype.as_str(), t.dims.clone()),
+        ("f64", vec!["n".to_string()])
+    );
+    assert_eq!(t.values, ne_bytes(&[1.5f64, 2.5, 3.5], f64::to_ne_bytes));
+    let u = var(root, "u");
+    assert_eq!(
+        (u.xtype.as_str(), u.dims.clone()),
+        ("i32", vec!["t".to_string()])
+    );
+    assert_eq!(u.values, ne_bytes(&[10i32, 20, 30, 40], i32::to_ne_bytes));
+    let dim = |g: &GroupDump, n: &str| -> DimDump {
+        g.dims.iter().find(|d| d.name == n).expect(n).clone()
+    };
+    assert_eq!(
+        dim(root, "t"),
+        DimDump {
+            name: "t".into(),
+            len: 4,
+            unlimited: true
+        }
+    );
+    let g = o["g"];
+    let sv = var(g, "s");
+    assert_eq!(sv.dims, vec!["m".to_string()]);
+    assert_eq!(sv.values, ne_bytes(&[-7i16, 8], i16::to_ne_bytes));
+    let w = var(g, "w");
+    assert_eq!(w.dims, vec!["s".to_string()]);
+    assert_eq!(
+        w.values,
+        ne_bytes(&[0.25f32, 0.5, 0.75, 1.0, 1.25], f32::to_ne_bytes)
+    );
+    assert_eq!(dim(g, "s").len, 5);
+    // The source is in the failing order: `t` listed before `u`, `s` before `w`.
+    let names = |g: &GroupDump| g.vars.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(s[""]), ["t", "u"]);
+    assert_eq!(names(s["g"]), ["s", "w"]);
+    assert_eq!((names(root), names(g)), (names(s[""]), names(s["g"])));
 }

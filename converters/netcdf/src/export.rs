@@ -425,6 +425,85 @@ impl<'a> DimHomes<'a> {
     }
 }
 
+impl DimHomes<'_> {
+    /// The group in which [`DimHomes::id`] would define dimension `k` (named `name`, of `len`)
+    /// under that name now; `None` when it would find one already defined (or define it under
+    /// another name, `<name>_<len>`).
+    fn defines_in(&self, dims: &Dims, k: usize, name: &str, len: u64, named: bool) -> Option<&str> {
+        let home = match self.homes.get(k) {
+            Some(h) => Some(h.as_str()),
+            None => dims.exact.then_some(self.group),
+        };
+        if let (Some(h), true) = (home, named) {
+            match dims.by_group.get(&(h.to_string(), name.to_string())) {
+                Some(&(_, l)) if l == len => return None,
+                Some(_) => {}
+                None => return Some(h),
+            }
+        }
+        // As [`Dims::get`]: the nearest definition visible from the group, else its own.
+        let mut g = self.group;
+        loop {
+            if let Some(&(_, l)) = dims.by_group.get(&(g.to_string(), name.to_string())) {
+                if l == len {
+                    return None;
+                }
+                break;
+            }
+            if g.is_empty() {
+                break;
+            }
+            g = split_group(g).0;
+        }
+        let taken = dims
+            .by_group
+            .contains_key(&(self.group.to_string(), name.to_string()));
+        (!taken).then_some(self.group)
+    }
+}
+
+/// Before array `a` is defined: when another array to define (`others`) uses a dimension
+/// named like `a` that would be defined in `a`'s group, and `a` does not use it itself (`a` is
+/// no coordinate variable of it), that dimension is defined now, as that array has it.
+/// netCDF-C cannot define a dimension after a variable of its name in the same group (it fails
+/// at the end of definitions); defined first, the variable is kept apart from it.
+fn define_dim_named_like<'m>(
+    a: &Array,
+    others: impl Iterator<Item = &'m Array>,
+    ctx: &mut Defining,
+) -> Result<()> {
+    let (g, short) = a.split_name();
+    if a.dims
+        .as_ref()
+        .is_some_and(|d| d.iter().any(|n| n == short))
+    {
+        return Ok(());
+    }
+    for b in others {
+        let (bg, bshort) = b.split_name();
+        // The axes `define_array` gives dimensions (an opaque array's last is its type's).
+        let axes = match ragged::opaque_of(b) {
+            Some(_) => b.shape.len().saturating_sub(1),
+            None => b.shape.len(),
+        };
+        let at = DimHomes::of(bg, &b.facts);
+        let named = b.dims.is_some();
+        for (k, &len) in b.shape.iter().take(axes).enumerate() {
+            let name = match b.dims.as_ref().and_then(|d| d.get(k)) {
+                Some(d) => d.clone(),
+                None => format!("{bshort}_dim{k}"),
+            };
+            if name != short || at.defines_in(ctx.dims, k, &name, len, named) != Some(g) {
+                continue;
+            }
+            let unlimited = b.unlimited_dims.contains(&name);
+            at.id(ctx.groups, ctx.dims, k, (&name, len, unlimited), named)?;
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 /// The dimension ids of a variable of `shape` in group `at.group` (names from `dims`, else
 /// `<short>_dim<k>`), defined as needed (see [`DimHomes::id`]).
 fn dim_ids(
@@ -1113,6 +1192,8 @@ fn define_all<'m>(
     };
     let mut vars = Vec::with_capacity(model.arrays.len());
     for (i, a) in order {
+        let others = arrays().filter(|(j, _)| *j != i).map(|(_, b)| b);
+        define_dim_named_like(a, others, &mut ctx)?;
         let (gid, varid) = define_array(a, &mut ctx)?;
         vars.push((i, gid, varid));
     }
