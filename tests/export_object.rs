@@ -2,257 +2,21 @@
 //! `export` (issue 22), against a real S3 server: moto's server mode on a free port of
 //! 127.0.0.1, from the Python environment `.ci/s3-setup` prepares (TET_PYTHON, else
 //! python/.venv/bin/python, else python3), as in `tests/object_store.rs` and
-//! `tests/ranged_tet.rs`. Skipped with a printed reason only when moto cannot start.
+//! `tests/ranged_tet.rs` (the server, the boto3 helper and the proxy are `tests/common/s3.rs`).
+//! Skipped with a printed reason only when moto cannot start.
 
 mod common;
 
-use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::ok;
+use common::s3::{self, Proxy, AWS_VARS};
 
 const CONVERT: &str = env!("CARGO_BIN_EXE_tet-convert");
 const TET: &str = env!("CARGO_BIN_EXE_tet");
-
-/// boto3: `python -c HELPER CMD ARGS…` against the server in `AWS_ENDPOINT_URL`.
-const HELPER: &str = r#"
-import os, sys, boto3
-s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
-cmd, args = sys.argv[1], sys.argv[2:]
-if cmd == "mb":
-    s3.create_bucket(Bucket=args[0])
-elif cmd == "put":
-    s3.upload_file(args[2], args[0], args[1])
-elif cmd == "get":
-    s3.download_file(args[0], args[1], args[2])
-elif cmd == "ls":
-    for o in s3.list_objects_v2(Bucket=args[0], Prefix=args[1]).get("Contents", []):
-        print(o["Key"])
-elif cmd == "uploads":
-    for u in s3.list_multipart_uploads(Bucket=args[0]).get("Uploads", []):
-        print(u["Key"])
-"#;
-
-/// The variables that could point a client at a store or give it credentials.
-const AWS_VARS: &[&str] = &[
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT",
-    "AWS_ALLOW_HTTP",
-    "AWS_PROFILE",
-];
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TET_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
-}
-
-/// A moto server on a free port of 127.0.0.1, killed when dropped.
-struct Moto {
-    child: Child,
-    endpoint: String,
-    python: PathBuf,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Moto {
-    /// The server, or why it cannot start (the test is then skipped).
-    fn start() -> Result<Moto, String> {
-        let python = python();
-        let ok = Command::new(&python)
-            .args(["-c", "import moto.server, boto3"])
-            .stderr(Stdio::null())
-            .status()
-            .map_err(|e| format!("{}: {e}", python.display()))?;
-        if !ok.success() {
-            return Err(format!(
-                "{} has no moto[server] (run .ci/s3-setup)",
-                python.display()
-            ));
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let child = Command::new(&python)
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
-            .arg(port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let moto = Moto {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
-            python,
-        };
-        let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err("moto did not listen within 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(moto)
-    }
-
-    /// The settings from the environment, with this endpoint.
-    fn env(&self, c: &mut Command, endpoint: &str) {
-        c.env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "verysecretvalue")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ENDPOINT_URL", endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE");
-    }
-
-    fn helper(&self, args: &[&str]) -> String {
-        let mut c = Command::new(&self.python);
-        c.arg("-c").arg(HELPER).args(args);
-        self.env(&mut c, &self.endpoint);
-        let o = c.output().unwrap();
-        assert!(
-            o.status.success(),
-            "helper {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn command(&self, bin: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(bin);
-        c.args(args);
-        self.env(&mut c, &self.endpoint);
-        c
-    }
-
-    fn run(&self, bin: &str, args: &[&str]) -> Output {
-        self.command(bin, args).output().unwrap()
-    }
-
-    /// The keys under `prefix` of `bucket`.
-    fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
-        let listed = self.helper(&["ls", bucket, prefix]);
-        listed.lines().map(str::to_string).collect()
-    }
-
-    /// The keys of `bucket` with a multipart upload in progress.
-    fn uploads(&self, bucket: &str) -> Vec<String> {
-        let listed = self.helper(&["uploads", bucket]);
-        listed.lines().map(str::to_string).collect()
-    }
-
-    fn get(&self, bucket: &str, key: &str, to: &Path) -> Vec<u8> {
-        self.helper(&["get", bucket, key, to.to_str().unwrap()]);
-        std::fs::read(to).unwrap()
-    }
-}
-
-macro_rules! moto_or_skip {
-    () => {
-        match Moto::start() {
-            Ok(m) => m,
-            Err(why) => {
-                eprintln!("skipped: no S3 server: {why}");
-                return;
-            }
-        }
-    };
-}
-
-/// A TCP proxy in front of the server that records request lines and holds (never forwards)
-/// the request whose line contains `stall`, and everything after it on that connection.
-struct StallingProxy {
-    endpoint: String,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl StallingProxy {
-    fn start(upstream: &str, stall: &'static str) -> StallingProxy {
-        let upstream = upstream.trim_start_matches("http://").to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let seen = lines.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(mut client) = client else { return };
-                let Ok(mut server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let seen = seen.clone();
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut pending = Vec::new();
-                    let mut stalled = false;
-                    while let Ok(n @ 1..) = client.read(&mut buf) {
-                        pending.extend_from_slice(&buf[..n]);
-                        while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
-                            let line = String::from_utf8_lossy(&pending[..i]).into_owned();
-                            pending.drain(..i + 2);
-                            let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
-                            if verb.iter().any(|v| line.starts_with(v)) {
-                                stalled |= line.contains(stall);
-                                seen.lock().unwrap().push(line);
-                            }
-                        }
-                        if pending.len() > 1 << 20 {
-                            pending.clear();
-                        }
-                        if !stalled && server.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = server.shutdown(std::net::Shutdown::Both);
-                });
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut s2, &mut c2);
-                    let _ = c2.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        StallingProxy { endpoint, lines }
-    }
-
-    fn saw(&self, pattern: &str) -> bool {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.contains(pattern))
-    }
-}
-
-fn ok(o: &Output, what: &str) -> String {
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// A failure: not a success, and exactly one line on stderr, which is returned.
 fn one_line_failure(o: &Output, what: &str) -> String {
@@ -461,23 +225,12 @@ fn a_terminated_export_upload_leaves_no_object_and_a_killed_one_is_aborted_by_th
     ];
     for sig in ["TERM", "KILL"] {
         // The second part's upload hangs in the proxy; the signal comes while it does.
-        let proxy = StallingProxy::start(&moto.endpoint, "partNumber=2");
+        let proxy = Proxy::start(&moto.endpoint, None, Some("partNumber=2"));
         let mut c = Command::new(TET);
         c.args(args);
-        moto.env(&mut c, &proxy.endpoint);
-        let child = c.stderr(Stdio::piped()).spawn().unwrap();
-        let t = Instant::now();
-        while !proxy.saw("partNumber=2") {
-            assert!(t.elapsed() < Duration::from_secs(120), "no part 2 upload");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        let killed = Command::new("kill")
-            .args([format!("-{sig}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let o = child.wait_with_output().unwrap();
+        moto.env_at(&mut c, &proxy.endpoint);
+        let within = Duration::from_secs(120);
+        let o = s3::signal_when_seen(&proxy, c, "partNumber=2", within, sig);
         assert!(!o.status.success(), "{sig}");
         assert!(moto.keys("tets", "big.npz").is_empty(), "{sig}: an object");
         if sig == "TERM" {

@@ -2,169 +2,20 @@
 //! here on a free port from the Python environment `.ci/s3-setup` prepares (TET_PYTHON, else
 //! python/.venv/bin/python, else python3). Skipped with a printed reason only when moto cannot
 //! start. Buckets and objects are made and read back with boto3 (the standard client), the
-//! conversions run through the `tet-convert` and `tet` binaries.
+//! conversions run through the `tet-convert` and `tet` binaries. The server, the boto3 helper
+//! and the proxies are `tests/common/s3.rs`.
+
+mod common;
 
 use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::s3::{python, ranged_bytes, signal_when_seen, Proxy};
+use common::{datasets, ok};
 use tet::format::TetFile;
-
-/// The boto3 side of the tests: `python -c HELPER CMD ARGS…` against the server in
-/// `AWS_ENDPOINT_URL`.
-const HELPER: &str = r#"
-import os, sys, boto3
-s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
-cmd, args = sys.argv[1], sys.argv[2:]
-if cmd == "mb":
-    s3.create_bucket(Bucket=args[0])
-elif cmd == "put":
-    bucket, key, path = args
-    if os.path.isdir(path):
-        for root, _, files in os.walk(path):
-            for f in files:
-                full = os.path.join(root, f)
-                rel = os.path.relpath(full, path)
-                s3.upload_file(full, bucket, key.rstrip("/") + "/" + rel)
-    else:
-        s3.upload_file(path, bucket, key)
-elif cmd == "get":
-    bucket, key, path = args
-    s3.download_file(bucket, key, path)
-elif cmd == "ls":
-    bucket, prefix = args
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for o in page.get("Contents", []):
-            print(o["Key"])
-elif cmd == "uploads":
-    bucket = args[0]
-    for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
-        print(u["Key"])
-elif cmd == "corrupt":
-    bucket, key = args
-    o = s3.get_object(Bucket=bucket, Key=key)
-    b = bytearray(o["Body"].read())
-    b[len(b) // 3] ^= 0xFF
-    s3.put_object(Bucket=bucket, Key=key, Body=bytes(b), Metadata=o["Metadata"])
-"#;
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("TET_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
-}
-
-/// A moto server on a free port of 127.0.0.1, killed when dropped.
-struct Moto {
-    child: Child,
-    endpoint: String,
-    python: PathBuf,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Moto {
-    /// The server, or why it cannot start (the test is then skipped).
-    fn start() -> Result<Moto, String> {
-        let python = python();
-        let ok = Command::new(&python)
-            .args(["-c", "import moto.server, boto3"])
-            .stderr(Stdio::null())
-            .status()
-            .map_err(|e| format!("{}: {e}", python.display()))?;
-        if !ok.success() {
-            return Err(format!(
-                "{} has no moto[server] (run .ci/s3-setup)",
-                python.display()
-            ));
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let child = Command::new(&python)
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let moto = Moto {
-            child,
-            endpoint: format!("http://127.0.0.1:{port}"),
-            python,
-        };
-        let t = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err("moto did not listen within 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Ok(moto)
-    }
-
-    fn env(&self, c: &mut Command) {
-        c.env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "verysecretvalue")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ENDPOINT_URL", &self.endpoint)
-            .env("AWS_ALLOW_HTTP", "true")
-            .env_remove("AWS_SESSION_TOKEN")
-            .env_remove("AWS_PROFILE");
-    }
-
-    fn helper(&self, args: &[&str]) -> String {
-        let mut c = Command::new(&self.python);
-        c.arg("-c").arg(HELPER).args(args);
-        self.env(&mut c);
-        let o = c.output().unwrap();
-        assert!(
-            o.status.success(),
-            "helper {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-
-    fn run(&self, bin: &str, args: &[&str]) -> Output {
-        let mut c = Command::new(bin);
-        c.args(args);
-        self.env(&mut c);
-        c.output().unwrap()
-    }
-}
-
-macro_rules! moto_or_skip {
-    () => {
-        match Moto::start() {
-            Ok(m) => m,
-            Err(why) => {
-                eprintln!("skipped: no S3 server: {why}");
-                return;
-            }
-        }
-    };
-}
 
 const CONVERT: &str = env!("CARGO_BIN_EXE_tet-convert");
 const TET: &str = env!("CARGO_BIN_EXE_tet");
@@ -173,32 +24,6 @@ fn corpus(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/corpus/public")
         .join(rel)
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// Every dataset's name, dtype, shape and values.
-fn datasets(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
-    let f = TetFile::open(path).unwrap();
-    f.datasets
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            (
-                d.name.clone(),
-                d.dtype.name().to_string(),
-                d.shape.clone(),
-                f.read_dataset(i).unwrap(),
-            )
-        })
-        .collect()
 }
 
 /// The parents (input digests) of the last history row.
@@ -366,202 +191,6 @@ fn a_rerun_is_up_to_date_and_errors_are_one_line() {
     let listed = moto.helper(&["ls", "outbox", ""]);
     assert_eq!(listed.lines().collect::<Vec<_>>(), ["a.tet"]);
     let _ = std::io::stderr().flush();
-}
-
-/// A TCP proxy in front of the server that records every request line and can cut the response
-/// to requests whose line contains `cut` after 64 KiB (a server dying mid-download).
-struct Proxy {
-    endpoint: String,
-    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Proxy {
-    fn start(upstream: &str, cut: Option<&'static str>, stall: Option<&'static str>) -> Proxy {
-        Proxy::start_denying(upstream, cut, stall, None)
-    }
-
-    /// [`Proxy::start`] that also answers requests whose line contains `deny` with S3's
-    /// 403 AccessDenied itself.
-    fn start_denying(
-        upstream: &str,
-        cut: Option<&'static str>,
-        stall: Option<&'static str>,
-        deny: Option<&'static str>,
-    ) -> Proxy {
-        Proxy::start_faulty(upstream, cut, stall, deny, None, usize::MAX)
-    }
-
-    /// A proxy that cuts the response to the first GET whose line contains `pattern` after
-    /// 64 KiB, once: the next requests are forwarded whole (a body stream that breaks once).
-    fn start_cut_once(upstream: &str, pattern: &'static str) -> Proxy {
-        Proxy::start_faulty(upstream, Some(pattern), None, None, None, 1)
-    }
-
-    /// A proxy that answers the first `n` requests whose line contains `pattern` with S3's
-    /// 503 SlowDown itself (a transient failure the client retries), and forwards the rest.
-    fn start_flaky(upstream: &str, pattern: &'static str, n: usize) -> Proxy {
-        let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(n));
-        Proxy::start_faulty(
-            upstream,
-            None,
-            None,
-            None,
-            Some((pattern, left)),
-            usize::MAX,
-        )
-    }
-
-    fn start_faulty(
-        upstream: &str,
-        cut: Option<&'static str>,
-        stall: Option<&'static str>,
-        deny: Option<&'static str>,
-        flaky: Option<(&'static str, std::sync::Arc<std::sync::atomic::AtomicUsize>)>,
-        cuts: usize,
-    ) -> Proxy {
-        use std::io::Read as _;
-        use std::sync::{Arc, Mutex};
-        let upstream = upstream.trim_start_matches("http://").to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let seen = lines.clone();
-        // Once a response was cut, the server is "dead" for that key: later GETs get nothing.
-        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        // How many responses may still be cut.
-        let cuts = Arc::new(std::sync::atomic::AtomicUsize::new(cuts));
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(mut client) = client else { return };
-                let Ok(mut server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let cutting = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let cut_flag = cutting.clone();
-                let seen = seen.clone();
-                let dead = dead.clone();
-                let mut denier = client.try_clone().unwrap();
-                let flaky = flaky.clone();
-                let cuts = cuts.clone();
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut pending = Vec::new();
-                    // A stalled request is never forwarded (the server waits for its body).
-                    let mut stalled = false;
-                    // The request line a `Range` header belongs to (recorded as `RANGE …`).
-                    let mut request = String::new();
-                    loop {
-                        let n = match client.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        pending.extend_from_slice(&buf[..n]);
-                        while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
-                            let line = String::from_utf8_lossy(&pending[..i]).into_owned();
-                            pending.drain(..i + 2);
-                            let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
-                            if stall.is_some_and(|p| line.contains(p)) {
-                                stalled = true;
-                            }
-                            let fail_now = flaky.as_ref().is_some_and(|(p, left)| {
-                                line.contains(p)
-                                    && left
-                                        .fetch_update(
-                                            std::sync::atomic::Ordering::SeqCst,
-                                            std::sync::atomic::Ordering::SeqCst,
-                                            |n| n.checked_sub(1),
-                                        )
-                                        .is_ok()
-                            });
-                            let refusal = if deny.is_some_and(|p| line.contains(p)) {
-                                Some(("403 Forbidden", "AccessDenied", "Access Denied"))
-                            } else if fail_now {
-                                let m = "Please reduce your request rate.";
-                                Some(("503 Slow Down", "SlowDown", m))
-                            } else {
-                                None
-                            };
-                            if let Some((status, code, message)) = refusal {
-                                let body = format!(
-                                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
-                                     <Error><Code>{code}</Code>\
-                                     <Message>{message}</Message></Error>"
-                                );
-                                let head = if line.starts_with("HEAD ") { "" } else { &body };
-                                let answer = format!(
-                                    "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\n\
-                                     Content-Length: {}\r\nConnection: close\r\n\r\n{head}",
-                                    head.len()
-                                );
-                                seen.lock().unwrap().push(line);
-                                let _ = denier.write_all(answer.as_bytes());
-                                let _ = denier.shutdown(std::net::Shutdown::Both);
-                                let _ = server.shutdown(std::net::Shutdown::Both);
-                                return;
-                            }
-                            if verb.iter().any(|v| line.starts_with(v)) {
-                                let take = |n: usize| n.checked_sub(1);
-                                let seq = std::sync::atomic::Ordering::SeqCst;
-                                if cut.is_some_and(|c| line.starts_with("GET ") && line.contains(c))
-                                    && cuts.fetch_update(seq, seq, take).is_ok()
-                                {
-                                    cut_flag.store(true, std::sync::atomic::Ordering::SeqCst);
-                                }
-                                request.clone_from(&line);
-                                seen.lock().unwrap().push(line);
-                            } else if let Some(range) = line
-                                .get(..6)
-                                .filter(|h| h.eq_ignore_ascii_case("range:"))
-                                .map(|_| line[6..].trim())
-                            {
-                                seen.lock()
-                                    .unwrap()
-                                    .push(format!("RANGE {range} {request}"));
-                            }
-                        }
-                        if pending.len() > 1 << 20 {
-                            pending.clear();
-                        }
-                        if stalled {
-                            continue;
-                        }
-                        if server.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = server.shutdown(std::net::Shutdown::Both);
-                });
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut sent = 0usize;
-                    loop {
-                        let n = match s2.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if cutting.load(std::sync::atomic::Ordering::SeqCst) {
-                            sent += n;
-                            if sent > 64 << 10 || dead.load(std::sync::atomic::Ordering::SeqCst) {
-                                dead.store(true, std::sync::atomic::Ordering::SeqCst);
-                                break;
-                            }
-                        }
-                        if c2.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = c2.shutdown(std::net::Shutdown::Both);
-                    let _ = s2.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        Proxy { endpoint, lines }
-    }
-
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.lines.lock().unwrap())
-    }
 }
 
 /// A small f32 `.npy` whose values depend on `seed`.
@@ -835,30 +464,9 @@ fn a_terminated_or_killed_upload_leaves_no_object_and_the_next_run_aborts_it() {
         let proxy = Proxy::start(&moto.endpoint, None, Some("partNumber=2"));
         let mut c = Command::new(CONVERT);
         moto.env(&mut c);
-        let child = c
-            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
-            .args(args)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let t = Instant::now();
-        while !proxy
-            .lines
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|l| l.contains("partNumber=2"))
-        {
-            assert!(t.elapsed() < Duration::from_secs(60), "no part 2 upload");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        let killed = Command::new("kill")
-            .args([format!("-{sig}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let o = child.wait_with_output().unwrap();
+        c.env("AWS_ENDPOINT_URL", &proxy.endpoint).args(args);
+        let within = Duration::from_secs(60);
+        let o = signal_when_seen(&proxy, c, "partNumber=2", within, sig);
         assert!(!o.status.success(), "{sig}");
         let listed = moto.helper(&["ls", "outbox", "big.tet"]);
         assert!(
@@ -886,18 +494,6 @@ fn a_terminated_or_killed_upload_leaves_no_object_and_the_next_run_aborts_it() {
         &moto.run(TET, &["verify", "--deep", fetched.to_str().unwrap()]),
         "verify",
     );
-}
-
-/// The bytes each `RANGE bytes=A-B …` line of the proxy asked for.
-fn ranged_bytes(lines: &[String]) -> u64 {
-    lines
-        .iter()
-        .filter_map(|l| l.strip_prefix("RANGE bytes="))
-        .filter_map(|r| {
-            let (a, b) = r.split_whitespace().next()?.split_once('-')?;
-            Some(b.parse::<u64>().ok()? + 1 - a.parse::<u64>().ok()?)
-        })
-        .sum()
 }
 
 /// Runs `c` (its output dropped): whether it succeeded, and its peak resident memory in KiB.

@@ -15,7 +15,7 @@ use tet::format::verify::{verify, Depth};
 use tet::format::{Codec, DType, Footer, TetError, TetFile};
 use tet_source::byte_source::{ByteSource, CountingSource};
 
-use common::Array;
+use common::{datasets, ok, s3, Array};
 
 /// Every `.tet` under `fixtures/` and the shared reference files.
 fn every_tet() -> Vec<PathBuf> {
@@ -301,234 +301,11 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Against a real S3 server: moto's server mode, started on a free port of 127.0.0.1 from the
 // Python environment `.ci/s3-setup` prepares (TET_PYTHON, else python/.venv/bin/python, else
-// python3), behind a proxy that records every request line and Range header. Skipped with a
-// printed reason only when moto cannot start.
-
-mod s3 {
-    use std::io::{Read as _, Write as _};
-    use std::net::{TcpListener, TcpStream};
-    use std::path::{Path, PathBuf};
-    use std::process::{Child, Command, Output, Stdio};
-    use std::sync::{Arc, Mutex};
-    use std::time::{Duration, Instant};
-
-    /// boto3: `python -c HELPER CMD ARGS…` against the server in `AWS_ENDPOINT_URL`.
-    const HELPER: &str = r#"
-import os, sys, boto3
-s3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"], region_name="us-east-1")
-cmd, args = sys.argv[1], sys.argv[2:]
-if cmd == "mb":
-    s3.create_bucket(Bucket=args[0])
-elif cmd == "put":
-    s3.upload_file(args[2], args[0], args[1])
-elif cmd == "get":
-    s3.download_file(args[0], args[1], args[2])
-elif cmd == "ls":
-    for o in s3.list_objects_v2(Bucket=args[0], Prefix=args[1]).get("Contents", []):
-        print(o["Key"])
-"#;
-
-    fn python() -> PathBuf {
-        if let Ok(p) = std::env::var("TET_PYTHON") {
-            return PathBuf::from(p);
-        }
-        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-        if venv.exists() {
-            venv
-        } else {
-            PathBuf::from("python3")
-        }
-    }
-
-    /// A moto server on a free port of 127.0.0.1 and a recording proxy in front of it; the
-    /// server is killed when this is dropped.
-    pub struct Moto {
-        child: Child,
-        endpoint: String,
-        python: PathBuf,
-        proxy: String,
-        lines: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Drop for Moto {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    impl Moto {
-        /// The server, or why it cannot start (the test is then skipped).
-        pub fn start() -> Result<Moto, String> {
-            let python = python();
-            let ok = Command::new(&python)
-                .args(["-c", "import moto.server, boto3"])
-                .stderr(Stdio::null())
-                .status()
-                .map_err(|e| format!("{}: {e}", python.display()))?;
-            if !ok.success() {
-                return Err(format!(
-                    "{} has no moto[server] (run .ci/s3-setup)",
-                    python.display()
-                ));
-            }
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| e.to_string())?
-                .port();
-            let child = Command::new(&python)
-                .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
-                .arg(port.to_string())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| e.to_string())?;
-            let (proxy, lines) = proxy(port);
-            let moto = Moto {
-                child,
-                endpoint: format!("http://127.0.0.1:{port}"),
-                python,
-                proxy,
-                lines,
-            };
-            let t = Instant::now();
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                if t.elapsed() > Duration::from_secs(30) {
-                    return Err("moto did not listen within 30 s".into());
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Ok(moto)
-        }
-
-        /// The settings of the tools: through the proxy when `proxied`.
-        fn env(&self, c: &mut Command, proxied: bool) {
-            let endpoint = if proxied { &self.proxy } else { &self.endpoint };
-            c.env("AWS_ACCESS_KEY_ID", "testing")
-                .env("AWS_SECRET_ACCESS_KEY", "verysecretvalue")
-                .env("AWS_REGION", "us-east-1")
-                .env("AWS_ENDPOINT_URL", endpoint)
-                .env("AWS_ALLOW_HTTP", "true")
-                .env_remove("AWS_SESSION_TOKEN")
-                .env_remove("AWS_PROFILE");
-        }
-
-        pub fn helper(&self, args: &[&str]) -> String {
-            let mut c = Command::new(&self.python);
-            c.arg("-c").arg(HELPER).args(args);
-            self.env(&mut c, false);
-            let o = c.output().unwrap();
-            assert!(
-                o.status.success(),
-                "helper {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            String::from_utf8_lossy(&o.stdout).into_owned()
-        }
-
-        /// Runs `bin` through the recording proxy.
-        pub fn run(&self, bin: &str, args: &[&str]) -> Output {
-            let mut c = Command::new(bin);
-            c.args(args);
-            self.env(&mut c, true);
-            c.output().unwrap()
-        }
-
-        /// The requests recorded since the last call: `GET /bucket/key` lines (the verb and
-        /// path), and `RANGE bytes=A-B` for each Range header.
-        pub fn take(&self) -> Vec<String> {
-            std::mem::take(&mut *self.lines.lock().unwrap())
-        }
-    }
-
-    /// A TCP proxy to `127.0.0.1:port` that records request lines and Range headers.
-    fn proxy(port: u16) -> (String, Arc<Mutex<Vec<String>>>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let endpoint = format!("http://{}", listener.local_addr().unwrap());
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let seen = lines.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(mut client) = client else { return };
-                let Ok(mut server) = TcpStream::connect(("127.0.0.1", port)) else {
-                    continue;
-                };
-                let (mut c2, mut s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let seen = seen.clone();
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 1 << 16];
-                    let mut pending = Vec::new();
-                    while let Ok(n @ 1..) = client.read(&mut buf) {
-                        pending.extend_from_slice(&buf[..n]);
-                        while let Some(i) = pending.windows(2).position(|w| w == b"\r\n") {
-                            let line = String::from_utf8_lossy(&pending[..i]).into_owned();
-                            pending.drain(..i + 2);
-                            let verb = ["GET ", "HEAD ", "PUT ", "POST ", "DELETE "];
-                            if verb.iter().any(|v| line.starts_with(v)) {
-                                seen.lock().unwrap().push(line);
-                            } else if let Some(range) = line
-                                .get(..6)
-                                .filter(|h| h.eq_ignore_ascii_case("range:"))
-                                .map(|_| line[6..].trim())
-                            {
-                                seen.lock().unwrap().push(format!("RANGE {range}"));
-                            }
-                        }
-                        if pending.len() > 1 << 20 {
-                            pending.clear();
-                        }
-                        if server.write_all(&buf[..n]).is_err() {
-                            break;
-                        }
-                    }
-                    let _ = server.shutdown(std::net::Shutdown::Both);
-                });
-                std::thread::spawn(move || {
-                    let _ = std::io::copy(&mut s2, &mut c2);
-                    let _ = c2.shutdown(std::net::Shutdown::Both);
-                });
-            }
-        });
-        (endpoint, lines)
-    }
-
-    /// The bytes the `RANGE bytes=A-B` lines asked for.
-    pub fn ranged_bytes(lines: &[String]) -> u64 {
-        lines
-            .iter()
-            .filter_map(|l| l.strip_prefix("RANGE bytes="))
-            .filter_map(|r| {
-                let (a, b) = r.split_once('-')?;
-                Some(b.trim().parse::<u64>().ok()? + 1 - a.parse::<u64>().ok()?)
-            })
-            .sum()
-    }
-}
-
-macro_rules! moto_or_skip {
-    () => {
-        match s3::Moto::start() {
-            Ok(m) => m,
-            Err(why) => {
-                eprintln!("skipped: no S3 server: {why}");
-                return;
-            }
-        }
-    };
-}
+// python3), behind a proxy that records every request line and Range header (both in
+// `tests/common/s3.rs`). Skipped with a printed reason only when moto cannot start.
 
 const CONVERT: &str = env!("CARGO_BIN_EXE_tet-convert");
 const TET: &str = env!("CARGO_BIN_EXE_tet");
-
-fn ok(o: &std::process::Output, what: &str) -> String {
-    assert!(
-        o.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// `n` pseudo-random bytes (zstd cannot shrink them much).
 fn noise(n: usize, seed: u32) -> Vec<u8> {
@@ -581,22 +358,9 @@ fn big_tet(dir: &Path) -> PathBuf {
     x
 }
 
-/// Every dataset's name, dtype, shape and values.
-fn datasets(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
-    let f = TetFile::open(path).unwrap();
-    f.datasets
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let v = f.read_dataset(i).unwrap();
-            (d.name.clone(), d.dtype.name().into(), d.shape.clone(), v)
-        })
-        .collect()
-}
-
 #[test]
 fn info_verify_audit_and_export_of_a_tet_object_read_by_ranges() {
-    let moto = moto_or_skip!();
+    let moto = moto_or_skip!(s3::Moto::start_recorded());
     moto.helper(&["mb", "tets"]);
     let tmp = tempfile::tempdir().unwrap();
     let x = big_tet(tmp.path());
@@ -688,7 +452,7 @@ fn info_verify_audit_and_export_of_a_tet_object_read_by_ranges() {
 
 #[test]
 fn a_damaged_or_missing_tet_object_fails_on_one_line_naming_it() {
-    let moto = moto_or_skip!();
+    let moto = moto_or_skip!(s3::Moto::start_recorded());
     moto.helper(&["mb", "tets"]);
     let tmp = tempfile::tempdir().unwrap();
     let x = big_tet(tmp.path());
@@ -753,7 +517,7 @@ fn a_damaged_or_missing_tet_object_fails_on_one_line_naming_it() {
 
 #[test]
 fn a_tet_object_converts_by_ranges_with_no_spool_and_keeps_its_history() {
-    let moto = moto_or_skip!();
+    let moto = moto_or_skip!(s3::Moto::start_recorded());
     moto.helper(&["mb", "tets"]);
     let tmp = tempfile::tempdir().unwrap();
     let x = big_tet(tmp.path());

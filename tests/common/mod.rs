@@ -1,14 +1,17 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod s3;
 pub mod sidecar;
 
 use std::path::{Path, PathBuf};
+use std::process::Output;
 use std::sync::Mutex;
 
 use serde_json::Value;
 use tet::format::{
-    gather_block, ChunkPayload, Codec, DType, DatasetSpec, Footer, TetWriter, WriterOptions,
+    gather_block, ChunkPayload, Codec, DType, DatasetSpec, Footer, TetFile, TetWriter,
+    WriterOptions,
 };
 
 /// The names in a directory, sorted.
@@ -45,6 +48,35 @@ pub fn npy_bytes(dict: &str, data: &[u8]) -> Vec<u8> {
     b.push(b'\n');
     b.extend(data);
     b
+}
+
+/// Asserts that a run succeeded (else fails with `what` and its output); its stdout.
+pub fn ok(o: &Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every dataset of a `.tet` file: its name, dtype, shape and values.
+pub fn datasets(path: &Path) -> Vec<(String, String, Vec<u64>, Vec<u8>)> {
+    let f = TetFile::open(path).unwrap();
+    f.datasets
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let v = f.read_dataset(i).unwrap();
+            (
+                d.name.clone(),
+                d.dtype.name().to_string(),
+                d.shape.clone(),
+                v,
+            )
+        })
+        .collect()
 }
 
 /// The shared corpus and interop files beside the repository.
