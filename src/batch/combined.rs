@@ -187,12 +187,12 @@ pub fn execute(
         return failed_row(out, "no dimension to combine along".into());
     };
     let inputs = &combine.inputs;
+    out.row.inputs = row_inputs(job);
     // An object URL among the inputs or as the output: opened, checked and published as a job
     // of one object input is.
     if inputs.iter().any(|p| crate::storage::is_url(p)) || crate::storage::is_url(output) {
-        return super::remote::execute_combined(job, output, opts, stage, out);
+        return super::remote::execute_combined(job, inputs, output, opts, stage, out);
     }
-    out.row.inputs = row_inputs(job);
     if let Some(imp) = inputs
         .first()
         .and_then(|i| crate::registry::identify(i).ok())

@@ -10,7 +10,7 @@
 //! inputs' stamps, in any order, hashed: `input_object` of the history row, or the upload's
 //! `tet-input-stamp`); `--rehash` compares the inputs' digests instead.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::input::{open_local, ObjectInput};
 use super::{failed, failed_text, interrupted, object_of, run_checked, AllInputs, NoStage, Staged};
@@ -18,25 +18,23 @@ use crate::batch::job::{failed_row, record_converted, Outcome, StageHook, WireJo
 use crate::pipeline::{ConvertError, ConvertOptions};
 use crate::storage::{self, Object, Origin, OBJECT_STAMP_KEY};
 
-/// Runs a combined job with an object input or output (see the module docs).
+/// Runs a combined job with an object input or output (see the module docs): `inputs` are the
+/// combination's (`opts.combine`'s), the row already names them.
 pub fn execute_combined(
     job: &WireJob,
+    inputs: &[PathBuf],
     output: &Path,
     opts: ConvertOptions,
     stage: StageHook<'_>,
-    mut out: Outcome,
+    out: Outcome,
 ) -> Outcome {
-    let Some(combine) = opts.combine.clone() else {
-        return failed_row(out, "no dimension to combine along".into());
-    };
-    out.row.inputs = crate::batch::combined::row_inputs(job);
-    let Some(first) = combine.inputs.first().cloned() else {
+    let Some(first) = inputs.first().cloned() else {
         return failed_row(out, "--concat needs at least two inputs".into());
     };
     let root = job.storage.spool_root();
     storage::clean_stale_spools(&root);
-    let mut all = Vec::with_capacity(combine.inputs.len());
-    for p in &combine.inputs {
+    let mut all = Vec::with_capacity(inputs.len());
+    for p in inputs {
         match object_of(p, job) {
             Ok(o) => all.push((p.clone(), o)),
             Err(e) => return failed(out, p, &e),
