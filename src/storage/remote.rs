@@ -1297,9 +1297,16 @@ impl Spool {
             .prefix(SPOOL_PREFIX)
             .tempdir_in(root)
             .map_err(|e| local(root, e))?;
+        // The lock is taken before `.lock` appears: made and locked under another name, then
+        // renamed (the lock stays with the open file). A `.lock` another process could open
+        // before this one locks it would let that process's clean_stale_spools take it and
+        // remove the folder in use; until the rename, the folder is young and has no `.lock`,
+        // which clean_stale_spools leaves alone.
         let lock_path = dir.path().join(".lock");
-        let lock = File::create(&lock_path).map_err(|e| local(&lock_path, e))?;
-        lock.lock().map_err(|e| local(&lock_path, e))?;
+        let new_path = dir.path().join(".lock-new");
+        let lock = File::create(&new_path).map_err(|e| local(&new_path, e))?;
+        lock.lock().map_err(|e| local(&new_path, e))?;
+        std::fs::rename(&new_path, &lock_path).map_err(|e| local(&lock_path, e))?;
         let path = dir.path().join(name);
         Ok(Spool {
             dir,
