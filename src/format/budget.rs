@@ -162,17 +162,30 @@ impl MemoryBudget {
         Some(claim)
     }
 
-    /// Shrinks `claim` to `keep` bytes (what the encoded chunk still holds); the rest is free
-    /// for other claims. Growing a claim is not possible: `keep` above the claim keeps it as it is.
+    /// Sets `claim` to `keep` bytes, what the encoded chunk still holds and what the writer
+    /// [`release`](Self::release)s once it is written. Usually a shrink, which frees the rest for
+    /// other claims. It grows when the chunk holds more than its estimate — its output went into
+    /// an idle buffer larger than the chunk needed, which left the idle pool for it, so the
+    /// process holds no more than before —, without waiting: a claimed chunk never waits for
+    /// the budget. (Left as it was, the writer's release of the larger amount took bytes off
+    /// other outstanding claims, and a later shrink of one of them underflowed.)
     pub fn settle(&self, claim: &mut Claim, keep: u64) {
-        if keep >= claim.bytes {
+        if keep == claim.bytes {
             return;
         }
         let mut st = lock(&self.state);
-        st.claimed -= claim.bytes - keep;
+        if keep < claim.bytes {
+            st.claimed = st.claimed.saturating_sub(claim.bytes - keep);
+        } else {
+            st.claimed = st.claimed.saturating_add(keep - claim.bytes);
+            st.peak = st.peak.max(st.claimed.saturating_add(st.pooled));
+        }
+        let shrunk = keep < claim.bytes;
         claim.bytes = keep;
         drop(st);
-        self.freed.notify_all();
+        if shrunk {
+            self.freed.notify_all();
+        }
     }
 
     /// Releases `bytes` of a claim (the writer, once the chunk is written).
@@ -261,6 +274,28 @@ impl MemoryBudget {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A chunk that ends up holding more than its claim (a large idle buffer reused for its
+    /// output) is released by the writer at what it holds: the claim grows to match, so the
+    /// release takes nothing off the other outstanding claims. (It used to stay as it was: the
+    /// release then ate into the next claim, whose own shrink underflowed — a panic in a worker,
+    /// seen as a hang in tests/sparse.rs.)
+    #[test]
+    fn a_claim_settled_above_its_estimate_is_released_exactly() {
+        let b = MemoryBudget::new(1000, 3);
+        let mut a = b.claim(|_| 100).unwrap();
+        let mut c = b.claim(|_| 100).unwrap();
+        b.settle(&mut a, 500);
+        assert_eq!(a.bytes, 500);
+        assert_eq!(b.stats().claimed, 600);
+        assert_eq!(b.stats().peak, 600);
+        b.release(500);
+        assert_eq!(b.stats().claimed, 100, "the other claim is untouched");
+        b.settle(&mut c, 10);
+        assert_eq!(b.stats().claimed, 10);
+        b.release(10);
+        assert_eq!(b.stats().claimed, 0);
+    }
 
     #[test]
     fn claims_come_in_order_and_wait_for_room() {

@@ -158,7 +158,8 @@ pub(super) fn encode_chunk<'s>(
     let (_, comp) = zctx.as_mut().expect("set above");
     // Into a buffer the writer has finished with, when it has one (no fresh pages per chunk).
     let mut packed = spare().unwrap_or_default();
-    packed.reserve(zstd::zstd_safe::compress_bound(data.len()));
+    // Exact: a reallocation holds the bound the chunk's claim covers, not twice the old buffer.
+    packed.reserve_exact(zstd::zstd_safe::compress_bound(data.len()));
     comp.compress_to_buffer(&data, &mut packed)?;
     if packed.len() > data.len() - data.len() / ZSTD_MIN_SAVING_DIVISOR {
         return Ok((ChunkPayload::raw(data), false));
