@@ -23,6 +23,8 @@ struct Synthetic {
     labels: Vec<DimLabels>,
     texts: Vec<TextVariable>,
     fail_on_var: Option<usize>,
+    /// A read of this variable's chunk at this flat offset (region start) panics.
+    panic_on: Option<(usize, u64)>,
     parallel: bool,
     concurrent: AtomicUsize,
     max_concurrent: AtomicUsize,
@@ -69,6 +71,9 @@ impl Source for Synthetic {
             check_region(&v.shape, start, count, v.dtype.size(), out.len())?;
             if self.fail_on_var == Some(var) {
                 return Err(Part::Values.malformed("synthetic failure"));
+            }
+            if self.panic_on == Some((var, start[0])) {
+                panic!("synthetic panic");
             }
             let total: u64 = count.iter().product();
             let mut o = 0;
@@ -139,6 +144,7 @@ fn source() -> Synthetic {
             facts: Vec::new(),
         }],
         fail_on_var: None,
+        panic_on: None,
         parallel: true,
         concurrent: AtomicUsize::new(0),
         max_concurrent: AtomicUsize::new(0),
@@ -283,6 +289,40 @@ fn a_failing_read_leaves_no_output() {
             std::fs::read_dir(dir.path()).unwrap().count(),
             1,
             "only the input remains"
+        );
+    }
+}
+
+/// A panic in an importer's read (a bug) fails the conversion with the chunk named, at any
+/// number of jobs, and leaves no output; before, the write stage waited forever for the chunk
+/// the panicking worker had claimed (a hang, seen in tests/sparse.rs).
+#[test]
+fn a_panicking_read_fails_the_conversion_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.bin");
+    std::fs::write(&input, b"x").unwrap();
+    for jobs in [1, 2, 4] {
+        let out = dir.path().join("o.tet");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (i, o) = (input.clone(), out.clone());
+        std::thread::spawn(move || {
+            let mut src = source();
+            // `grid/temp` (3 x 40 x 50 i8, 1000-byte chunks): a chunk of the second time step.
+            src.panic_on = Some((0, 1));
+            let r = convert_source(&src, "syn", &i, &o, &opts(jobs), Instant::now());
+            let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the conversion ended (it hung when a worker panicked)");
+        let e = r.unwrap_err();
+        assert!(e.contains("dataset 'grid/temp' chunk [1,"), "{e}");
+        assert!(e.contains("internal error (panic): synthetic panic"), "{e}");
+        assert!(!out.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "{jobs} jobs"
         );
     }
 }

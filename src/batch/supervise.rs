@@ -66,11 +66,7 @@ pub fn worker_main() -> std::process::ExitCode {
                     execute(&job, &mut hook)
                 }));
                 run.unwrap_or_else(|p| {
-                    let what = p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                        .unwrap_or_default();
+                    let what = tet_source::panic_text(&*p);
                     let mut o = Outcome::default();
                     o.row.status = Some(Status::Failed);
                     o.row.reason = Some(format!("internal error (panic): {what}"));

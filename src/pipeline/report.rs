@@ -108,6 +108,14 @@ pub enum ConvertError {
     /// the output was not written.
     #[error("{what} panicked")]
     Panicked { what: &'static str },
+    /// Reading, encoding or handing in one chunk panicked (in an importer, a codec or the
+    /// engine: a bug, reported with the panic's text instead of taking the process down).
+    #[error("dataset '{dataset}' chunk {coords:?}: internal error (panic): {message}")]
+    ChunkPanicked {
+        dataset: String,
+        coords: Vec<u64>,
+        message: String,
+    },
     /// Reading or decoding one chunk of the source failed.
     #[error("dataset '{dataset}' chunk {coords:?}: {source}")]
     Chunk {

@@ -181,40 +181,51 @@ pub(super) fn run_workers<'s>(
                 // The last chunk's buffer went to the writer: take one it has written.
                 buf = writer.spare_buffer().unwrap_or_default();
             }
-            let result = encode_chunk(
-                source,
-                p,
-                &coords,
-                &mut buf,
-                &mut wide,
-                &mut zctx,
-                &read_lock,
-                serial_reads,
-                checksums,
-                &|| writer.spare_buffer(),
-                budget,
-            )
-            .and_then(|(payload, kept)| {
-                let (raw, stored) = (payload.raw_len, payload.data.len());
-                // The claim keeps what the payload holds until the writer has written it; the
-                // scratch buffers and the context go back to the budget's idle pool.
-                budget.settle(&mut claim, payload.held_bytes());
-                recycle(budget, &mut buf, &mut wide, &mut zctx);
-                let digest = if later.binary_search(&seq).is_ok() {
-                    ChunkDigest::Later
-                } else {
-                    ChunkDigest::Compute
-                };
-                writer.submit_digested(d, &coords, payload, digest)?;
-                if kept {
-                    carried.fetch_add(1, Ordering::Relaxed);
-                }
-                sizes[d].0.fetch_add(raw, Ordering::Relaxed);
-                sizes[d].1.fetch_add(stored, Ordering::Relaxed);
-                if let Some(p) = progress {
-                    p.report(ProgressEvent::Advance { bytes: raw });
-                }
-                Ok(())
+            // A panic in an importer or a codec fails the conversion, naming the chunk; left to
+            // unwind, it would leave the write stage waiting for a chunk that never comes.
+            let encoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                encode_chunk(
+                    source,
+                    p,
+                    &coords,
+                    &mut buf,
+                    &mut wide,
+                    &mut zctx,
+                    &read_lock,
+                    serial_reads,
+                    checksums,
+                    &|| writer.spare_buffer(),
+                    budget,
+                )
+                .and_then(|(payload, kept)| {
+                    let (raw, stored) = (payload.raw_len, payload.data.len());
+                    // The claim keeps what the payload holds until the writer has written it; the
+                    // scratch buffers and the context go back to the budget's idle pool.
+                    budget.settle(&mut claim, payload.held_bytes());
+                    recycle(budget, &mut buf, &mut wide, &mut zctx);
+                    let digest = if later.binary_search(&seq).is_ok() {
+                        ChunkDigest::Later
+                    } else {
+                        ChunkDigest::Compute
+                    };
+                    writer.submit_digested(d, &coords, payload, digest)?;
+                    if kept {
+                        carried.fetch_add(1, Ordering::Relaxed);
+                    }
+                    sizes[d].0.fetch_add(raw, Ordering::Relaxed);
+                    sizes[d].1.fetch_add(stored, Ordering::Relaxed);
+                    if let Some(p) = progress {
+                        p.report(ProgressEvent::Advance { bytes: raw });
+                    }
+                    Ok(())
+                })
+            }));
+            let result = encoded.unwrap_or_else(|panic| {
+                Err(ConvertError::ChunkPanicked {
+                    dataset: p.spec.name.clone(),
+                    coords: coords.clone(),
+                    message: tet_source::panic_text(&*panic),
+                })
             });
             if let Err(e) = result {
                 stop(chunk_error(e, &p.spec.name, &coords), "conversion failed");
@@ -263,7 +274,7 @@ fn run_pool(
             threads: jobs,
             source,
         })?;
-    Ok(std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let stage = scope.spawn(|| {
             let written = writer.write_all();
             if written.is_err() {
@@ -272,17 +283,27 @@ fn run_pool(
             }
             written
         });
-        pool.scope(|s| {
-            for _ in 0..jobs {
-                s.spawn(|_| worker());
-            }
-        });
-        if failed.load(Ordering::Relaxed) {
+        // Whatever happens to the workers, the write stage is stopped before it is joined: a
+        // worker that died (a panic outside a chunk) leaves a chunk the stage would wait for.
+        let pooled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.scope(|s| {
+                for _ in 0..jobs {
+                    s.spawn(|_| worker());
+                }
+            })
+        }));
+        if failed.load(Ordering::Relaxed) || pooled.is_err() {
             writer.abort("conversion failed");
         }
         budget.close();
-        stage.join()
-    }))
+        let written = stage.join();
+        match pooled {
+            Ok(()) => Ok(written),
+            Err(_) => Err(ConvertError::Panicked {
+                what: "a conversion worker",
+            }),
+        }
+    })
 }
 
 /// Where each planned dataset's chunks start in the sequence of all chunks the workers take.

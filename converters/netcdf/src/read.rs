@@ -31,15 +31,10 @@ impl NcSource {
             Builder::new(options, file_len).run(ncid)
         }))
         .unwrap_or_else(|panic| {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
             Err(SourceError::library_status(
                 Lib::NetCdf,
                 "internal error while reading the NetCDF structure",
-                msg,
+                tet_source::panic_text(&*panic),
             ))
         })?;
         Ok(NcSource {

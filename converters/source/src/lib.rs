@@ -31,6 +31,16 @@ pub mod record;
 use std::fmt;
 use std::path::Path;
 
+/// The message of a caught panic (`std::panic::catch_unwind`'s payload): the text `panic!` was
+/// given, or "unknown panic" for a payload of another type.
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
 pub use error::{Feature, Lib, LibraryMessage, Part, PathIssue, Request, Result, SourceError};
 
 /// The element type of a source variable, as the importer delivers its bytes.

@@ -20,13 +20,6 @@ pub(crate) struct ParsedMessage {
     pub(crate) index: Option<(Vec<u64>, Vec<u64>)>,
 }
 
-pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string())
-}
-
 /// Why the frames of a message cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum FrameError {
@@ -61,7 +54,7 @@ pub(crate) fn guarded<T>(
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(FrameError::Tensogram(e)),
-        Err(p) => Err(FrameError::Panicked(panic_text(&*p))),
+        Err(p) => Err(FrameError::Panicked(tet_source::panic_text(&*p))),
     }
 }
 

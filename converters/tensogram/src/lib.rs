@@ -150,9 +150,10 @@ mod region;
 mod scan;
 
 use blosc2::Blosc2Plan;
-use frames::{be_u16, be_u64, panic_text, parse_message, ParsedMessage};
+use frames::{be_u16, be_u64, parse_message, ParsedMessage};
 use plan::{check_lz4_prefix, plan_object, ObjectPlan, Part, Problem};
 use region::{copy_region, region_runs, to_c_order, MAX_RUNS};
+use tet_source::panic_text;
 
 use scan::{Backing, ReadAt, Span};
 

@@ -1517,11 +1517,7 @@ impl ZarrSource {
                 Err(Part::Chunk.malformed_by(format!("array '{name}': cannot decode {subset}"), e))
             }
             Err(panic) => {
-                let msg = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".to_string());
+                let msg = tet_source::panic_text(&*panic);
                 Err(Part::Chunk.malformed(format!(
                     "array '{name}': zarrs failed decoding {subset} (corrupt chunk?): {msg}"
                 )))
