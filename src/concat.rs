@@ -191,17 +191,8 @@ pub fn convert_ordered(
     let mut opened = Vec::with_capacity(inputs.len());
     for p in inputs {
         let importer = crate::registry::identify(p)?;
-        let source = importer
-            .open(p, &opts.open)
+        let (source, footer) = crate::tet_input::open_input(importer, p, None, &opts.open)
             .map_err(|e| refused(format!("{}: {e}", p.display())))?;
-        let footer = if importer.id() == crate::tet_input::ID {
-            Some(
-                crate::tet_input::carried_footer(p, &opts.open)
-                    .map_err(|e| refused(format!("{}: {e}", p.display())))?,
-            )
-        } else {
-            None
-        };
         opened.push(OpenedInput {
             name: p.clone(),
             importer,

@@ -62,17 +62,13 @@ pub fn convert(
     let output = &check_paths(input, output, opts.write_through_symlink)?;
     let importer = registry::identify(input)?;
     log::debug!("{}: identified as {}", input.display(), importer.name());
-    let source = importer.open(input, &opts.open)?;
+    // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
+    let (source, carried) = tet_input::open_input(importer, input, None, &opts.open)?;
     // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
     let (source, cuts) = crate::select::apply(source, &opts.select)?;
-    // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
-    let carried = if importer.id() == tet_input::ID {
-        let mut f = tet_input::carried_footer(input, &opts.open)?;
-        cuts.cut_carried(&mut f)?;
-        Some(f)
-    } else {
-        None
-    };
+    let carried = carried
+        .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
+        .transpose()?;
     convert_carrying(
         source.as_ref(),
         importer.id(),
@@ -113,13 +109,7 @@ pub fn convert_bytes(
     let started = Instant::now();
     log::debug!("{}: read by ranges as {}", input.display(), importer.name());
     // A `.tet` input hands its footer on, from the file opened here (never opened again).
-    let (source, carried): (Box<dyn Source>, _) = if importer.id() == tet_input::ID {
-        let tet = tet_input::open_source(bytes)?;
-        let footer = tet.carried_footer(&opts.open)?;
-        (Box::new(tet), Some(footer))
-    } else {
-        (importer.open_bytes(input, bytes, &opts.open)?, None)
-    };
+    let (source, carried) = tet_input::open_input(importer, input, Some(bytes), &opts.open)?;
     let (source, cuts) = crate::select::apply(source, &opts.select)?;
     let carried = carried
         .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))

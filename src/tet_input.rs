@@ -5,15 +5,15 @@
 //! (importers never depend on the engine). It offers every dataset as a variable read through
 //! [`TetFile::read_region`], with the `.tet` chunk shape as the planner's source-chunk hint, like
 //! any chunked source. Everything the footer holds is carried over verbatim by the pipeline
-//! ([`carried_footer`]): the earlier history rows (the new row is appended, its parent the digest of
+//! ([`open_input`], [`TetSource::carried_footer`]): the earlier history rows (the new row is appended, its parent the digest of
 //! the input `.tet`), each dataset's typed metadata (including what an earlier conversion widened),
 //! global attributes, skipped items and extension keys. So a lineage of several steps can be
 //! followed back to the original source with `tet audit`.
 //!
 //! An object input is read by ranges ([`Importer::open_bytes`] over a byte source,
 //! [`TetFile::open_source`]): the head, the chunk index and the footer at open, each chunk when
-//! the conversion reads it. Its footer is carried over from the same open file
-//! ([`TetSource::carried_footer`]), never by opening the input again.
+//! the conversion reads it. A `.tet` input's footer, local or an object, is carried over from the
+//! same open file ([`open_input`]), never by opening the input again.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -55,8 +55,7 @@ impl Importer for TetImporter {
     }
 
     fn open(&self, path: &Path, _options: &OpenOptions) -> tet_source::Result<Box<dyn Source>> {
-        let file = TetFile::open(path).map_err(|e| tet_source::Part::Header.malformed_from(e))?;
-        Ok(Box::new(TetSource::new(file)))
+        Ok(Box::new(open_path(path)?))
     }
 
     fn opens_bytes(&self) -> bool {
@@ -71,6 +70,13 @@ impl Importer for TetImporter {
     ) -> tet_source::Result<Box<dyn Source>> {
         Ok(Box::new(open_source(bytes)?))
     }
+}
+
+/// Opens the local `.tet` input at `path` (memory-mapped), kept as a [`TetSource`] so that its
+/// footer can be carried over ([`TetSource::carried_footer`]).
+pub fn open_path(path: &Path) -> tet_source::Result<TetSource> {
+    let file = TetFile::open(path).map_err(|e| tet_source::Part::Header.malformed_from(e))?;
+    Ok(TetSource::new(file))
 }
 
 /// Opens the `.tet` input whose bytes `bytes` gives (an object read by ranges): what
@@ -194,9 +200,6 @@ impl Source for TetSource {
 /// Why a `.tet` input's footer cannot be carried over.
 #[derive(Debug, thiserror::Error)]
 pub enum CarryError {
-    /// The input cannot be opened.
-    #[error(transparent)]
-    Open(crate::format::TetError),
     /// Its footer is unreadable (without `--skip-unsupported`).
     #[error("{source}: its history and metadata cannot be carried over (--skip-unsupported converts the data without them)")]
     Footer {
@@ -205,36 +208,61 @@ pub enum CarryError {
     },
 }
 
-/// The footer of the input `.tet` that the output carries over (history, metadata). A file
-/// without a footer carries nothing. An unreadable footer is refused, since its history could not
-/// be kept; with `skip_unsupported` the data is converted without it and the footer is listed as
-/// skipped.
-pub fn carried_footer(path: &Path, options: &OpenOptions) -> Result<Footer, CarryError> {
-    let file = TetFile::open(path).map_err(CarryError::Open)?;
-    footer_to_carry(&file, options)
+/// An input opened with `importer` for a conversion — from its path `name`, or from `bytes` (an
+/// object read by ranges) when given — with, for a `.tet` input, the footer the output carries
+/// over, read from the same open file (the input is never opened twice).
+pub fn open_input(
+    importer: &dyn Importer,
+    name: &Path,
+    bytes: Option<Arc<dyn ByteSource>>,
+    options: &OpenOptions,
+) -> Result<(Box<dyn Source>, Option<Footer>), OpenInputError> {
+    if importer.id() != ID {
+        let source = match bytes {
+            Some(b) => importer.open_bytes(name, b, options)?,
+            None => importer.open(name, options)?,
+        };
+        return Ok((source, None));
+    }
+    let tet = match bytes {
+        Some(b) => open_source(b)?,
+        None => open_path(name)?,
+    };
+    let footer = tet.carried_footer(options)?;
+    Ok((Box::new(tet), Some(footer)))
+}
+
+/// Why [`open_input`] failed: the input cannot be opened, or a `.tet` input's footer cannot be
+/// carried over.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenInputError {
+    /// The importer's error.
+    #[error(transparent)]
+    Open(#[from] tet_source::SourceError),
+    /// The footer of a `.tet` input.
+    #[error(transparent)]
+    Carry(#[from] CarryError),
 }
 
 impl TetSource {
-    /// [`carried_footer`] of this open input (read by ranges or not): its footer, read when it
-    /// was opened.
+    /// The footer of this open `.tet` input (read by ranges or not, read when it was opened)
+    /// that the output carries over (history, metadata). A file without a footer carries
+    /// nothing. An unreadable footer is refused, since its history could not be kept; with
+    /// `skip_unsupported` the data is converted without it and the footer is listed as skipped.
     pub fn carried_footer(&self, options: &OpenOptions) -> Result<Footer, CarryError> {
-        footer_to_carry(&self.file, options)
-    }
-}
-
-/// The footer of an open `.tet` input that the output carries over (see [`carried_footer`]).
-fn footer_to_carry(file: &TetFile, options: &OpenOptions) -> Result<Footer, CarryError> {
-    match file.footer() {
-        Ok(f) => Ok(f.cloned().unwrap_or_default()),
-        Err(e) if options.skip_unsupported => Ok(Footer {
-            skipped: vec![Skipped {
-                name: "footer".into(),
-                reason: format!(
-                    "the input's footer is unreadable, its history and metadata are lost: {e}"
-                ),
-            }],
-            ..Footer::default()
-        }),
-        Err(source) => Err(CarryError::Footer { source }),
+        let file = &self.file;
+        match file.footer() {
+            Ok(f) => Ok(f.cloned().unwrap_or_default()),
+            Err(e) if options.skip_unsupported => Ok(Footer {
+                skipped: vec![Skipped {
+                    name: "footer".into(),
+                    reason: format!(
+                        "the input's footer is unreadable, its history and metadata are lost: {e}"
+                    ),
+                }],
+                ..Footer::default()
+            }),
+            Err(source) => Err(CarryError::Footer { source }),
+        }
     }
 }

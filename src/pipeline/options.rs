@@ -77,7 +77,7 @@ pub struct ConvertOptions {
     pub plan: PlanOptions,
     /// Worker threads (≥ 1).
     pub jobs: usize,
-    /// Bytes of chunk data in flight at most, whatever `jobs` is ([`MemoryBudget`]): workers
+    /// Bytes of chunk data in flight at most, whatever `jobs` is ([`crate::format::budget::MemoryBudget`]): workers
     /// wait, allocating nothing, while a chunk's memory does not fit. A chunk larger than the
     /// whole budget is converted alone. Never changes the output bytes.
     pub memory_budget: u64,

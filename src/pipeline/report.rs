@@ -144,6 +144,15 @@ pub enum ConvertError {
     Interrupted(i32),
 }
 
+impl From<crate::tet_input::OpenInputError> for ConvertError {
+    fn from(e: crate::tet_input::OpenInputError) -> Self {
+        match e {
+            crate::tet_input::OpenInputError::Open(e) => ConvertError::Source(e),
+            crate::tet_input::OpenInputError::Carry(e) => ConvertError::Carry(e),
+        }
+    }
+}
+
 pub(super) fn refused(msg: impl Into<String>) -> ConvertError {
     ConvertError::Refused(msg.into())
 }

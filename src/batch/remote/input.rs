@@ -112,15 +112,9 @@ impl ObjectInput {
             Self::Ranged { bytes, importer } => {
                 let source: Arc<dyn ByteSource> = bytes.clone();
                 // A `.tet` input hands its footer on, from the source opened here.
-                let (source, footer): (Box<dyn tet_source::Source>, _) =
-                    if importer.id() == crate::tet_input::ID {
-                        let tet = crate::tet_input::open_source(source).map_err(|e| named(&e))?;
-                        let footer = tet.carried_footer(&opts.open).map_err(|e| named(&e))?;
-                        (Box::new(tet), Some(footer))
-                    } else {
-                        let opened = importer.open_bytes(url, source, &opts.open);
-                        (opened.map_err(|e| named(&e))?, None)
-                    };
+                let (source, footer) =
+                    crate::tet_input::open_input(*importer, url, Some(source), &opts.open)
+                        .map_err(|e| named(&e))?;
                 let hashed = bytes.clone();
                 let digest: InputDigest =
                     Box::new(move || hashed.digest().map_err(std::io::Error::other));
@@ -162,11 +156,8 @@ pub(super) fn open_local(path: &Path, opts: &ConvertOptions) -> Result<OpenedInp
     let named =
         |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", path.display()));
     let importer = registry::identify(path)?;
-    let source = importer.open(path, &opts.open).map_err(|e| named(&e))?;
-    let footer = match importer.id() == crate::tet_input::ID {
-        true => Some(crate::tet_input::carried_footer(path, &opts.open).map_err(|e| named(&e))?),
-        false => None,
-    };
+    let (source, footer) =
+        crate::tet_input::open_input(importer, path, None, &opts.open).map_err(|e| named(&e))?;
     let hashed = path.to_path_buf();
     let digest: InputDigest = Box::new(move || crate::meta::digest_input(&hashed));
     Ok(OpenedInput {

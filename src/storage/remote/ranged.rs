@@ -281,7 +281,7 @@ impl RangedObject {
     }
 
     /// The first `n` bytes (fewer for a shorter object), for identifying the format. Fails
-    /// with the store's error, e.g. when the server ignores ranges ([`ignores_ranges`]).
+    /// with the store's error, e.g. when the server ignores ranges ([`Object::ignores_ranges`]).
     pub fn head(&self, n: u64) -> Result<Vec<u8>, StorageError> {
         let n = n.min(self.info.size);
         let mut buf = vec![0u8; usize::try_from(n).unwrap_or(0)];
