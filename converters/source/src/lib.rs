@@ -742,6 +742,20 @@ pub fn extension_confidence(path: &Path, extensions: &[&str]) -> Confidence {
     }
 }
 
+/// Moves `idx` to the next index of the box `lo .. hi` (per axis; C order, the last axis
+/// fastest); `false` once every index has been visited (`idx` is then back at `lo`). The walk
+/// over a region that [`check_region`]-checked requests and record leaves share.
+pub fn next_index(idx: &mut [u64], lo: &[u64], hi: &[u64]) -> bool {
+    for a in (0..idx.len()).rev() {
+        idx[a] += 1;
+        if idx[a] < hi[a] {
+            return true;
+        }
+        idx[a] = lo[a];
+    }
+    false
+}
+
 /// Checks a region request against a shape and an output buffer; returns the element count.
 /// Importers call this first in `read_region`.
 pub fn check_region(

@@ -235,7 +235,9 @@ pub fn copy_region(
         stride[a] = stride[a + 1] * shape[a + 1] as usize;
     }
     let run = count[rank - 1] as usize * elem;
-    let mut idx = start[..rank - 1].to_vec();
+    let outer = &start[..rank - 1];
+    let end: Vec<u64> = outer.iter().zip(count).map(|(&s, &c)| s + c).collect();
+    let mut idx = outer.to_vec();
     let mut o = 0;
     loop {
         let off = idx
@@ -246,17 +248,8 @@ pub fn copy_region(
             });
         out[o..o + run].copy_from_slice(&data[off..off + run]);
         o += run;
-        let mut a = rank - 1;
-        loop {
-            if a == 0 {
-                return Ok(());
-            }
-            a -= 1;
-            idx[a] += 1;
-            if idx[a] < start[a] + count[a] {
-                break;
-            }
-            idx[a] = start[a];
+        if !crate::next_index(&mut idx, outer, &end) {
+            return Ok(());
         }
     }
 }

@@ -155,25 +155,18 @@ impl Place {
                 })?;
             usize::try_from(off).ok()
         };
-        // The last index of every axis must not overflow (checked once, up front).
-        for (&s, &c) in start.iter().zip(count) {
-            s.checked_add(c).ok_or(GatherError::TooLarge)?;
-        }
+        // The end of every axis must not overflow (checked once, up front).
+        let end = start
+            .iter()
+            .zip(count)
+            .map(|(&s, &c)| s.checked_add(c))
+            .collect::<Option<Vec<u64>>>()
+            .ok_or(GatherError::TooLarge)?;
         let mut idx = start.to_vec();
         loop {
             f(offset_of(&idx).ok_or(GatherError::TooLarge)?);
-            // Next index, last axis fastest.
-            let mut a = rank;
-            loop {
-                if a == 0 {
-                    return Ok(());
-                }
-                a -= 1;
-                idx[a] += 1;
-                if idx[a] < start[a] + count[a] {
-                    break;
-                }
-                idx[a] = start[a];
+            if !crate::next_index(&mut idx, start, &end) {
+                return Ok(());
             }
         }
     }

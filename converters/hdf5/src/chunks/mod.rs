@@ -849,17 +849,8 @@ pub(crate) fn for_each_run(
         s += (lo[inner] - src_origin[inner]) * s_stride[inner];
         d += (lo[inner] - dst_origin[inner]) * d_stride[inner];
         f(s, d, run);
-        let mut a = inner;
-        loop {
-            if a == 0 {
-                return;
-            }
-            a -= 1;
-            idx[a] += 1;
-            if idx[a] < hi[a] {
-                break;
-            }
-            idx[a] = lo[a];
+        if !tet_source::next_index(&mut idx, &lo[..inner], &hi[..inner]) {
+            return;
         }
     }
 }
