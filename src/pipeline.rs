@@ -62,13 +62,7 @@ pub fn convert(
     let output = &check_paths(input, output, opts.write_through_symlink)?;
     let importer = registry::identify(input)?;
     log::debug!("{}: identified as {}", input.display(), importer.name());
-    // A `.tet` input (re-chunk, re-compress) hands its footer on: history and metadata.
-    let (source, carried) = tet_input::open_input(importer, input, None, &opts.open)?;
-    // Only the chosen variables, cut (`--variables`, `--isel`…): a source over the source.
-    let (source, cuts) = crate::select::apply(source, &opts.select)?;
-    let carried = carried
-        .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
-        .transpose()?;
+    let (source, carried) = open_selected(importer, input, None, opts)?;
     convert_carrying(
         source.as_ref(),
         importer.id(),
@@ -78,6 +72,23 @@ pub fn convert(
         started,
         carried,
     )
+}
+
+/// The input opened (from its path, or from `bytes` read by ranges) and cut to what `opts`
+/// selects (`--variables`, `--isel`…: a source over the source), with the footer a `.tet`
+/// input hands on (history and metadata, read from the same open file), cut alike.
+fn open_selected(
+    importer: &dyn Importer,
+    input: &Path,
+    bytes: Option<Arc<dyn ByteSource>>,
+    opts: &ConvertOptions,
+) -> Result<(Box<dyn Source>, Option<Footer>), ConvertError> {
+    let (source, carried) = tet_input::open_input(importer, input, bytes, &opts.open)?;
+    let (source, cuts) = crate::select::apply(source, &opts.select)?;
+    let carried = carried
+        .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
+        .transpose()?;
+    Ok((source, carried))
 }
 
 /// The input digest (`sha256:<hex>`) and size of an input that is no local file.
@@ -108,12 +119,7 @@ pub fn convert_bytes(
 ) -> Result<ConvertReport, ConvertError> {
     let started = Instant::now();
     log::debug!("{}: read by ranges as {}", input.display(), importer.name());
-    // A `.tet` input hands its footer on, from the file opened here (never opened again).
-    let (source, carried) = tet_input::open_input(importer, input, Some(bytes), &opts.open)?;
-    let (source, cuts) = crate::select::apply(source, &opts.select)?;
-    let carried = carried
-        .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
-        .transpose()?;
+    let (source, carried) = open_selected(importer, input, Some(bytes), opts)?;
     convert_digested(
         source.as_ref(),
         importer.id(),
