@@ -13,7 +13,7 @@
 //! dimension come from the first input (`take_first` skips the equality check). A region of a
 //! combined variable is read from the inputs it spans, so memory stays bounded by the region.
 //! `.tet` inputs (with `.tet` inputs only) carry their footers over as one `.tet` input does:
-//! [`combine_footers`] keeps every input's history rows as ancestry and joins the labels.
+//! `combine_footers` keeps every input's history rows as ancestry and joins the labels.
 //! Inputs the caller opened (object URLs: read by ranges, spooled, a Zarr prefix; see
 //! `batch::remote`) are combined the same way by [`convert_opened`], each with its own digest.
 

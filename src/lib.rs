@@ -1,12 +1,12 @@
 //! tet-convert: convert tensor files into chunked, compressed, memory-mappable `.tet` files.
 //!
-//! - [`format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
+//! - [`mod@format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
 //! - [`planner`]: the chunk planner (pure);
 //! - [`pipeline`]: parallel read → compress → ordered write;
 //! - [`meta`]: metadata and provenance mapping shared by every importer;
 //! - [`registry`]: the importers compiled into this build;
 //! - [`select`]: `--variables`/`--exclude`/`--isel`/`--sel`, a source over the opened one;
-//! - [`concat`]: `--concat DIM`, several sources combined along a dimension;
+//! - [`mod@concat`]: `--concat DIM`, several sources combined along a dimension;
 //! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
 //! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
 //! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;

@@ -1,6 +1,6 @@
 //! `tet._tet`: the Rust side of the Python package `tet` (see `python/README.md`).
 //!
-//! A thin layer over the engine crate: [`Reader`] opens a `.tet` file with the engine's reader
+//! A thin layer over the engine crate: `Reader` opens a `.tet` file with the engine's reader
 //! and raises its datasets to what the source held (`tet::export::Plan` with every element
 //! type), and reads outer selections of them with `tet::export::read_selection` — the GIL
 //! released, chunks decoded on the engine's rayon pool. Conversion and verification call

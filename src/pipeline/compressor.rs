@@ -15,7 +15,7 @@ pub(super) fn checksums_on() -> bool {
 }
 
 /// A zstd context for chunks: level `level`'s parameters with a hash table one step larger
-/// (hashLog + 1, see [`chunk_params`]), and zstd's content checksum in every frame (`checksum`:
+/// (hashLog + 1, see `chunk_params`), and zstd's content checksum in every frame (`checksum`:
 /// the low 32 bits of XXH64 of the decoded chunk, checked by every zstd decoder). Every chunk is
 /// an independent frame, which loses the history a single stream would have at each chunk start;
 /// the larger table finds more matches inside the chunk and more than makes up for it (measured

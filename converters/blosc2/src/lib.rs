@@ -45,9 +45,9 @@
 //!   shorter last one, one stream per byte of the type (each byte plane compressed apart). A
 //!   stream is an int32 size and the codec's bytes: the block's length means stored as is, 0 a
 //!   run of zeros, −v followed by a token byte (bit 0 set) a run of the byte v. Codecs: blosclz
-//!   (its own LZ77 format, see [`blosclz_decompress`]), lz4 and lz4hc (LZ4 blocks), zlib (zlib
+//!   (its own LZ77 format, see `blosclz_decompress`), lz4 and lz4hc (LZ4 blocks), zlib (zlib
 //!   streams), zstd (frames). Filters are undone per block from the last of the six slots:
-//!   byte shuffle ([`unshuffle`]), bit shuffle (see [`bitunshuffle`]), delta (see [`undelta`]).
+//!   byte shuffle ([`unshuffle`]), bit shuffle (see `bitunshuffle`), delta (see `undelta`).
 //!
 //! # Decoding
 //!

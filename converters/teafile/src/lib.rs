@@ -43,7 +43,7 @@
 //!
 //! # What is refused, skipped or ignored
 //!
-//! * Refused ([`SourceError::Malformed`]): a bad magic, ItemStart inside the header or past the end
+//! * Refused ([`tet_source::SourceError::Malformed`]): a bad magic, ItemStart inside the header or past the end
 //!   of the file, ItemEnd before ItemStart or past the end of the file, a SectionCount or any
 //!   other count that cannot fit in the bytes left, sections running past ItemStart, a field
 //!   outside the item, a time field offset naming no field, a non-positive item size or ticks per
