@@ -635,3 +635,46 @@ fn a_tet_object_converts_by_ranges_with_no_spool_and_keeps_its_history() {
         "verify y",
     );
 }
+
+/// `tet info`, `verify` and `audit` of an object stop at SIGINT/SIGTERM while a ranged read
+/// waits: one line saying the object's read was interrupted, no more files taken, exit 128 + the
+/// signal (as a conversion's and an export's). They used to keep the default disposition: killed
+/// by the signal, with no line, and a spooled copy (a server that ignores ranges) left behind.
+#[test]
+fn info_verify_and_audit_of_an_object_stop_at_a_signal_with_its_exit_code() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let moto = moto_or_skip!(s3::Moto::start());
+    moto.helper(&["mb", "tets"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let x = big_tet(tmp.path());
+    moto.helper(&["put", "tets", "x.tet", x.to_str().unwrap()]);
+    let url = "s3://tets/x.tet";
+    for (args, sig, code) in [
+        (&["info", url][..], "TERM", 143),
+        (&["verify", "--deep", url, url], "INT", 130),
+        (&["audit", url, url], "TERM", 143),
+    ] {
+        // Every GET of the object is held by the proxy: the command waits in its first read.
+        let proxy = s3::Proxy::start(&moto.endpoint, None, Some("GET /tets/x.tet"));
+        let mut c = Command::new(TET);
+        c.args(args).stdout(Stdio::piped());
+        moto.env_at(&mut c, &proxy.endpoint);
+        let t = Instant::now();
+        let o = s3::signal_when_seen(&proxy, c, "GET /tets/x.tet", Duration::from_secs(120), sig);
+        let what = format!("{args:?} {sig}: {o:?}");
+        assert_eq!(o.status.code(), Some(code), "{what}");
+        assert!(t.elapsed() < Duration::from_secs(60), "{what}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        // One file reported, then the command stopped: never a second file's line.
+        let lines: Vec<&str> = if args[0] == "verify" {
+            out.lines().collect()
+        } else {
+            err.lines().collect()
+        };
+        assert_eq!(lines.len(), 1, "{what}");
+        assert!(lines[0].contains(url), "{what}");
+        assert!(lines[0].contains("interrupted"), "{what}");
+    }
+}

@@ -51,6 +51,9 @@ pub fn run(a: &AuditArgs) -> ExitCode {
     let many = a.files.len() > 1;
     let mut all_ok = true;
     for file in &a.files {
+        if super::interrupted() {
+            break;
+        }
         all_ok &= audit_one(a, file, many);
     }
     ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAILED })

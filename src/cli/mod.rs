@@ -58,13 +58,25 @@ pub fn main_tet() -> ExitCode {
     if !matches!(cli.command, Command::Convert(_)) {
         init_logging(0);
     }
-    match cli.command {
+    let code = match cli.command {
         Command::Info(a) => info::run(&a),
         Command::Verify(a) => verify::run(&a),
         Command::Convert(a) => convert::run(&a),
         Command::Audit(a) => audit::run(&a),
         Command::Export(a) => export::run(&a),
+    };
+    // A command that read objects stopped at SIGINT/SIGTERM (its requests were cancelled and it
+    // said so for the file at hand): the exit code names the signal, as a conversion's does.
+    match crate::batch::signals::pending() {
+        Some(sig) => ExitCode::from(crate::batch::signals::exit_code(sig)),
+        None => code,
     }
+}
+
+/// Whether a command working through several files stops before the next one: a SIGINT or
+/// SIGTERM came while it read an object (see [`OpenedTet::open`]).
+pub(crate) fn interrupted() -> bool {
+    crate::batch::signals::pending().is_some()
 }
 
 /// `PROGRAM --tet-worker [VERBOSITY]`: a supervised conversion worker (see
@@ -216,8 +228,10 @@ impl OpenedTet {
         }
         let object =
             crate::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
+        // Requests stop at the first SIGINT/SIGTERM, as a conversion's do: the spool (if any) is
+        // removed, the command says `interrupted` for this file and exits 128 + the signal.
+        crate::batch::signals::install();
         let info = object.info().map_err(FetchError)?;
-        // Requests stop at the first SIGINT/SIGTERM, as a conversion's do.
         let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
         let ranged = crate::storage::RangedObject::new(object.clone(), info, cancel.clone());
         match TetFile::open_source(std::sync::Arc::new(ranged)) {
@@ -252,6 +266,7 @@ pub(crate) fn digest_arg(
     }
     let object = crate::storage::Object::parse(&p.to_string_lossy(), options)
         .map_err(|e| std::io::Error::other(FetchError(e)))?;
+    crate::batch::signals::install();
     let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
     object
         .digest(&cancel)

@@ -131,6 +131,9 @@ pub fn run(a: &VerifyArgs) -> ExitCode {
     let many = a.files.len() > 1;
     let mut all_ok = true;
     for path in &a.files {
+        if super::interrupted() {
+            break;
+        }
         let report = check(path, depth, &a.storage.storage_option);
         all_ok &= report.ok();
         let file = path.display().to_string();
