@@ -149,6 +149,22 @@ impl From<ChunkReadError> for ExportError {
     }
 }
 
+/// The footer of the `.tet` file to export cannot be read, so there is no metadata to export:
+/// the container's error is kept as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{source} (the metadata to export is unreadable)")]
+pub struct FooterUnreadable {
+    /// The reader's error about the footer.
+    #[source]
+    pub source: TetError,
+}
+
+impl From<FooterUnreadable> for ExportError {
+    fn from(e: FooterUnreadable) -> Self {
+        ExportError::Container(Box::new(e))
+    }
+}
+
 /// The `.tet` file to export cannot be opened as one (not a `.tet` file, a damaged directory or
 /// index): its path, with the container's error kept as the cause.
 #[derive(Debug, thiserror::Error)]

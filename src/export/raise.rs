@@ -17,7 +17,7 @@
 use tet_source::export::{Array, Capabilities, Model, TextEntry};
 use tet_source::{AttrValue, ElementType, Fact, Role};
 
-use super::{history_lines, ExportError, Result};
+use super::{history_lines, ExportError, FooterUnreadable, Result};
 use crate::format::footer::{RecordedRole, TextVariableRecord};
 use crate::format::schema::{text_record_name, Lenient};
 use crate::format::{DType, DatasetMeta, Footer, TetFile};
@@ -288,11 +288,7 @@ impl Plan {
         let footer = match tet.footer() {
             Ok(Some(f)) => f,
             Ok(None) => &empty,
-            Err(e) => {
-                return Err(ExportError::Invalid(format!(
-                    "{e} (the metadata to export is unreadable)"
-                )))
-            }
+            Err(source) => return Err(FooterUnreadable { source }.into()),
         };
         Plan::from_footer(tet, footer, caps, select)
     }

@@ -88,7 +88,8 @@ pub const CAPABILITIES: Capabilities = Capabilities {
 /// HDF5's registered id of the zstd filter.
 const H5Z_FILTER_ZSTD: u32 = 32015;
 
-/// A library error as an [`ExportError::Target`] naming what was being done.
+/// A netCDF-C error as an [`ExportError::Library`] naming what was being done, netCDF-C's
+/// status and text kept as its source.
 fn nc<T>(what: impl FnOnce() -> String, r: std::result::Result<T, NcError>) -> Result<T> {
     r.map_err(|e| ExportError::Library {
         lib: tet_source::Lib::NetCdf,

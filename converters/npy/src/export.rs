@@ -194,7 +194,10 @@ fn write_npz(
 ) -> Result<()> {
     let zfile = File::create(zpath).map_err(io_err(zpath))?;
     let mut zip = zip::ZipWriter::new(BufWriter::new(zfile));
-    let ze = |e: zip::result::ZipError| ExportError::Target(format!("{}: {e}", output.display()));
+    let ze = |e: zip::result::ZipError| ExportError::Archive {
+        path: output.to_path_buf(),
+        source: Box::new(e),
+    };
     for (i, a) in model.arrays.iter().enumerate() {
         write_npy(chunks, i, a, entry)?;
         let len = std::fs::metadata(entry).map_err(io_err(entry))?.len();

@@ -374,9 +374,21 @@ pub enum ExportError {
     /// chunk that fails its checksum, …).
     #[error("{0}")]
     Data(String),
-    /// The target library refused something.
+    /// The target refused something, said as a plain statement (no underlying error to keep;
+    /// a library's own error is a [`ExportError::Library`]).
     #[error("{0}")]
     Target(String),
+    /// Writing the output's archive failed (the NPZ zip container): the output's path, with the
+    /// archive writer's error kept as the [`std::error::Error::source`] (its text ends the
+    /// message too).
+    #[error("{path}: {source}")]
+    Archive {
+        /// The output being written (the path the user asked for).
+        path: PathBuf,
+        /// The archive writer's error, kept.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The target library failed: which one, what was being done, and its own error as the
     /// [`std::error::Error::source`] (its text ends the message too, since front ends print one
     /// line).
@@ -532,5 +544,24 @@ mod tests {
         assert_eq!(model.attr_owner("p/q"), ("p", "q"));
         assert_eq!(model.attr_owner("m/"), ("m", ""));
         assert_eq!(Model::default().attr_owner("a/b"), ("a", "b"));
+    }
+
+    #[test]
+    fn archive_and_io_errors_keep_their_cause_on_one_line() {
+        use std::error::Error as _;
+        let cause = std::io::Error::new(std::io::ErrorKind::StorageFull, "disk full");
+        let e = ExportError::Archive {
+            path: PathBuf::from("/out/a.npz"),
+            source: Box::new(cause),
+        };
+        assert_eq!(e.to_string(), "/out/a.npz: disk full");
+        let kept = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            kept.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::StorageFull)
+        );
+        let e = io_err(Path::new("/out"))(std::io::Error::other("no"));
+        assert_eq!(e.to_string(), "/out: no");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
     }
 }
