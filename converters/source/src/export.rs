@@ -374,10 +374,6 @@ pub enum ExportError {
     /// chunk that fails its checksum, …).
     #[error("{0}")]
     Data(String),
-    /// The target refused something, said as a plain statement (no underlying error to keep;
-    /// a library's own error is a [`ExportError::Library`]).
-    #[error("{0}")]
-    Target(String),
     /// Writing the output's archive failed (the NPZ zip container): the output's path, with the
     /// archive writer's error kept as the [`std::error::Error::source`] (its text ends the
     /// message too).
