@@ -522,7 +522,7 @@ impl ChunkedVar {
                 self.chunk_bytes,
                 &mut s.stages,
             )
-            .map_err(|e| self.decode_error(grid_pos, at, e))?;
+            .map_err(|e| decode_error(grid_pos, at, e))?;
             Ok(Some(out))
         })
     }
@@ -536,11 +536,6 @@ impl ChunkedVar {
             .into());
         }
         Ok(())
-    }
-
-    fn decode_error(&self, grid_pos: &[u64], at: Option<u64>, e: DecodeError) -> SourceError {
-        let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
-        Part::Chunk.malformed_by(format!("chunk {grid_pos:?}{at}"), e)
     }
 
     /// Reads the stored (filtered) bytes of the chunk at `grid_pos` into `buf[..len]` (grown
@@ -705,7 +700,7 @@ impl ChunkedVar {
                 match whole.clone().and_then(|r| out.get_mut(r)) {
                     Some(dst) => {
                         decode_filters_into(&self.pipeline, mask, stored, dst, &mut s.stages)
-                            .map_err(|e| self.decode_error(&g, at, e))?
+                            .map_err(|e| decode_error(&g, at, e))?
                     }
                     None => {
                         decode_stages(
@@ -716,7 +711,7 @@ impl ChunkedVar {
                             self.chunk_bytes,
                             &mut s.stages,
                         )
-                        .map_err(|e| self.decode_error(&g, at, e))?;
+                        .map_err(|e| decode_error(&g, at, e))?;
                         let data = &s.chunk[..self.chunk_bytes];
                         copy_box(data, &self.chunk, &origin, out, count, start, &lo, &hi, es);
                     }
@@ -912,6 +907,14 @@ fn fill_box(
     );
 }
 
+/// A chunk that could not be decoded, as the reader reports it: `chunk [i, j] at byte o: ` then
+/// the [`DecodeError`]'s message; the `DecodeError` is kept as the cause (and a decoder
+/// library's error as its source in turn).
+fn decode_error(grid_pos: &[u64], at: Option<u64>, e: DecodeError) -> SourceError {
+    let at = at.map(|o| format!(" at byte {o}")).unwrap_or_default();
+    Part::Chunk.malformed_by(format!("chunk {grid_pos:?}{at}"), e)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -942,5 +945,29 @@ mod tests {
             |s, d, n| runs.push((s, d, n)),
         );
         assert_eq!(runs, vec![(7, 0, 2), (12, 2, 2)]);
+    }
+
+    #[test]
+    fn decode_errors_keep_the_decoders_error() {
+        use std::error::Error;
+        let e =
+            crate::filters::decode_filters(&[Filter::Zstd], 0, b"not a zstd frame".to_vec(), 64)
+                .unwrap_err();
+        let text = e.to_string();
+        let err = decode_error(&[1, 2], Some(4096), e);
+        assert_eq!(
+            err.to_string(),
+            format!("chunk [1, 2] at byte 4096: {text}")
+        );
+        let decode = err
+            .source()
+            .and_then(|c| c.downcast_ref::<DecodeError>())
+            .expect("the DecodeError as the cause");
+        assert!(
+            matches!(decode, DecodeError::Codec { filter: "zstd", .. }),
+            "{decode:?}"
+        );
+        let lib = decode.source().expect("zstd's error as the source");
+        assert!(lib.downcast_ref::<std::io::Error>().is_some(), "{lib:?}");
     }
 }

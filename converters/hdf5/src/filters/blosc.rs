@@ -13,25 +13,30 @@ pub fn blosc_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>
         u32::from_le_bytes(b) as usize
     };
     if input.len() < 16 {
-        return derr("blosc: chunk shorter than the 16-byte Blosc header");
+        return derr("blosc", "chunk shorter than the 16-byte Blosc header");
     }
     let (version, nbytes, cbytes) = (input[0], le32(4), le32(12));
     if version != blosc_src::BLOSC_VERSION_FORMAT as u8 {
-        return derr(format!(
-            "blosc: format version {version} (this c-blosc reads 2)"
-        ));
+        return derr(
+            "blosc",
+            format!("format version {version} (this c-blosc reads 2)"),
+        );
     }
     if cbytes > input.len() {
-        return derr(format!(
-            "blosc: header claims {cbytes} bytes, the chunk holds {}",
-            input.len()
-        ));
+        return derr(
+            "blosc",
+            format!(
+                "header claims {cbytes} bytes, the chunk holds {}",
+                input.len()
+            ),
+        );
     }
     let frame = &input[..cbytes];
     if nbytes > max {
-        return derr(format!(
-            "blosc: header claims {nbytes} bytes, more than {max}"
-        ));
+        return derr(
+            "blosc",
+            format!("header claims {nbytes} bytes, more than {max}"),
+        );
     }
     let mut checked = 0usize;
     // SAFETY: `frame` is a live slice of `frame.len()` bytes; c-blosc reads its 16-byte header
@@ -44,7 +49,7 @@ pub fn blosc_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>
         )
     };
     if rc < 0 || checked != nbytes {
-        return derr("blosc: invalid Blosc header");
+        return derr("blosc", "invalid Blosc header");
     }
     let mut out = vec![0u8; nbytes];
     if nbytes == 0 {
@@ -63,7 +68,7 @@ pub fn blosc_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>
         )
     };
     if usize::try_from(got).ok() != Some(nbytes) {
-        return derr(format!("blosc: corrupt data (c-blosc returned {got})"));
+        return derr("blosc", format!("corrupt data (c-blosc returned {got})"));
     }
     Ok(out)
 }

@@ -57,7 +57,7 @@ pub fn unsupported_variant(cd_values: &[u32]) -> Option<String> {
 
 /// Decodes one HDF5 chunk stored by the Blosc2 filter (one Blosc2 contiguous frame) into
 /// exactly `max` bytes, the dataset's chunk size (see [`tet_blosc2::decode_frame`]); its error
-/// as a chunk [`DecodeError`] (same message).
+/// as a chunk [`DecodeError::Blosc2`] (same message, the decoder's error kept as the source).
 pub fn blosc2_decompress(input: &[u8], max: usize) -> Result<Vec<u8>, DecodeError> {
-    tet_blosc2::decode_frame(input, max).map_err(|e| DecodeError(e.to_string()))
+    tet_blosc2::decode_frame(input, max).map_err(DecodeError::Blosc2)
 }

@@ -36,15 +36,17 @@ pub fn inflate_into(input: &[u8], out: &mut [u8]) -> std::result::Result<usize, 
     zlib_decompress(input, out).map_err(|e| inflate_error(e, max))
 }
 
+/// libdeflate's refusal in words, its error kept as the source.
 fn inflate_error(e: libdeflater::DecompressionError, max: usize) -> DecodeError {
-    DecodeError(match e {
+    let detail = match e {
         libdeflater::DecompressionError::InsufficientSpace => {
-            format!("deflate: chunk inflates past {max} bytes")
+            format!("chunk inflates past {max} bytes")
         }
         libdeflater::DecompressionError::BadData => {
-            "deflate: invalid or truncated zlib stream (or wrong checksum)".into()
+            "invalid or truncated zlib stream (or wrong checksum)".to_string()
         }
-    })
+    };
+    DecodeError::refused("deflate", detail, e)
 }
 
 /// libdeflate's zlib decoder with this thread's decompressor (a fresh one when the thread's is

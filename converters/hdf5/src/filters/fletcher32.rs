@@ -44,16 +44,17 @@ pub fn fletcher32_strip(data: &mut Vec<u8>) -> std::result::Result<(), DecodeErr
 /// length of the data before it.
 pub(super) fn fletcher32_check(data: &[u8]) -> std::result::Result<usize, DecodeError> {
     if data.len() < 4 {
-        return derr("fletcher32: chunk shorter than its checksum");
+        return derr("fletcher32", "chunk shorter than its checksum");
     }
     let body = data.len() - 4;
     let stored = u32::from_le_bytes([data[body], data[body + 1], data[body + 2], data[body + 3]]);
     let sum = fletcher32(&data[..body]);
     let reversed = ((sum & 0x00ff_00ff) << 8) | ((sum >> 8) & 0x00ff_00ff);
     if stored != sum && stored != reversed {
-        return derr(format!(
-            "fletcher32 checksum mismatch (stored {stored:#010x}, computed {sum:#010x})"
-        ));
+        return Err(DecodeError::Fletcher32 {
+            stored,
+            computed: sum,
+        });
     }
     Ok(body)
 }

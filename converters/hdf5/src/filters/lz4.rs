@@ -18,20 +18,25 @@ pub fn lz4_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
         usize::try_from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok()
     };
     let Some(head) = input.get(..8) else {
-        return derr("lz4: chunk shorter than its 12-byte header");
+        return derr("lz4", "chunk shorter than its 12-byte header");
     };
     let total = u64::from_be_bytes([
         head[0], head[1], head[2], head[3], head[4], head[5], head[6], head[7],
     ]);
     let total = match usize::try_from(total) {
         Ok(t) if t <= max => t,
-        _ => return derr(format!("lz4: header claims {total} bytes, more than {max}")),
+        _ => {
+            return derr(
+                "lz4",
+                format!("header claims {total} bytes, more than {max}"),
+            )
+        }
     };
     let Some(block) = be32(8) else {
-        return derr("lz4: chunk shorter than its 12-byte header");
+        return derr("lz4", "chunk shorter than its 12-byte header");
     };
     if block == 0 && total > 0 {
-        return derr("lz4: block size 0");
+        return derr("lz4", "block size 0");
     }
     let block = block.min(total);
     let mut out: Vec<u8> = Vec::with_capacity(total.min(input.len().saturating_mul(4)));
@@ -39,11 +44,14 @@ pub fn lz4_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
     while out.len() < total {
         let n = block.min(total - out.len());
         let Some(stored) = be32(pos) else {
-            return derr("lz4: truncated before a block's size");
+            return derr("lz4", "truncated before a block's size");
         };
         pos += 4;
         let Some(data) = pos.checked_add(stored).and_then(|end| input.get(pos..end)) else {
-            return derr(format!("lz4: block of {stored} bytes runs past the chunk"));
+            return derr(
+                "lz4",
+                format!("block of {stored} bytes runs past the chunk"),
+            );
         };
         pos += stored;
         let at = out.len();
@@ -52,15 +60,16 @@ pub fn lz4_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
             continue;
         }
         if n > lz4_block_bound(stored) {
-            return derr(format!(
-                "lz4: a {stored}-byte block cannot decode to {n} bytes"
-            ));
+            return derr(
+                "lz4",
+                format!("a {stored}-byte block cannot decode to {n} bytes"),
+            );
         }
         out.resize(at + n, 0);
         match lz4_flex::block::decompress_into(data, &mut out[at..]) {
             Ok(got) if got == n => {}
-            Ok(got) => return derr(format!("lz4: block decodes to {got} bytes, expected {n}")),
-            Err(e) => return derr(format!("lz4: {e}")),
+            Ok(got) => return derr("lz4", format!("block decodes to {got} bytes, expected {n}")),
+            Err(e) => return Err(DecodeError::codec("lz4", e)),
         }
     }
     Ok(out)

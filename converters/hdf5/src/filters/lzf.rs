@@ -15,10 +15,10 @@ pub fn lzf_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
             // Literal run of ctrl + 1 bytes.
             let n = ctrl + 1;
             let Some(lit) = input.get(i..i + n) else {
-                return derr("lzf: literal run past the end of the input");
+                return derr("lzf", "literal run past the end of the input");
             };
             if out.len() + n > max {
-                return derr(format!("lzf: output exceeds {max} bytes"));
+                return derr("lzf", format!("output exceeds {max} bytes"));
             }
             out.extend_from_slice(lit);
             i += n;
@@ -27,22 +27,22 @@ pub fn lzf_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
             let mut len = ctrl >> 5;
             if len == 7 {
                 let Some(&b) = input.get(i) else {
-                    return derr("lzf: truncated back-reference");
+                    return derr("lzf", "truncated back-reference");
                 };
                 len += b as usize;
                 i += 1;
             }
             let Some(&lo) = input.get(i) else {
-                return derr("lzf: truncated back-reference");
+                return derr("lzf", "truncated back-reference");
             };
             i += 1;
             let back = ((ctrl & 0x1f) << 8) + lo as usize + 1;
             if back > out.len() {
-                return derr("lzf: back-reference before the start of the output");
+                return derr("lzf", "back-reference before the start of the output");
             }
             let n = len + 2;
             if out.len() + n > max {
-                return derr(format!("lzf: output exceeds {max} bytes"));
+                return derr("lzf", format!("output exceeds {max} bytes"));
             }
             let from = out.len() - back;
             if back >= n {

@@ -17,9 +17,9 @@ pub fn lzo_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
     let mut out = vec![0u8; cap];
     let fail = |e: lzokay::Error| match e {
         lzokay::Error::OutputOverrun => {
-            DecodeError(format!("lzo: chunk decompresses past {max} bytes"))
+            DecodeError::refused("lzo", format!("chunk decompresses past {max} bytes"), e)
         }
-        e => DecodeError(format!("lzo: corrupt or truncated LZO1X stream ({e})")),
+        e => DecodeError::refused("lzo", format!("corrupt or truncated LZO1X stream ({e})"), e),
     };
     match decompress(input, &mut out) {
         Ok(n) => {
@@ -33,9 +33,10 @@ pub fn lzo_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, 
             let want = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
             let got = libdeflater::adler32(&out);
             if got != want {
-                return derr(format!(
-                    "lzo: Adler-32 mismatch (stored {want:#010x}, computed {got:#010x})"
-                ));
+                return derr(
+                    "lzo",
+                    format!("Adler-32 mismatch (stored {want:#010x}, computed {got:#010x})"),
+                );
             }
             Ok(out)
         }

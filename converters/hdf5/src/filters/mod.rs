@@ -196,20 +196,116 @@ pub enum Filter {
     Blosc2,
 }
 
-/// A chunk that could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError(pub String);
+/// A chunk that could not be decoded: what [`decode_filters`] and each decoder return. The
+/// message is one line; a decoder library's own error, when one refused the stream, is kept as
+/// the [`source`](std::error::Error::source) (the chunk reader keeps this error in turn as the
+/// cause of its [`SourceError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A decoder library refused the stream: the filter, then the library's message
+    /// (`zstd: Unknown frame descriptor`).
+    #[error("{filter}: {source}")]
+    Codec {
+        /// The filter whose decoder failed (`zstd`, `bzip2`, `lz4`).
+        filter: &'static str,
+        /// The library's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// A decoder library refused the stream, said in this crate's words
+    /// (`deflate: invalid or truncated zlib stream (or wrong checksum)`,
+    /// `lzo: chunk decompresses past 400 bytes`).
+    #[error("{filter}: {detail}")]
+    Refused {
+        /// The filter whose decoder failed (`deflate`, `lzo`).
+        filter: &'static str,
+        /// What the refusal means, one line.
+        detail: String,
+        /// The library's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// The Blosc2 frame decoder's error, its message as it is (it starts with `blosc2: `).
+    #[error("{0}")]
+    Blosc2(#[source] tet_blosc2::Blosc2Error),
+    /// A stream this crate's own checks found malformed: a truncated header or block, sizes
+    /// that disagree, output past the chunk's bound, a bad back-reference, a checksum mismatch.
+    #[error("{filter}: {detail}")]
+    Malformed {
+        /// The filter (`blosc`, `lzf`, `lz4`, `deflate`, …).
+        filter: &'static str,
+        /// What is wrong, one line.
+        detail: String,
+    },
+    /// The chunk's Fletcher-32 trailer does not match its bytes (either byte order).
+    #[error("fletcher32 checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    Fletcher32 {
+        /// The checksum stored after the chunk (read little-endian).
+        stored: u32,
+        /// The checksum of the chunk's bytes.
+        computed: u32,
+    },
+    /// The pipeline decoded to other than the dataset's chunk size.
+    #[error("chunk decodes to {decoded} bytes, expected {expected}")]
+    ChunkSize {
+        /// Bytes the pipeline produced (or would).
+        decoded: usize,
+        /// The chunk size.
+        expected: usize,
+    },
+    /// The caller's output buffer is not the chunk's decoded size.
+    #[error("chunk decodes to {decoded} bytes, the output holds {held}")]
+    OutputSize {
+        /// The chunk's decoded size.
+        decoded: usize,
+        /// The output buffer's length.
+        held: usize,
+    },
+    /// The chunk size plus the checksums of the pipeline's fletcher32 filters overflows.
+    #[error("chunk size overflows")]
+    SizeOverflow,
+}
 
-impl std::fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl DecodeError {
+    /// A stream `filter`'s own checks found malformed ([`DecodeError::Malformed`]).
+    pub(crate) fn malformed(filter: &'static str, detail: impl Into<String>) -> DecodeError {
+        DecodeError::Malformed {
+            filter,
+            detail: detail.into(),
+        }
+    }
+
+    /// A decoder library's refusal, its error kept ([`DecodeError::Codec`]).
+    pub(crate) fn codec(
+        filter: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> DecodeError {
+        DecodeError::Codec {
+            filter,
+            source: Box::new(source),
+        }
+    }
+
+    /// A decoder library's refusal said in words, its error kept ([`DecodeError::Refused`]).
+    pub(crate) fn refused(
+        filter: &'static str,
+        detail: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> DecodeError {
+        DecodeError::Refused {
+            filter,
+            detail: detail.into(),
+            source: Box::new(source),
+        }
     }
 }
 
-impl std::error::Error for DecodeError {}
-
-pub(crate) fn derr<T>(msg: impl Into<String>) -> std::result::Result<T, DecodeError> {
-    Err(DecodeError(msg.into()))
+/// `Err` of [`DecodeError::malformed`].
+pub(crate) fn derr<T>(
+    filter: &'static str,
+    detail: impl Into<String>,
+) -> std::result::Result<T, DecodeError> {
+    Err(DecodeError::malformed(filter, detail))
 }
 
 /// Decodes one stored chunk: the filters of `pipeline` (in encode order, as stored) are undone
@@ -293,18 +389,17 @@ impl Sink<'_> {
         chunk_bytes: usize,
     ) -> std::result::Result<&mut [u8], DecodeError> {
         if n != chunk_bytes {
-            return derr(format!(
-                "chunk decodes to {n} bytes, expected {chunk_bytes}"
-            ));
+            return Err(DecodeError::ChunkSize {
+                decoded: n,
+                expected: chunk_bytes,
+            });
         }
         match self {
             Sink::Slice(s) => {
                 let held = s.len();
-                s.get_mut(..n).filter(|_| held == n).ok_or_else(|| {
-                    DecodeError(format!(
-                        "chunk decodes to {n} bytes, the output holds {held}"
-                    ))
-                })
+                s.get_mut(..n)
+                    .filter(|_| held == n)
+                    .ok_or(DecodeError::OutputSize { decoded: n, held })
             }
             Sink::Vec(v) => Ok(grow(v, n)),
         }
@@ -364,7 +459,7 @@ pub(crate) fn decode_stages(
         let bound = fletchers
             .checked_mul(4)
             .and_then(|x| chunk_bytes.checked_add(x))
-            .ok_or_else(|| DecodeError("chunk size overflows".into()))?;
+            .ok_or(DecodeError::SizeOverflow)?;
         // This stage's input, and the buffer it decodes into unless it is the last one.
         let (input, spare, next): (&[u8], &mut Vec<u8>, At) = match at {
             At::Stored => (&stored[..len], &mut *a, At::A),
@@ -391,10 +486,13 @@ pub(crate) fn decode_stages(
                     active(j) && !matches!(g, Filter::Shuffle { .. } | Filter::Fletcher32)
                 });
                 if exact && bound > reach {
-                    return derr(format!(
-                        "deflate: {} stored bytes cannot inflate to {bound} bytes",
-                        input.len()
-                    ));
+                    return derr(
+                        "deflate",
+                        format!(
+                            "{} stored bytes cannot inflate to {bound} bytes",
+                            input.len()
+                        ),
+                    );
                 }
                 let dst = if is_last {
                     sink.take(bound, chunk_bytes)?
@@ -403,9 +501,10 @@ pub(crate) fn decode_stages(
                 };
                 let n = inflate_into(input, dst)?;
                 if is_last && n != bound {
-                    return derr(format!(
-                        "chunk decodes to {n} bytes, expected {chunk_bytes}"
-                    ));
+                    return Err(DecodeError::ChunkSize {
+                        decoded: n,
+                        expected: chunk_bytes,
+                    });
                 }
                 len = n;
             }
@@ -453,7 +552,7 @@ pub(crate) fn decode_stages(
 /// Reads a decoder to its end into at most `max` bytes (growing with the data, so a stream
 /// that claims a large size costs nothing until it delivers it).
 pub(crate) fn read_bounded(
-    what: &str,
+    what: &'static str,
     mut r: impl std::io::Read,
     max: usize,
 ) -> std::result::Result<Vec<u8>, DecodeError> {
@@ -463,9 +562,9 @@ pub(crate) fn read_bounded(
     r.by_ref()
         .take(limit)
         .read_to_end(&mut out)
-        .map_err(|e| DecodeError(format!("{what}: {e}")))?;
+        .map_err(|e| DecodeError::codec(what, e))?;
     if out.len() > max {
-        return derr(format!("{what}: chunk decompresses past {max} bytes"));
+        return derr(what, format!("chunk decompresses past {max} bytes"));
     }
     Ok(out)
 }
@@ -553,5 +652,60 @@ mod tests {
         );
         assert_eq!(spec(FILTER_DEFLATE, "", vec![4]).named(), "deflate (id 1)");
         assert_eq!(spec(FILTER_SZIP, "", vec![]).named(), "szip (id 4)");
+    }
+
+    #[test]
+    fn a_corrupt_zstd_chunk_keeps_zstds_error() {
+        use std::error::Error;
+        // A frame's magic, then bytes no frame header starts with.
+        let mut stored = vec![0x28, 0xb5, 0x2f, 0xfd];
+        stored.extend_from_slice(&[0xff; 12]);
+        let e = decode_filters(&[Filter::Zstd], 0, stored, 64).unwrap_err();
+        let source = e.source().expect("zstd's error as the source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the zstd decoder's io::Error");
+        // The message is what it was as text: the filter, then zstd's own words.
+        assert_eq!(e.to_string(), format!("zstd: {io}"));
+        assert!(
+            matches!(e, DecodeError::Codec { filter: "zstd", .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_deflate_chunk_keeps_libdeflates_error() {
+        use std::error::Error;
+        // A zlib header (deflate, 32 KiB window), then a block of the reserved type 3.
+        let stored = vec![0x78, 0x9c, 0xff, 0xff, 0xff, 0xff];
+        let e = decode_filters(&[Filter::Deflate], 0, stored, 64).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "deflate: invalid or truncated zlib stream (or wrong checksum)"
+        );
+        let source = e.source().expect("libdeflate's error as the source");
+        assert!(
+            matches!(
+                source.downcast_ref::<libdeflater::DecompressionError>(),
+                Some(libdeflater::DecompressionError::BadData)
+            ),
+            "{source:?}"
+        );
+    }
+
+    #[test]
+    fn own_checks_keep_their_messages() {
+        use std::error::Error;
+        let e = decode_filters(&[Filter::Lzf], 0, vec![5, 1], 64).unwrap_err();
+        assert_eq!(e.to_string(), "lzf: literal run past the end of the input");
+        assert!(e.source().is_none());
+        let e =
+            decode_filters(&[Filter::Fletcher32], 0, vec![1, 2, 3, 4, 0, 0, 0, 0], 4).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "fletcher32 checksum mismatch (stored 0x00000000, computed 0x05080406)"
+        );
+        let e = decode_filters(&[], 0, vec![1, 2, 3], 4).unwrap_err();
+        assert_eq!(e.to_string(), "chunk decodes to 3 bytes, expected 4");
     }
 }

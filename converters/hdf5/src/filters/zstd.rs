@@ -6,6 +6,6 @@ use super::{read_bounded, DecodeError};
 /// plain frame) into at most `max` bytes.
 pub fn zstd_decompress(input: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
     let d = zstd::stream::read::Decoder::with_buffer(input)
-        .map_err(|e| DecodeError(format!("zstd: {e}")))?;
+        .map_err(|e| DecodeError::codec("zstd", e))?;
     read_bounded("zstd", d, max)
 }
