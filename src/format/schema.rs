@@ -640,14 +640,19 @@ pub struct SchemaError {
     pub source: serde_json::Error,
 }
 
-/// An error and its causes on one line, joined with `: ` (for the places that keep an error as
-/// text: `TetError::Footer`, `verify`'s findings).
+/// An error and its causes joined with `: ` (for the places that keep an error as text:
+/// `TetError::Footer`, `verify`'s findings, storage errors). A cause whose text the message
+/// already holds is not repeated: many errors here print their cause and keep it as
+/// `source()` too (`{context}: {source}`).
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
         cause = c.source();
     }
     text
@@ -689,5 +694,27 @@ impl MetadataFrame {
     /// The recorded chunk digests, when there is the key.
     pub fn chunk_digests(&self) -> Option<&Lenient<ChunkDigests>> {
         self.ext.as_ref()?.typed()?.chunk_digests.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading `x`: {0}")]
+    struct Prints(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading `x`")]
+    struct Keeps(#[source] std::io::Error);
+
+    #[test]
+    fn a_cause_is_written_once() {
+        let io = || std::io::Error::other("disk on fire");
+        // A message that prints its cause and keeps it as source(): not repeated.
+        assert_eq!(error_chain(&Prints(io())), "reading `x`: disk on fire");
+        // One that only keeps it: joined.
+        assert_eq!(error_chain(&Keeps(io())), "reading `x`: disk on fire");
     }
 }

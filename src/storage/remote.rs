@@ -1261,17 +1261,7 @@ fn transport_kind(e: &object_store::Error) -> Option<HttpErrorKind> {
 
 /// An error and its sources, on one line.
 fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut next = e.source();
-    while let Some(x) = next {
-        let t = x.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        next = x.source();
-    }
-    one_line(&s)
+    one_line(&crate::format::schema::error_chain(e))
 }
 
 fn one_line(s: &str) -> String {
