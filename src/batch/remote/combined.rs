@@ -70,9 +70,14 @@ impl Staged<'_> {
         // Kept until the conversion ends: the spools and the objects read by ranges.
         let mut held: Vec<ObjectInput> = Vec::with_capacity(all.len());
         let mut opened = Vec::with_capacity(all.len());
+        // Every input is open until the end: objects read by ranges share the part of the
+        // memory budget that chunks do not take (each keeps its windows and cache within it).
+        let objects = all.iter().filter(|(_, o)| o.is_some()).count().max(1) as u64;
+        let reserve = opts.memory_budget - crate::format::pool_limit(opts.memory_budget);
+        let share = reserve / objects;
         for (p, o) in all {
             let one = match o {
-                Some(o) => match ObjectInput::open(o, &self.root, &opts.cancel) {
+                Some(o) => match ObjectInput::open_within(o, &self.root, &opts.cancel, share) {
                     Ok(i) => {
                         let one = i.opened(p, &opts);
                         held.push(i);

@@ -33,13 +33,24 @@ impl ObjectInput {
     /// Opens `o` for reading by ranges when its format allows (one HEAD and one ranged GET of
     /// its first bytes), else downloads it into a spool folder under `root`.
     pub(super) fn open(o: &Object, root: &Path, cancel: &Cancel) -> Result<Self, StorageError> {
+        Self::open_within(o, root, cancel, u64::MAX)
+    }
+
+    /// [`ObjectInput::open`], an object read by ranges keeping at most about `memory` bytes of
+    /// it (windows and cache, [`RangedObject::with_memory`]): one of many inputs combined.
+    pub(super) fn open_within(
+        o: &Object,
+        root: &Path,
+        cancel: &Cancel,
+        memory: u64,
+    ) -> Result<Self, StorageError> {
         let info = match o.info() {
             Ok(i) => i,
             // A prefix: a Zarr store, read in place.
             Err(e) if e.is_not_found() => return Ok(Self::Store(o.clone())),
             Err(e) => return Err(e),
         };
-        let ranged = RangedObject::new(o.clone(), info, cancel.clone());
+        let ranged = RangedObject::new(o.clone(), info, cancel.clone()).with_memory(memory);
         let head = match ranged.head(registry::HEAD_BYTES) {
             Ok(h) => h,
             // Answered 200 with the whole object, not 206: a server without ranges.

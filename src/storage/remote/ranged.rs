@@ -17,7 +17,9 @@
 //!   [`READ_AHEAD`] blocks at once.
 //! - At most [`IN_FLIGHT`] requests are in flight for the object, over all the threads that
 //!   read it. Memory is therefore bounded by the windows (16 MiB), the cache (8 MiB) and the
-//!   caller's buffers, whatever the object's size.
+//!   caller's buffers, whatever the object's size; [`RangedObject::with_memory`] bounds windows
+//!   and cache together by a smaller amount (a combination of many objects shares the memory
+//!   budget's reserve among them), at the cost of smaller requests.
 //! - The input digest of the history row ([`RangedObject::digest`]) is fed by the reads
 //!   themselves: a digest cursor starts at byte 0, every fetch that reaches it is hashed as it
 //!   arrives and moves it on; a window or cache block fetched ahead of it is remembered weakly
@@ -57,11 +59,62 @@ pub const IN_FLIGHT: usize = 4;
 /// Fetched pieces ahead of the digest cursor remembered (weakly) for it.
 const AHEAD: usize = 64;
 
+/// How much of the object a [`RangedObject`] keeps: its windows and its cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Limits {
+    /// Bytes of a window (a multiple of [`BLOCK`], at least one block).
+    window: u64,
+    /// Windows kept (1 or 2).
+    windows: usize,
+    /// Cache blocks kept (at least 2).
+    cache_blocks: usize,
+    /// Blocks fetched at once by small reads in order (at most `cache_blocks`).
+    read_ahead: u64,
+}
+
+impl Limits {
+    /// [`WINDOWS`] windows of [`WINDOW`], [`CACHE_BLOCKS`] blocks, [`READ_AHEAD`].
+    const FULL: Limits = Limits {
+        window: WINDOW,
+        windows: WINDOWS,
+        cache_blocks: CACHE_BLOCKS,
+        read_ahead: READ_AHEAD,
+    };
+    /// The least kept: one window of one block and two cache blocks (768 KiB).
+    const FLOOR: u64 = 3 * BLOCK;
+
+    /// Limits whose windows and cache together hold at most `bytes` (at least
+    /// [`Limits::FLOOR`]): a third for the cache, the rest for the windows.
+    fn within(bytes: u64) -> Limits {
+        let bytes = bytes.max(Limits::FLOOR);
+        let full = WINDOW * WINDOWS as u64 + CACHE_BLOCKS as u64 * BLOCK;
+        if bytes >= full {
+            return Limits::FULL;
+        }
+        let cache_blocks = (bytes / 3 / BLOCK).clamp(2, CACHE_BLOCKS as u64);
+        let rest = bytes.saturating_sub(cache_blocks * BLOCK);
+        let windows: u64 = if rest >= 4 * BLOCK { 2 } else { 1 };
+        let window = (rest / windows / BLOCK * BLOCK).clamp(BLOCK, WINDOW);
+        Limits {
+            window,
+            windows: windows as usize,
+            cache_blocks: cache_blocks as usize,
+            read_ahead: READ_AHEAD.min(cache_blocks),
+        }
+    }
+
+    /// The most bytes the windows and the cache hold.
+    fn bytes(&self) -> u64 {
+        self.window * self.windows as u64 + self.cache_blocks as u64 * BLOCK
+    }
+}
+
 /// An object opened for reading by ranges (see the module docs).
 pub struct RangedObject {
     object: Object,
     info: ObjectInfo,
     cancel: Cancel,
+    limits: Limits,
     cache: Mutex<Cache>,
     windows: Mutex<Windows>,
     /// Requests that may still start.
@@ -99,12 +152,12 @@ impl Cache {
         Some(hit.1.clone())
     }
 
-    fn put(&mut self, block: u64, bytes: Arc<Vec<u8>>) {
+    fn put(&mut self, block: u64, bytes: Arc<Vec<u8>>, most: usize) {
         self.clock += 1;
         if self.blocks.iter().any(|(b, _, _)| *b == block) {
             return;
         }
-        if self.blocks.len() >= CACHE_BLOCKS {
+        if self.blocks.len() >= most {
             if let Some(oldest) = (0..self.blocks.len()).min_by_key(|&i| self.blocks[i].2) {
                 self.blocks.swap_remove(oldest);
             }
@@ -257,6 +310,7 @@ impl RangedObject {
             object,
             info,
             cancel,
+            limits: Limits::FULL,
             cache: Mutex::new(Cache::default()),
             windows: Mutex::new(Windows::default()),
             permits: Mutex::new(IN_FLIGHT),
@@ -265,6 +319,19 @@ impl RangedObject {
             fetched: AtomicU64::new(0),
             hashing: Mutex::new(Hashing::default()),
         }
+    }
+
+    /// Keeps windows and cache within about `bytes` together (never less than 768 KiB: one
+    /// window of one 256 KiB block and two cache blocks) instead of the full 24 MiB: what an object
+    /// read beside many others gets. Smaller windows mean more, smaller requests.
+    pub fn with_memory(mut self, bytes: u64) -> RangedObject {
+        self.limits = Limits::within(bytes);
+        self
+    }
+
+    /// The most bytes the windows and the cache hold (the caller's buffers aside).
+    pub fn kept_bytes(&self) -> u64 {
+        self.limits.bytes()
     }
 
     /// The object's URL.
@@ -384,14 +451,14 @@ impl RangedObject {
                 .cloned();
             match found {
                 Some(w) => (Some(w), false),
-                None if sequential && end - offset < WINDOW => {
+                None if sequential && end - offset < self.limits.window => {
                     let w = Arc::new(Window {
                         start: offset,
-                        len: WINDOW.min(self.info.size - offset),
+                        len: self.limits.window.min(self.info.size - offset),
                         bytes: Mutex::new(None),
                         loaded: Condvar::new(),
                     });
-                    if ws.list.len() >= WINDOWS {
+                    if ws.list.len() >= self.limits.windows {
                         ws.list.remove(0);
                     }
                     ws.list.push(w.clone());
@@ -462,7 +529,7 @@ impl RangedObject {
             if let Some(&m) = missing.first() {
                 // In order: read ahead.
                 if m == cache.next && m > 0 {
-                    let upto = (m + READ_AHEAD).min(blocks_in_object);
+                    let upto = (m + self.limits.read_ahead).min(blocks_in_object);
                     let more: Vec<u64> = (last + 1..upto)
                         .filter(|b| cache.blocks.iter().all(|(x, _, _)| x != b))
                         .collect();
@@ -485,7 +552,7 @@ impl RangedObject {
             for (b, v) in fresh {
                 let v = Arc::new(v);
                 self.offer(b * BLOCK, &v);
-                cache.put(b, v.clone());
+                cache.put(b, v.clone(), self.limits.cache_blocks);
                 if b <= last {
                     have.push((b, v));
                 }
@@ -706,6 +773,55 @@ mod tests {
         assert_eq!((after.0 - before.0, after.1 - before.1), (2, 38 * BLOCK));
     }
 
+    #[test]
+    fn limits_within_a_memory_share_hold_at_most_it() {
+        assert_eq!(Limits::within(24 << 20), Limits::FULL);
+        assert_eq!(Limits::FULL.bytes(), 24 << 20);
+        let mut bytes = 0u64;
+        while bytes < 26 << 20 {
+            let l = Limits::within(bytes);
+            assert!(l.bytes() <= bytes.max(Limits::FLOOR), "{bytes}: {l:?}");
+            assert!(
+                l.window >= BLOCK && l.window <= WINDOW && l.window.is_multiple_of(BLOCK),
+                "{l:?}"
+            );
+            assert!((1..=WINDOWS).contains(&l.windows), "{l:?}");
+            assert!(
+                l.cache_blocks >= 2 && l.read_ahead <= l.cache_blocks as u64,
+                "{l:?}"
+            );
+            // Most of the share is used (within a block per window and the cache's third).
+            assert!(
+                bytes < Limits::FLOOR || l.bytes() + 3 * BLOCK >= bytes.min(24 << 20),
+                "{bytes}: {l:?}"
+            );
+            bytes += 97 << 10;
+        }
+    }
+
+    /// A scan in order within a 1 MiB share: right bytes, the whole digest fed by the reads,
+    /// every byte fetched about once, in requests of at most the small window.
+    #[test]
+    fn a_scan_in_order_within_a_small_share_fetches_each_byte_once() {
+        let size = 4 * WINDOW + 17;
+        let data = bytes(size, 5);
+        let r = ranged(&data).with_memory(1 << 20);
+        assert!(r.kept_bytes() <= 1 << 20);
+        read(&r, &data, 0, 128);
+        let mut at = 128;
+        while at < size {
+            let len = (100 << 10).min(size - at);
+            read(&r, &data, at, len);
+            at += len;
+        }
+        assert_eq!(r.hashed(), size);
+        let (n, fetched) = r.fetched();
+        assert!(fetched < size + BLOCK, "{fetched}");
+        // Windows of 512 KiB (the cache has two blocks): 64 of them, not 4 of 8 MiB.
+        assert!(n >= size / (512 << 10), "{n} requests");
+        assert_eq!(r.digest().unwrap(), (sha(&data), size));
+    }
+
     /// A read of the property test: a continuation of the previous read, or a jump.
     #[derive(Debug, Clone)]
     enum Read {
@@ -738,9 +854,13 @@ mod tests {
             seed in any::<u64>(),
             threads in 1usize..4,
             plan in reads(),
+            memory in prop_oneof![Just(None), (0u64..30 << 20).prop_map(Some)],
         ) {
             let data = bytes(size, seed);
-            let r = ranged(&data);
+            let r = match memory {
+                Some(m) => ranged(&data).with_memory(m),
+                None => ranged(&data),
+            };
             std::thread::scope(|s| {
                 for t in 0..threads {
                     let (r, data, plan) = (&r, &data, &plan);
