@@ -11,11 +11,8 @@ BIN is a `tet-convert` or a `tet` binary (`tet` is given `convert`). Needs moto[
 """
 import hashlib
 import os
-import socket
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -32,22 +29,7 @@ def command(binary):
     return f"{harness.ENV} {binary}{sub}"
 
 
-port = socket.socket()
-port.bind(("127.0.0.1", 0))
-PORT = port.getsockname()[1]
-port.close()
-os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                  AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{PORT}",
-                  AWS_ALLOW_HTTP="true")
-moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(PORT)],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-try:
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+with harness.moto_server():
     import boto3
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="inbox")
@@ -86,5 +68,3 @@ try:
     if a.base:
         ratio = max(results["head"]["rss"]) / max(results["base"]["rss"])
         print(f"  peak RSS head / base: {ratio:.2f}")
-finally:
-    moto.kill()

@@ -1,16 +1,21 @@
 """The machinery every benchmark script in this folder shares: where the release binaries are, the
 command line (`--dir`, `--runs`), inputs made on first use, preparing each run (outputs removed,
 `sync`, inputs in the page cache), timing a shell command with GNU time (wall seconds, peak RSS,
-CPU seconds), the median of N runs, and the Markdown tables the scripts print. Each script keeps
+CPU seconds), the median of N runs, a local S3 server (moto), and the Markdown tables the scripts
+print. Each script keeps
 only what it measures and imports this module from its own folder:
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import harness  # noqa: E402
 """
 import argparse
+import contextlib
 import os
+import socket
 import statistics
 import subprocess
+import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = os.path.join(ROOT, "target", "release")
@@ -31,6 +36,32 @@ def args(dir="/work/bench", runs=3, extra=()):
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     return a
+
+
+@contextlib.contextmanager
+def moto_server():
+    """A moto S3 server on a free port of 127.0.0.1 for the `with` block: the test credentials,
+    region, endpoint and plain HTTP are set in this process's environment (what tet-convert and
+    boto3 read), the server is up before the block starts and killed after it."""
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))
+    number = port.getsockname()[1]
+    port.close()
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                      AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{number}",
+                      AWS_ALLOW_HTTP="true")
+    moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                             str(number)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", number), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield
+    finally:
+        moto.kill()
 
 
 def sh(cmd):

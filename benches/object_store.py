@@ -11,8 +11,6 @@ Needs target/release/tet-convert (cargo build --release) and moto[server] (.ci/s
 feature, on by default).
 """
 import os
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,23 +23,7 @@ a = harness.args(extra=[("--nc", {"action": "store_true", "help": "also the NetC
                                           "help": "only against boto3 without checksums"}),
                         ("--nc-only", {"action": "store_true",
                                        "help": "only the NetCDF-4 object (implies --nc)"})])
-port = socket.socket()
-port.bind(("127.0.0.1", 0))
-PORT = port.getsockname()[1]
-port.close()
-env = dict(os.environ, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-           AWS_REGION="us-east-1", AWS_ENDPOINT_URL=f"http://127.0.0.1:{PORT}",
-           AWS_ALLOW_HTTP="true")
-os.environ.update(env)
-moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(PORT)],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-try:
-    for _ in range(300):
-        try:
-            socket.create_connection(("127.0.0.1", PORT), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+with harness.moto_server():
     import boto3
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="inbox")
@@ -162,5 +144,3 @@ try:
         rows.append(("NetCDF-4 object: staged output peak / input size", peak["output"] / size,
                      "(the .tet, uploaded after)"))
     harness.print_comparisons(rows)
-finally:
-    moto.kill()
