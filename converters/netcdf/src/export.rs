@@ -312,21 +312,25 @@ impl Dims {
         len: u64,
         unlimited: bool,
     ) -> Result<c_int> {
-        // Visible from the group: the nearest definition of the name.
+        match self.visible(group, name) {
+            Some((id, l)) if l == len => Ok(id),
+            _ => self.define_here(groups, group, name, len, unlimited),
+        }
+    }
+
+    /// The dimension `name` visible from `group` (its id and length): the nearest definition,
+    /// in the group or the closest group above it.
+    fn visible(&self, group: &str, name: &str) -> Option<(c_int, u64)> {
         let mut g = group;
         loop {
-            if let Some(&(id, l)) = self.by_group.get(&(g.to_string(), name.to_string())) {
-                if l == len {
-                    return Ok(id);
-                }
-                break;
+            if let Some(&d) = self.by_group.get(&(g.to_string(), name.to_string())) {
+                return Some(d);
             }
             if g.is_empty() {
-                break;
+                return None;
             }
             g = split_group(g).0;
         }
-        self.define_here(groups, group, name, len, unlimited)
     }
 
     /// The dimension `name` of length `len` of `group` itself: defined there (under
@@ -443,18 +447,11 @@ impl DimHomes<'_> {
             }
         }
         // As [`Dims::get`]: the nearest definition visible from the group, else its own.
-        let mut g = self.group;
-        loop {
-            if let Some(&(_, l)) = dims.by_group.get(&(g.to_string(), name.to_string())) {
-                if l == len {
-                    return None;
-                }
-                break;
-            }
-            if g.is_empty() {
-                break;
-            }
-            g = split_group(g).0;
+        if dims
+            .visible(self.group, name)
+            .is_some_and(|(_, l)| l == len)
+        {
+            return None;
         }
         let taken = dims
             .by_group
