@@ -87,8 +87,7 @@ impl Limits {
     /// [`Limits::FLOOR`]): a third for the cache, the rest for the windows.
     fn within(bytes: u64) -> Limits {
         let bytes = bytes.max(Limits::FLOOR);
-        let full = WINDOW * WINDOWS as u64 + CACHE_BLOCKS as u64 * BLOCK;
-        if bytes >= full {
+        if bytes >= Limits::FULL.bytes() {
             return Limits::FULL;
         }
         let cache_blocks = (bytes / 3 / BLOCK).clamp(2, CACHE_BLOCKS as u64);
