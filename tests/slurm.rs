@@ -1,5 +1,5 @@
 //! A real scheduler: a single-node Slurm (Debian's slurm-wlm and munge, started by
-//! `tests/slurm/start.sh` with every file in a temporary folder) runs the README's array script
+//! `tests/slurm/start.sh` with every file in a temporary folder) runs the user guide's array script
 //! (`docs/etl/slurm-array.sh`) over a folder of inputs. Every input is converted exactly once,
 //! with one report per array task. Where Slurm cannot start, the test says why and passes.
 
@@ -31,10 +31,10 @@ impl Drop for Cluster {
 #[test]
 fn readme_array_script_converts_every_input_once_under_slurm() {
     let script = std::fs::read_to_string(repo("docs/etl/slurm-array.sh")).unwrap();
-    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo("docs/guide/batch.md")).unwrap();
     assert!(
         readme.contains(script.trim_end()),
-        "README.md must show docs/etl/slurm-array.sh as it is"
+        "docs/guide/batch.md must show docs/etl/slurm-array.sh as it is"
     );
 
     // Slurm's socket paths must stay short: a folder directly under /tmp.
