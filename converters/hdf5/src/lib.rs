@@ -45,8 +45,10 @@
 //! * **N-bit integers** (padding bits: e.g. 12 bits at bit offset 2 of a 16-bit container) are
 //!   read through libhdf5's conversion to the full-width container type (sign-extended), with
 //!   the fact `hdf5_nbit` (`precision=12 offset=2`) and a note. **HDF5 time** (`H5T_TIME`,
-//!   `H5T_UNIX_D32*`/`D64*`) is delivered as its stored signed integer, with the fact
-//!   `hdf5_time` (`H5T_UNIX_D32`) and a note.
+//!   PyTables' `Time32`/`Time64`, module `time`): 32 bits as the stored seconds, 64 bits
+//!   (seconds and microseconds words) as the exact `i64` count of microseconds since the epoch,
+//!   with CF `units`/`calendar`, the fact `hdf5_time` (`H5T_UNIX_D32`) and a note; a 64-bit
+//!   value whose low word is no count of microseconds is refused when read.
 //!   Also objects libhdf5 cannot open — a dataset, group or group member list written by a
 //!   newer libhdf5 (e.g. h5py with `libver='latest'`: "bad version number for layout message")
 //!   or damaged —: their data would be lost, so the message names the object and the library
@@ -120,6 +122,7 @@ mod open_files;
 mod ragged;
 mod read;
 mod sniff;
+mod time;
 mod types;
 pub mod vds;
 mod walk;

@@ -19,7 +19,7 @@ use tet_source::SourceError as Error;
 
 use crate::chunks::ChunkedVar;
 use crate::types::{Leaf, LeafKind};
-use crate::{chunks, types, Access, Entry, H5Source};
+use crate::{chunks, time, types, Access, Entry, H5Source};
 
 /// A leaf of dataset `name` that its records do not hold (its type contradicts itself).
 fn malformed(name: &str, e: GatherError) -> Error {
@@ -336,13 +336,18 @@ impl Source for H5Source {
         if types::is_whole(leaf, e.record) && !e.indirect {
             self.read_records_into(e, ostart, ocount, out)?;
             chunks::swap_in_place(out, leaf.kind.swap_width());
-            return Ok(());
+        } else {
+            // Gathered out of the records: compound fields, array axes, complex parts out of
+            // order.
+            self.with_records(e, ostart, ocount, |recs| {
+                record::gather(recs, e.record, &leaf.place, istart, icount, elem, out)
+                    .map_err(|err| malformed(&e.name, err))
+            })?;
         }
-        // Gathered out of the records: compound fields, array axes, complex parts out of order.
-        self.with_records(e, ostart, ocount, |recs| {
-            record::gather(recs, e.record, &leaf.place, istart, icount, elem, out)
-                .map_err(|err| malformed(&e.name, err))
-        })
+        if leaf.kind.is_time64() {
+            time::decode_in_place(out).map_err(|t| t.error(&format!("dataset '{}'", e.name)))?;
+        }
+        Ok(())
     }
 
     fn zstd_frames(&self, var: usize) -> bool {
@@ -365,7 +370,8 @@ impl Source for H5Source {
         };
         let off = *off;
         match plan.leaf.kind {
-            LeafKind::Numeric { .. } if plan.leaf.kind.swap_width() == 0 => {}
+            LeafKind::Numeric { .. }
+                if plan.leaf.kind.swap_width() == 0 && !plan.leaf.kind.is_time64() => {}
             _ => return None,
         }
         if !types::is_whole(&plan.leaf, e.record) || e.indirect {
@@ -391,7 +397,9 @@ impl H5Source {
         let LeafKind::Numeric { .. } = plan.leaf.kind else {
             return None;
         };
-        let whole = types::is_whole(&plan.leaf, e.record) && plan.leaf.kind.swap_width() == 0;
+        let whole = types::is_whole(&plan.leaf, e.record)
+            && plan.leaf.kind.swap_width() == 0
+            && !plan.leaf.kind.is_time64();
         (whole && !e.indirect && e.outer == cv.shape()).then_some((cv, e.file))
     }
 
@@ -443,6 +451,9 @@ impl H5Source {
         }
         self.h5_read(e, start, count, out)?;
         chunks::swap_in_place(out, plan.leaf.kind.swap_width());
+        if plan.leaf.kind.is_time64() {
+            time::decode_in_place(out).map_err(|t| t.error(&format!("dataset '{}'", e.name)))?;
+        }
         Ok(())
     }
 }

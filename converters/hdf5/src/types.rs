@@ -54,8 +54,8 @@ pub(crate) enum Kind {
         /// are read through libhdf5's conversion to the full-width little-endian type (see
         /// [`memory_type`]), so `be` is then `false`.
         nbit: Option<(usize, usize)>,
-        /// An HDF5 time (`H5T_TIME`, seconds since the epoch as libhdf5 defines it) delivered
-        /// as its stored integer.
+        /// An HDF5 time (`H5T_TIME`): 32 bits delivered as stored (seconds), 64 bits decoded
+        /// into microseconds ([`crate::time`]).
         time: bool,
     },
     Float {
@@ -268,8 +268,8 @@ fn int_info(tid: hid_t, size: usize, bitfield: bool) -> TypeInfo {
     }
 }
 
-/// An HDF5 time type: libhdf5 defines H5T_UNIX_D32/D64 (LE and BE), a time_t-like signed count
-/// of seconds with no conversion path; the stored integer is the value.
+/// An HDF5 time type: libhdf5 defines H5T_UNIX_D32/D64 (LE and BE) with no conversion path;
+/// read as the signed integer stored, which [`crate::time`] maps (PyTables' layouts).
 fn time_info(tid: hid_t, size: usize) -> TypeInfo {
     if !matches!(size, 4 | 8) {
         return other(size, format!("{}-bit HDF5 time type", size * 8));
@@ -769,6 +769,13 @@ impl LeafKind {
         }
     }
 
+    /// Whether the leaf holds 64-bit HDF5 time values, delivered decoded ([`crate::time`]):
+    /// their stored bytes are not the delivered ones.
+    pub fn is_time64(&self) -> bool {
+        matches!(self, LeafKind::Numeric { ty, .. }
+            if ty.size == 8 && matches!(ty.kind, Kind::Int { time: true, .. }))
+    }
+
     /// How a numeric leaf's elements are delivered: their size, their parts (a complex
     /// number) and the byte-order fix (never a bool normalisation: HDF5 enum booleans are
     /// delivered as stored). `None` for a leaf that is not numeric.
@@ -1046,6 +1053,18 @@ pub(crate) unsafe fn decode_attr(
                 let got = record::gather(recs, t.size, &leaf.place, &zeros, &dims, elem, &mut le);
                 if let Err(e) = got {
                     return AttrOutcome::Skip(format!("attribute of {}: {e}", describe(t)));
+                }
+                if leaf.kind.is_time64() {
+                    if let Err(e) = crate::time::decode_in_place(&mut le) {
+                        return AttrOutcome::Skip(e.error("attribute").to_string());
+                    }
+                    return AttrOutcome::Value(
+                        numeric_attr(*dtype, &le),
+                        Some(format!(
+                            "64-bit HDF5 time values given as {}",
+                            crate::time::UNITS_MICROSECONDS
+                        )),
+                    );
                 }
                 let note = match dtype {
                     ElementType::F16 => Some("half-precision values given as f32".to_string()),

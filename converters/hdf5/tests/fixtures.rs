@@ -5,6 +5,9 @@
 //!   them), are kept as global attributes; a dimension scale's `CLASS`/`NAME` stay bookkeeping.
 //! * A dataset libhdf5 cannot open (a layout message of a newer HDF5, `libver='latest'`) is a
 //!   refusal naming it, or with `skip_unsupported` a skipped item while the rest converts.
+//! * PyTables' time types (`pytables_time.h5`, `make_time.py`, compared with what PyTables
+//!   reads: `expect_time.json`): `Time64` as exact microseconds since the epoch, `Time32` as
+//!   seconds, with their CF units.
 
 mod common;
 
@@ -139,4 +142,89 @@ fn with_skip_unsupported_the_unreadable_dataset_is_reported_and_the_rest_convert
     assert_eq!(want.len(), 40);
     assert_eq!(read_all(&src, 0), want);
     check_group_attrs("latest_layout.h5", &opts);
+}
+
+/// `expect_time.json` (`tests/fixtures/make_time.py`): what PyTables reads from
+/// `pytables_time.h5`, per variable.
+fn expect_time() -> serde_json::Map<String, Value> {
+    let all: Value =
+        serde_json::from_slice(&std::fs::read(fixture("expect_time.json")).unwrap()).unwrap();
+    all["variables"].as_object().unwrap().clone()
+}
+
+fn ints(v: &Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_i64().unwrap())
+        .collect()
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| f64::from_bits(x.as_u64().unwrap()))
+        .collect()
+}
+
+/// PyTables' time columns and arrays (`Time64`: seconds and microseconds in one 64-bit word;
+/// `Time32`: seconds) in tables (compound fields, array fields, a big-endian table) and in
+/// compressed and plain arrays: every 64-bit value is the exact count of microseconds since
+/// the epoch that PyTables was given, equal to PyTables' reading (its float, computed the way
+/// PyTables computes it from the two words, bit for bit), 32-bit values are PyTables' seconds;
+/// each variable carries the CF units xarray decodes.
+#[test]
+fn pytables_time_values_are_exact_microseconds_and_seconds() {
+    let src = open_path(&fixture("pytables_time.h5"), &OpenOptions::default()).unwrap();
+    let exp = expect_time();
+    assert_eq!(exp.len(), 9);
+    for (name, e) in &exp {
+        let v = var(&src, name);
+        let shape: Vec<u64> = ints(&e["shape"]).iter().map(|&d| d as u64).collect();
+        assert_eq!(v.shape, shape, "{name}");
+        let got = read_all(&src, tet_testkit::var_index(&src, name));
+        let (units, calendar) = (find(&v.attrs, "units"), find(&v.attrs, "calendar"));
+        assert_eq!(
+            calendar,
+            Some(&AttrValue::Text("proleptic_gregorian".into())),
+            "{name}"
+        );
+        if e["kind"] == "time32" {
+            assert_eq!(v.dtype, tet_source::ElementType::I32, "{name}");
+            assert_eq!(got, json_i32s_le(&e["pytables"]), "{name}");
+            assert_eq!(got, json_i32s_le(&e["written"]), "{name}");
+            let want = AttrValue::Text("seconds since 1970-01-01 00:00:00".into());
+            assert_eq!(units, Some(&want), "{name}");
+            continue;
+        }
+        assert_eq!(v.dtype, tet_source::ElementType::I64, "{name}");
+        let want = AttrValue::Text("microseconds since 1970-01-01 00:00:00".into());
+        assert_eq!(units, Some(&want), "{name}");
+        let us: Vec<i64> = got
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let (written, pytables, raw) = (
+            floats(&e["written"]),
+            floats(&e["pytables"]),
+            ints(&e["raw"]),
+        );
+        assert_eq!(us.len(), written.len(), "{name}");
+        for (k, &u) in us.iter().enumerate() {
+            // What PyTables was given, to the microsecond.
+            assert_eq!(u, (written[k] * 1e6).round() as i64, "{name}[{k}]");
+            // PyTables' reading: seconds + microseconds * 1e-6 from the stored words (the
+            // microseconds may reach 1000000: PyTables rounds 0.9999999999999999 so).
+            let (s, m) = (raw[k] >> 32, raw[k] as i32);
+            assert_eq!(u, s * 1_000_000 + i64::from(m), "{name}[{k}]");
+            let theirs = s as f64 + f64::from(m) * 1e-6;
+            assert_eq!(theirs.to_bits(), pytables[k].to_bits(), "{name}[{k}]");
+        }
+    }
+    // The compressed array is still read by direct chunk access (then decoded).
+    assert!(src.direct_chunk_variables().contains(&"t64_carray"));
+    // The value PyTables documents: 1178896298.832258, stored 5063321045286302466.
+    let e = &exp["events/t64"];
+    assert_eq!(ints(&e["raw"])[0], 5_063_321_045_286_302_466);
 }

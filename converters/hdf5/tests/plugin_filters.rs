@@ -5,9 +5,10 @@
 //! * Blosc (every compressor, each shuffle mode), Zstandard, bzip2, LZ4 and Blosc2 chunks are
 //!   decoded by this crate (direct chunk access), with no plugin in libhdf5 (Blosc2 in depth:
 //!   `tests/blosc2.rs`).
-//! * N-bit integers come out as their container type, sign-extended; HDF5 time values as their
-//!   stored integers, recorded; compound datasets whose field names collide after `/` → `_`
-//!   are an unsupported item, not a failure of the whole file.
+//! * N-bit integers come out as their container type, sign-extended; HDF5 time values mapped
+//!   (32-bit seconds, 64-bit PyTables words as microseconds) or refused; compound datasets
+//!   whose field names collide after `/` → `_` are an unsupported item, not a failure of the
+//!   whole file.
 //! * Every decoder refuses damaged chunks with an error (truncated, bit-flipped, made-up headers).
 
 mod common;
@@ -165,21 +166,57 @@ fn nbit_integers_come_out_as_their_container_type() {
     );
 }
 
+/// 32-bit HDF5 time values are stored seconds (CF units added); 64-bit ones are PyTables'
+/// seconds + microseconds words, decoded into microseconds, and an integer whose low word is
+/// no count of microseconds is refused in one line naming the dataset (PyTables' own files:
+/// `tests/fixtures.rs`).
 #[test]
-fn hdf5_time_is_its_integer_recorded() {
+fn hdf5_time_values_are_mapped_recorded_or_refused() {
     let src = open_path(&fixture("types.h5"), &skip_opts()).unwrap();
     let exp = expect("types.h5");
-    for (name, bits) in [("time/d32le", 32), ("time/d64be", 64)] {
-        let (want_ty, want) = expected_bytes(&exp[name]);
-        assert_eq!(read_all(&src, name), (want_ty, want), "{name}");
+    let (want_ty, want) = expected_bytes(&exp["time/d32le"]);
+    assert_eq!(read_all(&src, "time/d32le"), (want_ty, want));
+    for (name, bits, units) in [
+        ("time/d32le", 32, "seconds since 1970-01-01 00:00:00"),
+        ("time/d64be", 64, "microseconds since 1970-01-01 00:00:00"),
+    ] {
         let v = var(&src, name);
         assert_eq!(
             private_fact(&v.facts, "h5", "hdf5_time"),
             Some(&AttrValue::Text(format!("H5T_UNIX_D{bits}"))),
             "{name}"
         );
+        assert_eq!(
+            tet_testkit::find(&v.attrs, "units"),
+            Some(&AttrValue::Text(units.into())),
+            "{name}"
+        );
         assert_note(v, "H5T_TIME");
     }
+    // Big-endian words [[0, -1], [1700000000123, 1 << 40]]: the first row is seconds 0 and
+    // -1 with microseconds 0 and -1 (PyTables' negative fraction), the second row holds a low
+    // word that is no count of microseconds.
+    let i = src
+        .variables()
+        .iter()
+        .position(|v| v.name == "time/d64be")
+        .unwrap();
+    assert_eq!(var(&src, "time/d64be").dtype, ElementType::I64);
+    let mut row = vec![0u8; 16];
+    src.read_region(i, &[0, 0], &[1, 2], &mut row).unwrap();
+    let want: Vec<u8> = [0i64, -1_000_001]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(row, want);
+    let mut all = vec![0u8; 32];
+    let err = src.read_region(i, &[0, 0], &[2, 2], &mut all).unwrap_err();
+    assert_eq!(err.feature(), Some(Feature::DataType), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'time/d64be'") && msg.contains("0x0000018bcfe5687b") && !msg.contains('\n'),
+        "{msg}"
+    );
 }
 
 #[test]

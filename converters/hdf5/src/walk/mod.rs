@@ -22,8 +22,8 @@ use crate::chunks::{ChunkAccess, ChunkedVar};
 use crate::filters::FilterSpec;
 use crate::types::{Kind, Leaf, LeafKind, TypeInfo};
 use crate::{
-    check_not_truncated, chunks, filters, lib_err, ragged, types, vds, Access, Entry, H5Source,
-    OpenFile, Plan, MAX_DEPTH, MAX_EXTERNAL_DEPTH, MAX_TEXT_BYTES, OPEN_FILES,
+    check_not_truncated, chunks, filters, lib_err, ragged, time, types, vds, Access, Entry,
+    H5Source, OpenFile, Plan, MAX_DEPTH, MAX_EXTERNAL_DEPTH, MAX_TEXT_BYTES, OPEN_FILES,
 };
 
 mod attrs;
@@ -1092,10 +1092,11 @@ fn numeric_notes_and_facts(d: &DatasetVars<'_>, leaf: &Leaf, notes: &mut Vec<Str
         ));
     }
     if let Kind::Int { time: true, .. } = ty.kind {
-        notes.push(format!(
-            "HDF5 time type (H5T_TIME, {}-bit): delivered as its stored integer (seconds since the Unix epoch by HDF5's definition)",
-            ty.size * 8
-        ));
+        notes.push(if ty.size == 8 {
+            "HDF5 time type (H5T_TIME, 64-bit, PyTables' Time64: seconds in the high 32 bits, microseconds in the low 32): delivered as microseconds since the Unix epoch".to_string()
+        } else {
+            "HDF5 time type (H5T_TIME, 32-bit, PyTables' Time32): delivered as stored, seconds since the Unix epoch".to_string()
+        });
         facts.push(Fact::private(
             "h5",
             "hdf5_time",
@@ -1266,12 +1267,14 @@ impl H5Source {
             compressed: d.compressed,
             filters: d.filters.clone(),
         };
+        let mut attrs = d.f.attrs.clone();
+        time_units(leaf, &mut attrs, &mut notes);
         self.variables.push(Variable {
             name: v.name,
             dtype,
             shape: v.shape,
             dims: v.dims,
-            attrs: d.f.attrs.clone(),
+            attrs,
             layout,
             role,
             notes,
@@ -1281,5 +1284,30 @@ impl H5Source {
             entry: d.entry,
             leaf: leaf.clone(),
         });
+    }
+}
+
+/// The CF `units` and `calendar` of an HDF5 time leaf ([`crate::time`]), unless the dataset has
+/// its own (then kept, with a note).
+fn time_units(leaf: &Leaf, attrs: &mut Attrs, notes: &mut Vec<String>) {
+    let LeafKind::Numeric { ty, .. } = &leaf.kind else {
+        return;
+    };
+    if !matches!(ty.kind, Kind::Int { time: true, .. }) {
+        return;
+    }
+    let units = if ty.size == 8 {
+        time::UNITS_MICROSECONDS
+    } else {
+        time::UNITS_SECONDS
+    };
+    for (key, value) in [("units", units), ("calendar", time::CALENDAR)] {
+        if attrs.iter().any(|(k, _)| k == key) {
+            notes.push(format!(
+                "the dataset's own `{key}` kept (HDF5 time values are `{value}`)"
+            ));
+        } else {
+            attrs.push((key.to_string(), AttrValue::Text(value.to_string())));
+        }
     }
 }
