@@ -39,6 +39,7 @@ pub mod manifest;
 pub mod meta;
 pub mod pipeline;
 pub mod planner;
+pub mod provenance;
 pub mod registry;
 pub mod select;
 pub mod storage;
