@@ -1,6 +1,7 @@
 //! The command lines as a user (or a CI gate) runs them: exit codes, one-line errors, no partial
 //! output, determinism across `--jobs`, `SOURCE_DATE_EPOCH`.
 
+mod cli_reports;
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -273,9 +274,16 @@ fn info_shows_datasets_metadata_and_history() {
         .arg(common::reference("large.tet")));
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("chunk index (3 of 144 rows)"), "{s}");
+    // A footer that cannot be read: what can be read is shown, and the exit code says the file
+    // is damaged (one line on stderr).
     let o = run(tet().arg("info").arg(common::reference("plan.tet")));
-    assert!(o.status.success());
+    assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains("footer: UNREADABLE"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.lines().count() == 1 && err.contains("file is damaged: its footer"),
+        "{err}"
+    );
     let o = run(tet().args(["info", "/nonexistent.tet"]));
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
@@ -371,7 +379,8 @@ fn bundled_netcdf_sample_converts_with_its_values() {
 }
 
 /// `tet audit`: the history table, and `--source` re-hashing inputs (files and directory stores)
-/// against the recorded parents: exit 0 when all match, 1 on a changed input, one-line errors.
+/// against the recorded parents: exit 0 when all match, 1 on a changed input, 2 when it cannot
+/// check, one-line errors.
 #[test]
 fn audit_checks_sources_against_recorded_parents() {
     let dir = tempfile::tempdir().unwrap();
@@ -417,10 +426,10 @@ fn audit_checks_sources_against_recorded_parents() {
     let o = run(tet().arg("audit").arg(&zout).arg("--source").arg(&store));
     assert!(o.status.success(), "{o:?}");
 
-    // A file whose footer is corrupt: one line naming it, exit 1.
+    // A file whose footer is corrupt: one line naming it, exit 2 (could not check).
     let plan = common::shared().join("interop/reference-tet/plan.tet");
     let o = run(tet().arg("audit").arg(&plan));
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("plan.tet") && err.lines().count() == 1,

@@ -419,12 +419,15 @@ fn audit_without_source_rechecks_the_recorded_inputs() {
         "{text}"
     );
 
-    // Moved away: missing (reported; not a failure of the file).
+    // Moved away: missing, so not confirmed: exit 2 ("could not check"), not 0 or 1.
     std::fs::rename(&p, dir.path().join("elsewhere.npy")).unwrap();
     let (code, rows) = audit_json(&[&out], None);
-    assert_eq!(code, Some(0));
+    assert_eq!(code, Some(2));
     assert_eq!(rows[0]["inputs"][0]["status"], "missing");
-    let o = ok(run(bin("tet").arg("audit").arg(&out)));
+    assert_eq!(rows[0]["verdict"], "unchecked");
+    assert_eq!(rows[0]["ok"], false);
+    let o = run(bin("tet").arg("audit").arg(&out));
+    assert_eq!(o.status.code(), Some(2));
     assert!(stdout(&o).contains("missing row 0"), "{}", stdout(&o));
 
     // --source as before (the moved file is the changed one: no recorded parent).
@@ -462,8 +465,9 @@ fn audit_takes_many_files_one_line_each() {
     );
     assert!(lines[2].contains("1 not recorded"), "{text}");
 
+    // A file that cannot be read: could not check (2).
     let (code, rows) = audit_json(&[&raw, &zst, Path::new("/nonexistent.tet")], None);
-    assert_eq!(code, Some(1));
+    assert_eq!(code, Some(2));
     assert_eq!(rows.len(), 2);
     assert!(rows
         .iter()
@@ -479,7 +483,7 @@ fn audit_takes_many_files_one_line_each() {
     assert_eq!(o.status.code(), Some(1));
     let text = stdout(&o);
     assert!(text.lines().next().unwrap().contains(": ok ("), "{text}");
-    assert!(text.lines().nth(1).unwrap().contains("FAILED"), "{text}");
+    assert!(text.lines().nth(1).unwrap().contains("CHANGED"), "{text}");
 }
 
 /// Other writers may leave a zstd frame with its own checksum without a digest (`null`); that is

@@ -6,10 +6,14 @@
 //! and new size and mtime) or missing.
 //!
 //! One file: the history table, then one line per source or input. Several files: one line per
-//! file. `--json`: one `tet-audit/1` object per file, one per line. Exit 0 when every source
-//! matches and no recorded input changed or became unreadable (a missing input is reported, not
-//! a failure: the lineage may have been cleaned up), 1 otherwise or on an unreadable file, 2 on
-//! usage errors.
+//! file. `--json`: one `tet-audit/1` object per file, one per line.
+//!
+//! The exit code tells the three answers apart ([`Verdict`]): 0 every input confirmed
+//! unchanged; 1 something changed (a recorded input, or a `--source` that is no recorded
+//! parent); 2 nothing found changed but something could not be checked (a recorded input
+//! missing or unreadable, a `--source` or a `.tet` file that cannot be read; clap's usage
+//! errors are 2 as well). Over several files the worst answer counts, changed before
+//! could-not-check.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,12 +22,63 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::{fail, one_line, EXIT_FAILED, EXIT_OK};
+use super::{fail, one_line, out, outln};
 use crate::format::footer::HistoryRow;
 use crate::meta::inputs::{recheck, InputCheck, InputStatus};
 use crate::meta::unix_iso as iso;
 
+/// What `tet audit` of one file found, in the order of precedence over several files (the
+/// exit code of the worst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Verdict {
+    /// Every source matched a recorded parent, every recorded input re-hashed to its digest
+    /// (or none was recorded).
+    Unchanged,
+    /// Nothing changed that could be checked, but a recorded input is missing or unreadable,
+    /// a `--source` cannot be read, or the `.tet` file itself cannot be read.
+    Unchecked,
+    /// A recorded input changed, or a `--source` is no recorded parent.
+    Changed,
+}
+
+impl Verdict {
+    /// Exit 0, 1 or 2 (see the module docs).
+    fn exit_code(self) -> u8 {
+        match self {
+            Verdict::Unchanged => 0,
+            Verdict::Changed => 1,
+            Verdict::Unchecked => 2,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Verdict::Unchanged => "unchanged",
+            Verdict::Changed => "changed",
+            Verdict::Unchecked => "unchecked",
+        }
+    }
+
+    /// The verdict of one file: the worst of its sources and recorded inputs.
+    fn of(checked: &[Checked], inputs: &[InputCheck]) -> Verdict {
+        let sources = checked
+            .iter()
+            .map(|c| match (&c.digest, c.rows.is_empty()) {
+                (Err(_), _) => Verdict::Unchecked,
+                (Ok(_), true) => Verdict::Changed,
+                (Ok(_), false) => Verdict::Unchanged,
+            });
+        let inputs = inputs.iter().map(|c| match c.status {
+            InputStatus::Changed => Verdict::Changed,
+            InputStatus::Missing | InputStatus::Unreadable => Verdict::Unchecked,
+            InputStatus::Unchanged | InputStatus::NotRecorded => Verdict::Unchanged,
+        });
+        sources.chain(inputs).max().unwrap_or(Verdict::Unchanged)
+    }
+}
+
 #[derive(Args, Debug)]
+#[command(after_long_help = AFTER_HELP)]
 pub struct AuditArgs {
     /// The .tet files.
     #[arg(required = true, num_args = 1..)]
@@ -47,32 +102,48 @@ struct Checked {
     rows: Vec<usize>,
 }
 
+/// The end of `tet audit --help`: an example and the exit codes.
+const AFTER_HELP: &str = "\
+Examples:
+  tet audit out.tet                  history, and every recorded input re-hashed
+  tet audit out.tet --source in.nc   is in.nc (as it is now) an input of out.tet?
+  tet audit tet/*.tet --json         one JSON object per file
+
+Exit status:
+  0  unchanged: every recorded input (or --source) is the one recorded
+  1  changed: an input changed since conversion, or a --source is no recorded input
+  2  could not check: an input is missing or unreadable, a file cannot be read (or a usage
+     error); nothing was found changed
+  With several files the worst counts: 1 before 2 before 0.";
+
 pub fn run(a: &AuditArgs) -> ExitCode {
     let many = a.files.len() > 1;
-    let mut all_ok = true;
+    let mut worst = Verdict::Unchanged;
     for file in &a.files {
         if super::interrupted() {
             break;
         }
-        all_ok &= audit_one(a, file, many);
+        worst = worst.max(audit_one(a, file, many));
     }
-    ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAILED })
+    ExitCode::from(worst.exit_code())
 }
 
-/// Audits one file and prints its report; returns whether it passed.
-fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
+/// Audits one file and prints its report; returns its verdict.
+fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> Verdict {
     // An object is read by ranges: its head and its footer.
     let history: Vec<HistoryRow> = match super::OpenedTet::open(file, &a.storage.storage_option) {
         Err(e) => {
             fail(file, e);
-            return false;
+            return Verdict::Unchecked;
         }
         Ok(f) => match f.footer() {
             Ok(Some(m)) => m.history.clone(),
             Ok(None) => Vec::new(),
             Err(e) => {
-                fail(file, format!("footer unreadable, no history: {e}"));
-                return false;
+                let why = super::damage::truncation(&f)
+                    .unwrap_or_else(|| format!("footer unreadable, no history: {e}"));
+                fail(file, why);
+                return Verdict::Unchecked;
             }
         },
     };
@@ -100,8 +171,8 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
     } else {
         Vec::new()
     };
-    let ok =
-        checked.iter().all(|c| !c.rows.is_empty()) && inputs.iter().all(|c| !c.status.is_problem());
+    let verdict = Verdict::of(&checked, &inputs);
+    let ok = verdict == Verdict::Unchanged;
 
     if a.json {
         let rows: Vec<Value> = history
@@ -138,19 +209,20 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> bool {
             "history": rows,
             "sources": sources,
             "inputs": inputs,
+            "verdict": verdict.name(),
             "ok": ok,
         });
-        println!("{v}");
+        outln!("{v}");
     } else if many {
-        println!(
+        outln!(
             "{}",
-            one_line_summary(file, &history, &checked, &inputs, ok)
+            one_line_summary(file, &history, &checked, &inputs, verdict)
         );
     } else {
-        print!("{}", table(file, &history, &checked));
-        print!("{}", input_lines(&inputs));
+        out!("{}", table(file, &history, &checked));
+        out!("{}", input_lines(&inputs));
     }
-    ok
+    verdict
 }
 
 fn input_json(c: &InputCheck) -> Value {
@@ -232,7 +304,7 @@ fn one_line_summary(
     history: &[HistoryRow],
     checked: &[Checked],
     inputs: &[InputCheck],
-    ok: bool,
+    verdict: Verdict,
 ) -> String {
     let what = if checked.is_empty() {
         let count = |s: InputStatus| inputs.iter().filter(|c| c.status == s).count();
@@ -260,7 +332,11 @@ fn one_line_summary(
     format!(
         "{}: {} ({} history rows; {what})",
         file.display(),
-        if ok { "ok" } else { "FAILED" },
+        match verdict {
+            Verdict::Unchanged => "ok",
+            Verdict::Changed => "CHANGED",
+            Verdict::Unchecked => "NOT CHECKED",
+        },
         history.len()
     )
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{init_logging, EXIT_OK, EXIT_USAGE};
+use super::{errln, init_logging, outln, EXIT_OK, EXIT_USAGE};
 use crate::batch::inputs::{self, Input, InputsError, Selection};
 use crate::batch::job::{Outcome, Recheck, WireJob, WireOptions, WirePath};
 use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
@@ -201,12 +201,15 @@ fn print_formats(json: bool) {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        outln!("{}", serde_json::Value::Array(rows));
         return;
     }
-    println!(
+    outln!(
         "{:<6} {:<14} {:<22} {:<10} compiled in",
-        "id", "format", "extensions", "export"
+        "id",
+        "format",
+        "extensions",
+        "export"
     );
     for f in registry::formats() {
         let compiled = match (f.importer.is_some(), f.feature) {
@@ -214,7 +217,7 @@ fn print_formats(json: bool) {
             (false, Some(feat)) => format!("no (feature `{feat}`)"),
             (false, None) => "no".to_string(),
         };
-        println!(
+        outln!(
             "{:<6} {:<14} {:<22} {:<10} {compiled}",
             f.id,
             f.name,
@@ -225,7 +228,7 @@ fn print_formats(json: bool) {
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("{}: {msg}", super::program());
+    errln!("{}: {msg}", super::program());
     ExitCode::from(EXIT_USAGE)
 }
 
@@ -431,7 +434,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     let mut on_done = |o: &Outcome| print_outcome(o, a, batch_mode, chatty);
     let mut on_ledger_error = |e: std::io::Error| {
         if let Some(l) = &a.report {
-            eprintln!(
+            errln!(
                 "{}: {}: cannot write the report: {e}",
                 super::program(),
                 l.display()
@@ -451,7 +454,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     }
     drop(ledger);
     if let Some(Err(e)) = ledger_object.map(|l| l.publish(&run_id)) {
-        eprintln!("{}: cannot write the report: {e}", super::program());
+        errln!("{}: cannot write the report: {e}", super::program());
         return ExitCode::from(super::EXIT_FAILED);
     }
     ExitCode::from(summary.exit_code)
@@ -614,7 +617,7 @@ fn print_summary(summary: &run::Summary) {
         line += &format!("; stopped by {}", signals::name(sig));
     }
     line += &format!(" ({:.1} s)", summary.elapsed.as_secs_f64());
-    eprintln!("{line}");
+    errln!("{line}");
 }
 
 /// Every option of the run, as the ledger's start row records them.
@@ -666,36 +669,36 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
         Status::Failed | Status::Interrupted => {
             let reason = r.reason.as_deref().unwrap_or("failed");
             match r.inputs.is_empty() {
-                true => eprintln!("{}: {input}: {reason}", super::program()),
+                true => errln!("{}: {input}: {reason}", super::program()),
                 false if reason.starts_with(&format!("{}:", r.output)) => {
-                    eprintln!("{}: {reason}", super::program());
+                    errln!("{}: {reason}", super::program());
                 }
-                false => eprintln!("{}: {}: {reason}", super::program(), r.output),
+                false => errln!("{}: {}: {reason}", super::program(), r.output),
             }
         }
         Status::Skipped if chatty && !a.json => {
-            eprintln!("{input} -> {}: skipped: up to date", r.output);
+            errln!("{input} -> {}: skipped: up to date", r.output);
         }
         Status::Ok if (chatty || !batch_mode) && !a.quiet && !a.json => {
             let mut notes = o.notes.iter();
-            eprintln!(
+            errln!(
                 "{input} -> {}: {}",
                 r.output,
                 notes.next().map_or("converted", String::as_str)
             );
             for n in notes {
-                eprintln!("  {n}");
+                errln!("  {n}");
             }
         }
         _ => {}
     }
     if a.json {
         if batch_mode {
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            outln!("{}", serde_json::to_string(&r).unwrap_or_default());
         } else if let Some(rep) = &o.report {
-            println!("{}", serde_json::to_string(rep).unwrap_or_default());
+            outln!("{}", serde_json::to_string(rep).unwrap_or_default());
         } else {
-            println!("{}", serde_json::to_string(&r).unwrap_or_default());
+            outln!("{}", serde_json::to_string(&r).unwrap_or_default());
         }
     }
 }

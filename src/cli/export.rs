@@ -16,15 +16,26 @@ use std::str::FromStr as _;
 use clap::Args;
 use serde_json::json;
 
-use super::{fail, one_line, FetchError, OpenTetError, EXIT_OK, EXIT_USAGE};
+use super::{errln, fail, one_line, outln, FetchError, OpenTetError, EXIT_OK, EXIT_USAGE};
 use crate::batch::signals;
 use crate::export::{
-    estimated_size, export, export_file, target_for, Compression, ExportError, ExportOptions,
-    ExportReport, Target,
+    estimated_size, export, export_file, named_as_output, target_for, Compression, ExportError,
+    ExportOptions, ExportReport, Target,
 };
 use crate::storage::{self, Cause, Object, Spool, StorageError};
 
+/// The end of `tet export --help`.
+const EXAMPLES: &str = "\
+Examples:
+  tet export out.tet back.nc                    NetCDF-4 (zlib:4 with shuffle)
+  tet export out.tet out.zarr --dataset temp    one variable, as a Zarr v3 store
+  tet export out.tet arrays.npz --compress none
+  tet export s3://bucket/out.tet s3://bucket/back.nc
+
+Exit status: 0 written, 1 failed (nothing is left at OUT), 2 usage error.";
+
 #[derive(Args, Debug)]
+#[command(after_long_help = EXAMPLES)]
 pub struct ExportArgs {
     /// The .tet file (a path or an object URL).
     file: PathBuf,
@@ -119,7 +130,7 @@ fn parse_target(s: &str) -> Result<Target, UnknownTarget> {
 pub fn run(a: &ExportArgs) -> ExitCode {
     let url = crate::storage::is_url(&a.file);
     if !url && !a.file.is_file() {
-        eprintln!(
+        errln!(
             "{}: {}: no such .tet file",
             super::program(),
             a.file.display()
@@ -163,10 +174,10 @@ pub fn run(a: &ExportArgs) -> ExitCode {
             fail(&a.out, "interrupted");
             return ExitCode::from(signals::exit_code(sig));
         }
-        Err(e) => return fail(&a.file, e),
+        Err(e) => return fail(&a.file, reason(&e, &a.out)),
     };
     for w in &report.warnings {
-        eprintln!(
+        errln!(
             "{}: {}: warning: {}",
             super::program(),
             a.file.display(),
@@ -182,9 +193,9 @@ pub fn run(a: &ExportArgs) -> ExitCode {
             "reused_chunks": report.reused_chunks,
             "warnings": report.warnings,
         });
-        println!("{v}");
+        outln!("{v}");
     } else if !a.quiet {
-        println!(
+        outln!(
             "{} -> {} ({}, {} arrays)",
             a.file.display(),
             report.output.display(),
@@ -193,6 +204,23 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         );
     }
     ExitCode::from(EXIT_OK)
+}
+
+/// An export error as the reason on the line that names the input: a failure to write names
+/// the output as the user gave it when the message does not already (a library's error names
+/// the array it wrote, `zarr `t``, not the store).
+fn reason(e: &ExportError, out: &std::path::Path) -> String {
+    let text = e.to_string();
+    let writing = match e {
+        ExportError::Io { path, .. } => path.starts_with(out),
+        ExportError::Library { .. } | ExportError::Archive { .. } => true,
+        _ => false,
+    };
+    if writing && !text.contains(out.to_string_lossy().as_ref()) {
+        format!("writing {}: {text}", out.display())
+    } else {
+        text
+    }
 }
 
 /// Exports to a staged file, then publishes it at the object URL `a.out` (see the module docs).
@@ -259,9 +287,10 @@ fn to_object(a: &ExportArgs, opts: &ExportOptions) -> Result<ExportReport, ToObj
     if let Some(sig) = signals::pending() {
         return Err(ToObjectError::Interrupted(sig));
     }
+    // The spool file is named as the user named the output: the object URL.
     let mut report = exported.map_err(|e| match e {
         ExportError::Interrupted(sig) => ToObjectError::Interrupted(sig),
-        e => ToObjectError::Export(e),
+        e => ToObjectError::Export(named_as_output(e, staged.path(), staged.path(), &a.out)),
     })?;
     // Uploads to this key that killed runs left behind are aborted first.
     match dst.abort_stale_uploads() {

@@ -8,12 +8,23 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{json, Map, Value};
 
-use super::{fail, human_bytes, EXIT_OK};
+use super::{fail, human_bytes, out, outln, EXIT_OK};
 use crate::format::footer::{attr_to_json, attr_to_text, Footer};
 use crate::format::integrity::{ChunkCheck, FooterDigest};
 use crate::format::{Codec, TetFile};
 
+/// The end of `tet info --help`.
+const EXAMPLES: &str = "\
+Examples:
+  tet info out.tet                    datasets, checksums, the first attributes, history
+  tet info out.tet --metadata         every attribute and coordinate label
+  tet info out.tet --chunks -n 0      every row of the chunk index
+  tet info out.tet --json | jq .datasets[].name
+
+Exit status: 0 shown, 1 the file cannot be read or is damaged (the reason on stderr).";
+
 #[derive(Args, Debug)]
+#[command(after_long_help = EXAMPLES)]
 pub struct InfoArgs {
     /// The .tet file.
     file: PathBuf,
@@ -444,9 +455,13 @@ pub fn run(a: &InfoArgs) -> ExitCode {
         Err(e) => return fail(&a.file, e),
     };
     if a.json {
-        println!("{}", to_json(&f, a));
+        outln!("{}", to_json(&f, a));
     } else {
-        print!("{}", render(&f, a));
+        out!("{}", render(&f, a));
     }
-    ExitCode::from(EXIT_OK)
+    // What could be read is shown; a damaged file is still a failure, said in one line.
+    match super::damage::describe(&f) {
+        Some(d) => fail(&a.file, d),
+        None => ExitCode::from(EXIT_OK),
+    }
 }

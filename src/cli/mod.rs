@@ -1,13 +1,20 @@
 //! The command lines: `tet` (info, verify, convert, audit, export) and `tet-convert` (the converter alone).
 //!
 //! This layer only parses arguments, calls the library and prints; every error becomes one line
-//! on stderr naming the file and the reason, with a non-zero exit code.
+//! on stderr naming the file and the reason, with a non-zero exit code. Everything printed goes
+//! through [`output`] (`outln!`, `errln!`): a reader that goes away ends a command quietly.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod audit;
 mod convert;
+mod damage;
 mod export;
+mod generate;
 mod info;
+mod output;
 mod verify;
+
+pub(crate) use output::{errln, out, outln};
 
 use std::process::ExitCode;
 
@@ -25,7 +32,8 @@ pub const EXIT_USAGE: u8 = 2;
     name = "tet",
     version,
     about = "Inspect, verify and convert .tet tensor files",
-    propagate_version = true
+    propagate_version = true,
+    after_long_help = TET_EXAMPLES
 )]
 struct TetCli {
     #[command(subcommand)]
@@ -41,6 +49,7 @@ enum Command {
     /// Check .tet files against every rule of the format and their checksums (exit 0 ok, 1 failed, 2 usage).
     Verify(verify::VerifyArgs),
     /// Convert a NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram or Zarr input to .tet.
+    #[command(after_long_help = CONVERT_EXAMPLES)]
     Convert(convert::ConvertArgs),
     /// Show the provenance trail and whether the recorded inputs (or --source paths) are unchanged.
     Audit(audit::AuditArgs),
@@ -48,13 +57,38 @@ enum Command {
     Export(export::ExportArgs),
 }
 
+/// The end of `tet --help`.
+const TET_EXAMPLES: &str = "\
+Examples:
+  tet convert in.nc out.tet         convert (the same as tet-convert in.nc out.tet)
+  tet info out.tet                  datasets, metadata, history
+  tet verify --deep out.tet         every rule of the format and every checksum
+  tet audit out.tet                 are the recorded inputs unchanged?
+  tet export out.tet back.nc        back to NetCDF-4 (or .zarr, .npy, .npz)
+
+Each command has its own --help; man tet-info, tet-verify, … once installed.";
+
+/// The end of `tet convert --help` and `tet-convert --help`.
+const CONVERT_EXAMPLES: &str = "\
+Examples:
+  tet-convert in.nc out.tet                    one file (codec and chunks chosen per dataset)
+  tet-convert in.h5 out.tet --codec zstd:3     one codec for every chunk
+  tet-convert data/ --out-dir tet/            every input of a folder, skipping those done
+  tet-convert --formats                        the formats this build reads";
+
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
     crate::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }
-    let cli = TetCli::parse();
+    if let Some(code) = generate::entry() {
+        return code;
+    }
+    let cli = match TetCli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return output::clap_exit(&e),
+    };
     if !matches!(cli.command, Command::Convert(_)) {
         init_logging(0);
     }
@@ -67,16 +101,18 @@ pub fn main_tet() -> ExitCode {
     };
     // A command that read objects stopped at SIGINT/SIGTERM (its requests were cancelled and it
     // said so for the file at hand): the exit code names the signal, as a conversion's does.
+    // Standard output closed early: 141 (see [`output`]).
     match crate::batch::signals::pending() {
         Some(sig) => ExitCode::from(crate::batch::signals::exit_code(sig)),
-        None => code,
+        None => output::exit_code(code),
     }
 }
 
 /// Whether a command working through several files stops before the next one: a SIGINT or
-/// SIGTERM came while it read an object (see [`OpenedTet::open`]).
+/// SIGTERM came while it read an object (see [`OpenedTet::open`]), or nobody reads its
+/// standard output any more ([`output`]).
 pub(crate) fn interrupted() -> bool {
-    crate::batch::signals::pending().is_some()
+    crate::batch::signals::pending().is_some() || output::closed()
 }
 
 /// `PROGRAM --tet-worker [VERBOSITY]`: a supervised conversion worker (see
@@ -120,23 +156,30 @@ pub(crate) fn init_logging(verbose: u8) {
     let _ = b.try_init();
 }
 
+/// The command line of `tet-convert`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "tet-convert",
+    version,
+    about = "Convert tensor files (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr) to .tet",
+    after_long_help = CONVERT_EXAMPLES
+)]
+struct ConvertCli {
+    #[command(flatten)]
+    args: convert::ConvertArgs,
+}
+
 /// Entry point of the `tet-convert` binary.
 pub fn main_convert() -> ExitCode {
     crate::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }
-    #[derive(Parser, Debug)]
-    #[command(
-        name = "tet-convert",
-        version,
-        about = "Convert tensor files (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr) to .tet"
-    )]
-    struct ConvertCli {
-        #[command(flatten)]
-        args: convert::ConvertArgs,
-    }
-    convert::run(&ConvertCli::parse().args)
+    let cli = match ConvertCli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return output::clap_exit(&e),
+    };
+    output::exit_code(convert::run(&cli.args))
 }
 
 pub(crate) use crate::batch::text::{human_bytes, one_line, program};
@@ -275,7 +318,7 @@ pub(crate) fn digest_arg(
 
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.
 pub(crate) fn fail(path: &std::path::Path, reason: impl std::fmt::Display) -> ExitCode {
-    eprintln!(
+    errln!(
         "{}: {}: {}",
         program(),
         path.display(),

@@ -11,10 +11,20 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::{one_line, EXIT_FAILED, EXIT_OK};
+use super::{one_line, out, outln, EXIT_FAILED, EXIT_OK};
 use crate::format::verify::{verify, Depth, Finding, Report};
 
+/// The end of `tet verify --help`.
+const EXAMPLES: &str = "\
+Examples:
+  tet verify out.tet                  the format's rules, the footer digest, sampled chunks
+  tet verify --deep tet/*.tet         every chunk decoded and checked, one line per file
+  tet verify --json out.tet           one tet-verify/1 object
+
+Exit status: 0 every file passed, 1 a file failed, 2 usage error.";
+
 #[derive(Args, Debug)]
+#[command(after_long_help = EXAMPLES)]
 pub struct VerifyArgs {
     /// The .tet files.
     #[arg(required = true, num_args = 1..)]
@@ -37,7 +47,20 @@ pub struct VerifyArgs {
 fn check(path: &Path, depth: Depth, options: &crate::storage::Options) -> Report {
     // An object is read by ranges: each checked chunk once.
     let failure = match super::OpenedTet::open(path, options) {
-        Ok(f) => return verify(&f, depth),
+        Ok(f) => {
+            let mut r = verify(&f, depth);
+            // A file cut short: said first, in words (the findings it causes follow).
+            if let Some(t) = super::damage::truncation(&f) {
+                r.failures.insert(
+                    0,
+                    Finding {
+                        code: "truncated",
+                        message: t,
+                    },
+                );
+            }
+            return r;
+        }
         Err(e) => e.to_string(),
     };
     let mut r = Report {
@@ -138,9 +161,9 @@ pub fn run(a: &VerifyArgs) -> ExitCode {
         all_ok &= report.ok();
         let file = path.display().to_string();
         if a.json {
-            println!("{}", to_json(&file, a.deep, &report));
+            outln!("{}", to_json(&file, a.deep, &report));
         } else if !a.quiet {
-            print!("{}", text(&file, &report, many));
+            out!("{}", text(&file, &report, many));
         }
     }
     ExitCode::from(if all_ok { EXIT_OK } else { EXIT_FAILED })

@@ -305,10 +305,12 @@ fn write(
         staging: &staging,
     };
     let mut chunks = chunks::TetChunks::new(tet, &plan.stored, &opts.cancel);
+    // Errors name the output as the user named it, never the staging folder.
     let written = target
         .0
-        .write(&plan.model, &mut chunks, out, opts.compression)?;
-    commit(&staging, output)?;
+        .write(&plan.model, &mut chunks, out, opts.compression)
+        .map_err(|e| named_as_output(e, tmp.path(), &staging, output))?;
+    commit(&staging, output).map_err(|e| named_as_output(e, tmp.path(), &staging, output))?;
     let mut warnings = plan.warnings.clone();
     warnings.extend(written.warnings);
     Ok(ExportReport {
@@ -322,6 +324,93 @@ fn write(
         reused_chunks: written.reused_chunks,
         warnings,
     })
+}
+
+/// `e` as the user should read it: every path under the private staging folder `tmp` named after
+/// `output` instead: the staged output `staging` and what lies in it as `output` and its
+/// contents, any other file of the writer's there (an archive entry being written) as `output`
+/// itself; in a path field and in a message's text alike, so that no error names a
+/// `.tet-export-…` folder or a spool file. A library's or archive's own error is kept as the
+/// cause; when its text names a staged path, it is shown renamed, the original one level down.
+pub fn named_as_output(e: ExportError, tmp: &Path, staging: &Path, output: &Path) -> ExportError {
+    let path = |p: PathBuf| -> PathBuf {
+        match p.strip_prefix(staging) {
+            Ok(rest) if rest.as_os_str().is_empty() => output.to_path_buf(),
+            Ok(rest) => output.join(rest),
+            Err(_) if p.starts_with(tmp) => output.to_path_buf(),
+            Err(_) => p,
+        }
+    };
+    let text = |s: String| renamed_in_text(&s, tmp, &path);
+    let cause = |c: Cause| -> Cause {
+        let shown = c.to_string();
+        let renamed = text(shown.clone());
+        if renamed == shown {
+            c
+        } else {
+            Box::new(RenamedCause {
+                text: renamed,
+                cause: c,
+            })
+        }
+    };
+    match e {
+        ExportError::Io { path: p, source } => ExportError::Io {
+            path: path(p),
+            source,
+        },
+        ExportError::Invalid(s) => ExportError::Invalid(text(s)),
+        ExportError::Data(s) => ExportError::Data(text(s)),
+        ExportError::Archive { path: p, source } => ExportError::Archive {
+            path: path(p),
+            source: cause(source),
+        },
+        ExportError::Library {
+            lib,
+            context,
+            source,
+        } => ExportError::Library {
+            lib,
+            context: text(context),
+            source: cause(source),
+        },
+        e => e,
+    }
+}
+
+/// The cause an [`ExportError`] keeps.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A library's error whose text named a staged path: the text with the output's name, the
+/// error itself as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+struct RenamedCause {
+    text: String,
+    #[source]
+    cause: Cause,
+}
+
+/// `s` with every path that starts with `tmp` (up to the next space, quote or colon) replaced
+/// by `rename` of it.
+fn renamed_in_text(s: &str, tmp: &Path, rename: &dyn Fn(PathBuf) -> PathBuf) -> String {
+    let needle = tmp.to_string_lossy();
+    if needle.is_empty() {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find(needle.as_ref()) {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | ':' | ',' | ')'))
+            .unwrap_or(tail.len());
+        out.push_str(&rename(PathBuf::from(&tail[..end])).to_string_lossy());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn check_paths(input: &Path, output: &Path, force: bool) -> Result<()> {

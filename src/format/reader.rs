@@ -294,7 +294,9 @@ impl TetFile {
             dataset_blob_len = u64_at(b, 32)?;
             let blob = slice_at(b, 40, dataset_blob_len).ok_or_else(|| {
                 corrupt(format!(
-                    "dataset directory of {dataset_blob_len} bytes runs past the end of the file"
+                    "file is truncated: it has {file_len} bytes where its list of datasets \
+                     needs {} (the dataset directory of {dataset_blob_len} bytes runs past the end)",
+                    dataset_blob_len.saturating_add(40)
                 ))
             })?;
             datasets = parse_directory(blob, sb.dataset_count)?;
@@ -1058,7 +1060,8 @@ struct Superblock {
 fn parse_superblock(b: &[u8], file_len: u64) -> Result<Superblock> {
     if file_len < SUPERBLOCK_LEN || (b.len() as u64) < SUPERBLOCK_LEN {
         return Err(corrupt(format!(
-            "file is {file_len} bytes, shorter than the 32-byte superblock"
+            "file is truncated or no .tet file: it has {file_len} bytes, fewer than the 32 of \
+             a .tet file's header"
         )));
     }
     if b[0..4] != MAGIC {
@@ -1078,8 +1081,10 @@ fn parse_superblock(b: &[u8], file_len: u64) -> Result<Superblock> {
         .checked_add(chunk_index_length)
         .filter(|&e| e <= file_len)
         .ok_or_else(|| {
+            let need = chunk_index_offset.saturating_add(chunk_index_length);
             corrupt(format!(
-                "chunk index {chunk_index_offset}+{chunk_index_length} lies past the end of the file ({file_len} bytes)"
+                "file is truncated: it has {file_len} bytes where its index needs {need} (the \
+                 index at {chunk_index_offset}+{chunk_index_length} runs past the end)"
             ))
         })?;
     let _ = index_end;

@@ -655,9 +655,11 @@ fn check_payload_spans(
     }
 }
 
-/// A note (not a failure) when the file records no checksums and some chunks have none.
+/// A note (not a failure) when the file records no checksums and some chunks have none (not
+/// when its footer cannot be read: a cut or damaged footer is the failure, and who wrote the
+/// file is unknown).
 fn note_missing_checksums(f: &TetFile, r: &mut Report) {
-    if !f.has_checksums() && r.checksummed < r.chunks {
+    if !f.has_checksums() && r.checksummed < r.chunks && f.footer().is_ok() {
         r.note(
             "no-checksums",
             format!(
