@@ -15,6 +15,7 @@
 //! chunk: read, widen, compress), `compressor` (zstd contexts) and `report` (the report and
 //! [`ConvertError`]).
 
+mod choose;
 mod compressor;
 mod encode;
 mod options;
@@ -348,7 +349,13 @@ fn convert_digested(
     log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
     let input_mtime = input_stat.map(|(_, mtime)| mtime);
-    let params = history_params(opts, input, bytes_in, input_mtime, carried);
+    let mut params = history_params(opts, input, bytes_in, input_mtime, carried);
+    let chooser = match opts.codec {
+        CodecChoice::Smallest { ext, .. } => Some(ext),
+        CodecChoice::AutoExt => Some(true),
+        _ => None,
+    };
+    choose::record(&planned, chooser, &mut params);
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));
@@ -553,7 +560,7 @@ fn dataset_reports(
             stored_bytes: st,
             codec: match p.codec {
                 Codec::Raw => "raw".into(),
-                Codec::Zstd => format!("zstd:{}", p.level),
+                c => format!("{}:{}", c.name(), p.level),
             },
             widened: p.widen.describe().map(String::from),
         })

@@ -126,7 +126,7 @@ impl TetSource {
         // One pass over the index: which datasets have zstd chunks (drives `--codec auto`).
         let mut compressed = vec![false; file.datasets.len()];
         for e in &file.entries {
-            if e.codec() == Some(Codec::Zstd) {
+            if e.codec().is_some_and(Codec::is_zstd_frame) {
                 if let Some(c) = usize::try_from(e.dataset_id)
                     .ok()
                     .and_then(|i| compressed.get_mut(i))

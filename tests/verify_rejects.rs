@@ -314,3 +314,64 @@ fn footer_limit_violations() {
 
     assert_fails(&with_footer("XXXX"), "footer", "not valid JSON");
 }
+
+/// The byte shuffle, written out here (byte `k` of every element, for each `k`).
+fn shuffled(elem: usize, b: &[u8]) -> Vec<u8> {
+    let n = b.len() / elem;
+    (0..elem)
+        .flat_map(|k| (0..n).map(move |i| b[i * elem + k]))
+        .collect()
+}
+
+/// An extension codec (128, zstd over byte-shuffled elements) is read and checked like zstd, with
+/// a warning that readers of v1 refuse it; a codec id a reader does not know — what ids 128–131
+/// are to a v1 reader such as the reference's — fails that chunk's `chunk-codec` check and
+/// nothing else, and the other chunks still read.
+#[test]
+fn extension_codecs_pass_with_a_warning_and_unknown_ids_fail_only_their_chunk() {
+    let mut rows = good_rows();
+    // The last row: a raw payload after a frame would be unaligned (a warning of its own).
+    let raw = rows[1].payload.clone();
+    rows[1].payload = zstd::bulk::compress(&shuffled(4, &raw), 3).unwrap();
+    rows[1].raw_len = raw.len() as u64;
+    rows[1].codec = 128;
+    let bytes = build(&sample_ds(), &rows, Some(FOOTER_OK), 1);
+    let r = check(bytes.clone());
+    assert!(r.ok(), "{:?}", r.failures);
+    assert_eq!(r.decoded, 1);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert_eq!(r.warnings[0].code, "chunk-codec-extension");
+    assert!(
+        r.warnings[0]
+            .message
+            .contains("1 chunks use codec 128 (zstd-shuffle)"),
+        "{}",
+        r.warnings[0].message
+    );
+    let f = tet::format::TetFile::from_bytes(bytes).unwrap();
+    assert_eq!(f.read_dataset(0).unwrap(), f32b(&[1., 2., 3., 4., 5., 6.]));
+
+    for id in [132u32, 255, 0x8000_0000] {
+        let mut rows2 = good_rows();
+        rows2[1].payload = rows[1].payload.clone();
+        rows2[1].raw_len = rows[1].raw_len;
+        rows2[1].codec = id;
+        let bytes = build(&sample_ds(), &rows2, Some(FOOTER_OK), 1);
+        let r = check(bytes.clone());
+        let codes: Vec<&str> = r.failures.iter().map(|f| f.code).collect();
+        assert_eq!(codes, ["chunk-codec"], "{:?}", r.failures);
+        assert_fails(
+            &r,
+            "chunk-codec",
+            &format!("dataset `temperature` chunk [0, 1]: unknown codec {id}"),
+        );
+        let f = tet::format::TetFile::from_bytes(bytes).unwrap();
+        let e = f.read_dataset(0).unwrap_err().to_string();
+        assert!(e.contains(&format!("unknown codec {id}")), "{e}");
+        // The chunk with a v1 codec reads.
+        let other = f.find_chunk(0, &[0, 0]).unwrap();
+        let mut out = vec![0u8; 16];
+        f.read_chunk_into(other, &mut out).unwrap();
+        assert_eq!(out, f32b(&[1., 2., 4., 5.]));
+    }
+}

@@ -112,7 +112,10 @@ pub struct ConvertArgs {
     /// Give up on an input after SECONDS of wall time (its worker is killed; 0: no limit).
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]
     timeout: u64,
-    /// auto (mirror the source; chunks of one repeated value → zstd), raw, zstd or zstd:LEVEL.
+    /// auto (mirror the source; chunks of one repeated value → zstd), raw, zstd or zstd:LEVEL;
+    /// smallest[:LEVEL] (per dataset, the smallest on a sample of chunks). Extensions of .tet v1
+    /// that the reference reader refuses (docs/FORMAT.md): zstd-shuffle, zstd-bitshuffle,
+    /// zstd-delta, zstd-delta-bitshuffle (each [:LEVEL]); auto+ext and smallest+ext may use them.
     #[arg(long, default_value = "auto", value_parser = CodecChoice::from_str)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).

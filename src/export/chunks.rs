@@ -89,7 +89,7 @@ impl<'a> TetChunks<'a> {
         // this (the reader's own rule), a raw payload must lie inside the file (checked when
         // it is borrowed).
         let limit = crate::format::zstd_max_raw_len(e.stored_byte_len);
-        if e.codec() == Some(Codec::Zstd) && want > limit {
+        if e.codec().is_some_and(Codec::is_zstd_frame) && want > limit {
             return Err(ExportError::Data(format!(
                 "dataset `{}` chunk {coords:?}: raw_byte_len {want} is more than a {}-byte zstd frame can hold",
                 d.name, e.stored_byte_len

@@ -7,6 +7,7 @@
 //! footer at the end of the file. All integers are little-endian.
 
 pub mod budget;
+pub mod codec;
 pub mod footer;
 pub mod integrity;
 pub mod reader;
@@ -55,31 +56,79 @@ pub fn zstd_max_raw_len(stored: u64) -> u64 {
         .saturating_add(1 << 17)
 }
 
-/// Codec id of a chunk payload.
+/// Codec id of a chunk payload: the two of `.tet` v1 (raw, zstd), and this project's extension
+/// codecs (zstd over transformed elements, [`codec`]), which the reference reader refuses as an
+/// unsupported codec (`docs/FORMAT.md`, "Extension codecs").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Codec {
     Raw,
     Zstd,
+    /// Extension: zstd over byte-shuffled elements.
+    ZstdShuffle,
+    /// Extension: zstd over bit-shuffled elements.
+    ZstdBitShuffle,
+    /// Extension: zstd over delta-coded (subtraction), byte-shuffled elements.
+    ZstdDelta,
+    /// Extension: zstd over delta-coded (subtraction), bit-shuffled elements.
+    ZstdDeltaBitShuffle,
 }
 
+/// Every codec with its id and name, in id order: the one table ids and names are read from.
+const CODECS: [(Codec, u32, &str); 6] = [
+    (Codec::Raw, 0, "raw"),
+    (Codec::Zstd, 1, "zstd"),
+    (Codec::ZstdShuffle, 128, "zstd-shuffle"),
+    (Codec::ZstdBitShuffle, 129, "zstd-bitshuffle"),
+    (Codec::ZstdDelta, 130, "zstd-delta"),
+    (Codec::ZstdDeltaBitShuffle, 131, "zstd-delta-bitshuffle"),
+];
+
 impl Codec {
+    /// Every codec, v1 first.
+    pub const ALL: [Codec; 6] = [
+        Codec::Raw,
+        Codec::Zstd,
+        Codec::ZstdShuffle,
+        Codec::ZstdBitShuffle,
+        Codec::ZstdDelta,
+        Codec::ZstdDeltaBitShuffle,
+    ];
+
+    fn row(self) -> (Codec, u32, &'static str) {
+        CODECS
+            .into_iter()
+            .find(|r| r.0 == self)
+            .unwrap_or((self, u32::MAX, "?"))
+    }
     pub fn id(self) -> u32 {
-        match self {
-            Codec::Raw => 0,
-            Codec::Zstd => 1,
-        }
+        self.row().1
     }
     pub fn from_id(id: u32) -> Option<Codec> {
-        match id {
-            0 => Some(Codec::Raw),
-            1 => Some(Codec::Zstd),
-            _ => None,
-        }
+        CODECS.into_iter().find(|r| r.1 == id).map(|r| r.0)
     }
     pub fn name(self) -> &'static str {
+        self.row().2
+    }
+    pub fn from_name(name: &str) -> Option<Codec> {
+        CODECS.into_iter().find(|r| r.2 == name).map(|r| r.0)
+    }
+    /// Whether `.tet` v1 (and so the reference reader) knows this codec.
+    pub fn is_v1(self) -> bool {
+        matches!(self, Codec::Raw | Codec::Zstd)
+    }
+    /// Whether the stored bytes are one zstd frame decoding to `raw_byte_len` bytes (every codec
+    /// but raw: the extensions' frames hold the transformed bytes, of the same length).
+    pub fn is_zstd_frame(self) -> bool {
+        self != Codec::Raw
+    }
+    /// The element transform applied before zstd (extension codecs only).
+    pub fn transform(self) -> Option<codec::Transform> {
         match self {
-            Codec::Raw => "raw",
-            Codec::Zstd => "zstd",
+            Codec::Raw | Codec::Zstd => None,
+            Codec::ZstdShuffle => Some(codec::Transform::Shuffle),
+            Codec::ZstdBitShuffle => Some(codec::Transform::BitShuffle),
+            Codec::ZstdDelta => Some(codec::Transform::DeltaShuffle),
+            Codec::ZstdDeltaBitShuffle => Some(codec::Transform::DeltaBitShuffle),
         }
     }
 }
@@ -206,7 +255,7 @@ pub fn align8(n: u64) -> Option<u64> {
 pub fn payload_alignment(codec: Codec, dtype: DType) -> u64 {
     match codec {
         Codec::Raw => dtype.size() as u64,
-        Codec::Zstd => 1,
+        _ => 1,
     }
 }
 

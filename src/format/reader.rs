@@ -30,6 +30,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::codec::ChunkCodec;
 use super::footer::{Footer, FooterError};
 use super::integrity::{self, ChunkCheck, DigestsError, FooterDigest};
 use super::schema::{
@@ -442,7 +443,8 @@ impl TetFile {
                 return ChunkCheck::Digest(*d);
             }
         }
-        let zstd_flag = e.codec() == Some(Codec::Zstd) && self.frame_has_checksum(e) == Some(true);
+        let zstd_flag =
+            e.codec().is_some_and(Codec::is_zstd_frame) && self.frame_has_checksum(e) == Some(true);
         if zstd_flag {
             ChunkCheck::ZstdChecksum
         } else {
@@ -543,7 +545,7 @@ impl TetFile {
                 Ok(ChunkCheck::Digest(want))
             }
             None => {
-                if e.codec() == Some(Codec::Zstd)
+                if e.codec().is_some_and(Codec::is_zstd_frame)
                     && integrity::zstd_has_checksum(stored) == Some(true)
                 {
                     Ok(ChunkCheck::ZstdChecksum)
@@ -572,7 +574,7 @@ impl TetFile {
         let check = match check {
             ChunkCheck::None
                 if self.position(e).is_some()
-                    && e.codec() == Some(Codec::Zstd)
+                    && e.codec().is_some_and(Codec::is_zstd_frame)
                     && integrity::zstd_has_checksum(stored) == Some(true) =>
             {
                 ChunkCheck::ZstdChecksum
@@ -709,7 +711,7 @@ impl TetFile {
                 self.check_in(e, Some(&stored))?;
                 Ok(Some(stored))
             }
-            Some(Codec::Zstd) => Ok(None),
+            Some(_) => Ok(None),
             None => Err(corrupt(format!("unknown codec {}", e.codec_id))),
         }
     }
@@ -752,18 +754,34 @@ impl TetFile {
         }
     }
 
-    /// Checks and decodes a zstd chunk into `out` (exactly `raw_byte_len` long); a frame that
-    /// does not decode (its content checksum included) is an error naming its byte range.
+    /// Checks and decodes a zstd chunk (of any zstd codec: [`Codec::is_zstd_frame`]) into `out`
+    /// (exactly `raw_byte_len` long); a frame that does not decode (its content checksum
+    /// included) is an error naming its byte range.
     fn decode_chunk(&self, e: &ChunkEntry, out: &mut [u8]) -> Result<()> {
+        let codec = e
+            .codec()
+            .ok_or_else(|| corrupt(format!("unknown codec {}", e.codec_id)))?;
+        let elem = usize::try_from(e.dataset_id)
+            .ok()
+            .and_then(|d| self.datasets.get(d))
+            .map(|d| d.dtype.size())
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "chunk of dataset {} (no such dataset)",
+                    e.dataset_id
+                ))
+            })?;
         let stored = self.stored_bytes(e)?;
         self.check_in(e, Some(&stored))?;
-        decode_zstd(&stored, out).map_err(|err| {
-            corrupt(format!(
-                "bytes {}..{}: {err}",
-                e.payload_offset,
-                e.payload_offset.saturating_add(e.stored_byte_len)
-            ))
-        })
+        ChunkCodec::new(codec, elem)
+            .decode(&stored, out)
+            .map_err(|err| {
+                corrupt(format!(
+                    "bytes {}..{}: {err}",
+                    e.payload_offset,
+                    e.payload_offset.saturating_add(e.stored_byte_len)
+                ))
+            })
     }
 
     fn checked_entry(&self, dataset: usize, coords: &[u64]) -> Result<&ChunkEntry> {
@@ -798,7 +816,10 @@ impl TetFile {
             }
             // A zstd frame cannot expand more than this: refusing larger claims keeps every
             // allocation proportional to the file.
-            Some(Codec::Zstd) if e.raw_byte_len > super::zstd_max_raw_len(e.stored_byte_len) => {
+            Some(c)
+                if c.is_zstd_frame()
+                    && e.raw_byte_len > super::zstd_max_raw_len(e.stored_byte_len) =>
+            {
                 return Err(corrupt(format!(
                     "{}: raw_byte_len {} is more than a {}-byte zstd frame can hold",
                     at(),

@@ -118,6 +118,7 @@ pub fn verify(f: &TetFile, depth: Depth) -> Report {
     check_grid_coverage(f, &rows.seen, &mut r);
     check_payload_spans(f, rows.spans, header_end, footer_start, &mut r);
     note_missing_checksums(f, &mut r);
+    warn_extension_codecs(f, &mut r);
     r
 }
 
@@ -279,7 +280,7 @@ impl<'f> RowChecker<'f> {
     ) -> Option<Cow<'f, [u8]>> {
         let len = if pick {
             e.stored_byte_len
-        } else if e.codec() == Some(Codec::Zstd) {
+        } else if e.codec().is_some_and(Codec::is_zstd_frame) {
             e.stored_byte_len.min(ZSTD_FRAME_HEADER_MAX)
         } else {
             return Some(Cow::Borrowed(&[]));
@@ -475,7 +476,9 @@ impl<'f> RowChecker<'f> {
                     );
                 }
             }
-            Some(Codec::Zstd) => {
+            // zstd and the extension codecs: one zstd frame of `raw_byte_len` bytes (the
+            // inverse transform of an extension cannot fail: any bytes are a valid input).
+            Some(_) => {
                 let src = payload;
                 if let Err(msg) = check_zstd_header(src, e.stored_byte_len, e.raw_byte_len) {
                     r.fail("chunk-zstd", format!("{at}: {range}: {msg}"));
@@ -650,6 +653,29 @@ fn check_payload_spans(
             format!(
                 "{} bytes after the last payload are not referenced",
                 footer_start - cursor
+            ),
+        );
+    }
+}
+
+/// A warning per extension codec the file uses (`docs/FORMAT.md`, "Extension codecs"): this
+/// program reads them, readers of `.tet` v1 (the reference tools) refuse such chunks as an
+/// unsupported codec. `tet-convert in.tet out.tet --codec zstd` makes a v1 file of it.
+fn warn_extension_codecs(f: &TetFile, r: &mut Report) {
+    let mut counts: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for e in &f.entries {
+        if e.codec().is_some_and(|c| !c.is_v1()) {
+            *counts.entry(e.codec_id).or_default() += 1;
+        }
+    }
+    for (id, n) in counts {
+        let name = Codec::from_id(id).map_or("?", Codec::name);
+        r.warn(
+            "chunk-codec-extension",
+            format!(
+                "{n} chunks use codec {id} ({name}), an extension of .tet v1: readers of v1 (the \
+                 reference tools) refuse them as an unsupported codec; `tet-convert FILE OUT.tet \
+                 --codec zstd` writes a v1 copy"
             ),
         );
     }

@@ -11,6 +11,7 @@ use super::options::DEFAULT_ZSTD_LEVEL;
 use super::plan::Planned;
 use super::report::{refused, ConvertError};
 use crate::format::budget::MemoryBudget;
+use crate::format::codec::ChunkCodec;
 use crate::format::{ChunkPayload, Codec, PayloadBytes};
 
 /// zstd is kept for a chunk only when it saves at least 1/32 (~3 %) of the raw size: below
@@ -156,11 +157,12 @@ pub(super) fn encode_chunk<'s>(
         });
     }
     let (_, comp) = zctx.as_mut().expect("set above");
-    // Into a buffer the writer has finished with, when it has one (no fresh pages per chunk).
+    // Into a buffer the writer has finished with, when it has one (no fresh pages per chunk);
+    // `encode` reserves exactly the bound the chunk's claim covers. An extension codec
+    // transforms the elements into `wide` first (free here: widened data was taken from it).
     let mut packed = spare().unwrap_or_default();
-    // Exact: a reallocation holds the bound the chunk's claim covers, not twice the old buffer.
-    packed.reserve_exact(zstd::zstd_safe::compress_bound(data.len()));
-    comp.compress_to_buffer(&data, &mut packed)?;
+    let codec = if constant { Codec::Zstd } else { p.codec };
+    ChunkCodec::new(codec, p.spec.dtype.size()).encode(&data, comp, wide, &mut packed)?;
     if packed.len() > data.len() - data.len() / ZSTD_MIN_SAVING_DIVISOR {
         return Ok((ChunkPayload::raw(data), false));
     }
@@ -171,7 +173,7 @@ pub(super) fn encode_chunk<'s>(
         }
     }
     let payload = ChunkPayload {
-        codec: Codec::Zstd,
+        codec,
         raw_len,
         data: packed.into(),
     };

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use tet_source::{Role, Skipped, Source};
 
+use super::choose;
 use super::options::{CodecChoice, ConvertOptions, AUTO_ZSTD_LEVEL};
 use super::report::ConvertError;
 
@@ -141,11 +142,23 @@ pub(super) fn plan_all(
             }
             .into());
         }
+        let pick = |level: i32, ext: bool| {
+            let d = choose::Candidate {
+                var: i,
+                grid: &grid,
+                widen,
+                elem: dtype.size(),
+            };
+            choose::choose(source, &d, level, &choose::candidates(ext)).map(|c| (c, level))
+        };
         let (codec, level) = match opts.codec {
             CodecChoice::Raw => (Codec::Raw, 0),
             CodecChoice::Zstd(l) => (Codec::Zstd, l),
-            CodecChoice::Auto if var.layout.compressed => (Codec::Zstd, AUTO_ZSTD_LEVEL),
-            CodecChoice::Auto => (Codec::Raw, 0),
+            CodecChoice::Transformed(c, l) => (c, l),
+            CodecChoice::Smallest { level, ext } => pick(level, ext)?,
+            CodecChoice::Auto | CodecChoice::AutoExt if !var.layout.compressed => (Codec::Raw, 0),
+            CodecChoice::Auto => (Codec::Zstd, AUTO_ZSTD_LEVEL),
+            CodecChoice::AutoExt => pick(AUTO_ZSTD_LEVEL, true)?,
         };
         log::debug!(
             "dataset '{}': {} {:?} → {} chunks {:?}, {}",
@@ -156,7 +169,7 @@ pub(super) fn plan_all(
             chunk_shape,
             match codec {
                 Codec::Raw => "raw".to_string(),
-                Codec::Zstd => format!("zstd:{level}"),
+                c => format!("{}:{level}", c.name()),
             }
         );
         planned.push(Planned {
@@ -171,7 +184,8 @@ pub(super) fn plan_all(
             widen,
             codec,
             level,
-            constant_as_zstd: opts.codec == CodecChoice::Auto && codec == Codec::Raw,
+            constant_as_zstd: matches!(opts.codec, CodecChoice::Auto | CodecChoice::AutoExt)
+                && codec == Codec::Raw,
             carry_frames: carry,
         });
     }

@@ -15,7 +15,7 @@ use super::plan::Planned;
 use super::report::ConvertError;
 use crate::control::ProgressEvent;
 use crate::format::budget::MemoryBudget;
-use crate::format::{ChunkDigest, Codec, TetError, TetWriter};
+use crate::format::{ChunkDigest, TetError, TetWriter};
 
 /// The most memory the chunk at `coords` of `p` holds while it is encoded (read buffer, widened
 /// copy, compressed output and a compression context, as far as each applies): what the worker
@@ -32,9 +32,15 @@ fn chunk_cost(source: &dyn Source, p: &Planned, coords: &[u64]) -> u64 {
     if p.widen.converts() {
         cost = cost.saturating_add(stored);
     }
-    if p.codec == Codec::Zstd || p.constant_as_zstd || p.carry_frames {
+    if p.codec.is_zstd_frame() || p.constant_as_zstd || p.carry_frames {
         let bound = zstd::zstd_safe::compress_bound(stored as usize) as u64;
-        let level = if p.codec == Codec::Zstd {
+        if let Some(t) = p.codec.transform() {
+            // The transformed copy the frame is compressed from, and the transform's scratch.
+            cost = cost
+                .saturating_add(stored)
+                .saturating_add(t.scratch_bytes(stored));
+        }
+        let level = if p.codec.is_zstd_frame() {
             p.level
         } else {
             DEFAULT_ZSTD_LEVEL

@@ -142,6 +142,19 @@ pub fn payload(a: &Array, coords: &[u64], codec: Codec) -> ChunkPayload<'static>
             raw_len: raw.len() as u64,
             data: zstd::bulk::compress(&raw, 1).unwrap().into(),
         },
+        // The extension codecs: zstd over transformed elements.
+        c => {
+            let mut comp = zstd::bulk::Compressor::new(1).unwrap();
+            let (mut scratch, mut out) = (Vec::new(), Vec::new());
+            tet::format::codec::ChunkCodec::new(c, a.spec.dtype.size())
+                .encode(&raw, &mut comp, &mut scratch, &mut out)
+                .unwrap();
+            ChunkPayload {
+                codec: c,
+                raw_len: raw.len() as u64,
+                data: out.into(),
+            }
+        }
     }
 }
 
