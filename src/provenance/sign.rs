@@ -62,6 +62,12 @@ pub enum SignError {
     #[error("`tet_signatures` is malformed: {0}")]
     Block(String),
     #[error("cannot read the key {path}: {source}")]
+    KeyFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is no OpenSSH private key: {source}")]
     Key {
         path: PathBuf,
         #[source]
@@ -255,7 +261,11 @@ pub fn fingerprint(sig: &SshSig) -> String {
 
 /// Reads an unencrypted OpenSSH ed25519 private key.
 pub fn load_key(path: &Path) -> Result<PrivateKey, SignError> {
-    let key = PrivateKey::read_openssh_file(path).map_err(|source| SignError::Key {
+    let text = std::fs::read(path).map_err(|source| SignError::KeyFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let key = PrivateKey::from_openssh(text).map_err(|source| SignError::Key {
         path: path.to_path_buf(),
         source,
     })?;
