@@ -32,6 +32,14 @@ use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf};
 pub enum ConcatError {
     #[error("no input to combine")]
     NoInputs,
+    /// `--concat DIM` of a dimension an input does not have (a typo, most often): the closest
+    /// dimensions it has.
+    #[error("{input}: --concat: no dimension `{dim}` {}", crate::select::closest_note(.closest))]
+    NoDimension {
+        input: String,
+        dim: String,
+        closest: Vec<String>,
+    },
     #[error("{input}: reading the {dim} coordinate")]
     Coordinate {
         input: String,
@@ -120,37 +128,12 @@ pub enum Difference {
     Shape(Vec<u64>, Vec<u64>),
 }
 
-/// A combined conversion's options (`--concat DIM`, `--concat-take-first`) and its inputs in
-/// the combined order ([`convert`] fills them in).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Combine {
-    /// The dimension the inputs are concatenated along.
-    pub dim: String,
-    /// Take the variables without `dim` from the first input unchecked.
-    pub take_first: bool,
-    /// Every input, in the combined order (the first is the conversion's `input`).
-    pub inputs: Vec<PathBuf>,
-}
-
-impl Combine {
-    /// Records the byte-affecting options in history params.
-    pub fn params(&self, p: &mut std::collections::BTreeMap<String, String>) {
-        p.insert("concat".into(), self.dim.clone());
-        if self.take_first {
-            p.insert("concat_take_first".into(), "true".into());
-        }
-    }
-}
-
 /// The inputs of a combined conversion after the first (none for a plain one).
 pub fn more_inputs(opts: &ConvertOptions) -> &[PathBuf] {
-    opts.combine
-        .as_ref()
-        .and_then(|c| c.inputs.get(1..))
-        .unwrap_or(&[])
+    opts.combined.get(1..).unwrap_or(&[])
 }
 
-/// Converts `inputs` combined along `opts.combine`'s dimension (then chosen and cut by
+/// Converts `inputs` combined along `opts.settings.concat`'s dimension (then chosen and cut by
 /// `opts.select`) into `output`. Every disagreement is refused before anything is written.
 pub fn convert(
     inputs: &[PathBuf],
@@ -169,7 +152,7 @@ pub fn convert_ordered(
 ) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
     let started = Instant::now();
     let refused = |m: String| ConvertError::Refused(m);
-    if opts.combine.is_none() {
+    if opts.settings.concat.is_none() {
         return Err(refused("no dimension to combine along".into()));
     }
     if inputs.len() < 2 {
@@ -191,8 +174,9 @@ pub fn convert_ordered(
     let mut opened = Vec::with_capacity(inputs.len());
     for p in inputs {
         let importer = crate::registry::identify(p)?;
-        let (source, footer) = crate::tet_input::open_input(importer, p, None, &opts.open)
-            .map_err(|e| refused(format!("{}: {e}", p.display())))?;
+        let (source, footer) =
+            crate::tet_input::open_input(importer, p, None, &opts.settings.open())
+                .map_err(|e| refused(format!("{}: {e}", p.display())))?;
         opened.push(OpenedInput {
             name: p.clone(),
             importer,
@@ -244,9 +228,10 @@ fn combine_opened(
     given: bool,
 ) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
     let refused = |m: String| ConvertError::Refused(m);
-    let combine = opts
-        .combine
-        .as_ref()
+    let dim = opts
+        .settings
+        .concat
+        .as_deref()
         .ok_or_else(|| refused("no dimension to combine along".into()))?;
     let first = inputs.first().map(|i| i.importer.id());
     let is_tet = |f: &str| f == crate::tet_input::ID;
@@ -269,17 +254,14 @@ fn combine_opened(
         footers.extend(i.footer);
         digests.push(Some(i.digest));
     }
-    let concat = Concat::new(parts, &combine.dim, combine.take_first)
+    let concat = Concat::new(parts, dim, opts.settings.concat_take_first)
         .map_err(|e| refused(crate::format::schema::error_chain(&e)))?;
     let order = concat.order.clone();
     let ordered: Vec<PathBuf> = order.iter().map(|&i| names[i].clone()).collect();
-    let mut carried = combine_footers(footers, &order, &combine.dim);
+    let mut carried = combine_footers(footers, &order, dim);
     let mut o = opts.clone();
-    o.combine = Some(Combine {
-        inputs: ordered.clone(),
-        ..combine.clone()
-    });
-    let (source, cuts) = crate::select::apply(Box::new(concat), &o.select)?;
+    o.combined = ordered.clone();
+    let (source, cuts) = crate::select::apply(Box::new(concat), &o.settings.select())?;
     if let Some(f) = carried.as_mut() {
         cuts.cut_carried(f)?;
     }
@@ -423,6 +405,18 @@ impl Concat {
         }
         let mut keyed = Vec::with_capacity(parts.len());
         for (i, (name, src)) in parts.into_iter().enumerate() {
+            let dims: std::collections::BTreeSet<String> = src
+                .variables()
+                .iter()
+                .flat_map(|v| crate::select::dims_of(v.dims.as_ref(), v.shape.len()))
+                .collect();
+            if !dims.contains(dim) {
+                return Err(ConcatError::NoDimension {
+                    closest: crate::select::closest(dim, dims.iter().map(String::as_str)),
+                    input: name,
+                    dim: dim.to_string(),
+                });
+            }
             let range =
                 first_value(src.as_ref(), dim).map_err(|source| ConcatError::Coordinate {
                     input: name.clone(),

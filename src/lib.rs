@@ -42,5 +42,6 @@ pub mod planner;
 pub mod provenance;
 pub mod registry;
 pub mod select;
+pub mod settings;
 pub mod storage;
 pub mod tet_input;

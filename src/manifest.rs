@@ -29,10 +29,13 @@
 //! output = "monthly/2024-01.tet"
 //! ```
 //!
-//! Options: `codec`, `chunk_bytes`, `chunk`, `unpack`, `skip_unsupported`, `follow_external`,
-//! `write_through_symlink`, `variables`, `exclude` (a string or a list), `no_coords`, `isel`,
-//! `sel` (a string or a list, as the repeated flags), with the meaning of the command-line flags of the same name. A job's
-//! own keys win over `[defaults]`, which win over the command line. An unknown key, a wrong type
+//! Options: the fields of [`crate::settings::Settings`] in their serde form — `codec`,
+//! `chunk_bytes`, `chunk`, `jobs`, `memory_budget`, `unpack`, `skip_unsupported`,
+//! `follow_external`, `write_through_symlink`, `force_extension`, `variables`, `exclude` (a
+//! string or a list), `no_coords`, `isel`, `sel` (a string or a list, as the repeated flags),
+//! `concat_take_first`, `checksums` — with the meaning of the command-line flags of the same
+//! name. A job's own keys win over `[defaults]`, which win over the command line (the command
+//! line's settings, their serde form, under the manifest's tables). An unknown key, a wrong type
 //! or two jobs writing one output is an error naming the job: a typo never silently changes what
 //! gets written. Jobs run in the manifest's order; a shard takes the jobs whose input path
 //! hashes to it (see [`crate::batch::shard`]).
@@ -42,9 +45,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Table;
 
-use crate::pipeline::{CodecError, ConvertOptions};
-use crate::planner::{parse_size, PlanError, PlanOptions, SizeError};
-use crate::select::SelectError;
+use crate::settings::{Settings, SettingsError};
 
 /// What is wrong with a manifest: one line naming the job (or `[defaults]`) and the key.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,9 @@ pub enum ManifestError {
     /// A key of a job (or of `[defaults]`) that is unknown or of the wrong type.
     #[error("{}", entry_message(.0))]
     Entry(#[source] serde_path_to_error::Error<toml::de::Error>),
+    /// The command line's settings have no TOML form (a size past 2^63).
+    #[error("the command line's settings: {0}")]
+    Base(#[source] toml::ser::Error),
     /// An error in `[defaults]`.
     #[error("[defaults]: {0}")]
     InDefaults(#[source] Box<ManifestError>),
@@ -87,17 +91,9 @@ pub enum ManifestError {
     /// `inputs`, or fewer than two inputs (the variant says which).
     #[error(transparent)]
     Combine(#[from] CombineMistake),
-    /// `chunk_bytes` zero or negative.
-    #[error("`chunk_bytes` must be positive")]
-    ChunkBytesNotPositive,
+    /// Settings that do not hold together (a cut's syntax).
     #[error(transparent)]
-    Codec(#[from] CodecError),
-    #[error(transparent)]
-    Size(#[from] SizeError),
-    #[error(transparent)]
-    Chunk(#[from] PlanError),
-    #[error(transparent)]
-    Select(#[from] SelectError),
+    Settings(#[from] SettingsError),
 }
 
 /// How a combined job's keys do not fit together.
@@ -131,7 +127,7 @@ fn document_message(e: &serde_path_to_error::Error<toml::de::Error>) -> String {
     }
 }
 
-/// The one line of a table that does not decode as an entry, naming the key it is about.
+/// The one line of a table that does not decode, naming the key it is about.
 fn entry_message(e: &serde_path_to_error::Error<toml::de::Error>) -> String {
     let msg = e.inner().message().trim().to_string();
     match e.path().to_string().as_str() {
@@ -144,9 +140,12 @@ fn entry_message(e: &serde_path_to_error::Error<toml::de::Error>) -> String {
 /// One conversion of a manifest.
 #[derive(Debug, Clone)]
 pub struct Job {
+    /// The input (the first of `inputs` for a combined job).
     pub input: PathBuf,
     pub output: PathBuf,
-    pub opts: ConvertOptions,
+    /// Every input of a combined job, as listed (empty for a job of one input).
+    pub inputs: Vec<PathBuf>,
+    pub settings: Settings,
 }
 
 /// The manifest document: `[defaults]` and the `[[job]]` tables (each decoded on its own, so
@@ -159,102 +158,103 @@ struct Document {
     job: Vec<Table>,
 }
 
-/// A `[[job]]` table, or `[defaults]` (which may not hold `input`/`inputs`/`output`/`concat`).
+/// The keys of a `[[job]]` that are no setting: what it converts, and where to.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct Entry {
+struct Paths {
     input: Option<String>,
     /// The inputs of a combined job (with `concat`).
     inputs: Option<Vec<String>>,
-    concat: Option<String>,
-    concat_take_first: Option<bool>,
     output: Option<String>,
-    codec: Option<String>,
-    chunk_bytes: Option<ChunkBytes>,
-    chunk: Option<OneOrMany>,
-    unpack: Option<bool>,
-    skip_unsupported: Option<bool>,
-    follow_external: Option<bool>,
-    write_through_symlink: Option<bool>,
-    variables: Option<OneOrMany>,
-    exclude: Option<OneOrMany>,
-    no_coords: Option<bool>,
-    isel: Option<OneOrMany>,
-    sel: Option<OneOrMany>,
 }
 
-/// `chunk_bytes`: a number of bytes or a size with a unit (`"4MiB"`).
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "a size (\"4MiB\") or a number of bytes")]
-enum ChunkBytes {
-    Bytes(i64),
-    Size(String),
-}
-
-/// `chunk`: one `--chunk` spec or a list of them.
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "a string or a list of strings")]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
+/// The keys of [`Paths`].
+const PATH_KEYS: [&str; 3] = ["input", "inputs", "output"];
 
 /// Reads and parses a manifest file.
-pub fn load(path: &Path, base: &ConvertOptions) -> Result<Vec<Job>, ManifestError> {
+pub fn load(path: &Path, base: &Settings) -> Result<Vec<Job>, ManifestError> {
     let text = std::fs::read_to_string(path).map_err(ManifestError::Read)?;
     let dir = path.parent().unwrap_or(Path::new(""));
     parse(&text, dir, base)
 }
 
-/// Decodes one table as an [`Entry`]; an error names the key it is about.
-fn entry(t: Table) -> Result<Entry, ManifestError> {
-    serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(ManifestError::Entry)
+/// Decodes a table (a job's settings over the inherited ones) as [`Settings`]; an error names
+/// the key it is about.
+fn settings_of(t: Table) -> Result<Settings, ManifestError> {
+    let s: Settings =
+        serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(ManifestError::Entry)?;
+    s.check()?;
+    Ok(s)
+}
+
+/// `under` with the keys of `over` put over its own.
+fn layered(under: &Table, over: Table) -> Table {
+    let mut t = under.clone();
+    t.extend(over);
+    t
 }
 
 /// Parses a manifest whose relative paths are relative to `dir`; `base` holds the command line's
-/// options.
-pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, ManifestError> {
+/// settings.
+pub fn parse(text: &str, dir: &Path, base: &Settings) -> Result<Vec<Job>, ManifestError> {
     let doc: Document = serde_path_to_error::deserialize(toml::Deserializer::new(text))
         .map_err(ManifestError::Document)?;
-    let mut defaults = base.clone();
+    let mut defaults = Table::try_from(base).map_err(ManifestError::Base)?;
     if let Some(d) = doc.defaults {
         let in_defaults = |e: ManifestError| ManifestError::InDefaults(Box::new(e));
-        let d = entry(d).map_err(in_defaults)?;
-        if d.input.is_some() || d.output.is_some() || d.inputs.is_some() || d.concat.is_some() {
+        if PATH_KEYS
+            .iter()
+            .chain(&["concat"])
+            .any(|k| d.contains_key(*k))
+        {
             return Err(in_defaults(ManifestError::JobKeyInDefaults));
         }
-        d.apply(&mut defaults).map_err(in_defaults)?;
+        defaults = layered(&defaults, d);
+        // `concat_take_first` is about the combined jobs only (checked there).
+        let mut alone = defaults.clone();
+        alone.remove("concat_take_first");
+        settings_of(alone).map_err(in_defaults)?;
     }
     if doc.job.is_empty() {
         return Err(ManifestError::NoJobs);
     }
     let mut jobs: Vec<Job> = Vec::with_capacity(doc.job.len());
-    for (i, t) in doc.job.into_iter().enumerate() {
+    for (i, mut t) in doc.job.into_iter().enumerate() {
         let at = |e: ManifestError| ManifestError::InJob {
             index: i + 1,
             source: Box::new(e),
         };
-        let e = entry(t).map_err(at)?;
+        let paths: Table = PATH_KEYS
+            .iter()
+            .filter_map(|k| t.remove(*k).map(|v| (k.to_string(), v)))
+            .collect();
+        let paths: Paths = serde_path_to_error::deserialize(toml::Value::Table(paths))
+            .map_err(|e| at(ManifestError::Entry(e)))?;
+        let own_take_first = t.contains_key("concat_take_first");
+        let mut merged = layered(&defaults, t);
+        if !merged.contains_key("concat") {
+            if own_take_first {
+                return Err(at(CombineMistake::TakeFirstWithoutConcat.into()));
+            }
+            // Inherited from `[defaults]`, it is about the combined jobs only.
+            merged.remove("concat_take_first");
+        }
+        let settings = settings_of(merged).map_err(at)?;
         let path = |key: &'static str, v: &Option<String>| -> Result<PathBuf, ManifestError> {
             match v.as_deref() {
                 Some("") => Err(at(ManifestError::EmptyPath(key))),
-                // An object URL is taken as it is (never relative to the manifest's folder).
-                Some(s) if crate::storage::is_url(Path::new(s)) => Ok(PathBuf::from(s)),
-                Some(s) => Ok(dir.join(s)),
+                Some(s) => Ok(beside(dir, s)),
                 None => Err(at(ManifestError::Missing(key))),
             }
         };
-        let output = path("output", &e.output)?;
-        let mut opts = defaults.clone();
-        let input = match e.combine(dir).map_err(|m| at(m.into()))? {
-            Some(c) => {
-                let first = c.inputs[0].clone();
-                opts.combine = Some(c);
-                first
-            }
-            None => path("input", &e.input)?,
+        let output = path("output", &paths.output)?;
+        let inputs = paths
+            .combined(settings.concat.as_deref(), dir)
+            .map_err(|m| at(m.into()))?;
+        let input = match inputs.first() {
+            Some(first) => first.clone(),
+            None => path("input", &paths.input)?,
         };
-        e.apply(&mut opts).map_err(at)?;
         if let Some(other) = jobs.iter().position(|j| j.output == output) {
             return Err(at(ManifestError::SameOutput {
                 output,
@@ -264,23 +264,28 @@ pub fn parse(text: &str, dir: &Path, base: &ConvertOptions) -> Result<Vec<Job>, 
         jobs.push(Job {
             input,
             output,
-            opts,
+            inputs,
+            settings,
         });
     }
     Ok(jobs)
 }
 
-impl Entry {
-    /// A combined job's inputs and dimension (`inputs` and `concat`, both or neither; `None`
-    /// for a job of one `input`).
-    fn combine(&self, dir: &Path) -> Result<Option<crate::concat::Combine>, CombineMistake> {
-        match (&self.inputs, &self.concat) {
-            (None, None) => {
-                if self.concat_take_first.is_some() {
-                    return Err(CombineMistake::TakeFirstWithoutConcat);
-                }
-                Ok(None)
-            }
+/// A path of the manifest: relative to its folder, an object URL as it is.
+fn beside(dir: &Path, s: &str) -> PathBuf {
+    if crate::storage::is_url(Path::new(s)) {
+        PathBuf::from(s)
+    } else {
+        dir.join(s)
+    }
+}
+
+impl Paths {
+    /// A combined job's inputs (`inputs` and `concat`, both or neither; empty for a job of one
+    /// `input`).
+    fn combined(&self, concat: Option<&str>, dir: &Path) -> Result<Vec<PathBuf>, CombineMistake> {
+        match (&self.inputs, concat) {
+            (None, None) => Ok(Vec::new()),
             (Some(_), None) => Err(CombineMistake::InputsWithoutConcat),
             (None, Some(_)) => Err(CombineMistake::ConcatWithoutInputs),
             (Some(inputs), Some(dim)) => {
@@ -293,79 +298,9 @@ impl Entry {
                 if dim.is_empty() || inputs.iter().any(String::is_empty) {
                     return Err(CombineMistake::EmptyName);
                 }
-                Ok(Some(crate::concat::Combine {
-                    dim: dim.clone(),
-                    take_first: self.concat_take_first.unwrap_or(false),
-                    inputs: inputs.iter().map(|i| dir.join(i)).collect(),
-                }))
+                Ok(inputs.iter().map(|i| beside(dir, i)).collect())
             }
         }
-    }
-
-    /// Applies the options this entry sets to `opts` (what it leaves unset is inherited).
-    fn apply(self, opts: &mut ConvertOptions) -> Result<(), ManifestError> {
-        if let Some(c) = self.codec {
-            opts.codec = c.parse()?;
-        }
-        if let Some(b) = self.chunk_bytes {
-            opts.plan.target_bytes = Some(match b {
-                ChunkBytes::Bytes(n) => u64::try_from(n)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or(ManifestError::ChunkBytesNotPositive)?,
-                ChunkBytes::Size(s) => parse_size(&s)?,
-            });
-        }
-        if let Some(c) = self.chunk {
-            // A job's `chunk` replaces the inherited chunk extents, it does not add to them.
-            let mut plan = PlanOptions {
-                target_bytes: opts.plan.target_bytes,
-                ..PlanOptions::default()
-            };
-            let specs = match c {
-                OneOrMany::One(s) => vec![s],
-                OneOrMany::Many(l) => l,
-            };
-            for s in &specs {
-                plan.add_spec(s)?;
-            }
-            opts.plan = plan;
-        }
-        let set = |flag: Option<bool>, to: &mut bool| {
-            if let Some(f) = flag {
-                *to = f;
-            }
-        };
-        set(self.unpack, &mut opts.open.unpack);
-        set(self.skip_unsupported, &mut opts.open.skip_unsupported);
-        set(self.follow_external, &mut opts.open.follow_external);
-        set(self.write_through_symlink, &mut opts.write_through_symlink);
-        set(self.no_coords, &mut opts.select.no_coords);
-        // A job's list replaces the inherited one, as `chunk` does.
-        let list = |l: OneOrMany| match l {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(l) => l,
-        };
-        if let Some(v) = self.variables {
-            opts.select.variables.clear();
-            for s in list(v) {
-                crate::select::SelectOptions::add_names(&mut opts.select.variables, &s)?;
-            }
-        }
-        if let Some(v) = self.exclude {
-            opts.select.exclude.clear();
-            for s in list(v) {
-                crate::select::SelectOptions::add_names(&mut opts.select.exclude, &s)?;
-            }
-        }
-        if let Some(v) = self.isel {
-            opts.select.isel = list(v);
-        }
-        if let Some(v) = self.sel {
-            opts.select.sel = list(v);
-        }
-        opts.select.validate()?;
-        Ok(())
     }
 }
 
@@ -375,14 +310,15 @@ mod tests {
     use crate::pipeline::CodecChoice;
 
     fn jobs(text: &str) -> Result<Vec<Job>, ManifestError> {
-        parse(text, Path::new("/m"), &ConvertOptions::default())
+        parse(text, Path::new("/m"), &Settings::default())
     }
 
     #[test]
     fn options_layer_job_over_defaults_over_command_line() {
-        let base = ConvertOptions {
+        let base = Settings {
             codec: CodecChoice::Raw,
-            ..ConvertOptions::default()
+            jobs: Some(3),
+            ..Settings::default()
         };
         let j = parse(
             r#"
@@ -413,15 +349,17 @@ mod tests {
         assert_eq!(u[0].input, Path::new("s3://b/k.nc"));
         assert_eq!(u[0].output, Path::new("gs://o/k.tet"));
         assert_eq!(j[0].output, Path::new("/abs/a.tet"));
-        assert_eq!(j[0].opts.codec, CodecChoice::Raw);
-        assert_eq!(j[0].opts.plan.target_bytes, Some(1 << 20));
-        assert!(j[0].opts.open.unpack);
-        let b = &j[1].opts;
+        assert_eq!(j[0].settings.codec, CodecChoice::Raw);
+        assert_eq!(j[0].settings.chunk_bytes, Some(1 << 20));
+        assert_eq!(j[0].settings.jobs, Some(3));
+        assert!(j[0].settings.unpack);
+        let b = &j[1].settings;
         assert_eq!(j[1].output, Path::new("/m/out/b.tet"));
         assert_eq!(b.codec, CodecChoice::Zstd(9));
-        assert_eq!(b.plan.describe(), "4096;time=1;x:1,2");
-        assert!(!b.open.unpack && b.open.skip_unsupported && b.open.follow_external);
+        assert_eq!(b.plan().describe(), "4096;time=1;x:1,2");
+        assert!(!b.unpack && b.skip_unsupported && b.follow_external);
         assert!(b.write_through_symlink);
+        assert_eq!(b.jobs, Some(3));
     }
 
     #[test]
@@ -445,10 +383,10 @@ mod tests {
             "#,
         )
         .unwrap();
-        let a = &j[0].opts.select;
+        let a = &j[0].settings;
         assert_eq!(a.variables, ["temp", "precip"]);
         assert_eq!(a.isel, ["time=0:10"]);
-        let b = &j[1].opts.select;
+        let b = &j[1].settings;
         assert_eq!(b.variables, ["t*", "lat"]);
         assert_eq!(b.exclude, ["time_bnds"]);
         assert!(b.no_coords && b.isel.is_empty());
@@ -456,7 +394,7 @@ mod tests {
         let bad = jobs("[[job]]\ninput = \"a\"\noutput = \"b\"\nisel = \"time=3\"\n");
         let e = bad.unwrap_err();
         assert!(
-            matches!(&e, ManifestError::InJob { index: 1, source } if matches!(**source, ManifestError::Select(SelectError::IselSyntax { .. }))),
+            matches!(&e, ManifestError::InJob { index: 1, source } if matches!(**source, ManifestError::Settings(SettingsError::Select(crate::select::SelectError::IselSyntax { .. })))),
             "{e:?}"
         );
         assert!(e.to_string().contains("--isel"));
@@ -482,19 +420,18 @@ mod tests {
             "#,
         )
         .unwrap();
-        let c = j[0].opts.combine.as_ref().unwrap();
-        assert_eq!(c.dim, "time");
-        assert!(!c.take_first);
+        let c = &j[0].settings;
+        assert_eq!(c.concat.as_deref(), Some("time"));
+        assert!(!c.concat_take_first);
         assert_eq!(
-            c.inputs,
+            j[0].inputs,
             [Path::new("/m/d/day2.nc"), Path::new("/m/d/day1.nc")]
         );
         assert_eq!(j[0].input, Path::new("/m/d/day2.nc"));
-        assert_eq!(j[0].opts.select.variables, ["temp"]);
-        let c = j[1].opts.combine.as_ref().unwrap();
-        assert!(c.take_first);
-        assert_eq!(c.inputs[1], Path::new("/abs/b.npy"));
-        assert!(j[2].opts.combine.is_none());
+        assert_eq!(j[0].settings.variables, ["temp"]);
+        assert!(j[1].settings.concat_take_first);
+        assert_eq!(j[1].inputs[1], Path::new("/abs/b.npy"));
+        assert!(j[2].settings.concat.is_none() && j[2].inputs.is_empty());
         let job = |body: &str| {
             jobs(&format!("[[job]]\noutput = \"o\"\n{body}"))
                 .unwrap_err()
@@ -534,7 +471,7 @@ mod tests {
                 "unpack = \"yes\"",
                 "job 1: `unpack`: invalid type: string \"yes\"",
             ),
-            ("chunk_bytes = -1", "`chunk_bytes` must be positive"),
+            ("chunk_bytes = -1", "job 1: `chunk_bytes`: must be positive"),
             ("chunk_bytes = \"4 parsecs\"", "unknown unit"),
             ("chunk = 3", "job 1: `chunk`: a string or a list of strings"),
             ("chunk_bytes = true", "job 1: `chunk_bytes`: a size"),
@@ -563,5 +500,32 @@ mod tests {
             text("[defaults]\ncodec = 1\n[[job]]\ninput = \"a\"\noutput = \"b\"")
                 .starts_with("[defaults]: `codec`: ")
         );
+    }
+
+    #[test]
+    fn a_job_accepts_exactly_the_settings_fields_and_its_paths() {
+        let sample = |f: &str| -> &str {
+            match f {
+                "codec" => "\"zstd:2\"",
+                "chunk_bytes" | "memory_budget" => "\"1MiB\"",
+                "chunk" | "variables" | "exclude" => "[\"x=1\"]",
+                "isel" => "\"x=0:1\"",
+                "sel" => "\"x=0:1\"",
+                "jobs" => "2",
+                "concat" => "\"x\"",
+                _ => "true",
+            }
+        };
+        for f in crate::settings::field_names() {
+            let paths = match *f {
+                "concat" => "inputs = [\"a\", \"b\"]",
+                "concat_take_first" => "inputs = [\"a\", \"b\"]\nconcat = \"x\"",
+                _ => "input = \"a\"",
+            };
+            let body = format!("[[job]]\n{paths}\noutput = \"o\"\n{f} = {}\n", sample(f));
+            jobs(&body).unwrap_or_else(|e| panic!("{f}: {e}"));
+        }
+        let e = jobs("[[job]]\ninput = \"a\"\noutput = \"o\"\nthreads = 2\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `threads`"), "{e}");
     }
 }

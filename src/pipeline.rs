@@ -24,7 +24,7 @@ mod plan;
 mod report;
 mod workers;
 
-pub use compressor::{chunk_compressor, return_freed_memory, NO_CHECKSUMS_ENV};
+pub use compressor::{chunk_compressor, return_freed_memory};
 pub use encode::ZSTD_MIN_SAVING_DIVISOR;
 pub use options::{
     CodecChoice, CodecError, ConvertOptions, AUTO_ZSTD_LEVEL, DEFAULT_ZSTD_LEVEL, ZSTD_LEVELS,
@@ -41,7 +41,6 @@ use std::time::Instant;
 use tet_source::byte_source::ByteSource;
 use tet_source::{Importer, Skipped, Source};
 
-use compressor::checksums_on;
 use paths::check_paths;
 use plan::{dimension_labels, plan_all, Planned};
 use workers::{input_ranges, run_workers, Stored};
@@ -60,7 +59,7 @@ pub fn convert(
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
     let started = Instant::now();
-    let output = &check_paths(input, output, opts.write_through_symlink)?;
+    let output = &check_paths(input, output, &opts.settings)?;
     let importer = registry::identify(input)?;
     log::debug!("{}: identified as {}", input.display(), importer.name());
     let (source, carried) = open_selected(importer, input, None, opts)?;
@@ -84,8 +83,8 @@ fn open_selected(
     bytes: Option<Arc<dyn ByteSource>>,
     opts: &ConvertOptions,
 ) -> Result<(Box<dyn Source>, Option<Footer>), ConvertError> {
-    let (source, carried) = tet_input::open_input(importer, input, bytes, &opts.open)?;
-    let (source, cuts) = crate::select::apply(source, &opts.select)?;
+    let (source, carried) = tet_input::open_input(importer, input, bytes, &opts.settings.open())?;
+    let (source, cuts) = crate::select::apply(source, &opts.settings.select())?;
     let carried = carried
         .map(|mut f| cuts.cut_carried(&mut f).map(|()| f))
         .transpose()?;
@@ -148,7 +147,7 @@ pub fn convert_opened(
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
     let started = Instant::now();
-    let (source, _cuts) = crate::select::apply(source, &opts.select)?;
+    let (source, _cuts) = crate::select::apply(source, &opts.settings.select())?;
     convert_digested(
         source.as_ref(),
         format,
@@ -199,8 +198,8 @@ pub(crate) fn convert_carrying(
 }
 
 /// [`convert_carrying`] of a combination of inputs the caller opened (`--concat` over object
-/// URLs): `digests` are the inputs' digests in the combined order (`opts.combine`'s inputs
-/// name them, the first is `input`).
+/// URLs): `digests` are the inputs' digests in the combined order (`opts.combined`
+/// names them, the first is `input`).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn convert_combined(
     source: &dyn Source,
@@ -223,7 +222,7 @@ pub(crate) fn convert_combined(
 }
 
 /// The input digests of a conversion: the first input's, and the other inputs' of a combined
-/// one (`None`: hashed from the paths `opts.combine` names).
+/// one (`None`: hashed from the paths `opts.combined` names).
 struct Digests {
     first: DigestOf,
     more: Option<Vec<DigestOf>>,
@@ -238,7 +237,7 @@ fn digest_more_inputs(
     given: Option<Vec<DigestOf>>,
 ) -> Result<MorePending, ConvertError> {
     for more in crate::concat::more_inputs(opts) {
-        check_paths(more, output, opts.write_through_symlink)?;
+        check_paths(more, output, &opts.settings)?;
     }
     if let Some(given) = given {
         let pending = given
@@ -249,27 +248,29 @@ fn digest_more_inputs(
     }
     let more = crate::concat::more_inputs(opts).to_vec();
     Ok(MorePending::Paths(std::thread::spawn(move || {
-        more.iter()
-            .map(|p| meta::digest_input(p).map(|d| d.0))
-            .collect()
+        more.iter().map(|p| meta::digest_input(p)).collect()
     })))
 }
 
 /// The other inputs' digests under way.
 enum MorePending {
     /// Hashed from their paths, in turn, on one thread.
-    Paths(std::thread::JoinHandle<std::io::Result<Vec<String>>>),
+    Paths(std::thread::JoinHandle<std::io::Result<Vec<(String, u64)>>>),
     Given(Vec<Pending>),
 }
 
 impl MorePending {
-    fn finish(self) -> Result<Vec<String>, ConvertError> {
+    /// Each other input's digest and size, in the combined order.
+    fn finish(self) -> Result<Vec<(String, u64)>, ConvertError> {
         let panicked = |_| ConvertError::Panicked {
             what: "the input digest thread",
         };
         match self {
             MorePending::Paths(t) => Ok(t.join().map_err(panicked)??),
-            MorePending::Given(v) => v.into_iter().map(|p| Ok(p.finish()?.0)).collect(),
+            MorePending::Given(v) => v
+                .into_iter()
+                .map(|p| p.finish().map(|(d, n, _)| (d, n)))
+                .collect(),
         }
     }
 }
@@ -286,7 +287,7 @@ fn convert_digested(
     carried: Option<Footer>,
     digests: Digests,
 ) -> Result<ConvertReport, ConvertError> {
-    let output = &check_paths(input, output, opts.write_through_symlink)?;
+    let output = &check_paths(input, output, &opts.settings)?;
     let more_digests = digest_more_inputs(output, opts, digests.more)?;
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
     let lowered = crate::lower::Lowered::new(source);
@@ -294,7 +295,7 @@ fn convert_digested(
     // The input's size and mtime as the conversion starts (what `tet audit` compares later).
     let input_stat = meta::inputs::stat_input(input).ok();
     let (planned, skipped) = plan_all(source, opts, carried.is_some())?;
-    let checksums = checksums_on();
+    let checksums = opts.settings.checksums;
     // Hash the input on its own thread while the conversion runs. The raw chunks copied file to
     // file out of the input itself get their digests in the same pass (their bytes are read
     // once, for both digests; the workers and the write stage never read them).
@@ -310,7 +311,7 @@ fn convert_digested(
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
-    let jobs = opts.jobs.max(1);
+    let jobs = opts.settings.threads();
     let out_err = |e: TetError| ConvertError::Write {
         path: output.clone(),
         source: e,
@@ -318,7 +319,7 @@ fn convert_digested(
     // The budget, not a chunk count, bounds the data in flight: the reorder window is open.
     let total: u64 = planned.iter().map(|p| p.grid.total).sum();
     let budget = Arc::new(MemoryBudget::new(
-        crate::format::pool_limit(opts.memory_budget),
+        crate::format::pool_limit(opts.settings.memory_budget_bytes()),
         total,
     ));
     let mut writer = TetWriter::create(
@@ -350,7 +351,7 @@ fn convert_digested(
     let at = meta::timestamp();
     let input_mtime = input_stat.map(|(_, mtime)| mtime);
     let mut params = history_params(opts, input, bytes_in, input_mtime, carried);
-    let chooser = match opts.codec {
+    let chooser = match opts.settings.codec {
         CodecChoice::Smallest { ext, .. } => Some(ext),
         CodecChoice::AutoExt => Some(true),
         _ => None,
@@ -359,10 +360,8 @@ fn convert_digested(
     footer
         .history
         .push(meta::convert_row(format, &at, &digest, params));
-    let more_digests = more_digests.finish()?;
-    if let Some(row) = footer.history.last_mut() {
-        row.parents.extend(more_digests);
-    }
+    // The report counts every input's bytes.
+    let bytes_in = bytes_in.saturating_add(record_more_inputs(&mut footer, more_digests.finish()?));
     footer.file.insert("tool".into(), "tet-convert".into());
     footer
         .file
@@ -371,7 +370,7 @@ fn convert_digested(
     writer.finish(&footer).map_err(out_err)?;
 
     let bytes_out = std::fs::metadata(output)?.len();
-    let datasets = dataset_reports(source, &planned, &stored);
+    let datasets = dataset_reports(source, &planned, &stored, &stored_codecs(output, &planned));
     let warnings = datasets
         .iter()
         .filter_map(|d| {
@@ -407,6 +406,21 @@ fn convert_digested(
             .collect(),
         warnings,
     })
+}
+
+/// Records a combined conversion's other inputs (`more`: digest and size of each, in the
+/// combined order) in its history row: each one a parent, its size `input_bytes.K` beside its
+/// `input.K`. Returns their bytes.
+fn record_more_inputs(footer: &mut Footer, more: Vec<(String, u64)>) -> u64 {
+    let bytes = more.iter().fold(0u64, |t, m| t.saturating_add(m.1));
+    if let Some(row) = footer.history.last_mut() {
+        for (k, (_, n)) in more.iter().enumerate() {
+            let key = format!("{}.{}", meta::inputs::BYTES_KEY, k + 1);
+            row.params.insert(key, n.to_string());
+        }
+        row.parents.extend(more.into_iter().map(|m| m.0));
+    }
+    bytes
 }
 
 /// An input digest under way: on its own thread, or asked for at the end.
@@ -501,7 +515,7 @@ fn history_params(
     input_mtime: Option<String>,
     frames_kept: u64,
 ) -> BTreeMap<String, String> {
-    let mut params = opts.byte_affecting_params();
+    let mut params = opts.settings.recorded_params();
     params.insert("tool".into(), "tet-convert".into());
     params.insert("version".into(), env!("CARGO_PKG_VERSION").into());
     params.insert(meta::inputs::BYTES_KEY.into(), bytes_in.to_string());
@@ -513,7 +527,7 @@ fn history_params(
     // (A combination of object inputs names them itself: `input` is the first, a URL; the
     // origin adds the inputs' stamp.)
     if let Some(origin) = &opts.input_origin {
-        if opts.combine.is_none() {
+        if opts.settings.concat.is_none() {
             params.insert("input".into(), origin.name.clone());
             params.extend(origin.params.clone());
             return params;
@@ -540,16 +554,50 @@ fn history_params(
     params
 }
 
-/// The report of each planned dataset, with its `(raw, stored)` bytes.
+/// The chunks of each planned dataset of the written `output` by the codec they are stored
+/// with, named as `tet info` names them: a chunk may be stored otherwise than its dataset was
+/// planned (under `auto` a chunk of one repeated value as zstd, a chunk zstd cannot shrink raw).
+fn stored_codecs(output: &Path, planned: &[Planned]) -> Vec<BTreeMap<String, u64>> {
+    let mut out = vec![BTreeMap::new(); planned.len()];
+    if let Ok(f) = crate::format::TetFile::open(output) {
+        for e in &f.entries {
+            if let Some(m) = usize::try_from(e.dataset_id)
+                .ok()
+                .and_then(|d| out.get_mut(d))
+            {
+                let name = e
+                    .codec()
+                    .map_or_else(|| format!("codec{}", e.codec_id), |c| c.name().to_string());
+                *m.entry(name).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// A dataset's codec as the report says it: the planned one (`zstd:3`) when every chunk is
+/// stored with it, else the codecs its chunks are stored with (`raw+zstd`).
+fn codec_text(planned: String, stored: &BTreeMap<String, u64>) -> String {
+    let is_planned = |k: &String| planned == *k || planned.starts_with(&format!("{k}:"));
+    if stored.keys().all(is_planned) {
+        return planned;
+    }
+    stored.keys().cloned().collect::<Vec<_>>().join("+")
+}
+
+/// The report of each planned dataset, with its `(raw, stored)` bytes and the codecs its
+/// chunks are stored with.
 fn dataset_reports(
     source: &dyn Source,
     planned: &[Planned],
     stored: &[(u64, u64)],
+    codecs: &[BTreeMap<String, u64>],
 ) -> Vec<DatasetReport> {
     planned
         .iter()
         .zip(stored)
-        .map(|(p, &(raw, st))| DatasetReport {
+        .zip(codecs)
+        .map(|((p, &(raw, st)), codecs)| DatasetReport {
             name: p.spec.name.clone(),
             dtype: p.spec.dtype.name().into(),
             source_dtype: source.variables()[p.var].dtype.name().into(),
@@ -558,10 +606,14 @@ fn dataset_reports(
             chunks: p.grid.total,
             raw_bytes: raw,
             stored_bytes: st,
-            codec: match p.codec {
-                Codec::Raw => "raw".into(),
-                c => format!("{}:{}", c.name(), p.level),
-            },
+            codec: codec_text(
+                match p.codec {
+                    Codec::Raw => "raw".into(),
+                    c => format!("{}:{}", c.name(), p.level),
+                },
+                codecs,
+            ),
+            codecs: codecs.clone(),
             widened: p.widen.describe().map(String::from),
         })
         .collect()

@@ -107,6 +107,14 @@ pub enum PlanError {
     /// An extent that is not a positive integer.
     #[error("--chunk {spec:?}: {extent:?} is not a positive integer")]
     ChunkExtent { spec: String, extent: String },
+    /// `--chunk` naming a dimension or a variable the input does not have (`what`:
+    /// `dimension` or `variable`), with the closest names it has.
+    #[error("--chunk: no {what} `{name}` {}", crate::select::closest_note(.closest))]
+    UnknownName {
+        what: &'static str,
+        name: String,
+        closest: Vec<String>,
+    },
     /// A dataset's chunk shape with another number of extents than the dataset has axes.
     #[error("--chunk {dataset}: {given} extents given for a rank-{rank} dataset")]
     ChunkRank {

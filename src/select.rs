@@ -41,9 +41,6 @@ pub struct SelectOptions {
     pub sel: Vec<String>,
 }
 
-/// The history `params` keys [`SelectOptions::params`] writes (all byte-affecting).
-pub const PARAM_KEYS: &[&str] = &["variables", "exclude", "no_coords", "isel", "sel"];
-
 /// Why a selection cannot be made: a specification that does not parse, or one that does not
 /// fit the input (each message names the flag or the variable it is about).
 #[derive(Debug, thiserror::Error)]
@@ -184,26 +181,6 @@ impl SelectOptions {
             parse_sel(s)?;
         }
         Ok(())
-    }
-
-    /// Records the selection in history params (only what is set, so that outputs written
-    /// without one keep their params).
-    pub fn params(&self, p: &mut BTreeMap<String, String>) {
-        if !self.variables.is_empty() {
-            p.insert("variables".into(), self.variables.join(","));
-        }
-        if !self.exclude.is_empty() {
-            p.insert("exclude".into(), self.exclude.join(","));
-        }
-        if self.no_coords {
-            p.insert("no_coords".into(), "true".into());
-        }
-        if !self.isel.is_empty() {
-            p.insert("isel".into(), self.isel.join(";"));
-        }
-        if !self.sel.is_empty() {
-            p.insert("sel".into(), self.sel.join(";"));
-        }
     }
 }
 
@@ -452,15 +429,26 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// `what 'name' matches nothing (closest: a, b, c)`.
-fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> SelectError {
+/// The names of `known` nearest to `name` (edit distance), at most three: what an error about
+/// a name that matches nothing suggests (`--variables`, `--chunk`, `--concat`).
+pub(crate) fn closest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut known: Vec<(usize, &str)> = known.map(|k| (distance(name, k), k)).collect();
     known.sort();
     known.dedup();
+    known.iter().take(3).map(|k| k.1.to_string()).collect()
+}
+
+/// `(closest: a, b, c)` of [`closest`]'s names, or `(the input has none)`.
+pub(crate) fn closest_note(closest: &[String]) -> String {
+    format!("({})", closest_text(closest))
+}
+
+/// `what 'name' matches nothing (closest: a, b, c)`.
+fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> SelectError {
     SelectError::Unknown {
         what: what.into(),
         name: name.into(),
-        closest: known.iter().take(3).map(|k| k.1.to_string()).collect(),
+        closest: closest(name, known),
     }
 }
 

@@ -103,20 +103,17 @@ fn fixture_inputs() -> Vec<PathBuf> {
 fn every_fixture_output_has_aligned_raw_payloads() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.tet");
-    let mut opts = ConvertOptions {
-        jobs: 2,
-        ..ConvertOptions::default()
-    };
-    opts.open.skip_unsupported = true;
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(2),
+        skip_unsupported: true,
+        ..Default::default()
+    });
     // Small chunks too: odd payload sizes everywhere, raw beside zstd (auto keeps a chunk raw
     // unless zstd saves enough).
-    let small = ConvertOptions {
-        plan: tet::planner::PlanOptions {
-            target_bytes: Some(100),
-            ..Default::default()
-        },
-        ..opts.clone()
-    };
+    let small = ConvertOptions::from(tet::settings::Settings {
+        chunk_bytes: Some(100),
+        ..opts.settings.clone()
+    });
     let (mut converted, mut padded) = (0, 0);
     for input in fixture_inputs() {
         for o in [&opts, &small] {
@@ -239,15 +236,12 @@ proptest! {
         write_in_order(&input, &arrays, &footer(), 1, &|_| Codec::Raw);
         let mut outputs = Vec::new();
         for jobs in [1, 3] {
-            let opts = ConvertOptions {
+            let opts = ConvertOptions::from(tet::settings::Settings {
                 codec: codec.parse().unwrap(),
-                plan: tet::planner::PlanOptions {
-                    target_bytes: Some(target),
-                    ..Default::default()
-                },
-                jobs,
-                ..ConvertOptions::default()
-            };
+                chunk_bytes: Some(target),
+                jobs: Some(jobs),
+                ..Default::default()
+            });
             let out = dir.path().join(format!("j{jobs}.tet"));
             convert(&input, &out, &opts).unwrap();
             outputs.push(out);
@@ -292,11 +286,11 @@ fn unaligned_files_of_before_still_read() {
 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("again.tet");
-    let opts = ConvertOptions {
+    let opts = ConvertOptions::from(tet::settings::Settings {
         codec: "raw".parse().unwrap(),
-        jobs: 2,
-        ..ConvertOptions::default()
-    };
+        jobs: Some(2),
+        ..Default::default()
+    });
     convert(&old, &out, &opts).unwrap();
     let g = TetFile::open(&out).unwrap();
     check_layout(&g).unwrap();

@@ -11,7 +11,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use tet::pipeline::{convert, ConvertOptions};
-use tet::planner::PlanOptions;
 
 /// Runs `f` on its own thread and fails the test when it does not finish in `secs` (a deadlock
 /// would otherwise hang the test run).
@@ -25,16 +24,13 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
 }
 
 fn opts(jobs: usize, budget: u64, codec: &str, chunk: u64) -> ConvertOptions {
-    ConvertOptions {
-        jobs,
-        memory_budget: budget,
+    ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(jobs),
+        memory_budget: Some(budget),
         codec: codec.parse().unwrap(),
-        plan: PlanOptions {
-            target_bytes: Some(chunk),
-            ..Default::default()
-        },
-        ..ConvertOptions::default()
-    }
+        chunk_bytes: Some(chunk),
+        ..Default::default()
+    })
 }
 
 /// The bytes claimed (and kept idle) never exceed the budget, except a single chunk larger than

@@ -149,6 +149,60 @@ fn disagreements_are_refused_naming_both_inputs() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
 
+/// `--concat tim` says there is no dimension `tim` (and the closest), not that a variable
+/// differs (issue 33); the summary line and the history count every input's bytes.
+#[test]
+fn a_dimension_that_is_not_there_is_named_and_every_input_counts() {
+    let d = tempfile::tempdir().unwrap();
+    copy_fixtures(d.path());
+    let mut args = vec!["-q", "--concat", "tim"];
+    args.extend_from_slice(&DAYS[..2]);
+    args.push("t.tet");
+    let o = run(d.path(), "tet-convert", &args);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("day1.nc: --concat: no dimension `tim` (closest: time"),
+        "{err}"
+    );
+    assert!(!err.contains("differs"), "{err}");
+    assert!(!d.path().join("t.tet").exists());
+
+    let mut args = vec!["--concat", "time", "--json"];
+    args.extend_from_slice(&DAYS);
+    args.push("all.tet");
+    let o = run(d.path(), "tet-convert", &args);
+    assert!(o.status.success(), "{o:?}");
+    let sizes: Vec<u64> = DAYS
+        .iter()
+        .map(|n| std::fs::metadata(d.path().join(n)).unwrap().len())
+        .collect();
+    let total: u64 = sizes.iter().sum();
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["bytes_in"], total, "{report}");
+    let f = TetFile::open(&d.path().join("all.tet")).unwrap();
+    let footer = f.footer().unwrap().unwrap();
+    let row = footer.history.last().unwrap();
+    // `input_bytes` is the first input's size (what `tet audit` compares), `input_bytes.K` the
+    // others', in the combined order (the days are given in order).
+    assert_eq!(row.params["input_bytes"], sizes[0].to_string());
+    for (k, s) in sizes.iter().enumerate().skip(1) {
+        assert_eq!(
+            row.params[&format!("input_bytes.{k}")],
+            s.to_string(),
+            "{k}"
+        );
+    }
+    // The terminal's summary line says the same total.
+    let mut args = vec!["--concat", "time", "--force"];
+    args.extend_from_slice(&DAYS);
+    args.push("all.tet");
+    let o = run(d.path(), "tet-convert", &args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let human = |n: u64| tet::batch::text::human_bytes(n);
+    assert!(err.contains(&format!("{} in", human(total))), "{err}");
+}
+
 #[test]
 fn audit_rechecks_every_input_and_names_the_changed_one() {
     let d = tempfile::tempdir().unwrap();

@@ -166,10 +166,10 @@ fn input_image(input: &Path) -> Vec<u8> {
 #[test]
 fn corpus_converts_and_matches_sidecars() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = ConvertOptions {
-        jobs: 2,
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(2),
+        ..Default::default()
+    });
     for (input, expect) in inputs() {
         let out = dir.path().join(format!(
             "{}.tet",
@@ -197,15 +197,12 @@ fn corpus_converts_and_matches_sidecars() {
 #[test]
 fn zstd_outputs_match_too() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = ConvertOptions {
+    let opts = ConvertOptions::from(tet::settings::Settings {
         codec: "zstd:1".parse().unwrap(),
-        plan: tet::planner::PlanOptions {
-            target_bytes: Some(64),
-            ..Default::default()
-        },
-        jobs: 3,
-        ..ConvertOptions::default()
-    };
+        chunk_bytes: Some(64),
+        jobs: Some(3),
+        ..Default::default()
+    });
     for (input, expect) in inputs() {
         if expect["expect_error"].is_string() {
             continue;

@@ -81,14 +81,14 @@ fn inner() {
         ("zstd", 8, Some(6 << 20)),
     ] {
         let output = disk.join(format!("out-{codec}-{jobs}.tet"));
-        let mut opts = ConvertOptions {
+        let mut opts = ConvertOptions::from(tet::settings::Settings {
             codec: codec.parse().expect("codec"),
-            jobs,
-            ..ConvertOptions::default()
-        };
+            jobs: Some(jobs),
+            ..Default::default()
+        });
         if let Some(b) = budget {
-            opts.memory_budget = b;
-            opts.plan.target_bytes = Some(64 << 10);
+            opts.settings.memory_budget = Some(b);
+            opts.settings.chunk_bytes = Some(64 << 10);
         }
         let err = pipeline::convert(&input, &output, &opts).expect_err("the disk is full");
         match &err {

@@ -783,15 +783,68 @@ fn verify_existing_rebuilds_damaged_and_unverifiable_outputs() {
     let f = TetFile::open(&victim).unwrap();
     assert!(verify(&f, Depth::Deep).ok());
 
-    // An output without checksums (as tet-convert wrote them before) is rebuilt with them.
+    // No environment variable changes what is written (issue 31): the old benchmark switch
+    // is ignored, the outputs keep their checksums.
     batch(&["--force"], Some(("TET_BENCH_NO_CHECKSUMS", "1")));
-    let rows = batch(&["--verify-existing"], None);
+    assert!(TetFile::open(&victim).unwrap().has_checksums());
+    // An output without checksums (as tet-convert wrote them before; `--no-checksums` is the
+    // explicit, recorded setting that writes one) cannot be vouched for: rebuilt.
+    batch(&["--force", "--no-checksums"], None);
+    assert!(!TetFile::open(&victim).unwrap().has_checksums());
+    let rows = batch(&["--verify-existing", "--no-checksums"], None);
     assert!(
         rows.values()
             .all(|(s, r)| s == "ok" && r.contains("no checksums")),
         "{rows:?}"
     );
+    // The setting is recorded: a run with checksums rebuilds them, then trusts them.
+    let rows = batch(&["--verify-existing"], None);
+    assert!(
+        rows.values()
+            .all(|(s, r)| s == "ok" && r.contains("options changed")),
+        "{rows:?}"
+    );
+    assert!(TetFile::open(&victim).unwrap().has_checksums());
     assert!(batch(&["--verify-existing"], None)
         .values()
         .all(|(s, _)| s == "skipped"));
+}
+
+/// The first-hour mistakes of issue 33 on the convert side: an output named like another
+/// format is refused unless forced (pointing at `tet export`), a folder given as IN without
+/// --out-dir says what to add, a missing --out-dir is created.
+#[test]
+fn first_hour_mistakes_are_caught_with_what_to_do() {
+    let (d, input, out) = folders();
+    npys(&input, &["a.npy".to_string()]);
+    let npy = input.join("a.npy");
+    let nc = d.path().join("out.nc");
+    let o = run(tet_convert().arg(&npy).arg(&nc));
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(".nc is the extension of NetCDF") && err.contains("tet export"),
+        "{err}"
+    );
+    assert!(err.contains("--force-extension"), "{err}");
+    assert!(!nc.exists());
+    let o = run(tet_convert().arg("--force-extension").arg(&npy).arg(&nc));
+    assert!(o.status.success(), "{o:?}");
+    assert!(TetFile::open(&nc).is_ok());
+
+    let o = run(tet_convert().arg(&input).arg(d.path().join("x.tet")));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("add --out-dir DIR"), "{err}");
+    assert!(!err.contains("unrecognised"), "{err}");
+
+    let fresh = out.join("not/yet");
+    assert!(!fresh.exists());
+    let o = run(tet_convert().arg(&input).arg("--out-dir").arg(&fresh));
+    assert!(o.status.success(), "{o:?}");
+    assert!(fresh.join("a.tet").is_file());
+    // A file in the way is still no directory.
+    let o = run(tet_convert().arg(&input).arg("--out-dir").arg(&nc));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a directory"));
 }

@@ -44,10 +44,10 @@ struct ReadBack {
 }
 
 fn opts() -> ConvertOptions {
-    ConvertOptions {
-        jobs: 1,
-        ..ConvertOptions::default()
-    }
+    ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(1),
+        ..Default::default()
+    })
 }
 
 /// Converts `input` to `.tet` and reads every dataset of the result (f16 widened to f32 when

@@ -18,10 +18,10 @@ fn make_tet(dir: &Path) -> PathBuf {
     bytes.extend((0..12u32).flat_map(|i| (i as f32).to_le_bytes()));
     std::fs::write(&npy, bytes).unwrap();
     let tet = dir.join("m.tet");
-    let opts = ConvertOptions {
-        jobs: 1,
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(1),
+        ..Default::default()
+    });
     convert(&npy, &tet, &opts).unwrap();
     tet
 }

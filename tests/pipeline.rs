@@ -152,15 +152,12 @@ fn source() -> Synthetic {
 }
 
 fn opts(jobs: usize) -> ConvertOptions {
-    ConvertOptions {
-        jobs,
+    ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(jobs),
         codec: "zstd:1".parse().unwrap(),
-        plan: tet::planner::PlanOptions {
-            target_bytes: Some(1000),
-            ..Default::default()
-        },
-        ..ConvertOptions::default()
-    }
+        chunk_bytes: Some(1000),
+        ..Default::default()
+    })
 }
 
 #[test]

@@ -15,20 +15,16 @@ use tet::export::{self, ExportOptions, Target};
 use tet::format::verify::{verify, Depth};
 use tet::format::{DType, TetFile};
 use tet::pipeline::{self, ConvertOptions};
-use tet_source::OpenOptions;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn convert(input: &Path, output: &Path) {
-    let opts = ConvertOptions {
-        open: OpenOptions {
-            skip_unsupported: true,
-            ..OpenOptions::default()
-        },
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        skip_unsupported: true,
+        ..Default::default()
+    });
     pipeline::convert(input, output, &opts)
         .unwrap_or_else(|e| panic!("{} → {}: {e}", input.display(), output.display()));
     let f = TetFile::open(output).expect("open the output");

@@ -182,6 +182,63 @@ fn names_and_dims_that_match_nothing_are_errors_naming_the_closest() {
     }
 }
 
+/// `--chunk` names are checked as `--variables` are (issues 31/33: `--chunk latt=2` was
+/// silently ignored, exit 0), in the engine: the CLI and a manifest get the same error.
+#[cfg(feature = "netcdf")]
+#[test]
+fn chunk_names_that_match_nothing_are_errors_naming_the_closest() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("o.tet");
+    let input = fixture("select.nc");
+    for (args, needle) in [
+        (
+            ["--chunk", "latt=2"],
+            "--chunk: no dimension `latt` (closest: lat",
+        ),
+        (
+            ["--chunk", "nosuchvar:1,1,1"],
+            "--chunk: no variable `nosuchvar` (closest: ",
+        ),
+        (["--chunk", "tmie=1"], "no dimension `tmie` (closest: time"),
+    ] {
+        let o = convert(&input, &out, &args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!out.exists(), "{args:?}: nothing written");
+    }
+    // The names that exist still plan what they say.
+    let o = convert(
+        &input,
+        &out,
+        &["--chunk", "time=1,lat=2", "--chunk", "temp:1,2,3"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&out).unwrap();
+    let temp = f.datasets.iter().find(|x| x.name == "temp").unwrap();
+    assert_eq!(temp.chunk_shape, [1, 2, 3]);
+    // A manifest job gets the same check (its `chunk` key is the same setting).
+    let m = d.path().join("jobs.toml");
+    std::fs::write(
+        &m,
+        format!(
+            "[[job]]\ninput = {:?}\noutput = \"m.tet\"\nchunk = \"latt=2\"\n",
+            input.display().to_string()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tet-convert"))
+        .args(["-q", "--manifest"])
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no dimension `latt` (closest: lat"), "{err}");
+    assert!(!d.path().join("m.tet").exists());
+}
+
 #[cfg(feature = "netcdf")]
 #[test]
 fn history_records_the_selection_and_the_up_to_date_check_sees_it() {
@@ -487,16 +544,16 @@ impl tet_source::Source for Year {
 fn a_day_out_of_a_year_reads_only_that_days_chunks() {
     let d = tempfile::tempdir().unwrap();
     let touched = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
-    let opts = tet::pipeline::ConvertOptions {
-        jobs: 2,
-        select: tet::select::SelectOptions {
-            sel: vec!["time=2001-03-05:2001-03-05".into()],
-            ..Default::default()
-        },
+    let opts = tet::pipeline::ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(2),
+        sel: vec!["time=2001-03-05:2001-03-05".into()],
         ..Default::default()
-    };
-    let (source, _) =
-        tet::select::apply(Box::new(Year::new(touched.clone())), &opts.select).unwrap();
+    });
+    let (source, _) = tet::select::apply(
+        Box::new(Year::new(touched.clone())),
+        &opts.settings.select(),
+    )
+    .unwrap();
     let input = d.path().join("year.bin");
     std::fs::write(&input, b"stand-in for the input's digest").unwrap();
     let out = d.path().join("day.tet");
@@ -671,17 +728,14 @@ impl tet_source::Source for Counting {
 fn a_day_out_of_a_chunked_netcdf4_year_reads_only_that_days_chunk() {
     let d = tempfile::tempdir().unwrap();
     let path = fixture("year.nc");
-    let opts = tet::pipeline::ConvertOptions {
-        jobs: 2,
-        select: tet::select::SelectOptions {
-            sel: vec!["time=2001-03-05:2001-03-05".into()],
-            ..Default::default()
-        },
+    let opts = tet::pipeline::ConvertOptions::from(tet::settings::Settings {
+        jobs: Some(2),
+        sel: vec!["time=2001-03-05:2001-03-05".into()],
         ..Default::default()
-    };
+    });
     let inner = tet::registry::identify(&path)
         .unwrap()
-        .open(&path, &opts.open)
+        .open(&path, &opts.settings.open())
         .unwrap();
     let var = inner
         .variables()
@@ -698,7 +752,7 @@ fn a_day_out_of_a_chunked_netcdf4_year_reads_only_that_days_chunk() {
         var,
         touched: touched.clone(),
     };
-    let (source, _) = tet::select::apply(Box::new(counting), &opts.select).unwrap();
+    let (source, _) = tet::select::apply(Box::new(counting), &opts.settings.select()).unwrap();
     let out = d.path().join("day.tet");
     tet::pipeline::convert_source(
         source.as_ref(),

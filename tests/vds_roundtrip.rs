@@ -9,20 +9,16 @@ use serde_json::Value;
 use tet::export::{self, ExportOptions, Target};
 use tet::format::TetFile;
 use tet::pipeline::{self, ConvertOptions};
-use tet_source::OpenOptions;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/hdf5/tests/fixtures/vds")
 }
 
 fn convert(input: &Path, output: &Path) {
-    let opts = ConvertOptions {
-        open: OpenOptions {
-            follow_external: true,
-            ..OpenOptions::default()
-        },
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        follow_external: true,
+        ..Default::default()
+    });
     pipeline::convert(input, output, &opts)
         .unwrap_or_else(|e| panic!("{} → {}: {e}", input.display(), output.display()));
 }
@@ -102,13 +98,10 @@ fn virtual_datasets_round_trip_to_netcdf_and_zarr() {
 fn a_vds_with_a_missing_source_is_refused_not_filled() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let out = tmp.path().join("missing.tet");
-    let opts = ConvertOptions {
-        open: OpenOptions {
-            follow_external: true,
-            ..OpenOptions::default()
-        },
-        ..ConvertOptions::default()
-    };
+    let opts = ConvertOptions::from(tet::settings::Settings {
+        follow_external: true,
+        ..Default::default()
+    });
     let err = pipeline::convert(&fixtures().join("missing.h5"), &out, &opts)
         .expect_err("a missing source must not read as fill values");
     assert!(

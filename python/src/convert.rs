@@ -1,4 +1,5 @@
-//! Conversion from Python: `tet::pipeline::convert` with the CLI's options. The Python side
+//! Conversion from Python: `tet::pipeline::convert` (or `tet::concat::convert` for a list of
+//! inputs) with [`tet::settings::Settings`], the settings type of every front end. The Python side
 //! (`tet/_worker.py`) calls it in a supervised child process, so that a crash of a C library
 //! never takes the interpreter down.
 
@@ -7,9 +8,9 @@ use std::path::PathBuf;
 use pyo3::prelude::*;
 
 use tet::control::{Progress, ProgressEvent};
-use tet::pipeline::{convert as run_convert, CodecChoice, ConvertError, ConvertOptions};
-use tet::planner::parse_size;
+use tet::pipeline::{convert as run_convert, ConvertError, ConvertOptions};
 use tet::registry::IdentifyError;
+use tet::settings::Settings;
 use tet_source::SourceError;
 
 use crate::tet_error;
@@ -32,54 +33,61 @@ fn error_class(e: &ConvertError) -> &'static str {
 /// Converts `src` into the `.tet` file `dst` and returns the report as JSON text (the CLI's
 /// `--json` report of one conversion).
 ///
-/// `codec`: `auto`, `raw`, `zstd` or `zstd:N`; `chunk`: the CLI's `--chunk` specs
-/// (`4MiB`, `time=1`, `name:1,721,1440`); `jobs`: worker threads (0: one per core);
+/// `src`: a path, or a list of paths combined along `settings`' `concat` dimension.
+/// `settings`: the conversion's settings in their serde form (JSON text: the keys of a
+/// manifest, [`tet::settings::Settings`]; `tet.convert`'s keyword arguments map onto them).
 /// `progress`: called as `progress(event, bytes)` with `("start", total raw bytes)`,
 /// `("advance", raw bytes of one more chunk)` (from worker threads) and `("finish", 0)`.
 #[pyfunction]
-#[pyo3(signature = (src, dst, codec = "auto", chunk = Vec::new(), jobs = 0,
-    skip_unsupported = false, unpack = false, follow_external = false, progress = None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (src, dst, settings = "{}", progress = None))]
 pub(crate) fn convert(
     py: Python<'_>,
-    src: PathBuf,
+    src: &Bound<'_, PyAny>,
     dst: PathBuf,
-    codec: &str,
-    chunk: Vec<String>,
-    jobs: usize,
-    skip_unsupported: bool,
-    unpack: bool,
-    follow_external: bool,
+    settings: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
-    let mut opts = ConvertOptions {
-        codec: codec
-            .parse::<CodecChoice>()
-            .map_err(|e| value_error(e.to_string()))?,
-        ..ConvertOptions::default()
+    let settings: Settings =
+        serde_json::from_str(settings).map_err(|e| value_error(format!("settings: {e}")))?;
+    settings.check().map_err(|e| value_error(e.to_string()))?;
+    let inputs: Vec<PathBuf> = match src.extract::<PathBuf>() {
+        Ok(p) => vec![p],
+        Err(_) => src.extract()?,
     };
-    for spec in &chunk {
-        match parse_size(spec) {
-            Ok(n) if !spec.contains(['=', ':']) => opts.plan.target_bytes = Some(n),
-            _ => opts
-                .plan
-                .add_spec(spec)
-                .map_err(|e| value_error(e.to_string()))?,
-        }
+    let combined = settings.concat.is_some();
+    if combined != (inputs.len() > 1) {
+        return Err(value_error(if combined {
+            "concat: give a list of two or more inputs".into()
+        } else {
+            "a list of inputs is combined along a dimension: give concat=\"DIM\"".into()
+        }));
     }
-    if jobs > 0 {
-        opts.jobs = jobs;
-    }
-    opts.open.skip_unsupported = skip_unsupported;
-    opts.open.unpack = unpack;
-    opts.open.follow_external = follow_external;
+    let mut opts = ConvertOptions::from(settings);
     opts.progress = progress.map(progress_of);
-    let shown = src.display().to_string();
+    let shown = inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let report = py
-        .detach(|| run_convert(&src, &dst, &opts))
-        .map_err(|e| tet_error(py, error_class(&e), format!("{shown}: {e}")))?;
+        .detach(|| match inputs.as_slice() {
+            [one] => run_convert(one, &dst, &opts),
+            many => tet::concat::convert(many, &dst, &opts),
+        })
+        .map_err(|e| match e {
+            // A setting that does not fit the input (`chunk` naming no dimension, a cut past
+            // the end): the caller's argument, as Python says of one.
+            ConvertError::Plan(_) | ConvertError::Select(_) => value_error(format!("{shown}: {e}")),
+            e => tet_error(py, error_class(&e), format!("{shown}: {e}")),
+        })?;
     serde_json::to_string(&report).map_err(|e| value_error(e.to_string()))
+}
+
+/// The names of the settings `tet.convert` takes as keyword arguments (the fields of
+/// [`tet::settings::Settings`], as the manifest and the worker protocol take them).
+pub(crate) fn settings_fields() -> Vec<&'static str> {
+    tet::settings::field_names().to_vec()
 }
 
 /// The engine's progress events passed to a Python callable (errors it raises are ignored:

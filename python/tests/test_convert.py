@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -123,3 +124,77 @@ def test_worker_imports_this_package_whatever_the_cwd(tmp_path, monkeypatch):
     r = tet.convert("w.npy", "w.tet")
     assert r.datasets[0].shape == (7,)
     assert (tmp_path / "w.tet").exists() and src.exists()
+
+
+def test_keyword_arguments_are_exactly_the_engine_settings(tmp_path):
+    """``tet.convert`` takes the fields of the engine's settings type (the manifest's keys),
+    no more, no less: each is accepted, and a name that is none of them is refused with the
+    closest names."""
+    from tet import _convert, _tet
+
+    fields = tuple(_tet.SETTINGS_FIELDS)
+    assert _convert.settings_fields() == fields
+    assert {"codec", "chunk", "chunk_bytes", "jobs", "memory_budget", "variables", "exclude",
+            "no_coords", "isel", "sel", "concat", "concat_take_first"} <= set(fields)
+    sample = {"codec": "zstd:2", "chunk": "x=1", "chunk_bytes": "1MiB", "jobs": 2,
+              "memory_budget": "64MiB", "variables": "a", "exclude": ["b"], "isel": "x=0:1",
+              "sel": "x=0:1", "concat": "x"}
+    for f in fields:
+        settings = json.loads(_convert._settings({f: sample.get(f, True)}))
+        assert f in settings or f == "chunk", f
+    src = save_npy(tmp_path, "k", np.arange(4, dtype=np.int16))
+    with pytest.raises(TypeError, match=r"'chunks'.*closest: chunk"):
+        tet.convert(src, tmp_path / "k.tet", chunks={"dim_0": 2})
+    with pytest.raises(TypeError, match=r"'varables'.*closest: variables"):
+        tet.convert(src, tmp_path / "k.tet", varables="a")
+    assert not (tmp_path / "k.tet").exists()
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_chunk_names_are_checked_against_the_input(tmp_path, isolate):
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    src = save_npy(tmp_path, "a", a)
+    out = tmp_path / "a.tet"
+    with pytest.raises(ValueError, match=r"no dimension `dim_O` \(closest: dim_0, dim_1\)"):
+        tet.convert(src, out, chunk={"dim_O": 1}, isolate=isolate)
+    with pytest.raises(ValueError, match=r"no variable `b` \(closest: a\)"):
+        tet.convert(src, out, chunk={"b": (1, 6)}, isolate=isolate)
+    assert not out.exists()
+    r = tet.convert(src, out, chunk={"dim_0": 1}, isolate=isolate)
+    assert r.datasets[0].chunk_shape == (1, 6)
+
+
+def test_selection_and_combine_keywords(tmp_path):
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    b = a + 100
+    pa, pb = save_npy(tmp_path, "a", a), save_npy(tmp_path, "b", b)
+    out = tmp_path / "cut.tet"
+    r = tet.convert(pa, out, isel=["dim_0=1:3", "dim_1=::2"], memory_budget="64MiB", jobs=1)
+    assert r.datasets[0].shape == (2, 3)
+    with tet.open(out) as f:
+        np.testing.assert_array_equal(f[f.datasets[0]][...], a[1:3, ::2])
+    both = tmp_path / "both.tet"
+    r = tet.convert([pa, pb], both, concat="dim_0")
+    assert r.datasets[0].shape == (8, 6)
+    # Every input counts: the report's bytes_in is the sum of the inputs' sizes.
+    assert r.bytes_in == os.path.getsize(pa) + os.path.getsize(pb)
+    with tet.open(both) as f:
+        np.testing.assert_array_equal(f[f.datasets[0]][...], np.concatenate([a, b]))
+    with pytest.raises(ValueError, match="concat"):
+        tet.convert([pa, pb], tmp_path / "x.tet")
+
+
+def test_report_codec_is_what_the_chunks_are_stored_with(tmp_path):
+    # Under `auto` a raw source stays raw, but a chunk of one repeated value is stored as zstd:
+    # the report says so, as `tet info` does.
+    a = np.zeros((4, 1000), dtype=np.float64)
+    a[2:] = np.arange(2000, dtype=np.float64).reshape(2, 1000) * np.pi
+    src = save_npy(tmp_path, "z", a)
+    out = tmp_path / "z.tet"
+    r = tet.convert(src, out, chunk={"dim_0": 1})
+    (d,) = r.datasets
+    # `tet info --json` counts the chunks by codec from the file's directory; so does the report.
+    assert d.extra.get("codecs") == {"raw": 2, "zstd": 2}, d
+    assert d.codec == "raw+zstd", d
+    with tet.open(out) as f:
+        np.testing.assert_array_equal(f["z"][...], a)

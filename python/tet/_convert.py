@@ -82,28 +82,68 @@ class ConvertReport:
         )
 
 
-def _options(codec, chunk, jobs, skip_unsupported, unpack, follow_external) -> dict:
+def _chunk_specs(chunk) -> list[str]:
+    """``chunk`` as ``--chunk`` specs: a dict ``{"time": 1, "temp": (1, 721, 1440)}``, a spec
+    string, or a list of them."""
     if chunk is None:
-        specs: list[str] = []
-    elif isinstance(chunk, dict):
-        specs = [
+        return []
+    if isinstance(chunk, dict):
+        return [
             f"{k}:{','.join(str(int(n)) for n in v)}"
             if isinstance(v, (list, tuple))
             else f"{k}={int(v)}"
             for k, v in chunk.items()
         ]
-    elif isinstance(chunk, (str, int)):
-        specs = [str(chunk)]
-    else:
-        specs = [str(c) for c in chunk]
-    return {
-        "codec": str(codec),
-        "chunk": specs,
-        "jobs": int(jobs),
-        "skip_unsupported": bool(skip_unsupported),
-        "unpack": bool(unpack),
-        "follow_external": bool(follow_external),
-    }
+    if isinstance(chunk, (str, int)):
+        return [str(chunk)]
+    return [str(c) for c in chunk]
+
+
+def _is_size(spec: str) -> bool:
+    """A ``chunk`` entry that is a byte target (``"4MiB"``, ``1000000``), not a spec."""
+    return not any(c in spec for c in "=:")
+
+
+def settings_fields() -> tuple[str, ...]:
+    """The settings :func:`convert` takes as keyword arguments: the fields of the engine's
+    settings type (``tet._tet.SETTINGS_FIELDS``), the keys of a ``tet-convert`` manifest."""
+    from . import _tet
+
+    return tuple(_tet.SETTINGS_FIELDS)
+
+
+def _settings(options: dict) -> str:
+    """The keyword arguments of :func:`convert` as the engine's settings (JSON text): every
+    name is checked against the settings type's fields (an unknown one is a ``TypeError``
+    naming the closest), Python values are given their serde form."""
+    import difflib
+
+    fields = settings_fields()
+    for k in options:
+        if k not in fields:
+            close = difflib.get_close_matches(k, fields, n=3, cutoff=0.5)
+            hint = f" (closest: {', '.join(close)})" if close else f" (settings: {', '.join(fields)})"
+            raise TypeError(f"tet.convert() got an unexpected keyword argument {k!r}{hint}")
+    out = {k: v for k, v in options.items() if v is not None}
+    if "chunk" in out:
+        specs = _chunk_specs(out.pop("chunk"))
+        sizes = [c for c in specs if _is_size(c)]
+        if sizes:
+            # ``chunk="4MiB"``: a byte target (``chunk_bytes``), as the CLI's --chunk-bytes.
+            out.setdefault("chunk_bytes", sizes[-1])
+        if len(sizes) < len(specs):
+            out["chunk"] = [c for c in specs if not _is_size(c)]
+    for k in ("chunk_bytes", "memory_budget"):
+        if isinstance(out.get(k), str) and out[k].strip().isdigit():
+            out[k] = int(out[k])
+    if out.get("jobs") == 0:
+        del out["jobs"]  # 0: one thread per core
+    for k in ("variables", "exclude", "isel", "sel"):
+        if isinstance(out.get(k), (list, tuple)):
+            out[k] = [str(x) for x in out[k]]
+    if "codec" in out:
+        out["codec"] = str(out["codec"])
+    return json.dumps(out)
 
 
 def _remove_temp_files(dst: str) -> None:
@@ -131,26 +171,28 @@ def _raise(name: str, message: str):
 
 
 def convert(
-    src: str | os.PathLike,
+    src: str | os.PathLike | Iterable[str | os.PathLike],
     dst: str | os.PathLike,
     *,
-    codec: str = "auto",
-    chunk=None,
-    jobs: int = 0,
-    skip_unsupported: bool = False,
-    unpack: bool = False,
-    follow_external: bool = False,
     timeout: float | None = None,
     isolate: bool = True,
     progress: Callable[[str, int, int], None] | bool | None = None,
+    **settings,
 ) -> ConvertReport:
     """Converts ``src`` (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr or ``.tet``) into
-    the ``.tet`` file ``dst`` and returns the report.
+    the ``.tet`` file ``dst`` and returns the report; a list of inputs with ``concat="DIM"``
+    is combined along that dimension (as ``tet-convert --concat``).
 
-    Options are the CLI's: ``codec`` (``auto``, ``raw``, ``zstd``, ``zstd:N``), ``chunk`` (a
-    byte target like ``"4MiB"``, specs like ``"time=1"`` / ``"temp:1,721,1440"``, a list of
-    them, or a dict ``{"time": 1, "temp": (1, 721, 1440)}``), ``jobs`` (threads; 0: one per
-    core), ``skip_unsupported``, ``unpack``, ``follow_external``.
+    The keyword arguments are the conversion's settings, those of the CLI and of a manifest
+    (:func:`settings_fields` lists them): ``codec`` (``auto``, ``raw``, ``zstd``, ``zstd:N``…),
+    ``chunk`` (specs like ``"time=1"`` / ``"temp:1,721,1440"``, a list of them, or a dict
+    ``{"time": 1, "temp": (1, 721, 1440)}``; a byte target like ``"4MiB"`` is
+    ``chunk_bytes``), ``chunk_bytes``, ``jobs`` (threads; 0: one per core),
+    ``memory_budget``, ``skip_unsupported``, ``unpack``, ``follow_external``, ``variables``,
+    ``exclude``, ``no_coords``, ``isel``, ``sel``, ``concat``, ``concat_take_first``…
+    An unknown keyword is a ``TypeError`` naming the closest settings; a name that matches
+    nothing in the input (a ``chunk`` dimension, a variable) a ``ValueError`` naming the
+    closest names the input has.
 
     The conversion runs in a child process (``isolate=True``), as the CLI's batch runner does:
     a crash of a C library (a signal) or a run past ``timeout`` seconds raises
@@ -159,13 +201,18 @@ def convert(
     the events ``start``, ``advance`` (one per chunk written) and ``finish``;
     ``progress=True`` draws a tqdm bar when tqdm is installed.
     Safe to use as a Dask task (``client.map(tet.convert, srcs, dsts)``)."""
-    src, dst = os.fspath(src), os.fspath(dst)
-    opts = _options(codec, chunk, jobs, skip_unsupported, unpack, follow_external)
+    if isinstance(src, (str, os.PathLike)):
+        src = os.fspath(src)
+    else:
+        src = [os.fspath(s) for s in src]
+    dst = os.fspath(dst)
+    opts = {"settings": _settings(settings)}
+    shown = src if isinstance(src, str) else src[0]
     if not isolate:
         from . import _tet
 
         if progress is not None:
-            opts["progress"] = _Progress(progress, src)
+            opts["progress"] = _Progress(progress, shown)
         return ConvertReport.from_json(json.loads(_tet.convert(src, dst, **opts)))
     return _convert_in_worker(src, dst, opts, timeout, progress)
 
@@ -233,7 +280,8 @@ def _read_worker(proc, on_progress, timeout: float | None) -> list[bytes]:
 
 
 def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
-    on_progress = _Progress(progress, src) if progress is not None else None
+    shown = src if isinstance(src, str) else src[0]
+    on_progress = _Progress(progress, shown) if progress is not None else None
     job = json.dumps({"src": src, "dst": dst, "options": opts, "progress": on_progress is not None})
     # The worker imports this very package, wherever it was imported from (first on its path,
     # before the working directory, which may hold a source checkout of another build).
@@ -259,7 +307,7 @@ def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
                 proc.wait()
                 _remove_temp_files(dst)
                 raise errors.WorkerCrashError(
-                    f"{src}: the conversion worker ran past its timeout of {timeout} s and was killed",
+                    f"{shown}: the conversion worker ran past its timeout of {timeout} s and was killed",
                     signal=_signal.SIGKILL,
                     timed_out=True,
                 )
@@ -276,14 +324,14 @@ def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
         _remove_temp_files(dst)
         tail = stderr.splitlines()[-3:]
         raise errors.WorkerCrashError(
-            f"{src}: the conversion worker crashed: {_signal_name(sig)}"
+            f"{shown}: the conversion worker crashed: {_signal_name(sig)}"
             + (f" ({' / '.join(tail)})" if tail else ""),
             signal=sig,
         )
     if proc.returncode != 0 or not lines:
         _remove_temp_files(dst)
         raise errors.ConversionError(
-            f"{src}: the conversion worker exited with status {proc.returncode}: {stderr[-2000:]}"
+            f"{shown}: the conversion worker exited with status {proc.returncode}: {stderr[-2000:]}"
         )
     res = json.loads(lines[-1])
     if not res["ok"]:

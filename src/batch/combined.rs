@@ -18,59 +18,22 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::fresh::{CannotRead, Freshness, Stamp};
-use super::job::{
-    failed_row, record_converted, Outcome, Recheck, StageHook, WireError, WireJob, WirePath,
-};
+use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob};
 use super::ledger::{RecordedPath, Status};
-use crate::concat::Combine;
 use crate::pipeline::{ConvertError, ConvertOptions};
 
 /// The extended attribute that holds the inputs' stamps.
 pub const XATTR: &str = "user.tet-convert.sources";
 
-/// [`Combine`] as it travels to a worker (paths as exact bytes).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireCombine {
-    pub dim: String,
-    pub take_first: bool,
-    /// The inputs in the given order.
-    pub inputs: Vec<WirePath>,
-}
-
-impl WireCombine {
-    pub fn of(c: &Combine) -> WireCombine {
-        WireCombine {
-            dim: c.dim.clone(),
-            take_first: c.take_first,
-            inputs: c.inputs.iter().map(|p| WirePath::of(p)).collect(),
-        }
-    }
-
-    pub fn combine(&self) -> Result<Combine, WireError> {
-        Ok(Combine {
-            dim: self.dim.clone(),
-            take_first: self.take_first,
-            inputs: self
-                .inputs
-                .iter()
-                .map(WirePath::path)
-                .collect::<Result<_, _>>()?,
-        })
-    }
-}
-
 /// The `inputs` of a combined job's ledger row (empty for a job of one input).
 pub fn row_inputs(job: &WireJob) -> Vec<String> {
-    job.opts.combine.as_ref().map_or_else(Vec::new, |c| {
-        c.inputs
-            .iter()
-            .map(|p| {
-                p.path()
-                    .map_or_else(|_| "?".into(), |p| RecordedPath::of(&p).text)
-            })
-            .collect()
-    })
+    job.inputs
+        .iter()
+        .map(|p| {
+            p.path()
+                .map_or_else(|_| "?".into(), |p| RecordedPath::of(&p).text)
+        })
+        .collect()
 }
 
 /// What the extended attribute holds: for each parent of the output's history row, in its
@@ -183,10 +146,10 @@ pub fn execute(
     stage: StageHook<'_>,
     mut out: Outcome,
 ) -> Outcome {
-    let Some(combine) = opts.combine.clone() else {
+    let Some(dim) = opts.settings.concat.clone() else {
         return failed_row(out, "no dimension to combine along".into());
     };
-    let inputs = &combine.inputs;
+    let inputs = &opts.combined.clone();
     out.row.inputs = row_inputs(job);
     // An object URL among the inputs or as the output: opened, checked and published as a job
     // of one object input is.
@@ -200,7 +163,7 @@ pub fn execute(
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }
-    let params = opts.byte_affecting_params();
+    let params = opts.settings.recorded_params();
     let mut rebuild_reason = None;
     if !job.recheck.force {
         match check(inputs, output, &params, job.recheck) {
@@ -228,7 +191,7 @@ pub fn execute(
         "{} inputs -> {}: combining along {}",
         inputs.len(),
         output.display(),
-        combine.dim
+        dim
     );
     match crate::concat::convert_ordered(inputs, output, &opts) {
         Err(ConvertError::Interrupted(sig)) => {
@@ -241,7 +204,7 @@ pub fn execute(
             stamp_converted(output, &params, &order, &before);
             record_converted(&mut out, &r, rebuild_reason, job.want_report);
             if let Some(n) = out.notes.first_mut() {
-                *n = format!("combined along {}: {n}", combine.dim);
+                *n = format!("combined along {dim}: {n}");
             }
             out.row.bytes_in = Some(
                 before

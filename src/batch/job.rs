@@ -1,8 +1,7 @@
-//! One job of a run — an input, its output and the options — as it travels to a worker process
-//! (serde, paths as exact bytes), and [`execute`]: the up-to-date check, then the conversion,
+//! One job of a run — an input, its output and the settings — as it travels to a worker process
+//! (serde: the settings in their own serde form, paths as exact bytes), and [`execute`]: the up-to-date check, then the conversion,
 //! giving the ledger row. The same function runs in a worker and in-process (`--isolation none`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -12,9 +11,8 @@ use super::fresh::{self, Freshness};
 use super::ledger::{from_hex, to_hex, InputRow, Status};
 use crate::control::Cancel;
 use crate::pipeline::{convert, ConvertError, ConvertOptions};
-use crate::planner::PlanOptions;
 use crate::registry;
-use tet_source::OpenOptions;
+use crate::settings::Settings;
 
 /// A path as exact bytes, in hex (the worker protocol never loses a non-UTF-8 path).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,86 +34,12 @@ impl WirePath {
 }
 
 /// A job that does not decode into a conversion (a supervisor and worker of other versions).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum WireError {
     #[error("a path in the job is not hex")]
     NotHex,
     #[error(transparent)]
-    Codec(#[from] crate::pipeline::CodecError),
-}
-
-/// The conversion options of a job, in serde form.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireOptions {
-    pub codec: String,
-    pub target_bytes: Option<u64>,
-    pub by_dim: BTreeMap<String, u64>,
-    pub by_dataset: BTreeMap<String, Vec<u64>>,
-    pub jobs: usize,
-    pub memory_budget: u64,
-    pub skip_unsupported: bool,
-    pub unpack: bool,
-    pub follow_external: bool,
-    pub progress: bool,
-    pub write_through_symlink: bool,
-    /// `--variables`, `--exclude`, `--isel`, `--sel`.
-    #[serde(default)]
-    pub select: crate::select::SelectOptions,
-    /// `--concat DIM` (or a manifest's `inputs`/`concat`) and the inputs combined.
-    #[serde(default)]
-    pub combine: Option<super::combined::WireCombine>,
-}
-
-impl From<&ConvertOptions> for WireOptions {
-    fn from(o: &ConvertOptions) -> WireOptions {
-        WireOptions {
-            codec: o.codec.to_string(),
-            target_bytes: o.plan.target_bytes,
-            by_dim: o.plan.by_dim.clone(),
-            by_dataset: o.plan.by_dataset.clone(),
-            jobs: o.jobs,
-            memory_budget: o.memory_budget,
-            skip_unsupported: o.open.skip_unsupported,
-            unpack: o.open.unpack,
-            follow_external: o.open.follow_external,
-            progress: o.progress.is_some(),
-            write_through_symlink: o.write_through_symlink,
-            select: o.select.clone(),
-            combine: o.combine.as_ref().map(super::combined::WireCombine::of),
-        }
-    }
-}
-
-impl TryFrom<&WireOptions> for ConvertOptions {
-    type Error = WireError;
-    fn try_from(w: &WireOptions) -> Result<ConvertOptions, WireError> {
-        Ok(ConvertOptions {
-            codec: w.codec.parse()?,
-            plan: PlanOptions {
-                target_bytes: w.target_bytes,
-                by_dim: w.by_dim.clone(),
-                by_dataset: w.by_dataset.clone(),
-            },
-            jobs: w.jobs.max(1),
-            memory_budget: w.memory_budget,
-            open: OpenOptions {
-                skip_unsupported: w.skip_unsupported,
-                unpack: w.unpack,
-                follow_external: w.follow_external,
-            },
-            progress: if w.progress {
-                super::progress::terminal_bar()
-            } else {
-                None
-            },
-            cancel: Cancel::from_fn(super::signals::pending),
-            write_through_symlink: w.write_through_symlink,
-            select: w.select.clone(),
-            combine: w.combine.as_ref().map(|c| c.combine()).transpose()?,
-            input_origin: None,
-        })
-    }
+    Settings(#[from] crate::settings::SettingsError),
 }
 
 /// How a job treats an existing output.
@@ -131,6 +55,29 @@ pub struct Recheck {
     pub guard_source: bool,
 }
 
+impl WireJob {
+    /// What the conversion runs with: the settings (checked), the runtime context of this
+    /// process (a progress bar, the signal handlers) and the inputs of a combined job.
+    pub fn options(&self) -> Result<ConvertOptions, WireError> {
+        self.settings.check()?;
+        Ok(ConvertOptions {
+            settings: self.settings.clone(),
+            progress: if self.progress {
+                super::progress::terminal_bar()
+            } else {
+                None
+            },
+            cancel: Cancel::from_fn(super::signals::pending),
+            combined: self
+                .inputs
+                .iter()
+                .map(WirePath::path)
+                .collect::<Result<_, _>>()?,
+            input_origin: None,
+        })
+    }
+}
+
 /// One job, as sent to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,7 +85,14 @@ pub struct WireJob {
     pub run: String,
     pub input: WirePath,
     pub output: WirePath,
-    pub opts: WireOptions,
+    /// The conversion's settings, in their serde form (a manifest's keys).
+    pub settings: Settings,
+    /// Every input of a combined job (`settings.concat`), in the given order; empty for a job
+    /// of one input.
+    #[serde(default)]
+    pub inputs: Vec<WirePath>,
+    /// Draw a progress bar where the conversion runs (when its stderr is a terminal).
+    pub progress: bool,
     pub recheck: Recheck,
     /// Create the output's folder when missing (batch outputs mirroring a tree).
     pub make_dirs: bool,
@@ -192,11 +146,11 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         out.row.elapsed_s = started.elapsed().as_secs_f64();
         out
     };
-    let opts = match ConvertOptions::try_from(&job.opts) {
+    let opts = match job.options() {
         Ok(o) => o,
         Err(e) => return finish(failed(out, e.to_string())),
     };
-    if opts.combine.is_some() {
+    if opts.settings.concat.is_some() {
         return finish(super::combined::execute(job, &output, opts, stage, out));
     }
     if crate::storage::is_url(&input) || crate::storage::is_url(&output) {
@@ -208,7 +162,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }
-    let params = opts.byte_affecting_params();
+    let params = opts.settings.recorded_params();
     let mut rebuild_reason = None;
     if !job.recheck.force {
         match fresh::check(&input, &output, &params, job.recheck) {

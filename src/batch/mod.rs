@@ -27,26 +27,6 @@ use crate::format::{TetError, TetFile};
 
 pub use shard::Shard;
 
-/// The history `params` keys whose values change output bytes (see
-/// [`crate::pipeline::ConvertOptions::byte_affecting_params`]); the others (`input`,
-/// `input_bytes`, `tool`, `version`) describe the run.
-pub const BYTE_AFFECTING_KEYS: &[&str] = &[
-    "codec",
-    "chunk",
-    "skip_unsupported",
-    "unpack",
-    "follow_external",
-    // `crate::select::PARAM_KEYS`: the variables chosen and the dimensions cut.
-    "variables",
-    "exclude",
-    "no_coords",
-    "isel",
-    "sel",
-    // `crate::concat::Combine::params`.
-    "concat",
-    "concat_take_first",
-];
-
 /// What an existing output's last history row says of the conversion that made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
@@ -78,8 +58,8 @@ pub enum NotRecorded {
     NotAConversion,
 }
 
-/// The last history row of `output` when it is a conversion under the same byte-affecting
-/// `params`; otherwise why the output does not count (no file, unreadable footer, other options).
+/// The last history row of `output` when it is a conversion under the same recorded settings
+/// (`params`' keys that [`crate::settings::is_recorded_key`] names); otherwise why the output does not count (no file, unreadable footer, other options).
 pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, NotRecorded> {
     let f = TetFile::open(output).map_err(NotRecorded::Unreadable)?;
     let footer = match f.footer() {
@@ -89,7 +69,7 @@ pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Reco
     };
     let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         p.iter()
-            .filter(|(k, _)| BYTE_AFFECTING_KEYS.contains(&k.as_str()))
+            .filter(|(k, _)| crate::settings::is_recorded_key(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     };

@@ -327,7 +327,7 @@ fn run_checked(
         Ok(s) => s,
         Err(e) => return failed(out, input, &e),
     };
-    let params = opts.byte_affecting_params();
+    let params = opts.settings.recorded_params();
     let mut rebuild = None;
     if !job.recheck.force {
         let check = Check {

@@ -12,22 +12,22 @@ use clap::{Args, ValueEnum};
 
 use super::{errln, init_logging, outln, EXIT_OK, EXIT_USAGE};
 use crate::batch::inputs::{self, Input, InputsError, Selection};
-use crate::batch::job::{Outcome, Recheck, WireJob, WireOptions, WirePath};
+use crate::batch::job::{Outcome, Recheck, WireJob, WirePath};
 use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
 use crate::batch::run::{self, Isolation, RunOptions};
 use crate::batch::{self, signals, stale};
-use crate::control::Progress;
 use crate::manifest::{self, Job};
-use crate::pipeline::{CodecChoice, ConvertOptions};
-use crate::planner::{PlanError, PlanOptions};
+use crate::pipeline::CodecChoice;
+use crate::planner::PlanError;
 use crate::registry;
-use crate::select::SelectError;
+use crate::select::{SelectError, SelectOptions};
+use crate::settings::{ChunkExtents, Settings, SettingsError};
 
 /// A command line that asks for something that cannot be done: printed as one line, exit 2.
 #[derive(Debug, thiserror::Error)]
 enum UsageError {
-    #[error("--jobs must be at least 1")]
-    NoJobs,
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     #[error(transparent)]
     Chunk(#[from] PlanError),
     #[error(transparent)]
@@ -38,6 +38,12 @@ enum UsageError {
     Shard(#[from] batch::shard::ShardError),
     #[error("--out-dir {}: not a directory", .0.display())]
     OutDir(PathBuf),
+    #[error("--out-dir {}: cannot create it: {source}", .path.display())]
+    OutDirCreate {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("--files-from {}: {source}", .path.display())]
     FilesFrom {
         path: PathBuf,
@@ -65,7 +71,8 @@ pub struct ConvertArgs {
     /// Run the conversions listed in a TOML manifest (input, output and options per job).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["paths", "out_dir", "files_from"])]
     manifest: Option<PathBuf>,
-    /// Convert every input into this directory: `<path relative to its root, extension → .tet>`.
+    /// Convert every input into this directory: `<path relative to its root, extension → .tet>`
+    /// (created when missing).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
     /// Read more inputs from FILE (`-`: standard input), one path a line (with --out-dir).
@@ -143,6 +150,14 @@ pub struct ConvertArgs {
     /// When OUT is a symbolic link, write the file it points to (default: refuse such an OUT).
     #[arg(long)]
     write_through_symlink: bool,
+    /// Write OUT even when its extension belongs to another format (`out.nc`); the file is a
+    /// .tet file all the same (`tet export` writes the other formats).
+    #[arg(long)]
+    force_extension: bool,
+    /// Write no checksums (zstd content checksums, chunk and footer digests), as tet-convert
+    /// did before they existed: only to measure their cost (recorded in the history row).
+    #[arg(long, hide = true)]
+    no_checksums: bool,
     /// Keep only these variables (names or globs, comma-separated, repeatable); their
     /// coordinate, bounds and ancillary variables come along unless --no-coords.
     #[arg(long, value_name = "NAME|GLOB,…")]
@@ -235,47 +250,41 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-/// The conversion options of the command line.
-fn options(a: &ConvertArgs) -> Result<ConvertOptions, UsageError> {
-    let mut plan = PlanOptions::default();
-    if let Some(b) = a.chunk_bytes {
-        plan.target_bytes = Some(b);
-    }
+/// The settings of the command line's flags.
+fn settings(a: &ConvertArgs) -> Result<Settings, UsageError> {
+    let mut chunk = ChunkExtents::default();
     for spec in &a.chunk {
-        plan.add_spec(spec)?;
+        chunk.add_spec(spec)?;
     }
-    let mut opts = ConvertOptions {
-        codec: a.codec,
-        plan,
-        // The bar itself is drawn where the conversion runs (`batch::job`), when stderr is a
-        // terminal; here it only says that one is wanted.
-        progress: (!a.quiet && !a.json).then(|| Progress::new(|_| {})),
-        ..ConvertOptions::default()
-    };
-    if let Some(j) = a.jobs {
-        if j == 0 {
-            return Err(UsageError::NoJobs);
+    let names = |args: &[String]| -> Result<Vec<String>, SelectError> {
+        let mut list = Vec::new();
+        for v in args {
+            SelectOptions::add_names(&mut list, v)?;
         }
-        opts.jobs = j;
-    }
-    if let Some(b) = a.memory_budget {
-        opts.memory_budget = b;
-    }
-    opts.open.skip_unsupported = a.skip_unsupported;
-    opts.open.unpack = a.unpack;
-    opts.open.follow_external = a.follow_external;
-    opts.write_through_symlink = a.write_through_symlink;
-    for v in &a.variables {
-        crate::select::SelectOptions::add_names(&mut opts.select.variables, v)?;
-    }
-    for v in &a.exclude {
-        crate::select::SelectOptions::add_names(&mut opts.select.exclude, v)?;
-    }
-    opts.select.no_coords = a.no_coords;
-    opts.select.isel = a.isel.clone();
-    opts.select.sel = a.sel.clone();
-    opts.select.validate()?;
-    Ok(opts)
+        Ok(list)
+    };
+    let s = Settings {
+        codec: a.codec,
+        chunk_bytes: a.chunk_bytes,
+        chunk,
+        jobs: a.jobs,
+        memory_budget: a.memory_budget,
+        skip_unsupported: a.skip_unsupported,
+        unpack: a.unpack,
+        follow_external: a.follow_external,
+        write_through_symlink: a.write_through_symlink,
+        force_extension: a.force_extension,
+        variables: names(&a.variables)?,
+        exclude: names(&a.exclude)?,
+        no_coords: a.no_coords,
+        isel: a.isel.clone(),
+        sel: a.sel.clone(),
+        concat: a.concat.clone(),
+        concat_take_first: a.concat_take_first,
+        checksums: !a.no_checksums,
+    };
+    s.check()?;
+    Ok(s)
 }
 
 /// A planned input: its shard key and job, or why it cannot run.
@@ -283,7 +292,9 @@ struct Planned {
     key: PathBuf,
     input: PathBuf,
     output: PathBuf,
-    opts: ConvertOptions,
+    /// Every input of a combined job, as given (empty for one input).
+    inputs: Vec<PathBuf>,
+    settings: Settings,
     refused: Option<String>,
 }
 
@@ -292,9 +303,10 @@ struct Planned {
 fn plan_out_dir(
     a: &ConvertArgs,
     dir: &Path,
-    opts: &ConvertOptions,
+    settings: &Settings,
 ) -> Result<Vec<Planned>, UsageError> {
-    if !crate::storage::is_url(dir) && !dir.is_dir() {
+    let local = !crate::storage::is_url(dir);
+    if local && std::fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
         return Err(UsageError::OutDir(dir.to_path_buf()));
     }
     let sel = Selection::new(&a.include)?;
@@ -353,7 +365,8 @@ fn plan_out_dir(
             key: i.key,
             input: i.path,
             output: out,
-            opts: opts.clone(),
+            inputs: Vec::new(),
+            settings: settings.clone(),
             refused,
         });
     }
@@ -362,9 +375,18 @@ fn plan_out_dir(
             key: p.clone(),
             input: p,
             output: PathBuf::new(),
-            opts: opts.clone(),
+            inputs: Vec::new(),
+            settings: settings.clone(),
             refused: Some(e),
         });
+    }
+    // A missing --out-dir is made (as the folders under it are), once the inputs are known.
+    if local && !dir.is_dir() {
+        std::fs::create_dir_all(dir).map_err(|source| UsageError::OutDirCreate {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        log::info!("created --out-dir {}", dir.display());
     }
     Ok(planned)
 }
@@ -376,17 +398,17 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         print_formats(a.json);
         return ExitCode::from(EXIT_OK);
     }
-    let opts = match options(a) {
-        Ok(o) => o,
+    let settings = match settings(a) {
+        Ok(s) => s,
         Err(e) => return usage(e),
     };
     let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
     let planned = match &a.concat {
-        Some(dim) => match plan_concat(a, dim, &opts) {
+        Some(_) => match plan_concat(a, &settings) {
             Ok(p) => p,
             Err(e) => return usage(e),
         },
-        None => match plan(a, &opts) {
+        None => match plan(a, &settings) {
             Ok(p) => p,
             Err(code) => return code,
         },
@@ -421,7 +443,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         shard: shard.map(|s| s.to_string()),
         inputs: jobs.len(),
         listed,
-        options: run_options_text(a, &opts),
+        options: run_options_text(a, &settings),
     };
     let ropts = RunOptions {
         isolation: match a.isolation {
@@ -487,21 +509,23 @@ fn open_report(
 
 /// The inputs of the run, with their outputs and options: the manifest's jobs, `IN OUT`, or
 /// the inputs of a `--out-dir` run. `Err`: the usage error, already printed.
-fn plan(a: &ConvertArgs, opts: &ConvertOptions) -> Result<Vec<Planned>, ExitCode> {
+fn plan(a: &ConvertArgs, settings: &Settings) -> Result<Vec<Planned>, ExitCode> {
     match (&a.manifest, &a.out_dir) {
-        (Some(m), _) => match manifest::load(m, opts) {
+        (Some(m), _) => match manifest::load(m, settings) {
             Ok(jobs) => Ok(jobs
                 .into_iter()
                 .map(
                     |Job {
                          input,
                          output,
-                         opts,
+                         inputs,
+                         settings,
                      }| Planned {
                         key: input.clone(),
                         input,
                         output,
-                        opts,
+                        inputs,
+                        settings,
                         refused: None,
                     },
                 )
@@ -509,17 +533,29 @@ fn plan(a: &ConvertArgs, opts: &ConvertOptions) -> Result<Vec<Planned>, ExitCode
             Err(e) => Err(usage(format!("{}: {e}", m.display()))),
         },
         (None, None) => match a.paths.as_slice() {
+            [input, _] if is_plain_folder(input) => Err(usage(format!(
+                "{}: a folder of no known format; to convert the files in it, add \
+                 --out-dir DIR (tet-convert {} --out-dir DIR)",
+                input.display(),
+                input.display()
+            ))),
             [input, output] => Ok(vec![Planned {
                 key: input.clone(),
                 input: input.clone(),
                 output: output.clone(),
-                opts: opts.clone(),
+                inputs: Vec::new(),
+                settings: settings.clone(),
                 refused: None,
             }]),
             _ => Err(usage("give IN OUT, or inputs with --out-dir DIR")),
         },
-        (None, Some(dir)) => plan_out_dir(a, dir, opts).map_err(usage),
+        (None, Some(dir)) => plan_out_dir(a, dir, settings).map_err(usage),
     }
+}
+
+/// A local folder that is no store of a known format (a Zarr store is one input).
+fn is_plain_folder(p: &Path) -> bool {
+    !crate::storage::is_url(p) && p.is_dir() && registry::identify(p).is_err()
 }
 
 /// The shard this run converts: `--shard`, or in batch mode the scheduler's (with
@@ -586,7 +622,11 @@ fn wire_jobs(
                 run: run_id.to_string(),
                 input: WirePath::of(&p.input),
                 output: WirePath::of(&p.output),
-                opts: WireOptions::from(&p.opts),
+                settings: p.settings.clone(),
+                inputs: p.inputs.iter().map(|i| WirePath::of(i)).collect(),
+                // The bar itself is drawn where the conversion runs (`batch::job`), when stderr
+                // is a terminal; here it only says that one is wanted.
+                progress: !a.quiet && !a.json,
                 recheck,
                 make_dirs: batch_mode,
                 want_report: a.json && !batch_mode,
@@ -626,10 +666,10 @@ fn print_summary(summary: &run::Summary) {
 /// Every option of the run, as the ledger's start row records them.
 fn run_options_text(
     a: &ConvertArgs,
-    opts: &ConvertOptions,
+    settings: &Settings,
 ) -> std::collections::BTreeMap<String, String> {
-    let mut m = opts.byte_affecting_params();
-    m.insert("jobs".into(), opts.jobs.to_string());
+    let mut m = settings.recorded_params();
+    m.insert("jobs".into(), settings.threads().to_string());
     m.insert("workers".into(), a.workers.to_string());
     m.insert("timeout_s".into(), a.timeout.to_string());
     m.insert(
@@ -708,25 +748,16 @@ fn print_outcome(o: &Outcome, a: &ConvertArgs, batch_mode: bool, chatty: bool) {
 
 /// `tet-convert --concat DIM IN… OUT`: one combined job, run like any other (worker process,
 /// up-to-date check, ledger row).
-fn plan_concat(
-    a: &ConvertArgs,
-    dim: &str,
-    opts: &ConvertOptions,
-) -> Result<Vec<Planned>, UsageError> {
+fn plan_concat(a: &ConvertArgs, settings: &Settings) -> Result<Vec<Planned>, UsageError> {
     let Some((output, inputs)) = a.paths.split_last().filter(|(_, i)| i.len() >= 2) else {
         return Err(UsageError::ConcatPaths);
     };
-    let mut opts = opts.clone();
-    opts.combine = Some(crate::concat::Combine {
-        dim: dim.to_string(),
-        take_first: a.concat_take_first,
-        inputs: inputs.to_vec(),
-    });
     Ok(vec![Planned {
         key: inputs[0].clone(),
         input: inputs[0].clone(),
         output: output.clone(),
-        opts,
+        inputs: inputs.to_vec(),
+        settings: settings.clone(),
         refused: None,
     }])
 }

@@ -4,16 +4,6 @@
 
 use super::report::ConvertError;
 
-/// Environment variable that turns checksums off (zstd content checksums, chunk and footer
-/// digests), writing files as tet-convert did before they existed. For measuring their cost
-/// (`benches/integrity.py`) only.
-pub const NO_CHECKSUMS_ENV: &str = "TET_BENCH_NO_CHECKSUMS";
-
-/// Whether this run writes checksums (always, unless [`NO_CHECKSUMS_ENV`] is `1`).
-pub(super) fn checksums_on() -> bool {
-    std::env::var_os(NO_CHECKSUMS_ENV).is_none_or(|v| v != "1")
-}
-
 /// A zstd context for chunks: level `level`'s parameters with a hash table one step larger
 /// (hashLog + 1, see `chunk_params`), and zstd's content checksum in every frame (`checksum`:
 /// the low 32 bits of XXH64 of the decoded chunk, checked by every zstd decoder). Every chunk is

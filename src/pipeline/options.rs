@@ -1,13 +1,11 @@
-//! What shapes a conversion: `--codec` ([`CodecChoice`]) and the options of one conversion
-//! ([`ConvertOptions`]), with the history params the byte-affecting ones become.
+//! What shapes a conversion: `--codec` ([`CodecChoice`]) and what one conversion runs with
+//! ([`ConvertOptions`]: its [`Settings`] and its runtime context).
 
-use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::str::FromStr;
 
-use tet_source::OpenOptions;
-
 use crate::control::{Cancel, Progress};
-use crate::planner::PlanOptions;
+use crate::settings::Settings;
 
 /// The zstd level of `--codec zstd` without a level (the zstd CLI's default).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
@@ -114,29 +112,21 @@ impl std::fmt::Display for CodecChoice {
     }
 }
 
-/// Everything that shapes a conversion.
+/// What a conversion runs with: its [`Settings`] (the one serde type every front end builds;
+/// the history row's params derive from it), the runtime context that is no part of the result
+/// (progress, cancellation), and what the history row names as the inputs where that is not
+/// the path converted (the inputs of a combined conversion, an object spooled to a local copy).
 #[derive(Debug, Clone)]
 pub struct ConvertOptions {
-    pub codec: CodecChoice,
-    pub plan: PlanOptions,
-    /// Worker threads (≥ 1).
-    pub jobs: usize,
-    /// Bytes of chunk data in flight at most, whatever `jobs` is ([`crate::format::budget::MemoryBudget`]): workers
-    /// wait, allocating nothing, while a chunk's memory does not fit. A chunk larger than the
-    /// whole budget is converted alone. Never changes the output bytes.
-    pub memory_budget: u64,
-    pub open: OpenOptions,
+    /// Every setting of the conversion (codec, chunking, selection, combine, threads…).
+    pub settings: Settings,
     /// Told of the chunk work as it goes (the CLI draws a progress bar from it).
     pub progress: Option<Progress>,
     /// Asked between chunks whether to stop (the CLI's asks its signal handlers).
     pub cancel: Cancel,
-    /// When the output path is a symbolic link, write the file it points to (atomically, beside
-    /// the target). Otherwise such an output is refused.
-    pub write_through_symlink: bool,
-    /// Variables chosen and dimensions cut (`--variables`, `--exclude`, `--isel`, `--sel`).
-    pub select: crate::select::SelectOptions,
-    /// A combined conversion (`--concat`, see [`crate::concat::convert`]).
-    pub combine: Option<crate::concat::Combine>,
+    /// Every input of a combined conversion (`settings.concat`), in the combined order once
+    /// [`crate::concat::convert`] has ordered them (the first is the conversion's `input`).
+    pub combined: Vec<PathBuf>,
     /// What the history row names as the input when `input` is a local copy of it (an object
     /// URL spooled by `batch::remote`); `None`: the input path itself.
     pub input_origin: Option<crate::storage::Origin>,
@@ -144,43 +134,19 @@ pub struct ConvertOptions {
 
 impl Default for ConvertOptions {
     fn default() -> Self {
-        ConvertOptions {
-            codec: CodecChoice::Auto,
-            plan: PlanOptions::default(),
-            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            memory_budget: crate::format::DEFAULT_MEMORY_BUDGET,
-            open: OpenOptions::default(),
-            progress: None,
-            cancel: Cancel::never(),
-            write_through_symlink: false,
-            select: Default::default(),
-            combine: None,
-            input_origin: None,
-        }
+        ConvertOptions::from(Settings::default())
     }
 }
 
-impl ConvertOptions {
-    /// The options that change output bytes, as history params (never `jobs`).
-    pub fn byte_affecting_params(&self) -> BTreeMap<String, String> {
-        let mut p = BTreeMap::new();
-        p.insert("codec".into(), self.codec.to_string());
-        p.insert("chunk".into(), self.plan.describe());
-        p.insert(
-            "skip_unsupported".into(),
-            self.open.skip_unsupported.to_string(),
-        );
-        if self.open.unpack {
-            p.insert("unpack".into(), "true".into());
+impl From<Settings> for ConvertOptions {
+    fn from(settings: Settings) -> Self {
+        ConvertOptions {
+            settings,
+            progress: None,
+            cancel: Cancel::never(),
+            combined: Vec::new(),
+            input_origin: None,
         }
-        if self.open.follow_external {
-            p.insert("follow_external".into(), "true".into());
-        }
-        self.select.params(&mut p);
-        if let Some(c) = &self.combine {
-            c.params(&mut p);
-        }
-        p
     }
 }
 

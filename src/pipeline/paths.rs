@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::report::ConvertError;
+use crate::settings::Settings;
 
 /// An output path a conversion refuses to write, before any work.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,18 @@ pub enum OutputError {
     /// A directory.
     #[error("output {} is a directory", .0.display())]
     IsDirectory(PathBuf),
+    /// A name whose extension belongs to another format (`out.nc`), without
+    /// `--force-extension`: the file would be a `.tet` file that the other format's tools fail on.
+    #[error(
+        "output {}: .{ext} is the extension of {format}, but tet-convert writes .tet files; \
+         name it .tet, write {format} with `tet export`, or keep the name with --force-extension",
+        .output.display()
+    )]
+    ForeignExtension {
+        output: PathBuf,
+        ext: String,
+        format: &'static str,
+    },
     /// In a directory that does not exist.
     #[error("output directory {} does not exist", .0.display())]
     NoDirectory(PathBuf),
@@ -87,8 +100,10 @@ fn resolve_output(output: &Path, through: bool) -> Result<PathBuf, ConvertError>
 pub(super) fn check_paths(
     input: &Path,
     output: &Path,
-    through: bool,
+    settings: &Settings,
 ) -> Result<PathBuf, ConvertError> {
+    let through = settings.write_through_symlink;
+    let given = output;
     let overwrite = || ConvertError::from(OutputError::OverwritesInput);
     if absolute(input) == absolute(output) {
         return Err(overwrite());
@@ -105,7 +120,32 @@ pub(super) fn check_paths(
             return Err(OutputError::NoDirectory(dir.to_path_buf()).into());
         }
     }
+    // The name as given (a link's own name: what the user reads).
+    check_output_name(given, settings.force_extension)?;
     Ok(output)
+}
+
+/// Refuses an output (a path or an object URL) whose extension belongs to another format the
+/// registry knows (`out.nc`, `out.zarr`), unless `force`: `tet-convert` writes `.tet` files only.
+pub fn check_output_name(output: &Path, force: bool) -> Result<(), OutputError> {
+    let Some(ext) = output.extension().and_then(|e| e.to_str()) else {
+        return Ok(());
+    };
+    let ext = ext.to_ascii_lowercase();
+    if force || ext == crate::tet_input::ID {
+        return Ok(());
+    }
+    match crate::registry::formats()
+        .into_iter()
+        .find(|f| f.id != crate::tet_input::ID && f.extensions.contains(&ext.as_str()))
+    {
+        Some(f) => Err(OutputError::ForeignExtension {
+            output: output.to_path_buf(),
+            ext,
+            format: f.name,
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Whether two existing paths are one file (hard links included).
@@ -126,7 +166,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let input = d.path().join("in.npy");
         std::fs::write(&input, b"x").unwrap();
-        let refused = |output: &Path, through: bool| match check_paths(&input, output, through) {
+        let s = |through: bool| Settings {
+            write_through_symlink: through,
+            ..Settings::default()
+        };
+        let refused = |output: &Path, through: bool| match check_paths(&input, output, &s(through))
+        {
             Err(ConvertError::Output(e)) => e,
             other => panic!("{other:?}"),
         };
@@ -158,10 +203,28 @@ mod tests {
         std::os::unix::fs::symlink(d.path().join("target.tet"), &link).unwrap();
         assert!(matches!(refused(&link, false), OutputError::Symlink { .. }));
         assert_eq!(
-            check_paths(&input, &link, true).unwrap(),
+            check_paths(&input, &link, &s(true)).unwrap(),
             d.path().join("target.tet")
         );
         let out = d.path().join("out.tet");
-        assert_eq!(check_paths(&input, &out, false).unwrap(), out);
+        assert_eq!(check_paths(&input, &out, &s(false)).unwrap(), out);
+        // Another format's extension is refused unless forced; no extension, or an unknown
+        // one, is the user's choice.
+        let nc = d.path().join("out.NC");
+        let e = refused(&nc, false);
+        assert!(
+            matches!(&e, OutputError::ForeignExtension { ext, .. } if ext == "nc"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("tet export"), "{e}");
+        let forced = Settings {
+            force_extension: true,
+            ..Settings::default()
+        };
+        assert_eq!(check_paths(&input, &nc, &forced).unwrap(), nc);
+        for ok in ["out", "out.dat", "out.tet"] {
+            let p = d.path().join(ok);
+            assert_eq!(check_paths(&input, &p, &s(false)).unwrap(), p);
+        }
     }
 }

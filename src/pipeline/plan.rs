@@ -42,7 +42,7 @@ fn rank_problem(rank: usize) -> String {
 }
 use crate::format::{Codec, DatasetSpec, Grid};
 use crate::meta::{self, storage_type, Widen};
-use crate::planner::{self, PlanInput};
+use crate::planner::{self, PlanError, PlanInput, PlanOptions};
 
 /// Coordinate variables up to this length also become `coords` labels.
 pub const MAX_LABELS: u64 = 64;
@@ -73,12 +73,14 @@ pub(super) fn plan_all(
     opts: &ConvertOptions,
     tet_input: bool,
 ) -> Result<(Vec<Planned>, Vec<Skipped>), ConvertError> {
+    let plan = opts.settings.plan();
+    check_chunk_names(source, &plan)?;
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
     for (i, var) in source.variables().iter().enumerate() {
         if var.shape.is_empty() || var.shape.len() > crate::format::MAX_RANK {
             let rank = var.shape.len();
-            if opts.open.skip_unsupported {
+            if opts.settings.skip_unsupported {
                 skipped.push(Skipped {
                     name: var.name.clone(),
                     reason: rank_problem(rank),
@@ -104,7 +106,7 @@ pub(super) fn plan_all(
         }
         // Stored zstd frames of whole source chunks are kept as they are (under `auto`, which
         // mirrors the source), so the source's own grid is preferred where no option applies.
-        let carry = opts.codec == CodecChoice::Auto
+        let carry = opts.settings.codec == CodecChoice::Auto
             && var.layout.compressed
             && !widen.converts()
             && source.zstd_frames(i);
@@ -122,7 +124,7 @@ pub(super) fn plan_all(
                     .as_deref()
                     .filter(|_| tet_input || carry),
             },
-            &opts.plan,
+            &plan,
         )?;
         let grid = Grid::new(&var.shape, &chunk_shape).map_err(|source| ConvertError::Grid {
             dataset: var.name.clone(),
@@ -151,7 +153,7 @@ pub(super) fn plan_all(
             };
             choose::choose(source, &d, level, &choose::candidates(ext)).map(|c| (c, level))
         };
-        let (codec, level) = match opts.codec {
+        let (codec, level) = match opts.settings.codec {
             CodecChoice::Raw => (Codec::Raw, 0),
             CodecChoice::Zstd(l) => (Codec::Zstd, l),
             CodecChoice::Transformed(c, l) => (c, l),
@@ -184,12 +186,44 @@ pub(super) fn plan_all(
             widen,
             codec,
             level,
-            constant_as_zstd: matches!(opts.codec, CodecChoice::Auto | CodecChoice::AutoExt)
-                && codec == Codec::Raw,
+            constant_as_zstd: matches!(
+                opts.settings.codec,
+                CodecChoice::Auto | CodecChoice::AutoExt
+            ) && codec == Codec::Raw,
             carry_frames: carry,
         });
     }
     Ok((planned, skipped))
+}
+
+/// Refuses `--chunk` settings that name a dataset or a dimension `source` does not have (each
+/// is a typo or a setting meant for another input: silently ignored, it would plan chunks the
+/// user did not ask for); the error names the closest names the input has.
+fn check_chunk_names(source: &dyn Source, plan: &PlanOptions) -> Result<(), PlanError> {
+    let vars = source.variables();
+    if let Some(name) = plan
+        .by_dataset
+        .keys()
+        .find(|n| !vars.iter().any(|v| &v.name == *n))
+    {
+        return Err(PlanError::UnknownName {
+            what: "variable",
+            name: name.clone(),
+            closest: crate::select::closest(name, vars.iter().map(|v| v.name.as_str())),
+        });
+    }
+    let dims: std::collections::BTreeSet<String> = vars
+        .iter()
+        .flat_map(|v| crate::select::dims_of(v.dims.as_ref(), v.shape.len()))
+        .collect();
+    if let Some(name) = plan.by_dim.keys().find(|d| !dims.contains(*d)) {
+        return Err(PlanError::UnknownName {
+            what: "dimension",
+            name: name.clone(),
+            closest: crate::select::closest(name, dims.iter().map(String::as_str)),
+        });
+    }
+    Ok(())
 }
 
 /// Labels per dimension name: the importer's own, then short 1-D coordinate variables.

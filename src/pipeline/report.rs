@@ -20,7 +20,12 @@ pub struct DatasetReport {
     pub chunks: u64,
     pub raw_bytes: u64,
     pub stored_bytes: u64,
+    /// The planned codec (`zstd:3`), or when chunks are stored otherwise the codecs they are
+    /// stored with (`raw+zstd`).
     pub codec: String,
+    /// The chunks by the codec they are stored with, as `tet info` counts them.
+    #[serde(default)]
+    pub codecs: std::collections::BTreeMap<String, u64>,
     pub widened: Option<String>,
 }
 

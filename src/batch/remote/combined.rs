@@ -19,7 +19,7 @@ use crate::pipeline::{ConvertError, ConvertOptions};
 use crate::storage::{self, Object, Origin, OBJECT_STAMP_KEY};
 
 /// Runs a combined job with an object input or output (see the module docs): `inputs` are the
-/// combination's (`opts.combine`'s), the row already names them.
+/// combination's (`opts.combined`), the row already names them.
 pub fn execute_combined(
     job: &WireJob,
     inputs: &[PathBuf],
@@ -73,7 +73,8 @@ impl Staged<'_> {
         // Every input is open until the end: objects read by ranges share the part of the
         // memory budget that chunks do not take (each keeps its windows and cache within it).
         let objects = all.iter().filter(|(_, o)| o.is_some()).count().max(1) as u64;
-        let reserve = opts.memory_budget - crate::format::pool_limit(opts.memory_budget);
+        let budget = opts.settings.memory_budget_bytes();
+        let reserve = budget - crate::format::pool_limit(budget);
         let share = reserve / objects;
         for (p, o) in all {
             let one = match o {
@@ -136,8 +137,8 @@ impl Staged<'_> {
         }
         let rebuild = rebuild.map(|why| why.to_string());
         record_converted(&mut out, &r, rebuild, self.job.want_report);
-        if let (Some(n), Some(c)) = (out.notes.first_mut(), &opts.combine) {
-            *n = format!("combined along {}: {n}", c.dim);
+        if let (Some(n), Some(dim)) = (out.notes.first_mut(), &opts.settings.concat) {
+            *n = format!("combined along {dim}: {n}");
         }
         out.row.bytes_in = Some(self.stamp.1);
         out

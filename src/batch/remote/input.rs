@@ -123,9 +123,13 @@ impl ObjectInput {
             Self::Ranged { bytes, importer } => {
                 let source: Arc<dyn ByteSource> = bytes.clone();
                 // A `.tet` input hands its footer on, from the source opened here.
-                let (source, footer) =
-                    crate::tet_input::open_input(*importer, url, Some(source), &opts.open)
-                        .map_err(|e| named(&e))?;
+                let (source, footer) = crate::tet_input::open_input(
+                    *importer,
+                    url,
+                    Some(source),
+                    &opts.settings.open(),
+                )
+                .map_err(|e| named(&e))?;
                 let hashed = bytes.clone();
                 let digest: InputDigest =
                     Box::new(move || hashed.digest().map_err(std::io::Error::other));
@@ -145,8 +149,8 @@ impl ObjectInput {
             Self::Store(prefix) => {
                 let name = prefix.file_name().unwrap_or("data.zarr");
                 let storage = ObjectStorage::new(prefix.clone()).shared();
-                let source =
-                    tet_zarr::open_storage(storage, name, &opts.open).map_err(|e| named(&e))?;
+                let source = tet_zarr::open_storage(storage, name, &opts.settings.open())
+                    .map_err(|e| named(&e))?;
                 let (hashed, cancel) = (prefix.clone(), opts.cancel.clone());
                 let digest: InputDigest =
                     Box::new(move || hashed.prefix_digest(&cancel).map_err(std::io::Error::other));
@@ -168,7 +172,8 @@ pub(super) fn open_local(path: &Path, opts: &ConvertOptions) -> Result<OpenedInp
         |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", path.display()));
     let importer = registry::identify(path)?;
     let (source, footer) =
-        crate::tet_input::open_input(importer, path, None, &opts.open).map_err(|e| named(&e))?;
+        crate::tet_input::open_input(importer, path, None, &opts.settings.open())
+            .map_err(|e| named(&e))?;
     let hashed = path.to_path_buf();
     let digest: InputDigest = Box::new(move || crate::meta::digest_input(&hashed));
     Ok(OpenedInput {
@@ -191,7 +196,7 @@ fn convert_store(
     let importer = &tet_zarr::ZarrImporter;
     let name = prefix.file_name().unwrap_or("data.zarr");
     let storage = ObjectStorage::new(prefix.clone()).shared();
-    let source = tet_zarr::open_storage(storage, name, &opts.open)?;
+    let source = tet_zarr::open_storage(storage, name, &opts.settings.open())?;
     let (hashed, cancel) = (prefix.clone(), opts.cancel.clone());
     let digest: InputDigest =
         Box::new(move || hashed.prefix_digest(&cancel).map_err(std::io::Error::other));
