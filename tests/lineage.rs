@@ -3,6 +3,8 @@
 //! back to the original source.
 
 mod common;
+// Signatures, PROV-JSON and the lineage picture (issue 36).
+mod provenance;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

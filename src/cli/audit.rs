@@ -90,6 +90,17 @@ pub struct AuditArgs {
     /// Print one JSON object (`tet-audit/1`) per file, one per line.
     #[arg(long)]
     json: bool,
+    /// Write the lineage of all the files as W3C PROV-JSON to standard output (instead of the
+    /// report).
+    #[arg(long)]
+    prov: bool,
+    /// Draw the lineage of all the files into this picture (`.svg`, `.png`, `.pdf` by
+    /// Graphviz's `dot`; `.dot` as DOT text, also when `dot` is not installed).
+    #[arg(long, value_name = "PICTURE")]
+    graph: Option<PathBuf>,
+    /// Name signers from this `allowed_signers` file (ssh-keygen's format).
+    #[arg(long, value_name = "ALLOWED_SIGNERS")]
+    signers: Option<PathBuf>,
     #[command(flatten)]
     storage: super::StorageArgs,
 }
@@ -108,6 +119,9 @@ Examples:
   tet audit out.tet                  history, and every recorded input re-hashed
   tet audit out.tet --source in.nc   is in.nc (as it is now) an input of out.tet?
   tet audit tet/*.tet --json         one JSON object per file
+  tet audit --prov tet/*.tet > lineage.json      W3C PROV-JSON of all their lineage
+  tet audit --graph lineage.svg tet/*.tet        the lineage drawn (Graphviz's dot)
+  tet audit --signers allowed_signers out.tet    … and who signed it (tet sign)
 
 Exit status:
   0  unchanged: every recorded input (or --source) is the one recorded
@@ -117,6 +131,15 @@ Exit status:
   With several files the worst counts: 1 before 2 before 0.";
 
 pub fn run(a: &AuditArgs) -> ExitCode {
+    if let Some(code) = super::lineage::from_audit(
+        &a.files,
+        a.prov,
+        a.graph.as_deref(),
+        a.signers.as_deref(),
+        &a.storage.storage_option,
+    ) {
+        return code;
+    }
     let many = a.files.len() > 1;
     let mut worst = Verdict::Unchanged;
     for file in &a.files {
@@ -171,7 +194,11 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> Verdict {
     } else {
         Vec::new()
     };
-    let verdict = Verdict::of(&checked, &inputs);
+    let mut verdict = Verdict::of(&checked, &inputs);
+    let signatures = super::sign::audit_file(file, a.signers.as_deref(), &a.storage.storage_option);
+    if signatures.as_ref().is_some_and(super::sign::any_invalid) {
+        verdict = verdict.max(Verdict::Changed);
+    }
     let ok = verdict == Verdict::Unchanged;
 
     if a.json {
@@ -210,6 +237,7 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> Verdict {
             "sources": sources,
             "inputs": inputs,
             "verdict": verdict.name(),
+            "signatures": signatures,
             "ok": ok,
         });
         outln!("{v}");
@@ -221,6 +249,9 @@ fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> Verdict {
     } else {
         out!("{}", table(file, &history, &checked));
         out!("{}", input_lines(&inputs));
+        if let Some(s) = &signatures {
+            out!("{}", super::sign::audit_lines(s));
+        }
     }
     verdict
 }

@@ -2,7 +2,7 @@
 //!
 //! This layer only parses arguments, calls the library and prints; every error becomes one line
 //! on stderr naming the file and the reason, with a non-zero exit code. Everything printed goes
-//! through [`output`] (`outln!`, `errln!`): a reader that goes away ends a command quietly.
+//! through `output.rs` (`outln!`, `errln!`): a reader that goes away ends a command quietly.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod audit;
@@ -11,7 +11,9 @@ mod damage;
 mod export;
 mod generate;
 mod info;
+mod lineage;
 mod output;
+mod sign;
 mod verify;
 
 pub(crate) use output::{errln, out, outln};
@@ -55,6 +57,9 @@ enum Command {
     Audit(audit::AuditArgs),
     /// Export a .tet file to NetCDF-4, Zarr v3, NPY or NPZ (values, types, dims, attributes).
     Export(export::ExportArgs),
+    /// Sign .tet files with an SSH key (OpenSSH SSHSIG over the content digest), or attach,
+    /// show or extract signatures.
+    Sign(sign::SignArgs),
 }
 
 /// The end of `tet --help`.
@@ -98,6 +103,7 @@ pub fn main_tet() -> ExitCode {
         Command::Convert(a) => convert::run(&a),
         Command::Audit(a) => audit::run(&a),
         Command::Export(a) => export::run(&a),
+        Command::Sign(a) => sign::run(&a),
     };
     // A command that read objects stopped at SIGINT/SIGTERM (its requests were cancelled and it
     // said so for the file at hand): the exit code names the signal, as a conversion's does.

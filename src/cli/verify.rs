@@ -39,6 +39,10 @@ pub struct VerifyArgs {
     /// Print nothing; only the exit code tells.
     #[arg(short, long)]
     quiet: bool,
+    /// Also check the signatures against this `allowed_signers` file (ssh-keygen's format):
+    /// every signature valid over the file's content, one by an allowed signer.
+    #[arg(long, value_name = "ALLOWED_SIGNERS")]
+    signers: Option<PathBuf>,
     #[command(flatten)]
     storage: super::StorageArgs,
 }
@@ -152,12 +156,19 @@ fn text(file: &str, report: &Report, one_line_only: bool) -> String {
 pub fn run(a: &VerifyArgs) -> ExitCode {
     let depth = if a.deep { Depth::Deep } else { Depth::Sample };
     let many = a.files.len() > 1;
+    let signers = match a.signers.as_deref().map(super::sign::load_signers) {
+        Some(Err(code)) => return code,
+        loaded => loaded.and_then(Result::ok),
+    };
     let mut all_ok = true;
     for path in &a.files {
         if super::interrupted() {
             break;
         }
-        let report = check(path, depth, &a.storage.storage_option);
+        let mut report = check(path, depth, &a.storage.storage_option);
+        if let Some(s) = &signers {
+            super::sign::verify_path_into(path, s, &a.storage.storage_option, &mut report);
+        }
         all_ok &= report.ok();
         let file = path.display().to_string();
         if a.json {

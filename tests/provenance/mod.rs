@@ -1,0 +1,440 @@
+//! Signatures checked with the real `ssh-keygen` both ways (ours verified by `ssh-keygen -Y
+//! verify` over the message the docs' coreutils recipe computes, `ssh-keygen -Y sign`'s
+//! attached and verified by `tet verify --signers`); flips anywhere in a signed file, a
+//! signature grafted onto another file and a key not in `allowed_signers` fail; a signed file
+//! still passes the v1 rules. And the lineage picture of a month of combined dailies plus a
+//! selection, one input changed, rendered by Graphviz's `dot`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use tet::format::integrity;
+use tet::format::verify::{verify, Depth};
+use tet::format::TetFile;
+
+use super::common;
+
+const NS: &str = "tet-convert@file-content";
+
+fn tet(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tet"))
+        .args(args)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .unwrap()
+}
+
+fn tet_in(dir: &Path, program: &str, args: &[&str]) -> Output {
+    let exe = match program {
+        "tet" => env!("CARGO_BIN_EXE_tet"),
+        _ => env!("CARGO_BIN_EXE_tet-convert"),
+    };
+    Command::new(exe)
+        .current_dir(dir)
+        .args(args)
+        .env("SOURCE_DATE_EPOCH", "1700000000")
+        .output()
+        .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Whether a command runs at all (`--help`-like probe).
+fn have(program: &str, probe: &[&str]) -> bool {
+    Command::new(program)
+        .args(probe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// A fresh ed25519 key without passphrase: (private key path, public key line).
+fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(name);
+    let o = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    common::ok(&o, "ssh-keygen -t ed25519");
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_string())
+}
+
+/// `ssh-keygen -Y verify` of `sig` over `message` for `principal`: whether it accepts.
+fn ssh_verify(allowed: &Path, principal: &str, sig: &Path, message: &[u8]) -> bool {
+    let mut child = Command::new("ssh-keygen")
+        .args([
+            "-Y",
+            "verify",
+            "-f",
+            s(allowed),
+            "-I",
+            principal,
+            "-n",
+            NS,
+            "-s",
+            s(sig),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(message).unwrap();
+    child.wait_with_output().unwrap().status.success()
+}
+
+/// The message by the recipe of docs/FORMAT.md ("Signatures"): grep, head, sha256sum.
+fn coreutils_message(file: &Path) -> String {
+    let script = "P=$(grep -abo ',\"tet_signatures\":' \"$1\" | tail -n1 | cut -d: -f1); \
+                  printf 'sha256:%s' \"$(head -c \"$P\" \"$1\" | sha256sum | cut -d' ' -f1)\"";
+    let o = Command::new("sh")
+        .args(["-c", script, "sh", s(file)])
+        .output()
+        .unwrap();
+    common::ok(&o, "the coreutils recipe")
+}
+
+/// `tet verify --signers --json`: (passed, failure codes, the whole text).
+fn verify_signed(allowed: &Path, file: &Path) -> (bool, Vec<String>, String) {
+    let o = tet(&["verify", "--json", "--signers", s(allowed), s(file)]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    let codes = serde_json::from_slice::<Value>(&o.stdout)
+        .map(|v| {
+            v["failures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["code"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    (o.status.success(), codes, text)
+}
+
+/// Two small converted files, `a.tet` and `b.tet`.
+fn two_files(dir: &Path) -> (PathBuf, PathBuf) {
+    let mut out = Vec::new();
+    for (name, rows) in [("a", 3), ("b", 5)] {
+        let npy = dir.join(format!("{name}.npy"));
+        common::write_npy(&npy, rows);
+        let t = dir.join(format!("{name}.tet"));
+        common::ok(
+            &tet_in(
+                dir,
+                "tet-convert",
+                &["-q", "--chunk-bytes", "16384", s(&npy), s(&t)],
+            ),
+            "convert",
+        );
+        out.push(t);
+    }
+    (out[0].clone(), out[1].clone())
+}
+
+fn footer_text(bytes: &[u8]) -> (usize, &[u8]) {
+    let n = bytes.len();
+    let len = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap()) as usize;
+    (n - 16 - len, &bytes[n - 16 - len..n - 16])
+}
+
+/// `target` with `donor`'s signatures member put into its footer, the footer digest computed
+/// again: a well-formed file whose only fault is a signature of other content.
+fn graft(donor: &[u8], target: &[u8]) -> Vec<u8> {
+    let (_, dtext) = footer_text(donor);
+    let dtext = std::str::from_utf8(dtext).unwrap();
+    let member = &dtext[dtext.find(",\"tet_signatures\":").unwrap()
+        ..dtext.rfind(",\"tet_footer_digest\"").unwrap()];
+    let (start, ttext) = footer_text(target);
+    let ttext = std::str::from_utf8(ttext).unwrap();
+    let prefix = &ttext[..ttext.rfind(",\"tet_footer_digest\"").unwrap()];
+    let mut text = format!("{prefix}{member}{}", integrity::FOOTER_DIGEST_PREFIX);
+    let f = TetFile::from_bytes(target.to_vec()).unwrap();
+    let head_end = (f.chunk_index_offset + f.chunk_index_length) as usize;
+    let mut h = integrity::Hasher::default();
+    h.update(&target[..head_end]);
+    h.update(text.as_bytes());
+    text.push_str(&integrity::hex(h.finish()));
+    text.push_str(integrity::FOOTER_DIGEST_END);
+    let mut out = target[..start].to_vec();
+    out.extend(text.as_bytes());
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(&target[target.len() - 8..]);
+    out
+}
+
+#[test]
+fn signatures_round_trip_with_ssh_keygen() {
+    if !have("ssh-keygen", &["-?"]) {
+        eprintln!("skipped: ssh-keygen (Debian openssh-client) is not installed");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (a, b) = two_files(dir);
+    let (alice, alice_pub) = keygen(dir, "alice");
+    let (bob, bob_pub) = keygen(dir, "bob");
+    let allowed = dir.join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!(
+            "# who may sign\nalice@example.org namespaces=\"{NS}\" {alice_pub}\n\
+             \"bob@example.org,robert@example.org\" {bob_pub}\n"
+        ),
+    )
+    .unwrap();
+    let before = TetFile::open(&a).unwrap();
+    let warnings_before = verify(&before, Depth::Deep).warnings.len();
+    let unsigned_message = common::ok(&tet(&["sign", "--message", s(&a)]), "message");
+    drop(before);
+
+    // Ours, checked by ssh-keygen over the message the docs' recipe computes.
+    let o = tet(&["sign", "--key", s(&alice), s(&a)]);
+    let said = common::ok(&o, "tet sign");
+    assert!(said.contains("signed by SHA256:"), "{said}");
+    let message = coreutils_message(&a);
+    assert_eq!(message, unsigned_message, "signing keeps the content");
+    assert_eq!(message.len(), "sha256:".len() + 64);
+    let sig = dir.join("a.sig");
+    std::fs::write(
+        &sig,
+        common::ok(&tet(&["sign", "--extract=1", s(&a)]), "extract"),
+    )
+    .unwrap();
+    assert!(ssh_verify(
+        &allowed,
+        "alice@example.org",
+        &sig,
+        message.as_bytes()
+    ));
+    assert!(!ssh_verify(
+        &allowed,
+        "bob@example.org",
+        &sig,
+        message.as_bytes()
+    ));
+    let other = coreutils_message(&b);
+    assert!(!ssh_verify(
+        &allowed,
+        "alice@example.org",
+        &sig,
+        other.as_bytes()
+    ));
+
+    // ssh-keygen's, attached and checked by us.
+    let msg = dir.join("msg");
+    std::fs::write(&msg, &message).unwrap();
+    let o = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-f", s(&bob), "-n", NS, s(&msg)])
+        .output()
+        .unwrap();
+    common::ok(&o, "ssh-keygen -Y sign");
+    common::ok(
+        &tet(&["sign", "--signature", s(&dir.join("msg.sig")), s(&a)]),
+        "attach",
+    );
+    let (passed, codes, text) = verify_signed(&allowed, &a);
+    assert!(passed, "{codes:?} {text}");
+    let audit = common::ok(&tet(&["audit", "--signers", s(&allowed), s(&a)]), "audit");
+    assert!(
+        audit.contains("signed by alice@example.org (SHA256:"),
+        "{audit}"
+    );
+    assert!(
+        audit.contains("signed by bob@example.org,robert@example.org (SHA256:"),
+        "{audit}"
+    );
+    // Attached, it reads back as ssh-keygen wrote it.
+    let stored = common::ok(&tet(&["sign", "--extract=2", s(&a)]), "extract 2");
+    assert_eq!(
+        stored.trim(),
+        std::fs::read_to_string(dir.join("msg.sig")).unwrap().trim()
+    );
+
+    // Still a v1 file: our verify (deep) passes with no new warning; the content is unchanged.
+    let f = TetFile::open(&a).unwrap();
+    let r = verify(&f, Depth::Deep);
+    assert!(r.ok(), "{:?}", r.failures);
+    assert_eq!(r.warnings.len(), warnings_before, "{:?}", r.warnings);
+    assert_eq!(coreutils_message(&a), message);
+    // Signing again with the same key gives the same bytes.
+    let bytes = std::fs::read(&a).unwrap();
+    common::ok(&tet(&["sign", "--key", s(&alice), s(&a)]), "sign again");
+    assert_eq!(std::fs::read(&a).unwrap(), bytes);
+
+    // Refused: another namespace, a signature of other content.
+    let git = dir.join("git-msg");
+    std::fs::write(&git, &message).unwrap();
+    let o = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-f", s(&bob), "-n", "git", s(&git)])
+        .output()
+        .unwrap();
+    common::ok(&o, "ssh-keygen -Y sign -n git");
+    let o = tet(&["sign", "--signature", s(&dir.join("git-msg.sig")), s(&a)]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("namespace"),
+        "{o:?}"
+    );
+    let o = tet(&["sign", "--signature", s(&sig), s(&b)]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("does not verify"),
+        "{o:?}"
+    );
+    tamper_checks(dir, &allowed, &a, &b);
+}
+
+/// Flips, a grafted signature, an unknown key and an unsigned file all fail `--signers`.
+fn tamper_checks(dir: &Path, allowed: &Path, a: &Path, b: &Path) {
+    let bytes = std::fs::read(a).unwrap();
+    let f = TetFile::from_bytes(bytes.clone()).unwrap();
+    let payload = f.entries[0].payload_offset as usize;
+    let index = f.chunk_index_offset as usize + 40;
+    let (start, text) = footer_text(&bytes);
+    let text = std::str::from_utf8(text).unwrap();
+    let tool = start + text.find("\"tool\":\"tet-convert\"").unwrap() + 10;
+    let sig_at = start + text.find("BEGIN SSH SIGNATURE-----\\n").unwrap() + 40;
+    let digest_at = bytes.len() - 16 - 4;
+    let flipped = dir.join("flipped.tet");
+    // (what, where, whether the signature check itself must say so: the content's bytes and
+    // the signature; the footer digest and the trailer break the footer instead).
+    for (what, at, covered) in [
+        ("superblock", 12, true),
+        ("chunk index", index, true),
+        ("payload", payload, true),
+        ("footer history", tool, true),
+        ("signature", sig_at, true),
+        ("footer digest", digest_at, false),
+        ("trailer", bytes.len() - 2, false),
+    ] {
+        let mut m = bytes.clone();
+        m[at] ^= 0x04;
+        std::fs::write(&flipped, &m).unwrap();
+        let (passed, codes, text) = verify_signed(allowed, &flipped);
+        assert!(!passed, "a flip in the {what} at {at} passed: {text}");
+        // A file whose structure no longer reads fails as `structure` alone.
+        if covered && TetFile::from_bytes(m).is_ok() {
+            assert!(
+                codes.iter().any(|c| c == "signature"),
+                "{what}: {codes:?} {text}"
+            );
+        }
+    }
+    // ssh-keygen agrees on a payload flip: the stored signature no longer fits the content.
+    let mut m = bytes.clone();
+    m[payload] ^= 0x04;
+    std::fs::write(&flipped, &m).unwrap();
+    let sig = dir.join("a.sig");
+    assert!(!ssh_verify(
+        allowed,
+        "alice@example.org",
+        &sig,
+        coreutils_message(&flipped).as_bytes()
+    ));
+
+    // a's signatures grafted onto b (a well-formed footer otherwise): made over other content.
+    let grafted = dir.join("grafted.tet");
+    std::fs::write(&grafted, graft(&bytes, &std::fs::read(b).unwrap())).unwrap();
+    let (passed, codes, text) = verify_signed(allowed, &grafted);
+    assert!(!passed, "{text}");
+    assert_eq!(codes, vec!["signature", "signature"], "{text}");
+    assert!(text.contains("copied from another file"), "{text}");
+    assert!(tet(&["verify", "--deep", "-q", s(&grafted)])
+        .status
+        .success());
+
+    // A key not in allowed_signers; a file not signed at all.
+    let (mallory, _) = keygen(dir, "mallory");
+    common::ok(&tet(&["sign", "--key", s(&mallory), s(b)]), "sign b");
+    let (passed, codes, text) = verify_signed(allowed, b);
+    assert!(!passed, "{text}");
+    assert_eq!(codes, vec!["signature"], "{text}");
+    assert!(text.contains("not in the allowed signers"), "{text}");
+    let c = dir.join("c.tet");
+    common::ok(
+        &tet(&["convert", "-q", s(&dir.join("a.npy")), s(&c)]),
+        "convert c",
+    );
+    let (passed, _, text) = verify_signed(allowed, &c);
+    assert!(!passed && text.contains("not signed"), "{text}");
+}
+
+/// A month of daily files (fixtures/concat/month) combined, then a selection of the result; day
+/// 23 changed afterwards. The picture has every input, the intermediate and the result, the
+/// two steps, and day 23 marked.
+#[cfg(feature = "netcdf")]
+#[test]
+fn lineage_graph_of_a_month() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/concat/month");
+    let days: Vec<String> = (1..=31).map(|n| format!("day{n:02}.nc")).collect();
+    for day in &days {
+        std::fs::copy(src.join(day), dir.join(day)).unwrap();
+    }
+    let mut args = vec!["-q", "--concat", "time"];
+    args.extend(days.iter().map(String::as_str));
+    args.push("month.tet");
+    common::ok(&tet_in(dir, "tet-convert", &args), "concat");
+    let sel = ["-q", "--isel", "time=0:8", "month.tet", "week.tet"];
+    common::ok(&tet_in(dir, "tet-convert", &sel), "select");
+    let mut b = std::fs::read(dir.join("day23.nc")).unwrap();
+    b.push(0);
+    std::fs::write(dir.join("day23.nc"), b).unwrap();
+
+    let o = tet_in(
+        dir,
+        "tet",
+        &["audit", "--graph", "lineage.dot", "month.tet", "week.tet"],
+    );
+    assert_eq!(o.status.code(), Some(1), "a changed input: exit 1 ({o:?})");
+    let dot = std::fs::read_to_string(dir.join("lineage.dot")).unwrap();
+    let nodes: Vec<&str> = dot
+        .lines()
+        .filter(|l| l.trim_start().starts_with(['e', 'a']) && l.contains(" [label="))
+        .collect();
+    let edges = dot.lines().filter(|l| l.contains(" -> ")).count();
+    // 31 days, month.tet, week.tet; the combine and the selection.
+    assert_eq!(nodes.len(), 35, "{dot}");
+    assert_eq!(edges, 31 + 1 + 2, "{dot}");
+    let changed: Vec<&&str> = nodes
+        .iter()
+        .filter(|l| l.contains("class=\"input changed\""))
+        .collect();
+    assert_eq!(changed.len(), 1, "{dot}");
+    assert!(changed[0].contains("CHANGED day23.nc"), "{dot}");
+    assert!(dot.contains("class=\"activity combine\""), "{dot}");
+    assert!(dot.contains("class=\"activity select\""), "{dot}");
+    assert_eq!(dot.matches("class=\"intermediate\"").count(), 1, "{dot}");
+    assert_eq!(dot.matches("class=\"output\"").count(), 1, "{dot}");
+
+    if !have("dot", &["-V"]) {
+        eprintln!("skipped the SVG: Graphviz's dot is not installed (Debian package graphviz)");
+        let o = tet_in(
+            dir,
+            "tet",
+            &["audit", "--graph", "lineage.svg", "month.tet", "week.tet"],
+        );
+        assert_eq!(o.status.code(), Some(1));
+        assert!(dir.join("lineage.dot").exists());
+        return;
+    }
+    let o = tet_in(
+        dir,
+        "tet",
+        &["audit", "--graph", "lineage.svg", "month.tet", "week.tet"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let svg = std::fs::read_to_string(dir.join("lineage.svg")).unwrap();
+    assert!(svg.contains("<svg"), "{svg}");
+    assert_eq!(svg.matches("<g id=\"node").count(), 35);
+    assert_eq!(svg.matches("<g id=\"edge").count(), 34);
+    assert!(svg.contains("CHANGED day23.nc"));
+}
