@@ -6,10 +6,16 @@
 - :func:`convert` any supported input to ``.tet`` in a supervised worker process,
   :func:`convert_many`, :func:`verify`, :func:`audit`.
 - ``xr.open_dataset("out.tet")``: the xarray engine ``tet`` (:mod:`tet.xarray_backend`).
+
+Importing the package loads no native code: the extension module ``tet._tet`` (and the C
+libraries it links) is loaded when a file is opened or converted, or a native function such
+as :func:`chunks_read_total` is first looked up, so installing ``tet`` costs the other
+readers of an environment nothing (xarray imports every engine's backend on each open).
 """
 
 from __future__ import annotations
 
+from . import _native  # noqa: F401 - installs the extension's loader (see _native)
 from ._convert import (
     AuditEntry,
     ConvertReport,
@@ -20,7 +26,6 @@ from ._convert import (
     verify,
 )
 from ._file import Dataset, File, HistoryRow, Parent, TextVariable, open, read_stats
-from ._tet import chunks_read_total
 from .errors import (
     ConversionError,
     CorruptError,
@@ -29,6 +34,16 @@ from .errors import (
     UnsupportedError,
     WorkerCrashError,
 )
+
+
+def __getattr__(name: str):
+    # The extension's own functions, looked up (and the extension loaded) on first use.
+    if name == "chunks_read_total":
+        from ._native import native
+
+        return native.chunks_read_total
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "open",

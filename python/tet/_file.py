@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _tet
+from ._native import native as _tet  # loaded on first use (see _native)
 from ._indexing import Selection
 from .errors import NotFoundError
 
