@@ -71,15 +71,21 @@ Examples:
   tet audit out.tet                 are the recorded inputs unchanged?
   tet export out.tet back.nc        back to NetCDF-4 (or .zarr, .npy, .npz)
 
-Each command has its own --help; man tet-info, tet-verify, … once installed.";
+Each command has its own --help (with its exit codes); man tet-info, tet-verify, … once
+installed. A command whose output is cut short by its reader (`tet info f.tet | head -1`)
+stops quietly with exit 141 (128 + SIGPIPE, as if killed by it).";
 
 /// The end of `tet convert --help` and `tet-convert --help`.
 const CONVERT_EXAMPLES: &str = "\
 Examples:
   tet-convert in.nc out.tet                    one file (codec and chunks chosen per dataset)
   tet-convert in.h5 out.tet --codec zstd:3     one codec for every chunk
-  tet-convert data/ --out-dir tet/            every input of a folder, skipping those done
-  tet-convert --formats                        the formats this build reads";
+  tet-convert data/ --out-dir tet/             every input of a folder, skipping those done
+  tet-convert --formats                        the formats this build reads
+
+Exit status: 0 every input converted or up to date, 1 an input failed, 2 usage error,
+130 / 143 stopped by SIGINT / SIGTERM, 141 its standard output closed early (`| head`; the
+conversions still finish).";
 
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
