@@ -263,6 +263,21 @@ fn signatures_round_trip_with_ssh_keygen() {
     assert!(r.ok(), "{:?}", r.failures);
     assert_eq!(r.warnings.len(), warnings_before, "{:?}", r.warnings);
     assert_eq!(coreutils_message(&a), message);
+    let o = tet(&["audit", "--json", "--signers", s(&allowed), s(&a)]);
+    let v: Value = serde_json::from_str(&common::ok(&o, "audit --json")).unwrap();
+    assert_eq!(v["signatures"]["content_digest"], message.as_str());
+    let status: Vec<&str> = v["signatures"]["signatures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["trusted", "trusted"]);
+    // A conversion of a signed file is new content: no signature comes along.
+    let a2 = dir.join("a2.tet");
+    common::ok(&tet(&["convert", "-q", s(&a), s(&a2)]), "convert a.tet");
+    let text = String::from_utf8_lossy(&std::fs::read(&a2).unwrap()).into_owned();
+    assert!(!text.contains("tet_signatures"));
     // Signing again with the same key gives the same bytes.
     let bytes = std::fs::read(&a).unwrap();
     common::ok(&tet(&["sign", "--key", s(&alice), s(&a)]), "sign again");
