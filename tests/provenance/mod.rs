@@ -382,8 +382,8 @@ fn tamper_checks(dir: &Path, allowed: &Path, a: &Path, b: &Path) {
 }
 
 /// A month of daily files (fixtures/concat/month) combined, then a selection of the result; day
-/// 23 changed afterwards. The picture has every input, the intermediate and the result, the
-/// two steps, and day 23 marked.
+/// 23 changed and day 5 deleted afterwards. The picture has every input, the intermediate and
+/// the result, the two steps, and days 23 and 5 marked.
 #[cfg(feature = "netcdf")]
 #[test]
 fn lineage_graph_of_a_month() {
@@ -403,6 +403,7 @@ fn lineage_graph_of_a_month() {
     let mut b = std::fs::read(dir.join("day23.nc")).unwrap();
     b.push(0);
     std::fs::write(dir.join("day23.nc"), b).unwrap();
+    std::fs::remove_file(dir.join("day05.nc")).unwrap();
 
     let o = tet_in(
         dir,
@@ -425,6 +426,13 @@ fn lineage_graph_of_a_month() {
         .collect();
     assert_eq!(changed.len(), 1, "{dot}");
     assert!(changed[0].contains("CHANGED day23.nc"), "{dot}");
+    let missing: Vec<&&str> = nodes
+        .iter()
+        .filter(|l| l.contains("class=\"input missing\""))
+        .collect();
+    assert_eq!(missing.len(), 1, "{dot}");
+    assert!(missing[0].contains("MISSING day05.nc"), "{dot}");
+    assert!(dot.contains("1 changed and 1 missing inputs"), "{dot}");
     assert!(dot.contains("class=\"activity combine\""), "{dot}");
     assert!(dot.contains("class=\"activity select\""), "{dot}");
     assert_eq!(dot.matches("class=\"intermediate\"").count(), 1, "{dot}");
