@@ -384,3 +384,53 @@ fn replace_tail(path: &Path, offset: u64, tail: &[u8]) -> Result<(), SignError> 
     tmp.persist(path).map_err(|e| err(e.error))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = ",\"tet_footer_digest\":\"xxh3-64:0123456789abcdef\"}";
+
+    #[test]
+    fn the_content_ends_before_the_trailing_members() {
+        let body = "{\"history\":[],\"metadata\":{}";
+        let unsigned = format!("{body}{DIGEST}");
+        let (end, sigs) = split_footer(unsigned.as_bytes()).unwrap();
+        assert_eq!((end, sigs.len()), (body.len(), 0));
+        let entry = StoredSignature {
+            content: "sha256:00".into(),
+            sshsig: "-----BEGIN SSH SIGNATURE-----\nAA==\n-----END SSH SIGNATURE-----\n".into(),
+        };
+        let member = member_text(std::slice::from_ref(&entry)).unwrap();
+        let signed = format!("{body}{member}{DIGEST}");
+        let (end, sigs) = split_footer(signed.as_bytes()).unwrap();
+        assert_eq!((end, sigs), (body.len(), vec![entry]));
+        // A footer without a digest (the reference's): up to its closing brace.
+        let plain = format!("{body}}}");
+        assert_eq!(split_footer(plain.as_bytes()).unwrap().0, body.len());
+    }
+
+    #[test]
+    fn a_member_out_of_place_or_form_is_malformed() {
+        let body = "{\"history\":[],\"metadata\":{}";
+        let spaced = format!("{body},\"tet_signatures\": []{DIGEST}");
+        assert!(matches!(
+            split_footer(spaced.as_bytes()),
+            Err(SignError::Block(_))
+        ));
+        let first = format!("{{\"tet_signatures\":[],\"history\":[]{DIGEST}");
+        assert!(matches!(
+            split_footer(first.as_bytes()),
+            Err(SignError::Block(_))
+        ));
+        let extra = format!(
+            "{body},\"tet_signatures\":[{{\"content\":\"x\",\"sshsig\":\"y\",\"z\":1}}]{DIGEST}"
+        );
+        assert!(matches!(
+            split_footer(extra.as_bytes()),
+            Err(SignError::Block(_))
+        ));
+        assert!(split_footer(b"{}").is_err());
+        assert!(split_footer(DIGEST[1..].as_bytes()).is_err());
+    }
+}
