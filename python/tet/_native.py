@@ -56,9 +56,12 @@ class _DeepBindFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
+# TET_NO_DEEPBIND=1 loads the extension as any other (for AddressSanitizer, which refuses
+# RTLD_DEEPBIND, or an allocator put in with LD_PRELOAD that our libraries must share).
 if (
     hasattr(os, "RTLD_DEEPBIND")
     and hasattr(sys, "setdlopenflags")
+    and os.environ.get("TET_NO_DEEPBIND", "") in ("", "0")
     and not any(isinstance(f, _DeepBindFinder) for f in sys.meta_path)
 ):
     sys.meta_path.insert(0, _DeepBindFinder())
