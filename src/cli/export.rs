@@ -137,6 +137,9 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
+    if let Some(name) = (!url).then(|| super::other_format(&a.file)).flatten() {
+        return fail(&a.file, OpenTetError::OtherFormat(name));
+    }
     // SIGINT/SIGTERM stop the export between two chunks (and an upload, a ranged read): the
     // staged output is removed and the exit code names the signal.
     signals::install();

@@ -267,6 +267,9 @@ pub(crate) enum OpenTetError {
     Fetch(#[from] FetchError),
     #[error(transparent)]
     Tet(#[from] crate::format::TetError),
+    /// A file of a format `tet-convert` reads, given where a `.tet` file was expected.
+    #[error("not a .tet file but a {0} file (tet-convert FILE OUT.tet converts it)")]
+    OtherFormat(&'static str),
 }
 
 impl OpenedTet {
@@ -276,10 +279,12 @@ impl OpenedTet {
     ) -> Result<OpenedTet, OpenTetError> {
         use crate::format::{TetError, TetFile};
         if !crate::storage::is_url(p) {
-            return Ok(OpenedTet {
-                file: TetFile::open(p)?,
-                _spool: None,
-            });
+            // Not a .tet file: say what it is when an importer recognises it.
+            let file = TetFile::open(p).map_err(|e| match e {
+                TetError::Corrupt(_) => other_format(p).map_or(e.into(), OpenTetError::OtherFormat),
+                e => e.into(),
+            })?;
+            return Ok(OpenedTet { file, _spool: None });
         }
         let object =
             crate::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
@@ -307,6 +312,21 @@ impl OpenedTet {
             }),
         }
     }
+}
+
+/// The name of the format of the local file `p` when it is no `.tet` file (it does not start
+/// with the `.tet` magic bytes) but one an importer recognises: what a user gave `tet info` or
+/// `tet export` by mistake (`ocean.nc`).
+pub(crate) fn other_format(p: &std::path::Path) -> Option<&'static str> {
+    use std::io::Read as _;
+    let mut head = [0u8; 4];
+    let tet = std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == crate::format::MAGIC);
+    if tet {
+        return None;
+    }
+    crate::registry::identify(p).ok().map(|imp| imp.name())
 }
 
 /// The input digest (`sha256:<hex>`) and size of a path or object URL named on the command

@@ -516,3 +516,29 @@ fn export_errors_name_the_users_output_not_a_temporary_one() {
         assert!(left.is_empty(), "{left:?}");
     }
 }
+
+/// A file of a format tet-convert reads, given to `tet info`, `verify` or `export` by mistake,
+/// is named for what it is, with the command that converts it.
+#[test]
+fn a_file_of_another_format_is_named_for_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("x.npy");
+    common::write_npy(&npy, 1);
+    let want = "not a .tet file but a NumPy .npy file (tet-convert FILE OUT.tet converts it)";
+    for args in [vec!["info"], vec!["verify"], vec!["export"]] {
+        let mut c = tet();
+        c.args(&args).arg(&npy);
+        if args[0] == "export" {
+            c.arg(dir.path().join("out.npz"));
+        }
+        let o = run(&mut c);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {o:?}");
+        let text = String::from_utf8_lossy(if args[0] == "verify" {
+            &o.stdout
+        } else {
+            &o.stderr
+        });
+        assert!(text.contains(want), "{args:?}: {text}");
+    }
+    assert!(!dir.path().join("out.npz").exists());
+}
