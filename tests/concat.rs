@@ -201,6 +201,18 @@ fn a_dimension_that_is_not_there_is_named_and_every_input_counts() {
     let err = String::from_utf8_lossy(&o.stderr);
     let human = |n: u64| tet::batch::text::human_bytes(n);
     assert!(err.contains(&format!("{} in", human(total))), "{err}");
+    // `tet audit` shows each input's recorded size.
+    let o = run(d.path(), "tet", &["audit", "--json", "all.tet"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let row: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    let recorded: Vec<u64> = row["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["recorded_bytes"].as_u64().unwrap())
+        .collect();
+    assert_eq!(recorded, sizes);
 }
 
 #[test]

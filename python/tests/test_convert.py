@@ -167,34 +167,38 @@ def test_chunk_names_are_checked_against_the_input(tmp_path, isolate):
 def test_selection_and_combine_keywords(tmp_path):
     a = np.arange(24, dtype=np.int32).reshape(4, 6)
     b = a + 100
-    pa, pb = save_npy(tmp_path, "a", a), save_npy(tmp_path, "b", b)
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    pa, pb = save_npy(tmp_path / "d1", "x", a), save_npy(tmp_path / "d2", "x", b)
     out = tmp_path / "cut.tet"
     r = tet.convert(pa, out, isel=["dim_0=1:3", "dim_1=::2"], memory_budget="64MiB", jobs=1)
     assert r.datasets[0].shape == (2, 3)
     with tet.open(out) as f:
-        np.testing.assert_array_equal(f[f.datasets[0]][...], a[1:3, ::2])
+        np.testing.assert_array_equal(f["x"][...], a[1:3, ::2])
     both = tmp_path / "both.tet"
     r = tet.convert([pa, pb], both, concat="dim_0")
     assert r.datasets[0].shape == (8, 6)
     # Every input counts: the report's bytes_in is the sum of the inputs' sizes.
     assert r.bytes_in == os.path.getsize(pa) + os.path.getsize(pb)
     with tet.open(both) as f:
-        np.testing.assert_array_equal(f[f.datasets[0]][...], np.concatenate([a, b]))
+        np.testing.assert_array_equal(f["x"][...], np.concatenate([a, b]))
     with pytest.raises(ValueError, match="concat"):
         tet.convert([pa, pb], tmp_path / "x.tet")
 
 
 def test_report_codec_is_what_the_chunks_are_stored_with(tmp_path):
-    # Under `auto` a raw source stays raw, but a chunk of one repeated value is stored as zstd:
-    # the report says so, as `tet info` does.
-    a = np.zeros((4, 1000), dtype=np.float64)
-    a[2:] = np.arange(2000, dtype=np.float64).reshape(2, 1000) * np.pi
+    # Under zstd a chunk zstd cannot shrink is stored raw: the report says which codecs the
+    # chunks are stored with, as `tet info` counts them, not only the codec asked for.
+    a = np.zeros((4, 4000), dtype=np.uint8)
+    a[2:] = np.random.default_rng(0).integers(0, 256, size=(2, 4000), dtype=np.uint8)
     src = save_npy(tmp_path, "z", a)
     out = tmp_path / "z.tet"
-    r = tet.convert(src, out, chunk={"dim_0": 1})
+    r = tet.convert(src, out, codec="zstd", chunk={"dim_0": 1})
     (d,) = r.datasets
-    # `tet info --json` counts the chunks by codec from the file's directory; so does the report.
     assert d.extra.get("codecs") == {"raw": 2, "zstd": 2}, d
     assert d.codec == "raw+zstd", d
     with tet.open(out) as f:
         np.testing.assert_array_equal(f["z"][...], a)
+    # One codec for every chunk: the codec asked for, with its level.
+    r = tet.convert(src, out, codec="raw", chunk={"dim_0": 1})
+    assert (r.datasets[0].codec, r.datasets[0].extra["codecs"]) == ("raw", {"raw": 4})

@@ -169,8 +169,13 @@ fn recheck_row(
         format!("input.{k}")
     };
     let resolved = resolve_key(h, &key);
-    // Size and mtime are recorded for the first input only.
+    // The mtime is recorded for the first input only; the size for each (`input_bytes`, then
+    // `input_bytes.K` beside `input.K`).
     let first = |v: Option<&String>| v.filter(|_| k == 0).cloned();
+    let bytes_key = match k {
+        0 => BYTES_KEY.to_string(),
+        k => format!("{BYTES_KEY}.{k}"),
+    };
     let mut c = InputCheck {
         row: i,
         input: h.params.get(&key).cloned(),
@@ -178,7 +183,7 @@ fn recheck_row(
         resolved_against: resolved.as_ref().map(|(_, r)| *r),
         status: InputStatus::NotRecorded,
         recorded_digest: recorded_digest.clone(),
-        recorded_bytes: first(h.params.get(BYTES_KEY)).and_then(|b| b.parse().ok()),
+        recorded_bytes: h.params.get(&bytes_key).and_then(|b| b.parse().ok()),
         recorded_mtime: first(h.params.get(MTIME_KEY)),
         digest: None,
         bytes: None,

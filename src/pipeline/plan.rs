@@ -115,7 +115,9 @@ pub(super) fn plan_all(
                 name: &var.name,
                 shape: &var.shape,
                 elem_size: dtype.size() as u64,
-                dims: var.dims.as_deref(),
+                // `dim_0`, `dim_1`, … where the source names none (xarray's names, as
+                // `--isel` and the name check take them).
+                dims: Some(&crate::select::dims_of(var.dims.as_ref(), var.shape.len())),
                 // A `.tet` input's chunks are kept on a plain re-compress, never a constraint.
                 source_chunks: var.layout.chunk_shape.as_deref().filter(|_| !tet_input),
                 preferred_chunks: var
