@@ -335,3 +335,87 @@ fn a_variable_named_like_a_dimension_it_does_not_use_exports_before_its_users() 
     assert_eq!(names(s["g"]), ["s", "w"]);
     assert_eq!((names(root), names(g)), (names(s[""]), names(s["g"])));
 }
+
+/// Compound types with complex members as h5py stores them (named types `<c16`, `<c8`, which
+/// HDF5 allows and netCDF-C refuses to define: "Name contains illegal characters") come back as
+/// compound types of the same fields and bytes under the names nc-complex gives complex types
+/// (`_PFNC_DOUBLE_COMPLEX_TYPE`, `_PFNC_FLOAT_COMPLEX_TYPE`); h5py reads the same complex
+/// numbers from the export as from the source (`make_h5py_complex.py`).
+#[test]
+fn complex_types_h5py_named_come_back_under_names_netcdf_takes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = fixture("h5py_complex.nc");
+    let tet = tmp.path().join("c.tet");
+    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    let out = tmp.path().join("back.nc");
+    let opts = ExportOptions {
+        target: Some(Target::NETCDF),
+        ..ExportOptions::default()
+    };
+    export::export(&tet, &out, &opts).expect("export");
+    let (s, o) = (dump(&src).expect("dump"), dump(&out).expect("dump"));
+    let (s, o) = (by_path(&s), by_path(&o));
+    let renamed = |x: &str| {
+        x.replace("\"<c16\"", "\"_PFNC_DOUBLE_COMPLEX_TYPE\"")
+            .replace("\"<c8\"", "\"_PFNC_FLOAT_COMPLEX_TYPE\"")
+    };
+    let root_x = |g: &GroupDump| g.vars.iter().find(|v| v.name == "x").unwrap().attrs.clone();
+    for (list_s, list_o, names) in [
+        (
+            s[""].attrs.clone(),
+            o[""].attrs.clone(),
+            &["za", "wa", "ca"][..],
+        ),
+        (root_x(s[""]), root_x(o[""]), &["zc"][..]),
+    ] {
+        for name in names {
+            let a = list_s.iter().find(|a| a.name == *name).expect(name);
+            let b = list_o.iter().find(|a| a.name == *name).expect(name);
+            assert!(a.xtype.contains("\"<c"), "{name}: {}", a.xtype);
+            assert_eq!(b.xtype, renamed(&a.xtype), "{name}");
+            assert_eq!(b.values, a.values, "{name}");
+        }
+    }
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    let has_h5py = std::process::Command::new(&py)
+        .args(["-c", "import h5py"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_h5py || std::env::var_os("CI").is_none(),
+        "python/.venv has no h5py under CI: run .ci/python-setup first"
+    );
+    if !has_h5py {
+        eprintln!("python/.venv has no h5py (run .ci/python-setup): h5py comparison skipped");
+        return;
+    }
+    let script = r#"
+import sys, h5py, numpy as np
+src, out = sys.argv[1:3]
+with h5py.File(src, "r") as a, h5py.File(out, "r") as b:
+    for obj, name in [("/", "za"), ("/", "wa"), ("/", "ca"), ("x", "zc")]:
+        x, y = np.asarray(a[obj].attrs[name]), np.asarray(b[obj].attrs[name])
+        assert x.dtype.kind == y.dtype.kind, (name, x.dtype, y.dtype)
+        if x.dtype.names:
+            assert x.dtype.names == y.dtype.names, (name, x.dtype, y.dtype)
+            assert y.dtype["z"] == np.dtype("<c16") and y.dtype["w"] == np.dtype("<c8"), y.dtype
+            for f in x.dtype.names:
+                np.testing.assert_array_equal(x[f].ravel(), y[f].ravel(), err_msg=f"{name}.{f}")
+        else:
+            assert y.dtype == x.dtype, (name, x.dtype, y.dtype)
+            np.testing.assert_array_equal(x.ravel(), y.ravel(), err_msg=name)
+print("ok")
+"#;
+    let o = std::process::Command::new(&py)
+        .args(["-c", script])
+        .arg(&src)
+        .arg(&out)
+        .output()
+        .expect("python");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -45,6 +45,10 @@
 //!   `compound`: fields of numbers, `char`, enums, nested compounds and arrays of these, at
 //!   the recorded offsets; text as UTF-8 when it fits its field, else Latin-1; NaN payloads
 //!   are not kept). One with a `string`, vlen or opaque part stays JSON text, with a warning.
+//!   A type whose name netCDF-C refuses (HDF5 allows any: h5py commits complex types as
+//!   `<c16`) is defined under another: a complex `{r, i}` under nc-complex's
+//!   `_PFNC_DOUBLE_COMPLEX_TYPE` / `_PFNC_FLOAT_COMPLEX_TYPE`, others as `_` + its name's
+//!   letters, digits and `_`.
 //! - The global `history` attribute gets the model's history lines, after any existing text.
 //! - Storage: chunked along the model's chunk shape, so each `nc_put_vara` fills whole HDF5
 //!   chunks; zlib (`deflate`, default level 4, with the shuffle filter for multi-byte types),

@@ -7,7 +7,7 @@
 //! A type with a `string`, vlen or opaque part, or values that do not fit the type, gives an
 //! error naming why: the caller then keeps the JSON text (with a warning).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::c_int;
 
 use netcdf_sys as nc;
@@ -288,12 +288,68 @@ pub(crate) enum RecordError {
 #[derive(Debug, Default)]
 pub(crate) struct CompoundTypes {
     ids: HashMap<(c_int, String), nc::nc_type>,
+    /// The names the types were defined under (differing from the recorded name when netCDF
+    /// refuses that: [`type_name`]).
+    names: HashSet<(c_int, String)>,
     /// The group compound types are defined in (the root: every group sees its types).
     pub root: Option<c_int>,
 }
 
+/// Whether netCDF-C takes `name` as an object name (its `NC_check_name`): not empty, first an
+/// ASCII letter or digit, `_` or a multi-byte UTF-8 character, no `/`, no control character,
+/// no trailing space. HDF5 allows any name: h5py commits a complex type as `<c16`.
+pub(crate) fn nc_name_ok(name: &str) -> bool {
+    let Some(first) = name.chars().next() else {
+        return false;
+    };
+    (first.is_ascii_alphanumeric() || first == '_' || !first.is_ascii())
+        && !name.chars().any(|c| c == '/' || c.is_ascii_control())
+        && !name.ends_with(|c: char| c.is_ascii_whitespace())
+}
+
+/// The name a compound type is defined under: its own, when netCDF-C takes it; else, for a
+/// complex number as h5py and nc-complex store one (two fields `r`, `i` of one float type) the
+/// name nc-complex gives it (`_PFNC_DOUBLE_COMPLEX_TYPE`, `_PFNC_FLOAT_COMPLEX_TYPE`), for
+/// another type `_` followed by its name without the characters netCDF-C refuses; with
+/// `_<n>` appended while `taken` says the name is another type's.
+fn type_name(name: &str, fields: &[FieldDef], taken: impl Fn(&str) -> bool) -> String {
+    if nc_name_ok(name) {
+        return name.to_string();
+    }
+    let complex = match fields {
+        [r, i] if r.name == "r" && i.name == "i" && r.ty == i.ty && r.dims.is_empty() => {
+            match r.ty {
+                TypeDef::Atomic(ElementType::F64) => Some("_PFNC_DOUBLE_COMPLEX_TYPE"),
+                TypeDef::Atomic(ElementType::F32) => Some("_PFNC_FLOAT_COMPLEX_TYPE"),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let base = complex.map(str::to_string).unwrap_or_else(|| {
+        let kept: String = name
+            .chars()
+            .filter(|&c| c.is_alphanumeric() || c == '_')
+            .collect();
+        format!("_{kept}")
+    });
+    let mut n = base.clone();
+    let mut k = 1;
+    while taken(&n) {
+        n = format!("{base}_{k}");
+        k += 1;
+    }
+    n
+}
+
 impl CompoundTypes {
-    /// The netCDF type of `t` in group `gid`, user types defined there the first time.
+    /// Whether a type of group `gid` was defined under `name`.
+    fn taken(&self, gid: c_int, name: &str) -> bool {
+        self.names.contains(&(gid, name.to_string()))
+    }
+
+    /// The netCDF type of `t` in group `gid`, user types defined there the first time (under
+    /// a name netCDF-C takes: [`type_name`]).
     pub fn id(&mut self, gid: c_int, t: &TypeDef, enums: &mut EnumTypes) -> Result<nc::nc_type> {
         let (name, size, fields) = match t {
             TypeDef::Atomic(e) => {
@@ -317,9 +373,11 @@ impl CompoundTypes {
             .iter()
             .map(|f| self.id(gid, &f.ty, enums))
             .collect::<Result<Vec<_>>>()?;
-        let cn = super::cname(name)?;
-        let what = || format!("define compound type `{name}`");
+        let defined = type_name(name, fields, |n| self.taken(gid, n));
+        let cn = super::cname(&defined)?;
+        let what = || format!("define compound type `{defined}`");
         let id = super::nc(what, crate::ffi::def_compound(gid, size, &cn))?;
+        self.names.insert((gid, defined.clone()));
         for (f, &ft) in fields.iter().zip(&types) {
             let cf = super::cname(&f.name)?;
             let dims = f
@@ -486,6 +544,40 @@ fn put_number(t: ElementType, v: &Value, out: &mut [u8]) -> std::result::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn type_names_netcdf_refuses_are_replaced() {
+        for ok in ["rec_t", "_x", "1a", "é", "a b", "a<b"] {
+            assert!(nc_name_ok(ok), "{ok}");
+        }
+        for bad in ["", "<c16", "a/b", "a\u{1}", "a ", " a", "-x"] {
+            assert!(!nc_name_ok(bad), "{bad:?}");
+        }
+        let field = |name: &str, t: ElementType, offset: usize| FieldDef {
+            name: name.into(),
+            offset,
+            dims: Vec::new(),
+            ty: TypeDef::Atomic(t),
+        };
+        let c16 = [
+            field("r", ElementType::F64, 0),
+            field("i", ElementType::F64, 8),
+        ];
+        let c8 = [
+            field("r", ElementType::F32, 0),
+            field("i", ElementType::F32, 4),
+        ];
+        let none = |_: &str| false;
+        assert_eq!(type_name("rec_t", &c16, none), "rec_t");
+        assert_eq!(type_name("<c16", &c16, none), "_PFNC_DOUBLE_COMPLEX_TYPE");
+        assert_eq!(type_name("<c8", &c8, none), "_PFNC_FLOAT_COMPLEX_TYPE");
+        assert_eq!(
+            type_name(">c16", &c16, |n| n == "_PFNC_DOUBLE_COMPLEX_TYPE"),
+            "_PFNC_DOUBLE_COMPLEX_TYPE_1"
+        );
+        let other = [field("a", ElementType::I32, 0)];
+        assert_eq!(type_name("<rec>", &other, none), "_rec");
+    }
 
     #[test]
     fn records_encode_at_their_offsets() {
