@@ -1,10 +1,11 @@
 //! Every truncation and thousands of random byte flips of valid files: the reader and
 //! `verify` return errors or findings, never panic, and never allocate beyond what the bytes
-//! can back.
+//! can back; a reader that opens with `Plan::for_reading` gets the original or an error.
 
 mod common;
 
 use common::{write_in_order, Array};
+use tet::export::{read_selection, DamagedFooter, Plan};
 use tet::format::verify::{verify_bytes, Depth};
 use tet::format::{Codec, DType, Footer, HistoryRow, TetFile};
 use tet_source::AttrValue;
@@ -144,4 +145,86 @@ fn absurd_headers_are_refused() {
     let f = TetFile::from_bytes(b.clone()).unwrap();
     assert!(f.read_dataset(0).is_err());
     assert!(!verify_bytes(b, Depth::Deep).ok());
+}
+
+/// What a reader that opens with `Plan::for_reading` (the Python package's way in) gets: the
+/// model as text with whether it is verified, and every array read whole; or the error.
+fn read_all(bytes: Vec<u8>, damaged: DamagedFooter) -> Result<(String, Vec<Vec<u8>>), String> {
+    let f = TetFile::from_bytes(bytes).map_err(|e| e.to_string())?;
+    let r = Plan::for_reading(&f, damaged).map_err(|e| e.to_string())?;
+    let mut values = Vec::new();
+    for (i, a) in r.plan.model.arrays.iter().enumerate() {
+        let sel: Vec<Vec<u64>> = a.shape.iter().map(|&n| (0..n).collect()).collect();
+        let n = a.shape.iter().product::<u64>() * a.dtype.size() as u64;
+        // The plan's shapes were checked against the index: never more than the file holds.
+        assert!(n < 1 << 20, "a plan of {n} bytes for `{}`", a.name);
+        let mut out = vec![0u8; n as usize];
+        read_selection(&f, &r.plan, i, &sel, &mut out).map_err(|e| e.to_string())?;
+        values.push(out);
+    }
+    Ok((
+        format!("{:?} verified={}", r.plan.model, r.verified),
+        values,
+    ))
+}
+
+/// A reader never gets damaged values or lost metadata without an error: every truncation
+/// and every single-bit flip of a file with checksums reads as the original or is refused,
+/// and a cleared footer flag is a contradiction, not a footer-less file.
+#[test]
+fn a_reader_gets_the_original_or_an_error() {
+    let bytes = ours();
+    let want = read_all(bytes.clone(), DamagedFooter::Refuse).unwrap();
+    assert!(want.0.ends_with("verified=true"), "{}", want.0);
+    for len in 0..bytes.len() {
+        let r = read_all(bytes[..len].to_vec(), DamagedFooter::Refuse);
+        assert!(r.is_err(), "truncated to {len}: read");
+    }
+    let mut refused = 0;
+    for i in 0..bytes.len() {
+        for bit in [0, 3, 6] {
+            let mut b = bytes.clone();
+            b[i] ^= 1 << bit;
+            match read_all(b, DamagedFooter::Refuse) {
+                Ok(got) => assert!(got == want, "byte {i} bit {bit}: read other values"),
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    assert!(
+        refused > bytes.len(),
+        "{refused} of {} flips refused",
+        3 * bytes.len()
+    );
+    let mut b = bytes.clone();
+    b[12] &= !1;
+    let e = read_all(b.clone(), DamagedFooter::Refuse).unwrap_err();
+    assert!(e.contains("flag bit 0 is clear"), "{e}");
+    let (model, values) = read_all(b.clone(), DamagedFooter::ReadStored).unwrap();
+    assert!(model.ends_with("verified=false"));
+    // The stored datasets, without the footer's raising (no metadata): the same bytes.
+    assert_eq!(values, want.1);
+    assert!(!verify_bytes(b, Depth::Sample).ok());
+}
+
+/// The reference tools' files record no checksums: they plan, unverified; `plan.tet`, whose
+/// footer is corrupt, only when the caller asks for the stored datasets.
+#[test]
+fn reference_files_plan_unverified() {
+    for n in [
+        "sample.tet",
+        "large.tet",
+        "multichunk_f16.tet",
+        "converted_small_cf.tet",
+    ] {
+        let b = std::fs::read(common::reference(n)).unwrap();
+        let (model, _) = read_all(b, DamagedFooter::Refuse).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert!(model.ends_with("verified=false"), "{n}");
+    }
+    let b = std::fs::read(common::reference("plan.tet")).unwrap();
+    let e = read_all(b.clone(), DamagedFooter::Refuse).unwrap_err();
+    assert!(e.starts_with("footer: "), "{e}");
+    let (_, values) = read_all(b, DamagedFooter::ReadStored).unwrap();
+    let want: Vec<u8> = (1..=6).flat_map(|v| (v as f32).to_le_bytes()).collect();
+    assert_eq!(values, vec![want]);
 }

@@ -28,7 +28,9 @@ use tet_source::export::{io_err, Capabilities, Exporter, Output};
 use tet_source::ElementType;
 
 pub use raise::Plan;
-pub use region::{read_selection, EVERY_TYPE};
+pub use region::{
+    check_index_covers, check_integrity, read_selection, DamagedFooter, Reading, EVERY_TYPE,
+};
 
 use crate::format::{HistoryRow, TetError, TetFile};
 

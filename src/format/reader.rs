@@ -80,6 +80,11 @@ pub enum FooterReadError {
     SpillJson(#[source] serde_json::Error),
     #[error(transparent)]
     Footer(FooterError),
+    /// The superblock says the file has no footer, but the file ends with a footer trailer
+    /// (the flag bit cleared by damage: read as footer-less, the file would lose its metadata
+    /// and its checksums).
+    #[error("superblock flag bit 0 is clear but the file ends with a THST footer trailer")]
+    Unflagged,
 }
 
 /// A chunk whose bytes the source failed to give (an object store's error, not a fault of the
@@ -332,6 +337,8 @@ impl TetFile {
         };
         if sb.flags & FLAG_FOOTER != 0 {
             tet.load_footer();
+        } else if ends_with_trailer(&tet.data)? {
+            tet.footer = Err(FooterReadError::Unflagged);
         }
         if let Some(Ok(_)) = &tet.chunk_digests {
             tet.verified = (0..tet.entries.len())
@@ -1052,6 +1059,23 @@ fn read_footer_json(
         }
     }
     Ok((v, frame, spilled))
+}
+
+/// Whether the file's last bytes are a footer trailer (the THST magic after the supported
+/// footer version): what a file whose superblock's footer flag is clear must not end with.
+fn ends_with_trailer(data: &Backing) -> Result<bool> {
+    let file_len = data.len();
+    let Some(t) = file_len
+        .checked_sub(FOOTER_TRAILER_LEN)
+        .filter(|&t| t >= SUPERBLOCK_LEN)
+    else {
+        return Ok(false);
+    };
+    let Some(trailer) = data.read(t, FOOTER_TRAILER_LEN)? else {
+        return Ok(false);
+    };
+    Ok(trailer[(FOOTER_TRAILER_LEN - 4) as usize..] == FOOTER_MAGIC
+        && u32_at(&trailer, 8).ok() == Some(FOOTER_VERSION))
 }
 
 /// Decodes one zstd frame into `out`, which must be filled exactly.

@@ -848,9 +848,8 @@ fn check_zstd_header(src: &[u8], frame_len: u64, raw_len: u64) -> Result<(), Zst
 /// The footer: readable through the schema (the reader says where it does not fit), and its
 /// typed values within the reference reader's limits.
 fn check_footer(f: &TetFile, r: &mut Report) {
-    if f.flags & FLAG_FOOTER == 0 {
-        return;
-    }
+    // A footer-less file has `Ok(None)`; one whose flag is clear but that ends with a footer
+    // trailer is an error here too.
     if let Err(e) = f.footer() {
         r.fail("footer", e.to_string());
         return;
