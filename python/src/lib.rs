@@ -15,11 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyType};
 
-use tet::export::{read_selection, ExportError, Plan};
+use tet::export::{read_selection, DamagedFooter, ExportError, Plan};
 use tet::format::verify::{verify, Depth, Finding};
 use tet::format::{Footer, TetError, TetFile};
 
@@ -61,6 +61,28 @@ fn from_export(py: Python<'_>, what: &str, e: ExportError) -> PyErr {
     }
 }
 
+/// The exception for a file a reader refuses at open: always a `CorruptError` (the caller
+/// gave nothing but the path), one that says how to read the datasets anyway when it is the
+/// footer that is unreadable.
+fn refused(py: Python<'_>, what: &str, e: ExportError) -> PyErr {
+    let footer = matches!(&e, ExportError::Container(c)
+        if matches!(c.downcast_ref::<TetError>(), Some(TetError::Footer(_))));
+    let hint = if footer {
+        "; tet.open(path, allow_damaged_footer=True) reads its datasets as stored, without \
+         their attributes, history or checksums"
+    } else {
+        ""
+    };
+    match e {
+        ExportError::Container(c) => match c.downcast::<TetError>() {
+            Ok(t) if matches!(*t, TetError::Io(_)) => from_tet(py, what, *t),
+            Ok(t) => tet_error(py, "CorruptError", format!("{what}: {t}{hint}")),
+            Err(c) => tet_error(py, "CorruptError", format!("{what}: {c}")),
+        },
+        e => tet_error(py, "CorruptError", format!("{what}: {e}")),
+    }
+}
+
 /// Chunks read by every reader of this process.
 static TOTAL_CHUNKS_READ: AtomicU64 = AtomicU64::new(0);
 
@@ -83,8 +105,11 @@ struct Reader {
     path: PathBuf,
     open: RwLock<Option<Arc<Open>>>,
     chunks_read: AtomicU64,
-    /// Why the footer could not be read (the datasets are then read as stored).
+    /// Why the footer could not be read (the datasets are then read as stored: only when the
+    /// caller allowed it).
     footer_error: Option<String>,
+    /// Whether the file's checksums held at open and guard every chunk read.
+    verified: bool,
 }
 
 impl Reader {
@@ -128,20 +153,34 @@ fn footer_of(tet: &TetFile) -> &Footer {
 
 #[pymethods]
 impl Reader {
-    /// Opens `path`: maps the file, reads its directory, index and footer (no chunk data).
+    /// Opens `path`: maps the file, reads its directory, index and footer (no chunk data),
+    /// checks the footer digest and that the index covers every dataset
+    /// (`tet::export::Plan::for_reading`). A file whose footer is unreadable raises
+    /// `CorruptError` unless `allow_damaged_footer` (its datasets are then read as stored).
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<Self> {
+    #[pyo3(signature = (path, allow_damaged_footer = false))]
+    fn new(py: Python<'_>, path: PathBuf, allow_damaged_footer: bool) -> PyResult<Self> {
         let shown = path.display().to_string();
         let tet = py
             .detach(|| TetFile::open(&path))
             .map_err(|e| from_tet(py, &shown, e))?;
-        let (plan, footer_error) =
-            Plan::for_reading(&tet).map_err(|e| from_export(py, &shown, e))?;
+        let damaged = if allow_damaged_footer {
+            DamagedFooter::ReadStored
+        } else {
+            DamagedFooter::Refuse
+        };
+        let reading = py
+            .detach(|| Plan::for_reading(&tet, damaged))
+            .map_err(|e| refused(py, &shown, e))?;
         Ok(Reader {
             path,
-            open: RwLock::new(Some(Arc::new(Open { tet, plan }))),
+            open: RwLock::new(Some(Arc::new(Open {
+                tet,
+                plan: reading.plan,
+            }))),
             chunks_read: AtomicU64::new(0),
-            footer_error,
+            footer_error: reading.footer_error,
+            verified: reading.verified,
         })
     }
 
@@ -161,6 +200,14 @@ impl Reader {
     #[getter]
     fn footer_error(&self) -> Option<String> {
         self.footer_error.clone()
+    }
+
+    /// Whether the file records checksums and they held at open (every chunk read is then
+    /// checked); `false` for a file that records none (the reference tools') or whose footer
+    /// is unreadable.
+    #[getter]
+    fn verified(&self) -> bool {
+        self.verified
     }
 
     /// Whether `close` was called.
@@ -306,44 +353,63 @@ impl Reader {
             .try_fold(a.dtype.size(), |acc, s| acc.checked_mul(s.len()))
             .ok_or_else(|| PyValueError::new_err("selection too large"))?;
         let what = format!("{}: `{}`", self.path.display(), a.name);
-        let (res, buf) = py.detach(|| match zeroed(n) {
-            None => (
-                Err(ExportError::Invalid(format!("cannot allocate {n} bytes"))),
-                Vec::new(),
-            ),
-            Some(mut buf) => (read_selection(&o.tet, &o.plan, array, &sel, &mut buf), buf),
-        });
+        // The array's shape was checked against the chunk index at open: an allocation that
+        // fails here is a selection too large for this machine, not a damaged file.
+        let (res, buf) = py
+            .detach(|| {
+                let mut buf = zeroed(n)?;
+                Some((read_selection(&o.tet, &o.plan, array, &sel, &mut buf), buf))
+            })
+            .ok_or_else(|| PyMemoryError::new_err(format!("{what}: cannot allocate {n} bytes")))?;
         let chunks = res.map_err(|e| from_export(py, &what, e))?;
         self.chunks_read.fetch_add(chunks, Ordering::Relaxed);
         TOTAL_CHUNKS_READ.fetch_add(chunks, Ordering::Relaxed);
         Ok(PyArray1::from_vec(py, buf))
     }
 
-    /// Verifies the file (`deep`: every chunk decoded and checked, else a sample): a dict
-    /// with `ok`, `failures`, `warnings`, `notes` (lists of (code, message)), `chunks`,
-    /// `decoded`, `checksummed`, `checked`, `footer_digest`.
+    /// Verifies the file (`deep`: every chunk decoded and checked, else a sample): see
+    /// [`verify_report`].
     #[pyo3(signature = (deep = true))]
     fn verify<'py>(&self, py: Python<'py>, deep: bool) -> PyResult<Bound<'py, PyDict>> {
         let o = self.get(py)?;
-        let depth = if deep { Depth::Deep } else { Depth::Sample };
-        let r = py.detach(|| verify(&o.tet, depth));
-        let d = PyDict::new(py);
-        let pairs = |f: &[Finding]| -> Vec<(String, String)> {
-            f.iter()
-                .map(|x| (x.code.to_string(), x.message.clone()))
-                .collect()
-        };
-        d.set_item("ok", r.ok())?;
-        d.set_item("failures", pairs(&r.failures))?;
-        d.set_item("warnings", pairs(&r.warnings))?;
-        d.set_item("notes", pairs(&r.notes))?;
-        d.set_item("chunks", r.chunks)?;
-        d.set_item("decoded", r.decoded)?;
-        d.set_item("checksummed", r.checksummed)?;
-        d.set_item("checked", r.checked)?;
-        d.set_item("footer_digest", r.footer_digest)?;
-        Ok(d)
+        verify_report(py, &o.tet, deep)
     }
+}
+
+/// Verifies `tet` (`deep`: every chunk decoded and checked, else a sample): a dict with `ok`,
+/// `failures`, `warnings`, `notes` (lists of (code, message)), `chunks`, `decoded`,
+/// `checksummed`, `checked`, `footer_digest`.
+fn verify_report<'py>(py: Python<'py>, tet: &TetFile, deep: bool) -> PyResult<Bound<'py, PyDict>> {
+    let depth = if deep { Depth::Deep } else { Depth::Sample };
+    let r = py.detach(|| verify(tet, depth));
+    let d = PyDict::new(py);
+    let pairs = |f: &[Finding]| -> Vec<(String, String)> {
+        f.iter()
+            .map(|x| (x.code.to_string(), x.message.clone()))
+            .collect()
+    };
+    d.set_item("ok", r.ok())?;
+    d.set_item("failures", pairs(&r.failures))?;
+    d.set_item("warnings", pairs(&r.warnings))?;
+    d.set_item("notes", pairs(&r.notes))?;
+    d.set_item("chunks", r.chunks)?;
+    d.set_item("decoded", r.decoded)?;
+    d.set_item("checksummed", r.checksummed)?;
+    d.set_item("checked", r.checked)?;
+    d.set_item("footer_digest", r.footer_digest)?;
+    Ok(d)
+}
+
+/// Verifies the file at `path` without the checks of opening it for reading (a damaged footer
+/// or digest is a finding here, not a refusal): the dict of `Reader.verify`. Raises only when
+/// the file cannot be opened at all (missing, its structure cannot be followed).
+#[pyfunction]
+#[pyo3(signature = (path, deep = true))]
+fn verify_file<'py>(py: Python<'py>, path: PathBuf, deep: bool) -> PyResult<Bound<'py, PyDict>> {
+    let tet = py
+        .detach(|| TetFile::open(&path))
+        .map_err(|e| from_tet(py, &path.display().to_string(), e))?;
+    verify_report(py, &tet, deep)
 }
 
 /// The extension module.
@@ -353,7 +419,7 @@ fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
     m.add_function(wrap_pyfunction!(convert::digest_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunks_read_total, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_file, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
-    m.add("SETTINGS_FIELDS", convert::settings_fields())?;
     Ok(())
 }

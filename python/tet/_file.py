@@ -13,7 +13,7 @@ import numpy as np
 
 from ._native import native as _tet  # loaded on first use (see _native)
 from ._indexing import Selection
-from .errors import NotFoundError
+from .errors import CorruptError, NotFoundError, TetError
 
 #: numpy dtypes of the engine's element types (little-endian, as the file stores them).
 DTYPES = {
@@ -222,15 +222,34 @@ def _text_variable(rec: dict) -> TextVariable:
 
 class File:
     """An open ``.tet`` file. Opening reads the directory, the chunk index and the footer, no
-    chunk data. Use it as a context manager, or call :meth:`close`."""
+    chunk data, and checks what can be checked without reading the chunks (see :func:`open`).
+    Use it as a context manager, or call :meth:`close`."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, allow_damaged_footer: bool = False):
         self.path = os.fspath(path)
-        self._reader = _tet.Reader(self.path)
-        r = self._reader
-        #: Why the footer could not be read (the datasets are then read as stored, without
-        #: attributes); ``None`` when it was read.
+        self._reader = _tet.Reader(self.path, allow_damaged_footer)
+        try:
+            self._load(self._reader)
+        except TetError:
+            self._reader.close()
+            raise
+        except (KeyError, ValueError, TypeError, UnicodeError) as e:
+            # A record the engine passed but this layer cannot take: the file's fault, never
+            # another exception type.
+            self._reader.close()
+            raise CorruptError(f"{self.path}: unreadable metadata: {e!r}") from e
+
+    def _load(self, r) -> None:
+        #: Why the footer could not be read: set only when the file was opened with
+        #: ``allow_damaged_footer=True`` (the datasets are then read as stored, without their
+        #: attributes, history and checksums); ``None`` when it was read or there is none.
         self.footer_error: str | None = r.footer_error
+        #: Whether the values are vouched for by checksums: the file records them, the footer
+        #: digest matched the superblock, directory, index and footer at open, and every chunk
+        #: read is checked against its digest. ``False`` for the files of the reference tools
+        #: and older tet-convert versions, which record no checksums (their structure is
+        #: checked, their values cannot be), and for a file opened over a damaged footer.
+        self.verified: bool = bool(r.verified)
         #: The arrays, by name, in stored order.
         self.datasets: dict[str, Dataset] = {}
         for i, rec in enumerate(r.arrays()):
@@ -259,7 +278,9 @@ class File:
         #: The string variables, by name.
         self.text_variables: dict[str, TextVariable] = {}
         for rec in r.text_variables():
-            if not rec["malformed"]:
+            if rec["malformed"]:
+                self.skipped.append((rec["name"], "malformed string-variable record in the footer"))
+            else:
                 self.text_variables[rec["name"]] = _text_variable(rec)
 
     # -- mapping of names ---------------------------------------------------------------------
@@ -322,9 +343,22 @@ class File:
         return f"<tet.File {self.path!r} ({state})>"
 
 
-def open(path: str | os.PathLike) -> File:  # noqa: A001 - the package's entry point
+def open(  # noqa: A001 - the package's entry point
+    path: str | os.PathLike, *, allow_damaged_footer: bool = False
+) -> File:
     """Opens a ``.tet`` file (reads its directory, index and footer; no chunk data).
 
+    Before it returns, the file's footer is read and, when the file records checksums, its
+    digest is checked against the superblock, directory, chunk index and footer; the chunk
+    index must cover every dataset's shape. Every chunk read later is checked against its
+    digest. A damaged file raises :class:`tet.CorruptError`, never returns changed values or
+    lost attributes. A file that records no checksums (the reference tools') opens with
+    :attr:`File.verified` ``False``.
+
+    ``allow_damaged_footer=True`` opens a file whose footer is present but unreadable (the
+    reference implementation's ``plan.tet``): its datasets are read as stored, without
+    attributes, history or checksums, and :attr:`File.footer_error` says why.
+
     Raises :class:`tet.NotFoundError` when there is no such file and
-    :class:`tet.CorruptError` when its structure cannot be followed."""
-    return File(path)
+    :class:`tet.CorruptError` when it is damaged."""
+    return File(path, allow_damaged_footer=allow_damaged_footer)

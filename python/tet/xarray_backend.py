@@ -88,10 +88,13 @@ class TetStore(AbstractDataStore):
         self._history = history
 
     @classmethod
-    def open(cls, filename, group=None, append_history=True) -> "TetStore":
+    def open(
+        cls, filename, group=None, append_history=True, allow_damaged_footer=False
+    ) -> "TetStore":
         """A store over ``filename`` whose file handle xarray's file manager opens, caches and
-        reopens (after pickling) by path."""
-        manager = CachingFileManager(_open_file, os.fspath(filename))
+        reopens (after pickling) by path (``allow_damaged_footer``: see :func:`tet.open`)."""
+        kwargs = {"allow_damaged_footer": True} if allow_damaged_footer else None
+        manager = CachingFileManager(_open_file, os.fspath(filename), kwargs=kwargs)
         return cls(manager, group, append_history)
 
     @property
@@ -214,6 +217,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
         "decode_timedelta",
         "group",
         "append_history",
+        "allow_damaged_footer",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -244,10 +248,19 @@ class TetBackendEntrypoint(BackendEntrypoint):
         decode_timedelta=None,
         group: str | None = None,
         append_history: bool = True,
+        allow_damaged_footer: bool = False,
     ):
         """Opens ``filename_or_obj`` (a path); ``group`` selects a group by its path;
-        ``append_history=False`` leaves the ``history`` attribute exactly as the source's."""
-        store = TetStore.open(filename_or_obj, group=group, append_history=append_history)
+        ``append_history=False`` leaves the ``history`` attribute exactly as the source's;
+        ``allow_damaged_footer=True`` opens a file whose footer is unreadable (its arrays as
+        stored, without attributes; see :func:`tet.open`). A damaged file raises
+        :class:`tet.CorruptError`."""
+        store = TetStore.open(
+            filename_or_obj,
+            group=group,
+            append_history=append_history,
+            allow_damaged_footer=allow_damaged_footer,
+        )
         return StoreBackendEntrypoint().open_dataset(
             store,
             mask_and_scale=mask_and_scale,
