@@ -421,5 +421,6 @@ fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(chunks_read_total, m)?)?;
     m.add_function(wrap_pyfunction!(verify_file, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    m.add("SETTINGS_FIELDS", convert::settings_fields())?;
     Ok(())
 }
