@@ -271,3 +271,56 @@ pub fn fill_known(row: &mut InputRow, input: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The worker protocol carries the settings as their own serde form: every settings field
+    /// and nothing else, and a job whose settings hold an unknown key is refused.
+    #[test]
+    fn the_wire_carries_exactly_the_settings_fields() {
+        let settings: Settings = serde_json::from_value(serde_json::json!({
+            "codec": "zstd:5", "chunk_bytes": 4096, "chunk": ["time=1"], "jobs": 2,
+            "memory_budget": 1048576, "skip_unsupported": true, "unpack": true,
+            "follow_external": true, "write_through_symlink": true, "force_extension": true,
+            "variables": ["t"], "exclude": ["u"], "no_coords": true, "isel": ["time=0:1"],
+            "sel": ["lat=0:1"], "concat": "time", "concat_take_first": true, "checksums": false,
+        }))
+        .unwrap();
+        let job = WireJob {
+            run: "r".into(),
+            input: WirePath::of(Path::new("a.nc")),
+            output: WirePath::of(Path::new("a.tet")),
+            settings: settings.clone(),
+            inputs: vec![
+                WirePath::of(Path::new("a.nc")),
+                WirePath::of(Path::new("b.nc")),
+            ],
+            progress: false,
+            recheck: Recheck::default(),
+            make_dirs: false,
+            want_report: false,
+            storage: Default::default(),
+        };
+        let wire = serde_json::to_value(&job).unwrap();
+        let mut keys: Vec<&str> = wire["settings"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut fields = crate::settings::field_names().to_vec();
+        keys.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(keys, fields);
+        let back: WireJob = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(back.settings, settings);
+        let opts = back.options().unwrap();
+        assert_eq!(opts.combined, [Path::new("a.nc"), Path::new("b.nc")]);
+        let mut bad = wire;
+        bad["settings"]["threads"] = 2.into();
+        let e = serde_json::from_value::<WireJob>(bad).unwrap_err();
+        assert!(e.to_string().contains("unknown field `threads`"), "{e}");
+    }
+}
