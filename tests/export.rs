@@ -328,8 +328,8 @@ fn make_tet(dir: &Path, rows: u64, cols: u64, crows: u64) -> (PathBuf, Vec<u8>) 
     std::fs::write(&npy, bytes).unwrap();
     let tet = dir.join("m.tet");
     let mut o = opts();
-    o.codec = "zstd:1".parse().unwrap();
-    o.plan.target_bytes = Some(crows * cols * 4);
+    o.settings.codec = "zstd:1".parse().unwrap();
+    o.settings.chunk_bytes = Some(crows * cols * 4);
     convert(&npy, &tet, &o).unwrap();
     let f = TetFile::open(&tet).unwrap();
     assert_eq!(f.datasets[0].chunk_shape, vec![crows, cols]);
@@ -873,5 +873,147 @@ fn a_cancelled_export_stops_between_chunks_and_leaves_nothing() {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert!(left.is_empty(), "{}: left {left:?}", target.name());
+    }
+}
+
+/// A netCDF-4 file (`ncgen`) whose variables carry `_FillValue`s of every kind: NaN, ±infinity
+/// and a number for floats, and integers of several widths.
+const FILLS_CDL: &str = r#"netcdf fills {
+dimensions:
+	x = 4 ;
+variables:
+	float fnan(x) ;
+		fnan:_FillValue = NaNf ;
+		fnan:units = "K" ;
+	double dpinf(x) ;
+		dpinf:_FillValue = Infinity ;
+	double dninf(x) ;
+		dninf:_FillValue = -Infinity ;
+	float big(x) ;
+		big:_FillValue = 9.96921e+36f ;
+	short s(x) ;
+		s:_FillValue = -999s ;
+	int64 l(x) ;
+		l:_FillValue = -9223372036854775806LL ;
+	ubyte ub(x) ;
+		ub:_FillValue = 255UB ;
+data:
+ fnan = 1.5, _, -2, 4 ;
+ dpinf = 1, _, 3, _ ;
+ dninf = _, 2, 3, 4 ;
+ big = 0.25, 1, _, 3 ;
+ s = 1, _, -3, 4 ;
+ l = _, 2, 3, 4 ;
+ ub = 1, 2, _, 4 ;
+}
+"#;
+
+/// xarray's Zarr backend (`xr.open_zarr`) decodes the export to what `xr.open_dataset` gives for
+/// the source (values masked alike, fill values, encoded dtypes, attributes); zarr-python reads
+/// the raw values netCDF4 reads unmasked.
+const COMPARE_ZARR_PY: &str = r#"
+import sys, numpy as np, xarray as xr, zarr, netCDF4
+src, store = sys.argv[1:3]
+a = xr.open_dataset(src).load()
+b = xr.open_zarr(store, consolidated=False).load()
+assert sorted(a.data_vars) == sorted(b.data_vars), (list(a.data_vars), list(b.data_vars))
+for k in a.data_vars:
+    xa, xb = a[k], b[k]
+    assert xa.dtype == xb.dtype, (k, xa.dtype, xb.dtype)
+    np.testing.assert_array_equal(xa.values, xb.values, err_msg=k)
+    fa, fb = xa.encoding.get("_FillValue"), xb.encoding.get("_FillValue")
+    assert fa == fb or (np.isnan(fa) and np.isnan(fb)), (k, fa, fb)
+    assert xa.encoding["dtype"] == xb.encoding["dtype"], (k, xa.encoding, xb.encoding)
+    assert xa.attrs == xb.attrs, (k, xa.attrs, xb.attrs)
+g = zarr.open_group(store, mode="r")
+with netCDF4.Dataset(src) as n:
+    n.set_auto_mask(False)
+    for k in a.data_vars:
+        raw, z = n[k][:], g[k][:]
+        assert raw.dtype == z.dtype, (k, raw.dtype, z.dtype)
+        np.testing.assert_array_equal(raw, z, err_msg=k)
+print("ok", len(a.data_vars))
+"#;
+
+/// The venv's Python when it has xarray, zarr and netCDF4 (`.ci/python-setup`); under CI its
+/// absence is a broken setup.
+fn python_with(modules: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    let ok = std::process::Command::new(&p)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || std::env::var_os("CI").is_none(),
+        "python/.venv lacks {modules} under CI: run .ci/python-setup first"
+    );
+    if !ok {
+        eprintln!("python/.venv lacks {modules} (run .ci/python-setup): Python comparison skipped");
+    }
+    ok.then_some(p)
+}
+
+/// `_FillValue`s exported to Zarr v3 are written as xarray's Zarr backend reads them (floats:
+/// base64 of the f64 bytes, NaN and ±infinity included; integers: numbers), read back by the
+/// Zarr importer as the numbers, and by xarray and zarr-python as the netCDF libraries read
+/// the source.
+#[cfg(feature = "netcdf")]
+#[test]
+fn zarr_fill_values_are_read_back_by_xarray_and_zarr_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cdl, src) = (dir.path().join("fills.cdl"), dir.path().join("fills.nc"));
+    std::fs::write(&cdl, FILLS_CDL).unwrap();
+    let st = std::process::Command::new("ncgen")
+        .args(["-k", "nc4", "-o"])
+        .arg(&src)
+        .arg(&cdl)
+        .status()
+        .expect("ncgen (netcdf-bin, .ci/setup) runs");
+    assert!(st.success());
+    let tet = dir.path().join("fills.tet");
+    convert(&src, &tet, &opts()).unwrap();
+    let store = dir.path().join("fills.zarr");
+    let report = export(&tet, &store, &ExportOptions::default()).unwrap();
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let fill = |name: &str| -> Value {
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(store.join(name).join("zarr.json")).unwrap())
+                .unwrap();
+        m["attributes"]["_FillValue"].clone()
+    };
+    // Python's base64.b64encode(struct.pack("<d", x)).
+    assert_eq!(fill("fnan"), "AAAAAAAA+H8=");
+    assert_eq!(fill("dpinf"), "AAAAAAAA8H8=");
+    assert_eq!(fill("dninf"), "AAAAAAAA8P8=");
+    assert_eq!(fill("big"), "AAAAAAAAnkc=");
+    assert_eq!(fill("s"), -999);
+    assert_eq!(fill("l"), -9_223_372_036_854_775_806i64);
+    assert_eq!(fill("ub"), 255);
+    // The importer reads them back as the numbers, typed as the array.
+    let back = dir.path().join("back.tet");
+    convert(&store, &back, &opts()).unwrap();
+    let f = TetFile::open(&back).unwrap();
+    let footer = f.footer().unwrap().cloned().unwrap_or_default();
+    let attr = |name: &str| {
+        let m = &footer.datasets[name].attrs;
+        m.iter().find(|(k, _)| k == "_FillValue").unwrap().1.clone()
+    };
+    assert!(matches!(attr("fnan"), AttrValue::F32(v) if v.len() == 1 && v[0].is_nan()));
+    assert_eq!(attr("dpinf"), AttrValue::F64(vec![f64::INFINITY]));
+    assert_eq!(attr("dninf"), AttrValue::F64(vec![f64::NEG_INFINITY]));
+    assert_eq!(attr("big"), AttrValue::F32(vec![9.96921e36]));
+    if let Some(py) = python_with("xarray, zarr, netCDF4") {
+        let o = std::process::Command::new(py)
+            .args(["-c", COMPARE_ZARR_PY])
+            .arg(&src)
+            .arg(&store)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 }

@@ -12,7 +12,9 @@
 //! | array of booleans | `U8` of 0/1 |
 //! | anything else (objects, `null`, empty or mixed arrays, …) | `Text` holding the compact JSON |
 //!
-//! Nothing is lost: a value that fits none of the typed forms keeps its JSON text.
+//! Nothing is lost: a value that fits none of the typed forms keeps its JSON text. A float
+//! array's `_FillValue` in xarray's Zarr v3 form (base64 of the f64 bytes) is that number
+//! ([`decode_xarray_fill`]).
 
 use serde_json::{Map, Value};
 use tet_source::{AttrValue, Attrs};
@@ -101,10 +103,63 @@ pub fn map_to_attrs(map: &Map<String, Value>, skip: &[&str]) -> Attrs {
         .collect()
 }
 
+/// xarray's `_FillValue` of a float array (Zarr v3: its `FillValueCoder` writes the base64 text
+/// of the value's little-endian f64 bytes, NaN and infinities included) as the number: `F32`
+/// for a `float32` or `float16` array when the value is one, else `F64`. Anything else is left
+/// as it is.
+pub fn decode_xarray_fill(attrs: &mut Attrs, type_name: &str) {
+    use base64::prelude::{Engine as _, BASE64_STANDARD};
+    if !matches!(type_name, "float16" | "float32" | "float64") {
+        return;
+    }
+    for (k, v) in attrs.iter_mut() {
+        let AttrValue::Text(t) = v else { continue };
+        if k != "_FillValue" {
+            continue;
+        }
+        let Some(bytes) = BASE64_STANDARD
+            .decode(t.as_bytes())
+            .ok()
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        else {
+            continue;
+        };
+        let x = f64::from_le_bytes(bytes);
+        let narrow = x as f32;
+        *v = if type_name != "float64" && (f64::from(narrow) == x || x.is_nan()) {
+            AttrValue::F32(vec![narrow])
+        } else {
+            AttrValue::F64(vec![x])
+        };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn xarray_fill_values() {
+        let fill = |t: &str, ty: &str| {
+            let mut a = vec![("_FillValue".to_string(), AttrValue::Text(t.into()))];
+            decode_xarray_fill(&mut a, ty);
+            a.remove(0).1
+        };
+        assert!(matches!(fill("AAAAAAAA+H8=", "float32"), AttrValue::F32(v) if v[0].is_nan()));
+        assert_eq!(
+            fill("AAAAAAAA8H8=", "float64"),
+            AttrValue::F64(vec![f64::INFINITY])
+        );
+        assert_eq!(fill("AAAAAAAA4D8=", "float32"), AttrValue::F32(vec![0.5]));
+        // 0.1 is no f32.
+        assert_eq!(fill("mpmZmZmZuT8=", "float32"), AttrValue::F64(vec![0.1]));
+        assert_eq!(
+            fill("AAAAAAAA4D8=", "int32"),
+            AttrValue::Text("AAAAAAAA4D8=".into())
+        );
+        assert_eq!(fill("NaN", "float64"), AttrValue::Text("NaN".into()));
+    }
 
     #[test]
     fn scalars() {

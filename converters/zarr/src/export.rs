@@ -16,7 +16,11 @@
 //! equal to the fill value (`store_empty_chunks`).
 //!
 //! Attributes are JSON (typed values become numbers, lists or strings; non-finite floats the
-//! strings `NaN`, `Infinity`, `-Infinity`, as in Zarr fill values), `dimension_names` come from
+//! strings `NaN`, `Infinity`, `-Infinity`, as in Zarr fill values), except an array's
+//! `_FillValue`, written as xarray's Zarr backend reads it for a v3 array: for a float array the
+//! base64 text of the value's little-endian f64 bytes (`NaN` included), for integers and
+//! booleans the number; a complex array's, which xarray cannot read, is left out with a
+//! warning. The importer reads the base64 form back as the number. `dimension_names` come from
 //! the model's dims, global attributes go to the root group (a global attribute named
 //! `group/name` to that group, [`Model::attr_owner`]: an HDF5 root attribute `a/b` stays `a/b`
 //! of the root, a group `g`'s `c/d` is `c/d` of `g`). zarrs writes the metadata in its own
@@ -31,6 +35,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use base64::prelude::{Engine as _, BASE64_STANDARD};
 use serde_json::{json, Map, Value};
 use tet_source::export::{
     io_err, split_group, Array, Capabilities, ChunkSource, Compression, ExportError, Model, Output,
@@ -46,6 +51,9 @@ use zarrs::array::{
 use zarrs::filesystem::FilesystemStore;
 use zarrs::group::GroupBuilder;
 use zarrs::storage::Bytes;
+
+/// The CF fill value attribute, written as xarray's Zarr backend reads it.
+const FILL_VALUE: &str = "_FillValue";
 
 /// What Zarr v3 holds: booleans and complex numbers.
 pub const CAPABILITIES: Capabilities = Capabilities {
@@ -125,6 +133,72 @@ fn attrs_json(attrs: &Attrs) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| (k.clone(), attr_json(v)))
         .collect()
+}
+
+/// The one number of a `_FillValue` attribute as f64 (`None`: not one number, or an integer
+/// f64 does not hold exactly).
+fn one_number(v: &AttrValue) -> Option<f64> {
+    fn exact<T: Copy + Into<i128>>(x: &[T]) -> Option<f64> {
+        let [i] = x else { return None };
+        let i: i128 = (*i).into();
+        let f = i as f64;
+        (f as i128 == i).then_some(f)
+    }
+    match v {
+        AttrValue::F32(x) => match x.as_slice() {
+            [x] => Some(f64::from(*x)),
+            _ => None,
+        },
+        AttrValue::F64(x) => match x.as_slice() {
+            [x] => Some(*x),
+            _ => None,
+        },
+        AttrValue::I8(x) => exact(x),
+        AttrValue::U8(x) => exact(x),
+        AttrValue::I16(x) => exact(x),
+        AttrValue::U16(x) => exact(x),
+        AttrValue::I32(x) => exact(x),
+        AttrValue::U32(x) => exact(x),
+        AttrValue::I64(x) => exact(x),
+        AttrValue::U64(x) => exact(x),
+        AttrValue::Text(_) | AttrValue::TextList(_) => None,
+    }
+}
+
+/// An array's attributes as JSON, its `_FillValue` in the form xarray's Zarr backend reads
+/// for a Zarr v3 array of element type `e` (`FillValueCoder`): for floats the base64 text of
+/// the value's little-endian f64 bytes (NaN and ±infinity included; an f32 fill value is
+/// widened exactly), integers and booleans as JSON numbers and booleans. A complex array's
+/// `_FillValue`, which xarray cannot read from Zarr v3 at all, is left out with a warning.
+fn array_attrs_json(
+    name: &str,
+    e: ElementType,
+    attrs: &Attrs,
+    warnings: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut m = attrs_json(attrs);
+    let Some(fill) = attrs.iter().find(|(k, _)| k == FILL_VALUE).map(|(_, v)| v) else {
+        return m;
+    };
+    let encoded = match e {
+        ElementType::F16 | ElementType::BF16 | ElementType::F32 | ElementType::F64 => {
+            one_number(fill).map(|x| json!(BASE64_STANDARD.encode(x.to_le_bytes())))
+        }
+        ElementType::Bool => one_number(fill).map(|x| json!(x != 0.0)),
+        ElementType::C64 | ElementType::C128 => {
+            m.remove(FILL_VALUE);
+            warnings.push(format!(
+                "`{name}`: `_FillValue` of a complex array left out (xarray reads none from Zarr v3)"
+            ));
+            return m;
+        }
+        // Integers: the JSON number `attr_json` wrote.
+        _ => None,
+    };
+    if let Some(v) = encoded {
+        m.insert(FILL_VALUE.into(), v);
+    }
+    m
 }
 
 /// zarrs' errors as an [`ExportError::Library`] naming the node, zarrs' error kept.
@@ -280,6 +354,7 @@ fn write_array(
     a: &Array,
     level: Option<i32>,
     copts: &CodecOptions,
+    warnings: &mut Vec<String>,
 ) -> Result<u64> {
     let dtype = data_type(a.dtype).ok_or_else(|| {
         ExportError::Invalid(format!("`{}`: Zarr has no {} type", a.name, a.dtype))
@@ -290,7 +365,9 @@ fn write_array(
         .array_to_bytes_codec(Arc::new(BytesCodec::little()))
         .bytes_to_bytes_codecs(zstd_codecs(level))
         .dimension_names(a.dims.clone())
-        .attributes(sorted(attrs_json(&a.attrs)))
+        .attributes(sorted(array_attrs_json(
+            &a.name, a.dtype, &a.attrs, warnings,
+        )))
         .build(store.clone(), &format!("/{}", a.name))
         .map_err(zerr(&a.name))?;
     array
@@ -373,8 +450,9 @@ pub fn write(
     let copts = CodecOptions::default().with_store_empty_chunks(true);
     write_groups(model, &names, &store)?;
     let mut reused = 0;
+    let mut warnings = Vec::new();
     for (i, a) in model.arrays.iter().enumerate() {
-        reused += write_array(&store, chunks, i, a, level, &copts)?;
+        reused += write_array(&store, chunks, i, a, level, &copts, &mut warnings)?;
     }
     for t in texts {
         write_text(&store, t, level, &copts)?;
@@ -382,7 +460,7 @@ pub fn write(
     Ok(Written {
         arrays: model.arrays.iter().map(WrittenArray::of).collect(),
         reused_chunks: reused,
-        warnings: Vec::new(),
+        warnings,
     })
 }
 
@@ -425,6 +503,51 @@ mod tests {
         assert_eq!(
             attr_json(&AttrValue::TextList(vec!["a".into()])),
             json!(["a"])
+        );
+    }
+
+    #[test]
+    fn fill_values_as_xarray_reads_them() {
+        let one = |e: ElementType, v: AttrValue| {
+            let mut w = Vec::new();
+            let m = array_attrs_json("x", e, &vec![(FILL_VALUE.to_string(), v)], &mut w);
+            (m.get(FILL_VALUE).cloned(), w.len())
+        };
+        // base64 of the little-endian f64 bytes (what `struct.pack("<d", x)` gives).
+        assert_eq!(
+            one(ElementType::F32, AttrValue::F32(vec![f32::NAN])),
+            (Some(json!("AAAAAAAA+H8=")), 0)
+        );
+        assert_eq!(
+            one(ElementType::F64, AttrValue::F64(vec![f64::INFINITY])),
+            (Some(json!("AAAAAAAA8H8=")), 0)
+        );
+        assert_eq!(
+            one(ElementType::F64, AttrValue::F64(vec![f64::NEG_INFINITY])),
+            (Some(json!("AAAAAAAA8P8=")), 0)
+        );
+        assert_eq!(
+            one(ElementType::F32, AttrValue::F32(vec![9.96921e36])),
+            (
+                Some(json!(
+                    BASE64_STANDARD.encode(f64::from(9.96921e36f32).to_le_bytes())
+                )),
+                0
+            )
+        );
+        assert_eq!(
+            one(ElementType::I16, AttrValue::I16(vec![-999])),
+            (Some(json!(-999)), 0)
+        );
+        assert_eq!(
+            one(ElementType::Bool, AttrValue::U8(vec![1])),
+            (Some(json!(true)), 0)
+        );
+        assert_eq!(one(ElementType::C64, AttrValue::F32(vec![0.0])), (None, 1));
+        // Several values, or text: left as written.
+        assert_eq!(
+            one(ElementType::F64, AttrValue::F64(vec![1.0, 2.0])),
+            (Some(json!([1.0, 2.0])), 0)
         );
     }
 

@@ -1316,7 +1316,8 @@ impl ZarrSource {
             elem,
             &shape,
         )?;
-        let (dims, attrs, facts) = dims_attrs_facts(&array, rank, am.fill_json);
+        let (dims, mut attrs, facts) = dims_attrs_facts(&array, rank, am.fill_json);
+        attrs::decode_xarray_fill(&mut attrs, &type_name);
         if let Mapped::Text { utf32 } = mapped {
             if count > MAX_TEXT_ELEMENTS {
                 return Err(Problem::Unsupported(Feature::Size, format!(
