@@ -576,3 +576,145 @@ mod tests {
         ));
     }
 }
+
+/// A history param that does not read back as a setting ([`Settings::from_recorded`]).
+#[derive(Debug, thiserror::Error)]
+#[error("recorded param {key}={value:?}: {reason}")]
+pub struct RecordedParamError {
+    pub key: String,
+    pub value: String,
+    pub reason: String,
+}
+
+impl Settings {
+    /// The settings a history row's params record: the inverse of
+    /// [`Settings::recorded_params`] over the recorded fields (the runtime-only ones take their
+    /// defaults). A `chunk` target equal to the default reads back as no `chunk_bytes` (the
+    /// params do not tell the two apart). Params that describe the run (`input`, `tool`, …)
+    /// are ignored; a recorded param that does not parse is an error.
+    pub fn from_recorded(
+        params: &BTreeMap<String, String>,
+    ) -> Result<Settings, RecordedParamError> {
+        let bad = |key: &str, value: &str, reason: String| RecordedParamError {
+            key: key.into(),
+            value: value.into(),
+            reason,
+        };
+        let get = |k: &str| params.get(k).map(String::as_str);
+        let flag = |k: &str| match get(k) {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(v) => Err(bad(k, v, "neither true nor false".into())),
+        };
+        let list = |k: &str, sep: char| -> Vec<String> {
+            get(k).map_or(Vec::new(), |v| v.split(sep).map(str::to_string).collect())
+        };
+        let mut s = Settings {
+            skip_unsupported: flag("skip_unsupported")?,
+            unpack: flag("unpack")?,
+            follow_external: flag("follow_external")?,
+            no_coords: flag("no_coords")?,
+            concat_take_first: flag("concat_take_first")?,
+            checksums: !matches!(get("checksums"), Some("false")),
+            variables: list("variables", ','),
+            exclude: list("exclude", ','),
+            isel: list("isel", ';'),
+            sel: list("sel", ';'),
+            concat: get("concat").map(str::to_string),
+            ..Settings::default()
+        };
+        if let Some(c) = get("codec") {
+            s.codec = c.parse().map_err(|e| bad("codec", c, format!("{e}")))?;
+        }
+        if let Some(c) = get("chunk") {
+            let mut parts = c.split(';');
+            let target = parts.next().unwrap_or_default();
+            let n: u64 = target
+                .parse()
+                .map_err(|_| bad("chunk", c, "no byte target first".into()))?;
+            s.chunk_bytes = (n != crate::planner::DEFAULT_CHUNK_BYTES).then_some(n);
+            for spec in parts {
+                s.chunk
+                    .add_spec(spec)
+                    .map_err(|e| bad("chunk", c, e.to_string()))?;
+            }
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod from_recorded_tests {
+    use super::*;
+
+    /// The recorded fields of `s`, as a serde object (the runtime-only ones left out).
+    fn recorded_fields(s: &Settings) -> serde_json::Value {
+        let mut v = serde_json::to_value(s).unwrap();
+        let o = v.as_object_mut().unwrap();
+        for (f, kept) in FIELDS {
+            if matches!(kept, Kept::RuntimeOnly(_)) {
+                o.remove(*f);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn from_recorded_gives_back_every_recorded_field() {
+        let every = serde_json::json!({
+            "codec": "zstd:7", "chunk_bytes": "1MiB", "chunk": ["time=1", "lat=3", "t:1,2"],
+            "jobs": 3, "memory_budget": 1 << 20, "skip_unsupported": true, "unpack": true,
+            "follow_external": true, "write_through_symlink": true, "force_extension": true,
+            "variables": "t,u", "exclude": ["v", "w*"], "no_coords": true,
+            "isel": ["time=0:2", "lat=1:5:2"], "sel": ["lat=-1:1"], "concat": "time",
+            "concat_take_first": true, "checksums": false,
+        });
+        let all: Settings = serde_json::from_value(every.clone()).unwrap();
+        let mut cases = vec![all.clone(), Settings::default()];
+        // Each recorded field alone at its default, the others set.
+        for (f, kept) in FIELDS {
+            if let Kept::Recorded(_) = kept {
+                let mut one = every.clone();
+                one.as_object_mut().unwrap().remove(*f);
+                cases.push(serde_json::from_value(one).unwrap());
+            }
+        }
+        // (Settings the check refuses — take-first without concat — are never recorded.)
+        for s in cases.into_iter().filter(|s| s.check().is_ok()) {
+            let mut params = s.recorded_params();
+            // Facts of the run beside them are ignored.
+            params.insert("input".into(), "a.nc".into());
+            params.insert("tool".into(), "tet-convert".into());
+            let back = Settings::from_recorded(&params).unwrap();
+            assert_eq!(recorded_fields(&back), recorded_fields(&s), "{params:?}");
+            assert_eq!(back.recorded_params(), s.recorded_params());
+        }
+        // The default target written out reads back as the default.
+        let d = Settings {
+            chunk_bytes: Some(crate::planner::DEFAULT_CHUNK_BYTES),
+            ..Settings::default()
+        };
+        assert_eq!(
+            Settings::from_recorded(&d.recorded_params()).unwrap(),
+            Settings::default()
+        );
+    }
+
+    #[test]
+    fn from_recorded_refuses_what_does_not_parse() {
+        for (k, v) in [
+            ("codec", "lz4"),
+            ("chunk", "big"),
+            ("chunk", "4194304;time=0"),
+            ("unpack", "yes"),
+        ] {
+            let params: BTreeMap<String, String> = [(k.to_string(), v.to_string())].into();
+            let e = Settings::from_recorded(&params).unwrap_err();
+            assert_eq!((e.key.as_str(), e.value.as_str()), (k, v));
+            assert!(
+                e.to_string().starts_with(&format!("recorded param {k}=")),
+                "{e}"
+            );
+        }
+    }
+}
