@@ -419,3 +419,76 @@ print("ok")
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Complex attributes of an HDF5 file (h5py's anonymous `{r, i}` compounds; the HDF5 importer
+/// gives their values as JSON text and records their type) are exported to netCDF as that
+/// compound again (named as nc-complex names it), so h5py reads the same complex numbers from
+/// the export as from the source, on the root, a group and a variable
+/// (`make_h5py_complex.py`, `attrs_only`).
+#[test]
+fn complex_attributes_of_hdf5_files_come_back_as_complex() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = fixture("h5py_complex_attrs.h5");
+    let tet = tmp.path().join("a.tet");
+    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    let out = tmp.path().join("a.nc");
+    let opts = ExportOptions {
+        target: Some(Target::NETCDF),
+        ..ExportOptions::default()
+    };
+    let report = export::export(&tet, &out, &opts).expect("export");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let o = dump(&out).expect("dump");
+    let o = by_path(&o);
+    let ty = |list: &[AttrDump], name: &str| {
+        list.iter()
+            .find(|a| a.name == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .xtype
+            .clone()
+    };
+    let d = o[""].vars.iter().find(|v| v.name == "d").unwrap();
+    for (xtype, complex) in [
+        (ty(&o[""].attrs, "za"), "_PFNC_DOUBLE_COMPLEX_TYPE"),
+        (ty(&o[""].attrs, "wa"), "_PFNC_FLOAT_COMPLEX_TYPE"),
+        (ty(&o["g"].attrs, "zg"), "_PFNC_DOUBLE_COMPLEX_TYPE"),
+        (ty(&d.attrs, "zd"), "_PFNC_DOUBLE_COMPLEX_TYPE"),
+    ] {
+        assert!(xtype.contains(complex), "{xtype}");
+    }
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    let has_h5py = std::process::Command::new(&py)
+        .args(["-c", "import h5py"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_h5py || std::env::var_os("CI").is_none(),
+        "python/.venv has no h5py under CI: run .ci/python-setup first"
+    );
+    if !has_h5py {
+        eprintln!("python/.venv has no h5py (run .ci/python-setup): h5py comparison skipped");
+        return;
+    }
+    let script = r#"
+import sys, h5py, numpy as np
+src, out = sys.argv[1:3]
+with h5py.File(src, "r") as a, h5py.File(out, "r") as b:
+    for obj, name in [("/", "za"), ("/", "wa"), ("g", "zg"), ("d", "zd")]:
+        x, y = np.asarray(a[obj].attrs[name]), np.asarray(b[obj].attrs[name])
+        assert y.dtype == x.dtype, (name, x.dtype, y.dtype)
+        np.testing.assert_array_equal(x.ravel(), y.ravel(), err_msg=name)
+print("ok")
+"#;
+    let o = std::process::Command::new(&py)
+        .args(["-c", script])
+        .arg(&src)
+        .arg(&out)
+        .output()
+        .expect("python");
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -78,10 +78,12 @@
 //!   `DIMENSION_LABELS`, netCDF's `_Netcdf4*`, `_nc3_strict`, `_NCProperties`) are not copied.
 //! * **Attributes**: numbers typed (arrays of any rank flattened in C order; f16 as f32),
 //!   strings as `Text` (scalar) or `TextList`, bool/enum as their integers, compound values as
-//!   JSON `Text` with a note. Root-group attributes are the global attributes; attributes of
-//!   other groups are global attributes named `<group path>/<name>`; one whose own name holds a
-//!   `/` (h5py writes `a/b`) also gets a [`Fact::AttrGroup`] naming its group. `CLASS` and `NAME` are
-//!   ordinary attributes (PyTables' node classes on every group and leaf, in file order)
+//!   JSON `Text` with a note; complex ones (h5py's `{r, i}`) also with their type recorded (the
+//!   fact `nc_attr_type:<name>` the netCDF exporter reads: they are exported as that compound,
+//!   which h5py reads as complex numbers). Root-group attributes are the global attributes;
+//!   attributes of other groups are global attributes named `<group path>/<name>`; one whose
+//!   own name holds a `/` (h5py writes `a/b`) also gets a [`Fact::AttrGroup`] naming its group.
+//!   `CLASS` and `NAME` are ordinary attributes (PyTables' node classes on every group and leaf, in file order)
 //!   except on a dimension scale.
 //! * **Layout**: `chunk_shape` = the HDF5 chunk shape (plus any array axes), `filters` = labels
 //!   such as `shuffle`, `deflate(4)`, `lzf`, `compressed` when any filter compresses.

@@ -681,6 +681,42 @@ fn complex_pair(fields: &[Field]) -> Option<(ElementType, bool, Parts)> {
     Some((complex, be, parts))
 }
 
+/// The type record of an attribute of complex numbers as h5py writes them (a compound of two
+/// f32 or f64 named `r`/`i` or `real`/`imag`), whose values [`decode_attr`] gives as JSON text:
+/// `{"count": n, "type": {"class": "compound", …}}`, the form the netCDF exporter reads from
+/// the fact `nc_attr_type:<attribute>`, so that an export writes the attribute as that
+/// compound again, which h5py reads as complex numbers. The type is named as nc-complex names
+/// complex types. `None` for other types, and for a one-element array (its JSON is a list).
+pub(crate) fn complex_attr_record(t: &TypeInfo, n: usize, scalar: bool) -> Option<String> {
+    let Kind::Compound { fields } = &t.kind else {
+        return None;
+    };
+    let (complex, _, _) = complex_pair(fields)?;
+    let (part, name) = match complex {
+        ElementType::C64 => ("f32", "_PFNC_FLOAT_COMPLEX_TYPE"),
+        ElementType::C128 => ("f64", "_PFNC_DOUBLE_COMPLEX_TYPE"),
+        _ => return None,
+    };
+    if !scalar && n == 1 {
+        return None;
+    }
+    // The field names are `r`/`i` or `real`/`imag` (`complex_pair`): no JSON escaping needed.
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|f| {
+            format!(
+                r#"{{"name":"{}","offset":{},"type":"{part}"}}"#,
+                f.name, f.offset
+            )
+        })
+        .collect();
+    Some(format!(
+        r#"{{"count":{n},"type":{{"class":"compound","name":"{name}","size":{},"fields":[{}]}}}}"#,
+        t.size,
+        fields.join(",")
+    ))
+}
+
 /// What one leaf of a flattened datatype delivers.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum LeafKind {

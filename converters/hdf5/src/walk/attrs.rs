@@ -14,6 +14,11 @@ use crate::{chunks, types, MAX_ATTR_BYTES};
 
 use super::{join, text_of, ObjAttrs, ObjKey, Walker};
 
+/// The prefix of the fact recording a complex attribute's type (`nc_attr_type:<name>`, a group
+/// attribute's name joined to its group's path): the key the netCDF exporter reads type
+/// records under ([`types::complex_attr_record`]).
+const NC_ATTR_TYPE: &str = "nc_attr_type:";
+
 impl Walker<'_> {
     /// The attributes of the group at `path` become global attributes named `path/name`; one
     /// whose own name holds a `/` gets a [`Fact::AttrGroup`] saying where `path` ends.
@@ -31,6 +36,13 @@ impl Walker<'_> {
                     attr: join(path, &attr),
                     shape,
                 },
+                Fact::Private { format, key, value } if key.starts_with(NC_ATTR_TYPE) => {
+                    Fact::Private {
+                        key: format!("{NC_ATTR_TYPE}{}", join(path, &key[NC_ATTR_TYPE.len()..])),
+                        format,
+                        value,
+                    }
+                }
                 other => other,
             }));
         self.global_facts.extend(owned);
@@ -77,7 +89,14 @@ impl Walker<'_> {
                 out.dim_list = Some(self.dim_list(file, &attr));
                 continue;
             }
-            let outcome = decode_attribute(&attr);
+            let (outcome, record) = decode_attribute(&attr);
+            if let (Some(r), AttrOutcome::Value(..)) = (record, &outcome) {
+                out.shapes.push(Fact::private(
+                    "h5",
+                    format!("{NC_ATTR_TYPE}{name}"),
+                    AttrValue::Text(r),
+                ));
+            }
             match (name.as_str(), outcome) {
                 ("DIMENSION_LABELS", AttrOutcome::Value(v, _)) => {
                     out.labels = Some(match v {
@@ -136,22 +155,33 @@ impl Walker<'_> {
 }
 
 /// Reads and decodes one attribute in its own type.
-fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
+fn decode_attribute(attr: &hdf5::Attribute) -> (AttrOutcome, Option<String>) {
     let (space, dtype) = match (attr.space(), attr.dtype()) {
         (Ok(s), Ok(t)) => (s, t),
         (Err(e), _) | (_, Err(e)) => {
-            return AttrOutcome::Skip(format!("attribute unreadable: {e}"))
+            return (
+                AttrOutcome::Skip(format!("attribute unreadable: {e}")),
+                None,
+            )
         }
     };
     // SAFETY: a by-value query of an open dataspace id under the library lock.
     let class = hdf5::sync::sync(|| unsafe { H5Sget_simple_extent_type(space.id()) });
     let scalar = match class {
         H5S_class_t::H5S_NULL => {
-            return AttrOutcome::Skip("empty attribute (null dataspace, no value)".into())
+            return (
+                AttrOutcome::Skip("empty attribute (null dataspace, no value)".into()),
+                None,
+            )
         }
         H5S_class_t::H5S_SCALAR => true,
         H5S_class_t::H5S_SIMPLE => false,
-        _ => return AttrOutcome::Skip("attribute with a bad dataspace".into()),
+        _ => {
+            return (
+                AttrOutcome::Skip("attribute with a bad dataspace".into()),
+                None,
+            )
+        }
     };
     let n = if scalar {
         Some(1u64)
@@ -163,16 +193,16 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
     };
     let info = types::analyze(dtype.id());
     if types::opaque_tag(dtype.id()).is_some() {
-        return AttrOutcome::Skip("opaque bytes attribute".into());
+        return (AttrOutcome::Skip("opaque bytes attribute".into()), None);
     }
     let bytes = n
         .and_then(|n| n.checked_mul(info.size as u64))
         .filter(|&b| b <= MAX_ATTR_BYTES);
     let (Some(n), Some(bytes)) = (n, bytes) else {
-        return AttrOutcome::Skip("attribute too large".into());
+        return (AttrOutcome::Skip("attribute too large".into()), None);
     };
     if let Kind::Other(what) = &info.kind {
-        return AttrOutcome::Skip(format!("{what} attribute"));
+        return (AttrOutcome::Skip(format!("{what} attribute")), None);
     }
     // N-bit integers: read converted to their container type (as datasets are).
     let dtype = if types::has_nbit(&info) {
@@ -183,7 +213,12 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
         });
         match mem {
             Some(Ok(t)) => t,
-            _ => return AttrOutcome::Skip("N-bit integer attribute libhdf5 cannot convert".into()),
+            _ => {
+                return (
+                    AttrOutcome::Skip("N-bit integer attribute libhdf5 cannot convert".into()),
+                    None,
+                )
+            }
         }
     } else {
         dtype
@@ -198,12 +233,16 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
             let rc =
                 unsafe { hdf5_sys::h5a::H5Aread(attr.id(), dtype.id(), buf.as_mut_ptr().cast()) };
             if let Err(e) = hdf5::h5check(rc) {
-                return AttrOutcome::Skip(format!("attribute unreadable: {e}"));
+                return (
+                    AttrOutcome::Skip(format!("attribute unreadable: {e}")),
+                    None,
+                );
             }
         }
         // SAFETY: `buf` holds `n` records of `info`'s type just read by libhdf5 (or nothing
         // when `n` is 0); their variable-length parts are reclaimed only below.
         let out = unsafe { types::decode_attr(&info, &buf, n as usize, scalar) };
+        let record = types::complex_attr_record(&info, n as usize, scalar);
         if indirect && n > 0 {
             // SAFETY: under the library lock; `buf` holds the elements `H5Aread` just wrote in
             // `dtype` over `space`, whose variable-length parts libhdf5 frees once, here; `buf`
@@ -212,6 +251,6 @@ fn decode_attribute(attr: &hdf5::Attribute) -> AttrOutcome {
                 H5Dvlen_reclaim(dtype.id(), space.id(), H5P_DEFAULT, buf.as_mut_ptr().cast())
             };
         }
-        out
+        (out, record)
     })
 }
