@@ -245,6 +245,14 @@ fn damage_outside_the_payloads_fails_the_footer_digest() {
         let o = run(bin("tet").arg("verify").arg(&bad));
         assert_eq!(o.status.code(), Some(1), "byte {at}");
         assert!(stdout(&o).contains("[footer-digest]"), "{}", stdout(&o));
+        // Export refuses what the footer digest disowns (a reader would write it out as it is),
+        // and writes nothing.
+        let out = dir.path().join(format!("bad-{at}.npz"));
+        let o = run(bin("tet").arg("export").arg(&bad).arg(&out));
+        assert_eq!(o.status.code(), Some(1), "export of byte {at}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("but the footer records"), "{err}");
+        assert!(!out.exists());
     }
     // A footer rewritten by another tool (digest not in its place, or removed while the chunk
     // digests stay) cannot pass either.

@@ -293,6 +293,10 @@ fn write(
     output: &Path,
     opts: &ExportOptions,
 ) -> Result<ExportReport> {
+    // What a reader refuses before it reads ([`Plan::for_reading`]): a directory or index the
+    // footer digest disowns (a renamed dataset, another shape) would otherwise be written out.
+    region::check_integrity(tet)?;
+    region::check_index_covers(tet)?;
     let plan = Plan::new(tet, target.capabilities(), &opts.datasets)?;
     // Written in a private directory beside the output, moved into place when complete (the
     // directory and whatever is in it is removed on failure).

@@ -169,16 +169,20 @@ pub fn check_index_covers(tet: &TetFile) -> std::result::Result<(), TetError> {
                 want.map_or("more than 2^64".into(), |w| w.to_string())
             )));
         }
-        let holds = match e.codec() {
-            Some(Codec::Raw) => e.stored_byte_len == e.raw_byte_len,
-            Some(Codec::Zstd) => e.raw_byte_len <= zstd_max_raw_len(e.stored_byte_len),
-            _ => true,
-        };
-        if !holds {
-            return Err(at(format!(
-                "{} stored bytes cannot hold raw_byte_len {}",
-                e.stored_byte_len, e.raw_byte_len
-            )));
+        match e.codec() {
+            Some(Codec::Raw) if e.stored_byte_len != e.raw_byte_len => {
+                return Err(at(format!(
+                    "raw chunk has stored_byte_len {} but raw_byte_len {}",
+                    e.stored_byte_len, e.raw_byte_len
+                )));
+            }
+            Some(Codec::Zstd) if e.raw_byte_len > zstd_max_raw_len(e.stored_byte_len) => {
+                return Err(at(format!(
+                    "raw_byte_len {} is more than a {}-byte zstd frame can hold",
+                    e.raw_byte_len, e.stored_byte_len
+                )));
+            }
+            _ => {}
         }
         let inside = e
             .payload_offset
