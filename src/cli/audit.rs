@@ -101,6 +101,15 @@ pub struct AuditArgs {
     /// Name signers from this `allowed_signers` file (ssh-keygen's format).
     #[arg(long, value_name = "ALLOWED_SIGNERS")]
     signers: Option<PathBuf>,
+    /// Re-make each file from what its footer records (its last history row, a `.tet`
+    /// parent's step first) in a temporary folder and compare: exit 0 reproduced, 1 differs,
+    /// 2 could not be tried.
+    #[arg(long, conflicts_with_all = ["source", "prov", "graph", "signers"])]
+    reproduce: bool,
+    /// With --reproduce: re-make a file recorded by another tet-convert version, and compare
+    /// values instead of bytes.
+    #[arg(long, requires = "reproduce")]
+    allow_version_drift: bool,
     #[command(flatten)]
     storage: super::StorageArgs,
 }
@@ -122,15 +131,25 @@ Examples:
   tet audit --prov tet/*.tet > lineage.json      W3C PROV-JSON of all their lineage
   tet audit --graph lineage.svg tet/*.tet        the lineage drawn (Graphviz's dot)
   tet audit --signers allowed_signers out.tet    … and who signed it (tet sign)
+  tet audit --reproduce out.tet      re-make out.tet from its footer and compare
 
 Exit status:
   0  unchanged: every recorded input (or --source) is the one recorded
   1  changed: an input changed since conversion, or a --source is no recorded input
   2  could not check: an input is missing or unreadable, a file cannot be read (or a usage
      error); nothing was found changed
-  With several files the worst counts: 1 before 2 before 0.";
+  With several files the worst counts: 1 before 2 before 0.
+
+Exit status with --reproduce:
+  0  reproduced: byte for byte (values, with --allow-version-drift)
+  1  differs: the first difference is named (dataset and chunk, or footer key)
+  2  could not be tried: an input missing or changed, another tet-convert version, …";
 
 pub fn run(a: &AuditArgs) -> ExitCode {
+    if a.reproduce {
+        let storage = &a.storage.storage_option;
+        return super::reproduce::run(&a.files, a.allow_version_drift, a.json, storage);
+    }
     if let Some(code) = super::lineage::from_audit(
         &a.files,
         a.prov,

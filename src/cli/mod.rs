@@ -13,6 +13,7 @@ mod generate;
 mod info;
 mod lineage;
 mod output;
+mod reproduce;
 mod sign;
 mod verify;
 

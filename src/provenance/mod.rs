@@ -7,6 +7,8 @@
 //! - [`lineage`]: the history rows of several files as one graph of entities and activities,
 //!   joined by digest; written as W3C PROV-JSON by [`prov`] (`tet audit --prov`) and drawn with
 //!   Graphviz by [`graph`] (`tet audit --graph`).
+//! - [`reproduce`]: a file re-made from what its footer records and compared with it
+//!   (`tet audit --reproduce`).
 //!
 //! docs/FORMAT.md ("Signatures") defines the signed content and the stored form;
 //! docs/guide/provenance.md is the auditor's guide.
@@ -16,4 +18,5 @@ pub mod check;
 pub mod graph;
 pub mod lineage;
 pub mod prov;
+pub mod reproduce;
 pub mod sign;

@@ -461,3 +461,293 @@ fn lineage_graph_of_a_month() {
     assert_eq!(svg.matches("<g id=\"edge").count(), 34);
     assert!(svg.contains("CHANGED day23.nc"));
 }
+
+// ---- `tet audit --reproduce` (issue 36: a file re-made from its footer and compared) ----
+
+/// `tet audit --reproduce ARGS…` in `dir`: (exit code, stdout).
+fn reproduce(dir: &Path, args: &[&str]) -> (i32, String) {
+    let mut all = vec!["audit", "--reproduce"];
+    all.extend_from_slice(args);
+    // Another time than the conversions': the recorded one is what counts.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_tet"))
+        .current_dir(dir)
+        .args(&all)
+        .env("SOURCE_DATE_EPOCH", "1800000000")
+        .env("TMPDIR", tmp.path())
+        .output()
+        .unwrap();
+    // Nothing left behind.
+    assert_eq!(common::only_files(tmp.path()), Vec::<String>::new());
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let err = String::from_utf8_lossy(&o.stderr);
+    (o.status.code().unwrap(), format!("{text}{err}"))
+}
+
+/// Asserts that every named file reproduces byte for byte, each step on its own line.
+fn assert_reproduced(dir: &Path, files: &[&str], steps: usize) {
+    let (code, text) = reproduce(dir, files);
+    assert_eq!(code, 0, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), steps, "{text}");
+    for l in &lines {
+        assert!(l.ends_with(": reproduced: byte for byte"), "{text}");
+    }
+    for f in files {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("{f}: "))),
+            "{text}"
+        );
+    }
+}
+
+fn convert_in(dir: &Path, args: &[&str]) {
+    let mut all = vec!["-q"];
+    all.extend_from_slice(args);
+    common::ok(&tet_in(dir, "tet-convert", &all), "tet-convert");
+}
+
+#[test]
+fn reproduce_fixture_outputs_byte_for_byte() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    common::write_npy(&dir.join("x.npy"), 7);
+    convert_in(dir, &["x.npy", "x.tet"]);
+    convert_in(
+        dir,
+        &[
+            "--codec",
+            "zstd:3",
+            "--chunk-bytes",
+            "64",
+            "x.npy",
+            "x3.tet",
+        ],
+    );
+    let mut files = vec!["x.tet", "x3.tet"];
+    let corpus = common::shared().join("corpus/public");
+    if cfg!(feature = "netcdf") {
+        let nc = corpus.join("netcdf/nc4_classic_chunked.nc");
+        convert_in(dir, &[s(&nc), "nc.tet"]);
+        let packed = corpus.join("netcdf/nc3_64bit_offset_packed.nc");
+        convert_in(
+            dir,
+            &[
+                "--unpack",
+                "--chunk-bytes",
+                "1KiB",
+                s(&packed),
+                "packed.tet",
+            ],
+        );
+        files.extend(["nc.tet", "packed.tet"]);
+    }
+    if cfg!(feature = "hdf5") {
+        let h5 = corpus.join("hdf5/structure.h5");
+        convert_in(dir, &["--codec", "zstd:5", s(&h5), "h5.tet"]);
+        files.push("h5.tet");
+    }
+    let n = files.len();
+    assert_reproduced(dir, &files, n);
+    let before = common::only_files(dir);
+    let (_, json) = reproduce(dir, &["--json", "x.tet"]);
+    let v: Value = serde_json::from_str(json.trim()).unwrap();
+    assert_eq!(v["schema"], "tet-reproduce/1");
+    assert_eq!(v["verdict"], "reproduced");
+    assert_eq!(common::only_files(dir), before);
+}
+
+/// A combine of five dailies, a selection of it (a two-step lineage through the combined
+/// `.tet`), a selection of a netCDF file, and `.nc → .tet → re-chunked .tet`.
+#[cfg(feature = "netcdf")]
+#[test]
+fn reproduce_combines_selections_and_lineages() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let days = ["day1.nc", "day2.nc", "day3.nc", "day4.nc", "day5.nc"];
+    for day in days {
+        std::fs::copy(fixtures.join("concat").join(day), dir.join(day)).unwrap();
+    }
+    // Given out of order: the combined order is recorded.
+    let mut args = vec![
+        "--concat", "time", "day3.nc", "day1.nc", "day2.nc", "day5.nc",
+    ];
+    args.extend(["day4.nc", "week.tet"]);
+    convert_in(dir, &args);
+    convert_in(
+        dir,
+        &[
+            "--isel",
+            "time=1:4",
+            "--variables",
+            "t*",
+            "week.tet",
+            "cut.tet",
+        ],
+    );
+    let sel = fixtures.join("select/select.nc");
+    convert_in(
+        dir,
+        &[
+            "--variables",
+            "temp",
+            "--sel",
+            "time=2000-01-03:2000-01-03T12",
+            "--isel",
+            "lon=::4",
+            s(&sel),
+            "sel.tet",
+        ],
+    );
+    convert_in(dir, &[s(&sel), "a.tet"]);
+    convert_in(
+        dir,
+        &["--chunk-bytes", "1KiB", "--codec", "raw", "a.tet", "b.tet"],
+    );
+    assert_reproduced(dir, &["week.tet"], 1);
+    assert_reproduced(dir, &["sel.tet"], 1);
+    // Two steps each: the parent `.tet` first, then the file.
+    assert_reproduced(dir, &["cut.tet"], 2);
+    assert_reproduced(dir, &["b.tet"], 2);
+    let (_, text) = reproduce(dir, &["b.tet"]);
+    assert!(
+        text.starts_with(&format!("{} (step of b.tet)", dir.join("a.tet").display())),
+        "{text}"
+    );
+
+    // A daily changed: the combine cannot be tried, the input named.
+    let mut b = std::fs::read(dir.join("day4.nc")).unwrap();
+    b.push(0);
+    std::fs::write(dir.join("day4.nc"), b).unwrap();
+    let (code, text) = reproduce(dir, &["week.tet"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("cannot be tried: input day4.nc"), "{text}");
+    assert!(text.contains("changed since conversion"), "{text}");
+}
+
+/// `bytes` with the footer text edited by `edit` and the footer digest computed again.
+fn edit_footer(bytes: &[u8], edit: impl FnOnce(&str) -> String) -> Vec<u8> {
+    let (start, text) = footer_text(bytes);
+    let text = std::str::from_utf8(text).unwrap();
+    let cut = text.rfind(",\"tet_footer_digest\"").unwrap();
+    let mut text = edit(&text[..cut]) + integrity::FOOTER_DIGEST_PREFIX;
+    let f = TetFile::from_bytes(bytes.to_vec()).unwrap();
+    let head_end = (f.chunk_index_offset + f.chunk_index_length) as usize;
+    let mut h = integrity::Hasher::default();
+    h.update(&bytes[..head_end]);
+    h.update(text.as_bytes());
+    text.push_str(&integrity::hex(h.finish()));
+    text.push_str(integrity::FOOTER_DIGEST_END);
+    let mut out = bytes[..start].to_vec();
+    out.extend(text.as_bytes());
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(&bytes[bytes.len() - 8..]);
+    out
+}
+
+#[test]
+fn reproduce_names_what_differs_or_why_it_cannot_be_tried() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    common::write_npy(&dir.join("x.npy"), 9);
+    convert_in(dir, &["--chunk-bytes", "64", "x.npy", "x.tet"]);
+    let good = std::fs::read(dir.join("x.tet")).unwrap();
+
+    // A hand-edited footer param (its digest made right): re-made under it, it differs.
+    let edited = edit_footer(&good, |t| {
+        assert!(t.contains("\"chunk\":\"64\""), "{t}");
+        t.replace("\"chunk\":\"64\"", "\"chunk\":\"32\"")
+    });
+    std::fs::write(dir.join("edited.tet"), &edited).unwrap();
+    assert!(verify(
+        &TetFile::open(&dir.join("edited.tet")).unwrap(),
+        Depth::Deep
+    )
+    .ok());
+    let (code, text) = reproduce(dir, &["edited.tet"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.starts_with("edited.tet: DIFFERS: differs first at dataset `"),
+        "{text}"
+    );
+    assert!(text.contains("re-made as"), "{text}");
+
+    // A payload flip.
+    let f = TetFile::open(&dir.join("x.tet")).unwrap();
+    let e = f.entries[1];
+    let ds = &f.datasets[e.dataset_id as usize];
+    let (name, coords) = (ds.name.clone(), e.coords[..ds.shape.len()].to_vec());
+    drop(f);
+    let mut flipped = good.clone();
+    flipped[e.payload_offset as usize] ^= 0x10;
+    std::fs::write(dir.join("flipped.tet"), &flipped).unwrap();
+    let (code, text) = reproduce(dir, &["flipped.tet"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "DIFFERS: differs first at dataset `{name}` chunk {coords:?}: its stored bytes differ"
+        )),
+        "{text}"
+    );
+
+    // Another tool version: not tried, both named; allowed, the values are compared.
+    let version = env!("CARGO_PKG_VERSION");
+    let older = edit_footer(&good, |t| {
+        t.replace(
+            &format!("\"version\":\"{version}\""),
+            "\"version\":\"0.0.1\"",
+        )
+    });
+    std::fs::write(dir.join("older.tet"), &older).unwrap();
+    let (code, text) = reproduce(dir, &["older.tet"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains(&format!(
+            "recorded by tet-convert 0.0.1, this is tet-convert {version}"
+        )),
+        "{text}"
+    );
+    let (code, text) = reproduce(dir, &["--allow-version-drift", "older.tet"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("reproduced: the same values and footer"),
+        "{text}"
+    );
+
+    // The input touched (same bytes): reproduced, the stamp being expected to differ.
+    let t = std::fs::File::options()
+        .append(true)
+        .open(dir.join("x.npy"))
+        .unwrap();
+    t.set_modified(std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30))
+        .unwrap();
+    drop(t);
+    let (code, text) = reproduce(dir, &["x.tet"]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("but for the parts expected to differ"),
+        "{text}"
+    );
+
+    // A modified input, then a missing one: not tried, the input named.
+    let mut b = std::fs::read(dir.join("x.npy")).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(dir.join("x.npy"), b).unwrap();
+    let (code, text) = reproduce(dir, &["x.tet"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("x.tet: cannot be tried: input x.npy"),
+        "{text}"
+    );
+    assert!(text.contains("changed since conversion (sha256:"), "{text}");
+    std::fs::remove_file(dir.join("x.npy")).unwrap();
+    let (code, text) = reproduce(dir, &["x.tet"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("x.tet: cannot be tried: input x.npy"),
+        "{text}"
+    );
+    assert!(text.contains("is missing"), "{text}");
+}
