@@ -431,6 +431,6 @@ mod tests {
             Err(SignError::Block(_))
         ));
         assert!(split_footer(b"{}").is_err());
-        assert!(split_footer(DIGEST[1..].as_bytes()).is_err());
+        assert!(split_footer(&DIGEST.as_bytes()[1..]).is_err());
     }
 }
