@@ -751,3 +751,52 @@ fn reproduce_names_what_differs_or_why_it_cannot_be_tried() {
     );
     assert!(text.contains("is missing"), "{text}");
 }
+
+/// An object input (moto's S3 server): re-fetched by its recorded URL, checked, reproduced.
+#[test]
+fn reproduce_an_object_input_conversion() {
+    let moto = crate::moto_or_skip!();
+    moto.helper(&["mb", "inbox"]);
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let npy = dir.join("x.npy");
+    common::write_npy(&npy, 5);
+    moto.helper(&["put", "inbox", "data/x.npy", s(&npy)]);
+    let out = dir.join("x.tet");
+    let o = moto.run(
+        env!("CARGO_BIN_EXE_tet-convert"),
+        &[
+            "-q",
+            "--chunk-bytes",
+            "16KiB",
+            "s3://inbox/data/x.npy",
+            s(&out),
+        ],
+    );
+    common::ok(&o, "convert an object");
+    let o = moto.run(
+        env!("CARGO_BIN_EXE_tet"),
+        &["audit", "--reproduce", s(&out)],
+    );
+    let text = common::ok(&o, "reproduce");
+    assert_eq!(
+        text.trim(),
+        format!("{}: reproduced: byte for byte", s(&out))
+    );
+    // The object replaced by other bytes: not tried, the URL named.
+    let mut b = std::fs::read(&npy).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&npy, b).unwrap();
+    moto.helper(&["put", "inbox", "data/x.npy", s(&npy)]);
+    let o = moto.run(
+        env!("CARGO_BIN_EXE_tet"),
+        &["audit", "--reproduce", s(&out)],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("cannot be tried: input s3://inbox/data/x.npy"),
+        "{text}"
+    );
+}
