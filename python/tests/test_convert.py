@@ -113,6 +113,21 @@ def test_verify_and_audit(tmp_path):
     assert tet.audit(out)[0].status == "missing"
 
 
+def test_verify_reports_a_damaged_file_instead_of_raising(tmp_path):
+    src = save_npy(tmp_path, "v", np.arange(1000, dtype=np.int32))
+    out = tmp_path / "v.tet"
+    tet.convert(src, out, codec="raw")
+    data = bytearray(out.read_bytes())
+    # The last byte of the footer JSON, just before the THST trailer: the footer no longer parses.
+    tail = data.rindex(b"THST")
+    data[tail - 30] ^= 0xFF
+    out.write_bytes(bytes(data))
+    with pytest.raises(tet.CorruptError):
+        tet.open(out)
+    v = tet.verify(out, deep=True)
+    assert not v["ok"] and v["failures"], v
+
+
 def test_worker_imports_this_package_whatever_the_cwd(tmp_path, monkeypatch):
     """A folder named `tet` in the working directory (a source checkout) is not what the
     worker imports."""
