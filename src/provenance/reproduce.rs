@@ -323,19 +323,40 @@ pub fn compare_bytes(file: &Path, made: &Path) -> Compared {
         None => Ok(format!(
             "reproduced: every chunk's stored bytes and the footer are the same, but for the \
              parts expected to differ ({})",
-            EXPECTED.join(", ")
+            expected_differences(&a, &b).join(", ")
         )),
     })
 }
 
-/// The footer parts never compared (see the module docs): a key of the last row's params, or
-/// a top-level key.
-const EXPECTED: &[&str] = &[
-    "input_mtime",
-    "input_object",
-    "tet_footer_digest",
-    "tet_signatures",
-];
+/// Which of the parts expected to differ do (named as footer keys).
+fn expected_differences(a: &TetFile, b: &TetFile) -> Vec<String> {
+    let (ja, jb) = (a.footer_json().0, b.footer_json().0);
+    let top = |j: Option<&Value>, k: &str| j.and_then(|v| v.get(k)).cloned();
+    let params = |f: &TetFile| {
+        f.footer().ok().flatten().and_then(|f| {
+            f.history
+                .last()
+                .map(|r| (f.history.len() - 1, r.params.clone()))
+        })
+    };
+    let (pa, pb) = (params(a), params(b));
+    let mut out = Vec::new();
+    for k in ["input_mtime", "input_object"] {
+        let get = |p: &Option<(usize, BTreeMap<String, String>)>| {
+            p.as_ref().and_then(|(_, m)| m.get(k).cloned())
+        };
+        if get(&pa) != get(&pb) {
+            let row = pa.as_ref().map_or(0, |(i, _)| *i);
+            out.push(format!("history[{row}].params.{k}"));
+        }
+    }
+    for k in ["tet_signatures", "tet_footer_digest"] {
+        if top(ja, k) != top(jb, k) {
+            out.push(k.to_string());
+        }
+    }
+    out
+}
 
 /// Keys also left out when values are compared across tool versions.
 const DRIFT: &[&str] = &[
@@ -448,7 +469,7 @@ fn dataset_difference(a: &TetFile, b: &TetFile) -> Option<String> {
 }
 
 /// The first footer key (a path such as `history[1].params.codec`) whose value differs, the
-/// parts of [`EXPECTED`] and `skip` left out.
+/// parts [`expected`] to differ and `skip` left out.
 fn footer_difference(a: &TetFile, b: &TetFile, skip: &[&str]) -> Result<Option<String>, String> {
     let (ja, sa) = a.footer_json();
     let (jb, sb) = b.footer_json();

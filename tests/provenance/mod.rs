@@ -673,6 +673,22 @@ fn reproduce_names_what_differs_or_why_it_cannot_be_tried() {
     );
     assert!(text.contains("re-made as"), "{text}");
 
+    // A footer key edited that the re-run makes otherwise: named.
+    let later = edit_footer(&good, |t| {
+        t.replace(
+            "\"created_at\":\"1700000000\"",
+            "\"created_at\":\"1700000001\"",
+        )
+    });
+    std::fs::write(dir.join("later.tet"), &later).unwrap();
+    let (code, text) = reproduce(dir, &["later.tet"]);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(
+        text.trim(),
+        "later.tet: DIFFERS: differs first at footer key metadata.file.created_at: \
+         \"1700000001\" re-made as \"1700000000\""
+    );
+
     // A payload flip.
     let f = TetFile::open(&dir.join("x.tet")).unwrap();
     let e = f.entries[1];
@@ -726,7 +742,9 @@ fn reproduce_names_what_differs_or_why_it_cannot_be_tried() {
     let (code, text) = reproduce(dir, &["x.tet"]);
     assert_eq!(code, 0, "{text}");
     assert!(
-        text.contains("but for the parts expected to differ"),
+        text.contains(
+            "but for the parts expected to differ (history[0].params.input_mtime, tet_footer_digest)"
+        ),
         "{text}"
     );
 
@@ -799,4 +817,110 @@ fn reproduce_an_object_input_conversion() {
         text.contains("cannot be tried: input s3://inbox/data/x.npy"),
         "{text}"
     );
+}
+
+/// `tet-convert --sign-key`: a single output and every output of a batch signed as they are
+/// written (ssh-keygen and `tet verify --signers` accept them, the content is the unsigned
+/// conversion's), a re-run skips the signed outputs untouched, and a missing key fails before
+/// any conversion, leaving no output.
+#[test]
+fn convert_signs_as_it_writes() {
+    if !have("ssh-keygen", &["-?"]) {
+        eprintln!("skipped: ssh-keygen (Debian openssh-client) is not installed");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (alice, alice_pub) = keygen(dir, "alice");
+    let allowed = dir.join("allowed_signers");
+    std::fs::write(&allowed, format!("alice@example.org {alice_pub}\n")).unwrap();
+    let inbox = dir.join("in");
+    std::fs::create_dir(&inbox).unwrap();
+    for (name, rows) in [("x", 3), ("y", 5)] {
+        common::write_npy(&inbox.join(format!("{name}.npy")), rows);
+    }
+    let npy = inbox.join("x.npy");
+    let convert = |args: &[&str]| tet_in(dir, "tet-convert", args);
+
+    // One output: signed, and its content is the unsigned conversion's.
+    let (plain, signed) = (dir.join("plain.tet"), dir.join("signed.tet"));
+    common::ok(&convert(&["-q", s(&npy), s(&plain)]), "convert");
+    let o = convert(&["-q", "--sign-key", s(&alice), s(&npy), s(&signed)]);
+    common::ok(&o, "convert --sign-key");
+    let (passed, codes, text) = verify_signed(&allowed, &signed);
+    assert!(passed && codes.is_empty(), "{text}");
+    let unsigned_message = common::ok(&tet(&["sign", "--message", s(&plain)]), "message");
+    let message = coreutils_message(&signed);
+    assert_eq!(message, unsigned_message, "signing keeps the content");
+    let sig = dir.join("signed.sig");
+    let armored = common::ok(&tet(&["sign", "--extract=1", s(&signed)]), "extract");
+    std::fs::write(&sig, armored).unwrap();
+    assert!(ssh_verify(
+        &allowed,
+        "alice@example.org",
+        &sig,
+        message.as_bytes()
+    ));
+    // The plain file has no signature: `--signers` fails it.
+    assert!(!verify_signed(&allowed, &plain).0);
+
+    // A batch: every output signed; a re-run skips them all and leaves their bytes alone.
+    let out = dir.join("out");
+    let batch = [
+        "-q",
+        "--sign-key",
+        s(&alice),
+        "--out-dir",
+        s(&out),
+        s(&inbox),
+    ];
+    common::ok(&convert(&batch), "batch --sign-key");
+    let mut outputs: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    outputs.sort();
+    assert_eq!(outputs, [out.join("x.tet"), out.join("y.tet")]);
+    let before: Vec<Vec<u8>> = outputs.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    for p in &outputs {
+        let (passed, codes, text) = verify_signed(&allowed, p);
+        assert!(passed && codes.is_empty(), "{}: {text}", p.display());
+    }
+    let mut again = batch.to_vec();
+    again.push("--json");
+    let rows = common::ok(&convert(&again), "batch re-run");
+    let statuses: Vec<String> = rows
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["status"].to_string())
+        .collect();
+    assert_eq!(statuses, ["\"skipped\"", "\"skipped\""], "{rows}");
+    for (p, b) in outputs.iter().zip(&before) {
+        assert_eq!(&std::fs::read(p).unwrap(), b, "{}", p.display());
+    }
+    // An unsigned output of an earlier run, up to date: the re-run with the key signs it.
+    common::ok(
+        &convert(&["-q", "--out-dir", s(&out), s(&inbox), "--force"]),
+        "unsigned",
+    );
+    assert!(!verify_signed(&allowed, &outputs[0]).0);
+    common::ok(&convert(&batch), "sign the up-to-date outputs");
+    for (p, b) in outputs.iter().zip(&before) {
+        assert_eq!(&std::fs::read(p).unwrap(), b, "{}", p.display());
+    }
+
+    // A missing key: one line naming it, exit 2, nothing converted.
+    let missing = dir.join("no-such-key");
+    for args in [
+        vec![s(&npy), "never.tet"],
+        vec!["--out-dir", "never", s(&inbox)],
+    ] {
+        let mut args = args.clone();
+        args.extend(["--sign-key", s(&missing)]);
+        let o = convert(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(s(&missing)), "{err}");
+        assert!(!dir.join("never.tet").exists() && !dir.join("never").exists());
+    }
 }
