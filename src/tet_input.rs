@@ -25,6 +25,7 @@ use tet_source::{
     SourceLayout, Variable,
 };
 
+use crate::format::open_checks::{check_index_covers, check_integrity};
 use crate::format::{Codec, DType, Footer, TetError, TetFile, MAGIC};
 
 /// The format id of `.tet` inputs (history `source`).
@@ -76,7 +77,7 @@ impl Importer for TetImporter {
 /// footer can be carried over ([`TetSource::carried_footer`]).
 pub fn open_path(path: &Path) -> tet_source::Result<TetSource> {
     let file = TetFile::open(path).map_err(|e| tet_source::Part::Header.malformed_from(e))?;
-    Ok(TetSource::new(file))
+    TetSource::new(file)
 }
 
 /// Opens the `.tet` input whose bytes `bytes` gives (an object read by ranges): what
@@ -85,7 +86,7 @@ pub fn open_path(path: &Path) -> tet_source::Result<TetSource> {
 pub fn open_source(bytes: Arc<dyn ByteSource>) -> tet_source::Result<TetSource> {
     let file =
         TetFile::open_source(bytes).map_err(|e| source_error(tet_source::Part::Header, e))?;
-    Ok(TetSource::new(file))
+    TetSource::new(file)
 }
 
 /// A `.tet` read error as a source error: an I/O error (a read the source failed) as it is,
@@ -121,7 +122,12 @@ pub struct TetSource {
 }
 
 impl TetSource {
-    fn new(file: TetFile) -> TetSource {
+    /// The source over `file`, once the reader's open checks hold
+    /// ([`crate::format::open_checks`]): a directory or index the footer digest disowns (a
+    /// dataset renamed or reshaped by a flipped byte) is refused, not converted as such.
+    fn new(file: TetFile) -> tet_source::Result<TetSource> {
+        check_integrity(&file).map_err(|e| source_error(tet_source::Part::Metadata, e))?;
+        check_index_covers(&file).map_err(|e| source_error(tet_source::Part::Index, e))?;
         let footer = file.footer().ok().flatten();
         // One pass over the index: which datasets have zstd chunks (drives `--codec auto`).
         let mut compressed = vec![false; file.datasets.len()];
@@ -163,11 +169,11 @@ impl TetSource {
             })
             .collect();
         let global_attrs = footer.map(|f| f.global_attrs.clone()).unwrap_or_default();
-        TetSource {
+        Ok(TetSource {
             file,
             variables,
             global_attrs,
-        }
+        })
     }
 }
 

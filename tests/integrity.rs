@@ -253,6 +253,13 @@ fn damage_outside_the_payloads_fails_the_footer_digest() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("but the footer records"), "{err}");
         assert!(!out.exists());
+        // So does a conversion of it (a `.tet` input): nothing it disowns is carried on.
+        let again = dir.path().join(format!("again-{at}.tet"));
+        let o = run(bin("tet-convert").arg(&bad).arg(&again));
+        assert_eq!(o.status.code(), Some(1), "conversion of byte {at}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("but the footer records"), "{err}");
+        assert!(!again.exists());
     }
     // A footer rewritten by another tool (digest not in its place, or removed while the chunk
     // digests stay) cannot pass either.

@@ -27,10 +27,9 @@ pub use tet_source::export::{f16_to_f32, Compression};
 use tet_source::export::{io_err, Capabilities, Exporter, Output};
 use tet_source::ElementType;
 
+pub use crate::format::open_checks::{check_index_covers, check_integrity};
 pub use raise::Plan;
-pub use region::{
-    check_index_covers, check_integrity, read_selection, DamagedFooter, Reading, EVERY_TYPE,
-};
+pub use region::{read_selection, DamagedFooter, Reading, EVERY_TYPE};
 
 use crate::format::{HistoryRow, TetError, TetFile};
 
@@ -295,8 +294,8 @@ fn write(
 ) -> Result<ExportReport> {
     // What a reader refuses before it reads ([`Plan::for_reading`]): a directory or index the
     // footer digest disowns (a renamed dataset, another shape) would otherwise be written out.
-    region::check_integrity(tet)?;
-    region::check_index_covers(tet)?;
+    check_integrity(tet)?;
+    check_index_covers(tet)?;
     let plan = Plan::new(tet, target.capabilities(), &opts.datasets)?;
     // Written in a private directory beside the output, moved into place when complete (the
     // directory and whatever is in it is removed on failure).

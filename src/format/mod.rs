@@ -10,6 +10,7 @@ pub mod budget;
 pub mod codec;
 pub mod footer;
 pub mod integrity;
+pub mod open_checks;
 pub mod reader;
 pub mod schema;
 pub mod verify;
