@@ -32,7 +32,7 @@ from harness import CONV, ENV, TET, sh  # noqa: E402
 
 CODECS = [
     "auto", "zstd:3", "zstd:19", "zstd-shuffle:3", "zstd-bitshuffle:3", "zstd-delta:3",
-    "zstd-delta:9", "smallest+ext:3",
+    "zstd-delta-bitshuffle:3", "smallest+ext:3",
 ]
 CORPUS = os.path.join(harness.ROOT, "..", "shared", "corpus", "public")
 SHAPE = (96, 361, 720)
