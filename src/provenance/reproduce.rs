@@ -249,8 +249,32 @@ fn plan(row: &HistoryRow, index: usize, opts: &Options) -> Result<Planned, Strin
     })
 }
 
-/// Converts into a temporary folder (removed when this returns) and compares.
+/// Converts into a temporary folder (removed when this returns) and compares. A recorded
+/// `chunk` target equal to the default does not tell `--chunk-bytes 4MiB` from no
+/// `--chunk-bytes` (which keep a source's preferred chunks otherwise): when the default
+/// differs, the explicit target is tried too.
 fn run_and_compare(file: &Path, planned: &Planned, conv: &dyn Convert) -> (Verdict, String) {
+    let first = run_once(file, planned, &planned.step, conv);
+    if first.0 != Verdict::Differs || planned.step.settings.chunk_bytes.is_some() {
+        return first;
+    }
+    let mut step = planned.step.clone();
+    step.settings.chunk_bytes = Some(crate::planner::DEFAULT_CHUNK_BYTES);
+    match run_once(file, planned, &step, conv) {
+        (Verdict::Reproduced, same) => (
+            Verdict::Reproduced,
+            format!(
+                "{same} (with --chunk-bytes {} given: the history row does not tell it from \
+                 the default)",
+                crate::planner::DEFAULT_CHUNK_BYTES
+            ),
+        ),
+        _ => first,
+    }
+}
+
+/// One conversion of `step` into a temporary folder, compared with `file`.
+fn run_once(file: &Path, planned: &Planned, step: &Step, conv: &dyn Convert) -> (Verdict, String) {
     let dir = match tempfile::Builder::new().prefix(".tet-reproduce").tempdir() {
         Ok(d) => d,
         Err(e) => {
@@ -261,7 +285,7 @@ fn run_and_compare(file: &Path, planned: &Planned, conv: &dyn Convert) -> (Verdi
         }
     };
     let made = dir.path().join("reproduced.tet");
-    if let Err(e) = conv.convert(&planned.step, &made) {
+    if let Err(e) = conv.convert(step, &made) {
         return (Verdict::NotTried, format!("the re-run failed: {e}"));
     }
     let result = match &planned.drift {
@@ -276,7 +300,6 @@ fn run_and_compare(file: &Path, planned: &Planned, conv: &dyn Convert) -> (Verdi
         Err(e) => (Verdict::NotTried, e),
     }
 }
-
 /// `Ok(Ok(what is the same))`, `Ok(Err(where it first differs))`, `Err(why not compared)`.
 type Compared = Result<Result<String, String>, String>;
 

@@ -605,11 +605,21 @@ fn reproduce_combines_selections_and_lineages() {
         dir,
         &["--chunk-bytes", "1KiB", "--codec", "raw", "a.tet", "b.tet"],
     );
+    // The default target given explicitly re-chunks a `.tet` (no flag keeps its chunks); the
+    // history row records both alike.
+    convert_in(dir, &["--chunk-bytes", "4MiB", "b.tet", "c.tet"]);
     assert_reproduced(dir, &["week.tet"], 1);
     assert_reproduced(dir, &["sel.tet"], 1);
     // Two steps each: the parent `.tet` first, then the file.
     assert_reproduced(dir, &["cut.tet"], 2);
     assert_reproduced(dir, &["b.tet"], 2);
+    let (code, text) = reproduce(dir, &["c.tet"]);
+    assert_eq!(code, 0, "{text}");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("c.tet: reproduced: byte for byte (with --chunk-bytes 4194304 given"),
+        "{text}"
+    );
     let (_, text) = reproduce(dir, &["b.tet"]);
     assert!(
         text.starts_with(&format!("{} (step of b.tet)", dir.join("a.tet").display())),
