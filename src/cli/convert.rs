@@ -19,6 +19,7 @@ use crate::batch::{self, signals, stale};
 use crate::manifest::{self, Job};
 use crate::pipeline::CodecChoice;
 use crate::planner::PlanError;
+use crate::provenance::sign;
 use crate::registry;
 use crate::select::{SelectError, SelectOptions};
 use crate::settings::{ChunkExtents, Settings, SettingsError};
@@ -200,6 +201,12 @@ pub struct ConvertArgs {
     /// Where object inputs are downloaded and object outputs staged (default: $TMPDIR).
     #[arg(long, value_name = "DIR")]
     spool_dir: Option<PathBuf>,
+    /// Sign each output once it is in place, as `tet sign --key KEY` does (an unencrypted
+    /// OpenSSH ed25519 private key; an up-to-date output not yet signed by KEY is signed too).
+    /// The key is read before any conversion and never recorded. Refused with an object URL
+    /// output: sign the local file with `tet sign`, then upload it.
+    #[arg(long, value_name = "KEY")]
+    sign_key: Option<PathBuf>,
 }
 
 /// The driver registry as a table, or (`json`) as one JSON array of objects with the keys `id`,
@@ -402,6 +409,11 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return usage(e),
     };
+    // A bad key fails before any work.
+    let key = match a.sign_key.as_deref().map(sign::load_key).transpose() {
+        Ok(k) => k,
+        Err(e) => return usage(format_args!("--sign-key: {e}")),
+    };
     let batch_mode = a.out_dir.is_some() || a.manifest.is_some();
     let planned = match &a.concat {
         Some(_) => match plan_concat(a, &settings) {
@@ -424,6 +436,15 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     };
     if let Some(s) = shard {
         log::info!("shard {s}: {} of {listed} inputs", planned.len());
+    }
+    if let Some(p) = planned.iter().find(|p| crate::storage::is_url(&p.output)) {
+        if key.is_some() {
+            return usage(format_args!(
+                "--sign-key: {} is an object URL: convert to a local file, sign it (or use \
+                 --sign-key there), then upload it",
+                p.output.display()
+            ));
+        }
     }
     let (mut ledger, ledger_object) = match open_report(a) {
         Ok(l) => l,
@@ -456,7 +477,16 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         worker_args: vec![a.verbose.to_string()],
     };
     let chatty = !a.quiet && (a.verbose > 0 || !batch_mode || std::io::stderr().is_terminal());
-    let mut on_done = |o: &Outcome| print_outcome(o, a, batch_mode, chatty);
+    let mut sign_failed = false;
+    let mut on_done = |o: &Outcome| {
+        if let Some(k) = &key {
+            if let Err(e) = sign_output(o, k) {
+                errln!("{}: {}: cannot sign: {e}", super::program(), o.row.output);
+                sign_failed = true;
+            }
+        }
+        print_outcome(o, a, batch_mode, chatty);
+    };
     let mut on_ledger_error = |e: std::io::Error| {
         if let Some(l) = &a.report {
             errln!(
@@ -482,7 +512,59 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
         errln!("{}: cannot write the report: {e}", super::program());
         return ExitCode::from(super::EXIT_FAILED);
     }
+    if sign_failed && summary.exit_code == EXIT_OK {
+        return ExitCode::from(super::EXIT_FAILED);
+    }
     ExitCode::from(summary.exit_code)
+}
+
+/// `--sign-key`: signs an output the run wrote, or an up-to-date one that `key` has not signed,
+/// as a step of the front end after the worker's atomic write (the key is no conversion
+/// setting: the signature adds a footer member after the content and changes nothing the
+/// up-to-date check reads). The signed copy replaces the file by a rename, so a crash between
+/// the two leaves the valid unsigned output; the output's extended attributes (the up-to-date
+/// stamp) are carried over.
+fn sign_output(o: &Outcome, key: &ssh_key::PrivateKey) -> Result<(), sign::SignError> {
+    let path = ledger::RecordedPath {
+        text: o.row.output.clone(),
+        hex: o.row.output_hex.clone(),
+    }
+    .path();
+    match o.row.status() {
+        Status::Ok => {}
+        Status::Skipped if !signed_by(&path, key) => {}
+        _ => return Ok(()),
+    }
+    let attrs: Vec<_> = xattr::list(&path)
+        .map(|names| {
+            names
+                .filter_map(|n| xattr::get(&path, &n).ok().flatten().map(|v| (n, v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let added = sign::sign(&path, key)?;
+    for (name, value) in attrs {
+        if let Err(e) = xattr::set(&path, &name, &value) {
+            log::debug!("{}: {name:?} not carried over: {e}", path.display());
+        }
+    }
+    log::info!("{}: signed by {}", path.display(), added.fingerprint);
+    Ok(())
+}
+
+/// Whether `key` has signed the current content of the file at `path`.
+fn signed_by(path: &Path, key: &ssh_key::PrivateKey) -> bool {
+    let Ok(f) = crate::format::TetFile::open(path) else {
+        return false;
+    };
+    let Ok(signed) = sign::Signed::read(&f) else {
+        return false;
+    };
+    signed.signatures.iter().any(|s| {
+        s.content == signed.digest
+            && ssh_key::SshSig::from_pem(s.sshsig.trim())
+                .is_ok_and(|g| g.public_key() == key.public_key().key_data())
+    })
 }
 
 /// The `--report` ledger: a local file, or for an object URL a local file uploaded when the run
