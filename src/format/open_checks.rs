@@ -91,7 +91,10 @@ pub fn check_index_covers(tet: &TetFile) -> std::result::Result<(), TetError> {
                     e.stored_byte_len, e.raw_byte_len
                 )));
             }
-            Some(Codec::Zstd) if e.raw_byte_len > zstd_max_raw_len(e.stored_byte_len) => {
+            // zstd and the extension codecs (one zstd frame of raw_byte_len bytes each).
+            Some(c)
+                if c.is_zstd_frame() && e.raw_byte_len > zstd_max_raw_len(e.stored_byte_len) =>
+            {
                 return Err(at(format!(
                     "raw_byte_len {} is more than a {}-byte zstd frame can hold",
                     e.raw_byte_len, e.stored_byte_len
