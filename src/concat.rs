@@ -6,8 +6,12 @@
 //! parents and 32 params per row the footer keeps the complete lists in its history extension).
 //!
 //! The inputs are put in the order of their first value of the dimension's coordinate variable
-//! (their given order when there is none); overlapping or unordered values, a missing variable,
-//! another type, other dims, other attributes (another `units`), another shape (another grid)
+//! (their given order when there is none). A coordinate whose CF time `units` differ from the
+//! first input's is rebased into them, exactly (`meta::cftime::Rebase`, as `ncrcat` does:
+//! `hours since 2024-02-02` → 24.. in `hours since 2024-02-01`), its `units` then not compared;
+//! units that cannot be rebased exactly (`months since …`, a value the type cannot hold) are
+//! refused ("units differ", naming both units). Overlapping or unordered values, a missing
+//! variable, another type, other dims, other attributes, another shape (another grid)
 //! and a variable without the dimension whose values differ are refused with one line naming
 //! both inputs and what differs — before anything is read for the output. Variables without the
 //! dimension come from the first input (`take_first` skips the equality check). A region of a
@@ -24,6 +28,7 @@ use tet_source::{
     AttrValue, DimLabels, Fact, Result, Skipped, Source, SourceError, TextVariable, Variable,
 };
 
+use crate::meta::cftime;
 use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf};
 
 /// Why inputs cannot be combined: each names the inputs (as the caller named them) and what
@@ -54,6 +59,10 @@ pub enum ConcatError {
         dim: String,
         ranges: (f64, f64, f64, f64),
     },
+    /// CF time units that cannot be rebased exactly into the first input's (`months since …`,
+    /// a value the target units cannot hold exactly).
+    #[error(transparent)]
+    UnitsDiffer(Box<UnitsDiffer>),
     #[error("{first} and {other}: variable {var} is missing from {missing_from}")]
     MissingVariable {
         first: String,
@@ -113,6 +122,18 @@ pub enum ConcatError {
         other: String,
         dim: String,
     },
+}
+
+/// A coordinate's CF time units that cannot be rebased exactly into the first input's.
+#[derive(Debug, thiserror::Error)]
+#[error("{first} and {other}: {dim} units differ (`{units}` and `{other_units}`) and cannot be rebased exactly: {why}")]
+pub struct UnitsDiffer {
+    first: String,
+    other: String,
+    dim: String,
+    units: String,
+    other_units: String,
+    why: String,
 }
 
 /// How a variable of another input differs from the first input's.
@@ -344,6 +365,10 @@ pub struct Concat {
     plans: Vec<Plan>,
     texts: Vec<TextVariable>,
     labels: Vec<DimLabels>,
+    /// Per part (in the combined order): how its `dim` coordinate values are rebased into the
+    /// first part's units (`None`: kept as they are).
+    rebases: Vec<Option<cftime::Rebase>>,
+    dim: String,
 }
 
 /// The axis of `dim` in a variable's dims (`dim_0`, `dim_1`, … when the source names none).
@@ -360,9 +385,34 @@ fn sorted(attrs: &[(String, AttrValue)]) -> Vec<String> {
     a
 }
 
-/// The first and last values of `dim`'s coordinate variable in `src`, as f64 (`None`: no
-/// coordinate); an error when the values are not strictly increasing.
-fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
+/// The values of `dim`'s coordinate variable in an input, with its `units` and `calendar`.
+struct Coord {
+    values: Vec<f64>,
+    units: Option<String>,
+    calendar: String,
+    dtype: tet_source::ElementType,
+}
+
+impl Coord {
+    /// The first and last values.
+    fn range(&self) -> Option<(f64, f64)> {
+        self.values
+            .first()
+            .copied()
+            .zip(self.values.last().copied())
+    }
+}
+
+fn text_attr<'a>(v: &'a Variable, name: &str) -> Option<&'a str> {
+    v.attrs.iter().find_map(|(k, a)| match a {
+        AttrValue::Text(t) if k == name => Some(t.as_str()),
+        _ => None,
+    })
+}
+
+/// `dim`'s coordinate variable in `src` (`None`: no coordinate, or an empty one); an error
+/// when the values are not strictly increasing.
+fn coordinate(src: &dyn Source, dim: &str) -> Result<Option<Coord>> {
     let Some((i, v)) = src
         .variables()
         .iter()
@@ -389,7 +439,116 @@ fn first_value(src: &dyn Source, dim: &str) -> Result<Option<(f64, f64)>> {
             w[0], w[1]
         )));
     }
-    Ok(values.first().copied().zip(values.last().copied()))
+    Ok(Some(Coord {
+        values,
+        units: text_attr(v, "units").map(String::from),
+        calendar: text_attr(v, "calendar").unwrap_or("standard").to_string(),
+        dtype: v.dtype,
+    }))
+}
+
+/// A rebased value `x` written as element type `t` (little-endian) into `out`; `false` when
+/// `t` cannot hold it exactly.
+fn put_value(x: f64, t: tet_source::ElementType, out: &mut [u8]) -> bool {
+    use tet_source::ElementType as E;
+    macro_rules! put {
+        ($ty:ty) => {{
+            let y = x as $ty;
+            if y as f64 != x {
+                return false;
+            }
+            out.copy_from_slice(&y.to_le_bytes());
+            true
+        }};
+    }
+    match t {
+        E::I8 => put!(i8),
+        E::U8 => put!(u8),
+        E::I16 => put!(i16),
+        E::U16 => put!(u16),
+        E::I32 => put!(i32),
+        E::U32 => put!(u32),
+        E::I64 => put!(i64),
+        E::U64 => put!(u64),
+        E::F32 => put!(f32),
+        E::F64 => put!(f64),
+        _ => false,
+    }
+}
+
+/// The rebase of each input's coordinate (in the combined order) into the first's units, the
+/// values checked exact and held by the coordinate's type; the rebased ranges. Inputs whose
+/// units equal the first's keep their values (`None`).
+#[allow(clippy::type_complexity)]
+fn rebase_all(
+    coords: &[Option<Coord>],
+    names: &[String],
+    dim: &str,
+) -> Result<(Vec<Option<cftime::Rebase>>, Vec<Option<(f64, f64)>>), ConcatError> {
+    let target = coords.iter().flatten().next();
+    let mut rebases = Vec::with_capacity(coords.len());
+    let mut ranges = Vec::with_capacity(coords.len());
+    for (k, c) in coords.iter().enumerate() {
+        let (Some(c), Some(t)) = (c, target) else {
+            rebases.push(None);
+            ranges.push(c.as_ref().and_then(Coord::range));
+            continue;
+        };
+        if c.units == t.units || c.units.is_none() || t.units.is_none() {
+            rebases.push(None);
+            ranges.push(c.range());
+            continue;
+        }
+        let (from, to) = (
+            c.units.as_deref().unwrap_or(""),
+            t.units.as_deref().unwrap_or(""),
+        );
+        let refuse = |why: String| {
+            ConcatError::UnitsDiffer(Box::new(UnitsDiffer {
+                first: names[0].clone(),
+                other: names[k].clone(),
+                dim: dim.to_string(),
+                units: to.to_string(),
+                other_units: from.to_string(),
+                why,
+            }))
+        };
+        let r = cftime::Rebase::new(from, to, &t.calendar).ok_or_else(|| {
+            refuse(format!(
+                "not both CF time units of a fixed length in the {} calendar",
+                t.calendar
+            ))
+        })?;
+        let integer = !matches!(
+            c.dtype,
+            tet_source::ElementType::F32 | tet_source::ElementType::F64
+        );
+        let mut scratch = [0u8; 8];
+        let mut rebased = Vec::with_capacity(c.values.len());
+        for &v in &c.values {
+            let x = r
+                .apply(v, integer)
+                .filter(|&x| put_value(x, c.dtype, &mut scratch[..c.dtype.size().min(8)]))
+                .ok_or_else(|| refuse(format!("{v} has no exact {} value", c.dtype)))?;
+            rebased.push(x);
+        }
+        ranges.push(rebased.first().copied().zip(rebased.last().copied()));
+        rebases.push(Some(r));
+    }
+    Ok((rebases, ranges))
+}
+
+/// The instant of an input's first value in `target`'s units, approximately (for ordering
+/// inputs whose units differ); the raw first value when either has no CF time units.
+fn order_key(c: Option<&Coord>, target: Option<&Coord>) -> f64 {
+    let Some(c) = c else { return f64::NAN };
+    let first = c.values.first().copied().unwrap_or(f64::NAN);
+    match (c.units.as_deref(), target.and_then(|t| t.units.as_deref())) {
+        (Some(from), Some(to)) if from != to => target
+            .and_then(|t| cftime::Rebase::new(from, to, &t.calendar))
+            .map_or(first, |r| r.approx(first)),
+        _ => first,
+    }
 }
 
 impl Concat {
@@ -417,38 +576,49 @@ impl Concat {
                     dim: dim.to_string(),
                 });
             }
-            let range =
-                first_value(src.as_ref(), dim).map_err(|source| ConcatError::Coordinate {
+            let coord =
+                coordinate(src.as_ref(), dim).map_err(|source| ConcatError::Coordinate {
                     input: name.clone(),
                     dim: dim.to_string(),
                     source,
                 })?;
-            keyed.push((range, i, name, src));
+            keyed.push((coord, i, name, src));
         }
-        // Coordinate order, input order as the tie-break (and without a coordinate).
-        keyed.sort_by(|a, b| {
-            let ka = a.0.map(|r| r.0).unwrap_or(f64::NAN);
-            let kb = b.0.map(|r| r.0).unwrap_or(f64::NAN);
-            ka.partial_cmp(&kb)
+        // Coordinate order (instants, when units differ), input order as the tie-break (and
+        // without a coordinate).
+        let keys: Vec<f64> = {
+            let target = keyed.iter().find_map(|k| k.0.as_ref());
+            keyed
+                .iter()
+                .map(|k| order_key(k.0.as_ref(), target))
+                .collect()
+        };
+        let mut keyed: Vec<_> = keyed.into_iter().zip(keys).collect();
+        keyed.sort_by(|(a, ka), (b, kb)| {
+            ka.partial_cmp(kb)
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then(a.1.cmp(&b.1))
         });
-        for w in keyed.windows(2) {
-            if let (Some(a), Some(b)) = (w[0].0, w[1].0) {
+        let mut keyed: Vec<_> = keyed.into_iter().map(|(k, _)| k).collect();
+        let names: Vec<String> = keyed.iter().map(|k| k.2.clone()).collect();
+        let coords: Vec<Option<Coord>> = keyed.iter_mut().map(|k| k.0.take()).collect();
+        let (rebases, ranges) = rebase_all(&coords, &names, dim)?;
+        for (k, w) in ranges.windows(2).enumerate() {
+            if let (Some(a), Some(b)) = (w[0], w[1]) {
                 if b.0 <= a.1 {
                     return Err(ConcatError::Overlap {
-                        first: w[0].2.clone(),
-                        other: w[1].2.clone(),
+                        first: names[k].clone(),
+                        other: names[k + 1].clone(),
                         dim: dim.to_string(),
                         ranges: (a.0, a.1, b.0, b.1),
                     });
                 }
             }
         }
-        let names: Vec<String> = keyed.iter().map(|k| k.2.clone()).collect();
         let order: Vec<usize> = keyed.iter().map(|k| k.1).collect();
         let parts: Vec<Box<dyn Source>> = keyed.into_iter().map(|k| k.3).collect();
-        let (vars, plans) = combine_variables(&parts, &names, dim)?;
+        let rebased = rebases.iter().any(|r| r.is_some_and(|r| !r.is_identity()));
+        let (vars, plans) = combine_variables(&parts, &names, dim, rebased)?;
         let texts = combine_texts(&parts, &names, dim)?;
         let labels = combine_labels(&parts, &names, dim)?;
         let c = Concat {
@@ -458,6 +628,8 @@ impl Concat {
             plans,
             texts,
             labels,
+            rebases,
+            dim: dim.to_string(),
         };
         if !take_first {
             c.check_equal(&names, dim)?;
@@ -537,6 +709,7 @@ fn combine_variables(
     parts: &[Box<dyn Source>],
     names: &[String],
     dim: &str,
+    rebased: bool,
 ) -> Result<(Vec<Variable>, Vec<Plan>), ConcatError> {
     let first = parts[0].variables();
     let mut vars = Vec::with_capacity(first.len());
@@ -582,7 +755,17 @@ fn combine_variables(
             if other.dims != v.dims {
                 return Err(differs(Difference::Dims(dim_name(v), dim_name(other))));
             }
-            let (mine, theirs) = (sorted(&v.attrs), sorted(&other.attrs));
+            // A rebased coordinate takes the first input's units (checked in `rebase_all`).
+            let keep = |attrs: &[(String, AttrValue)]| -> Vec<String> {
+                let coord = rebased && v.name == dim && v.shape.len() == 1;
+                let kept: Vec<_> = attrs
+                    .iter()
+                    .filter(|(k, _)| !(coord && k == "units"))
+                    .cloned()
+                    .collect();
+                sorted(&kept)
+            };
+            let (mine, theirs) = (keep(&v.attrs), keep(&other.attrs));
             if mine != theirs {
                 let name = |t: &String| {
                     t.trim_start_matches("(\"")
@@ -769,6 +952,11 @@ impl Source for Concat {
             let n = (p1 - p0) as usize;
             let mut buf = vec![0u8; outer * n * inner];
             self.parts[k].read_region(i, &s, &c, &mut buf)?;
+            if let Some(r) = self.rebases.get(k).copied().flatten() {
+                if v.name == self.dim && v.shape.len() == 1 {
+                    rebase_values(&r, v, &mut buf)?;
+                }
+            }
             // Scatter: each outer index holds `n` positions of the axis in a row.
             let at = (p0 - lo) as usize;
             let full = count[axis] as usize;
@@ -784,6 +972,30 @@ impl Source for Concat {
     fn parallel_reads(&self) -> bool {
         self.parts.iter().all(|p| p.parallel_reads())
     }
+}
+
+/// The coordinate values in `buf` rebased in place (checked exact when the inputs were
+/// compared; an input that changed since is an error, not other values).
+fn rebase_values(r: &cftime::Rebase, v: &Variable, buf: &mut [u8]) -> Result<()> {
+    let t = v.dtype;
+    let integer = !matches!(
+        t,
+        tet_source::ElementType::F32 | tet_source::ElementType::F64
+    );
+    let size = t.size();
+    for cell in buf.chunks_exact_mut(size) {
+        let x = crate::meta::element_values(cell, t)
+            .first()
+            .copied()
+            .and_then(|x| r.apply(x, integer));
+        if !x.is_some_and(|x| put_value(x, t, cell)) {
+            return Err(tet_source::Part::Values.malformed(format!(
+                "{} changed: a value has no exact rebased value",
+                v.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -902,12 +1114,34 @@ mod tests {
         );
         let e = err(vec![
             part(0, 5, H, [1., 2.]),
-            part(5, 5, "days since 2000-01-01", [1., 2.]),
+            part(5, 5, "months since 2000-01-01", [1., 2.]),
         ]);
         assert!(
-            e.contains("in0.nc and in1.nc") && e.contains("units"),
+            e.contains("in0.nc and in1.nc: time units differ")
+                && e.contains(H)
+                && e.contains("months since 2000-01-01"),
             "{e}"
         );
+        // Days into hours: rebased (5 days = 120 hours), ordered by instant.
+        let c = Concat::new(
+            named(vec![
+                part(5, 5, "days since 2000-01-01", [1., 2.]),
+                part(0, 5, H, [1., 2.]),
+            ]),
+            "time",
+            false,
+        )
+        .unwrap();
+        let mut t = vec![0u8; 80];
+        c.read_region(0, &[0], &[10], &mut t).unwrap();
+        let at = |k: usize| f64::from_le_bytes(t[k * 8..k * 8 + 8].try_into().unwrap());
+        assert_eq!((at(4), at(5), at(9)), (4.0, 120.0, 216.0));
+        // Hours that no whole day holds, in an integer... here f64 days: 1/3 day is no f64.
+        let e = err(vec![
+            part(0, 5, "days since 2000-01-01", [1., 2.]),
+            part(200, 5, H, [1., 2.]),
+        ]);
+        assert!(e.contains("units differ") && e.contains("exact"), "{e}");
         let e = err(vec![part(0, 5, H, [1., 2.]), part(5, 5, H, [1., 3.])]);
         assert!(e.contains("grid differs"), "{e}");
         let r = Concat::new(

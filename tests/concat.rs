@@ -1,8 +1,11 @@
 //! `tet-convert --concat DIM IN… OUT`: five daily netCDF-4 files written by xarray
 //! (fixtures/concat, `make_concat.py`) combined along time equal xarray's `combine_by_coords`
 //! (`data_vars="minimal"`), whatever order the inputs are given in (the same bytes); another
-//! grid, other units, overlapping times and a missing variable are refused with one line naming
-//! both inputs, and nothing is written; every input is a parent that `tet audit` re-checks.
+//! grid, time units that cannot be rebased exactly, overlapping times and a missing variable are
+//! refused with one line naming both inputs, and nothing is written; other CF time units are
+//! rebased into the first input's (files xarray and netCDF4-python write in the test, several
+//! calendars), equal to ncrcat's times and to `open_mfdataset`'s; every input is a parent that
+//! `tet audit` re-checks.
 //! The same for a month of 31 daily files (fixtures/concat/month, `make_month.py`), compared
 //! after `tet export` with `xr.open_mfdataset(days, combine="by_coords", data_vars="minimal")`:
 //! more parents and params than a history row holds in the reference's form (the footer's
@@ -64,6 +67,14 @@ fn values(f: &TetFile, i: usize) -> Vec<f64> {
             .chunks_exact(2)
             .map(|c| i16::from_le_bytes(c.try_into().unwrap()) as f64)
             .collect(),
+        DType::I32 => b
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        DType::I64 => b
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
         other => panic!("no {other:?} in the fixtures"),
     }
 }
@@ -118,10 +129,6 @@ fn disagreements_are_refused_naming_both_inputs() {
     copy_fixtures(d.path());
     let cases = [
         ("grid.nc", "day1.nc and grid.nc: variable lat differs"),
-        (
-            "units.nc",
-            "day1.nc and units.nc: time has another attribute units",
-        ),
         ("overlap.nc", "day3.nc and overlap.nc: time values overlap"),
         (
             "missing.nc",
@@ -138,6 +145,20 @@ fn disagreements_are_refused_naming_both_inputs() {
         assert_eq!(err.lines().count(), 1, "{bad}: one line: {err}");
         assert!(!d.path().join("bad.tet").exists(), "{bad}: nothing written");
     }
+    // Other time units are rebased into the first input's (day 6's hours since 2000-01-02).
+    let mut inputs = DAYS.to_vec();
+    inputs.insert(2, "units.nc");
+    let o = concat(d.path(), &inputs, "units.tet");
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&d.path().join("units.tet")).unwrap();
+    let t = values(
+        &f,
+        f.datasets.iter().position(|x| x.name == "time").unwrap(),
+    );
+    assert_eq!(
+        (t.len(), t[119], t[120], t[143]),
+        (144, 119.0, 144.0, 167.0)
+    );
     // Another grid taken from the first input, when asked for.
     let mut inputs = vec!["--concat-take-first"];
     inputs.extend_from_slice(&DAYS[..4]);
@@ -349,6 +370,14 @@ fn dump_values(v: &tet_netcdf::dump::VarDump) -> Vec<f64> {
             .chunks_exact(2)
             .map(|c| i16::from_ne_bytes(c.try_into().unwrap()) as f64)
             .collect(),
+        "i32" => b
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
+        "i64" => b
+            .chunks_exact(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()) as f64)
+            .collect(),
         other => panic!("{}: no {other} in the fixtures", v.name),
     }
 }
@@ -531,10 +560,6 @@ fn a_month_with_a_disagreeing_file_is_refused_naming_both_inputs() {
     let days = month_days();
     let cases = [
         ("grid.nc", "day01.nc and grid.nc: variable lat differs"),
-        (
-            "units.nc",
-            "day01.nc and units.nc: time has another attribute units",
-        ),
         ("overlap.nc", "day15.nc and overlap.nc: time values overlap"),
         (
             "missing.nc",
@@ -551,6 +576,17 @@ fn a_month_with_a_disagreeing_file_is_refused_naming_both_inputs() {
         assert_eq!(err.lines().count(), 1, "{bad}: one line: {err}");
         assert!(!d.path().join("bad.tet").exists(), "{bad}: nothing written");
     }
+    // Other time units (hours since 2000-01-02) are rebased into day01's, not refused.
+    let mut inputs: Vec<&str> = days.iter().map(String::as_str).collect();
+    inputs.insert(20, "units.nc");
+    let o = concat(d.path(), &inputs, "units.tet");
+    assert!(o.status.success(), "{o:?}");
+    let f = TetFile::open(&d.path().join("units.tet")).unwrap();
+    let t = values(
+        &f,
+        f.datasets.iter().position(|x| x.name == "time").unwrap(),
+    );
+    assert_eq!(t[t.len() - 4..], [768.0, 774.0, 780.0, 786.0]);
 }
 
 #[test]
@@ -1007,4 +1043,139 @@ fn a_month_rerun_is_skipped_on_its_stamps() {
         .expect("the output is stamped");
     let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
     assert_eq!(j["stats"].as_array().unwrap().len(), 31, "{j}");
+}
+
+/// The venv's Python (xarray, netCDF4, the tet engine), or `None` with the reason printed.
+fn venv_python() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipped: no python/.venv (made by .ci/python-setup)");
+        None
+    }
+}
+
+/// Writes daily files, each with its own time units: `xr` (xarray's default encoding, 3 days
+/// of hours; time a record dimension, as ncrcat needs), `noleap` and `360_day` (netCDF4-python, days since each file's first day, the
+/// noleap days across the end of February), `months` and `third0`/`third1` (56 hours are no
+/// exact f64 number of days) to be refused.
+const MAKE_DAILY: &str = r#"
+import sys, numpy as np, pandas as pd, xarray as xr, netCDF4
+for k, day in enumerate(["2024-02-28", "2024-02-29", "2024-03-01"]):
+    t = pd.date_range(day, periods=24, freq="h")
+    ds = xr.Dataset({"tas": (("time", "x"), np.arange(48.0).reshape(24, 2) + 100 * k)},
+                    coords={"time": t, "x": [1.0, 2.0]})
+    ds.to_netcdf(f"xr{k}.nc", unlimited_dims=["time"])  # a record dimension for ncrcat
+def cf(name, cal, units, vals, dtype="f8"):
+    with netCDF4.Dataset(name, "w") as d:
+        d.createDimension("time", None)
+        d.createDimension("x", 2)
+        t = d.createVariable("time", dtype, ("time",))
+        t.units = units
+        t.calendar = cal
+        t[:] = vals
+        v = d.createVariable("tas", "f4", ("time", "x"))
+        v[:] = np.arange(2.0 * len(vals)).reshape(-1, 2)
+for k, day in enumerate(["2023-02-27", "2023-02-28", "2023-03-01"]):
+    cf(f"noleap{k}.nc", "noleap", f"hours since {day} 00:00:00", np.arange(0, 24, 6), "i4")
+for k, day in enumerate(["2000-02-29", "2000-02-30", "2000-03-01"]):
+    cf(f"d360_{k}.nc", "360_day", f"days since {day}", np.arange(4) / 4)
+cf("months.nc", "standard", "months since 2024-03-01", [1.0, 2.0])
+cf("third0.nc", "standard", "days since 2024-01-01", [0.0, 1.0])
+cf("third1.nc", "standard", "hours since 2024-01-01", [56.0, 64.0])
+"#;
+
+/// xarray's `open_mfdataset` times of the files beside the tet engine's of the combination:
+/// prints `ok` when they are the same instants.
+const COMPARE_MF: &str = r#"
+import sys, numpy as np, xarray as xr
+out, ins = sys.argv[1], sys.argv[2:]
+mf = xr.open_mfdataset(ins, combine="by_coords", data_vars="minimal").time.values
+ours = xr.open_dataset(out, engine="tet").time.values
+assert len(mf) == len(ours) and all(a == b for a, b in zip(mf, ours)), (mf, ours)
+raw = xr.open_dataset(out, engine="tet", decode_times=False).time
+print("ok", raw.attrs["units"], len(ours))
+"#;
+
+/// `ncrcat`'s combined time values (rebased into the first file's units), or `None` when
+/// ncrcat is not installed.
+fn ncrcat_times(dir: &Path, inputs: &[&str]) -> Option<Vec<f64>> {
+    let mut args: Vec<&str> = vec!["-O", "-h"];
+    args.extend_from_slice(inputs);
+    args.push("ncrcat.nc");
+    let Ok(o) = Command::new("ncrcat").current_dir(dir).args(&args).output() else {
+        eprintln!("skipped the ncrcat comparison: ncrcat is not installed (nco)");
+        return None;
+    };
+    assert!(o.status.success(), "ncrcat: {o:?}");
+    let groups = tet_netcdf::dump::dump(&dir.join("ncrcat.nc")).unwrap();
+    let v = groups[0].vars.iter().find(|v| v.name == "time").unwrap();
+    Some(dump_values(v))
+}
+
+#[test]
+fn daily_files_with_their_own_time_units_are_rebased_like_ncrcat_and_open_mfdataset() {
+    let Some(py) = venv_python() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(&py)
+        .current_dir(d.path())
+        .args(["-c", MAKE_DAILY])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let sets: [(&str, [&str; 3]); 3] = [
+        ("xr", ["xr0.nc", "xr1.nc", "xr2.nc"]),
+        ("noleap", ["noleap0.nc", "noleap1.nc", "noleap2.nc"]),
+        ("d360", ["d360_0.nc", "d360_1.nc", "d360_2.nc"]),
+    ];
+    for (name, ins) in sets {
+        let out = format!("{name}.tet");
+        let o = concat(d.path(), &ins, &out);
+        assert!(o.status.success(), "{name}: {o:?}");
+        let f = TetFile::open(&d.path().join(&out)).unwrap();
+        let i = f.datasets.iter().position(|x| x.name == "time").unwrap();
+        let ours = values(&f, i);
+        if let Some(theirs) = ncrcat_times(d.path(), &ins) {
+            assert_eq!(ours, theirs, "{name}: ncrcat's rebased times");
+        }
+        // Strictly increasing across the files: every file rebased.
+        assert!(ours.windows(2).all(|w| w[0] < w[1]), "{name}: {ours:?}");
+        let mut args = vec!["-c", COMPARE_MF, out.as_str()];
+        args.extend_from_slice(&ins);
+        let o = Command::new(&py)
+            .current_dir(d.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success() && said.starts_with("ok"),
+            "{name}: {o:?}"
+        );
+    }
+    // xarray's hours: 3 days, 0..71 since the first file's reference date.
+    let f = TetFile::open(&d.path().join("xr.tet")).unwrap();
+    let t = values(
+        &f,
+        f.datasets.iter().position(|x| x.name == "time").unwrap(),
+    );
+    assert_eq!(t, (0..72).map(f64::from).collect::<Vec<_>>());
+
+    // Months have no fixed length; 56 hours are no exact f64 number of days: refused in one
+    // line naming both units, nothing written.
+    for (ins, units) in [
+        (["xr0.nc", "months.nc"], "months since 2024-03-01"),
+        (["third0.nc", "third1.nc"], "hours since 2024-01-01"),
+    ] {
+        let o = concat(d.path(), &ins, "bad.tet");
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("units differ") && err.contains(units) && !err.contains("overlap"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(!d.path().join("bad.tet").exists());
+    }
 }

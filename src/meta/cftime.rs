@@ -284,6 +284,108 @@ pub fn label(value: f64, units: &TimeUnits, cal: Calendar) -> Option<String> {
     })
 }
 
+/// Microseconds from the calendar's day origin to the epoch of `units` (`None`: the epoch is not
+/// a date of `cal`, as 29 February in `noleap` or day 31 in `360_day`).
+fn epoch_micros(units: &TimeUnits, cal: Calendar) -> Option<i128> {
+    let e = units.epoch;
+    let day = day_number(cal, e.year, e.month, e.day)?;
+    if from_day_number(cal, day) != (e.year, e.month, e.day) {
+        return None;
+    }
+    Some(i128::from(day) * i128::from(MICROS_PER_DAY) + i128::from(e.micros))
+}
+
+/// Re-expresses values of one CF time unit in another of the same calendar, exactly
+/// (`hours since 2024-02-02` → `hours since 2024-02-01`: 24 more), as `ncrcat` rebases a
+/// record coordinate into the first file's units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rebase {
+    /// Microseconds per unit of the values' units.
+    from: i128,
+    /// Microseconds per unit of the target units.
+    to: i128,
+    /// Microseconds from the target epoch to the values' epoch.
+    delta: i128,
+}
+
+/// The largest integer every f64 up to it holds exactly.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// `a * b + c` when each step is exact in f64.
+fn exact_mul_add(a: f64, b: f64, c: f64) -> Option<f64> {
+    let p = a * b;
+    if a.mul_add(b, -p) != 0.0 || !p.is_finite() {
+        return None;
+    }
+    let s = p + c;
+    // Two-sum: the rounding error of p + c.
+    let bb = s - p;
+    let err = (p - (s - bb)) + (c - bb);
+    (err == 0.0 && s.is_finite()).then_some(s)
+}
+
+impl Rebase {
+    /// How values in `from` units are had in `to` units of `calendar`; `None` when either is
+    /// not a CF time unit of fixed length (`months since …`) or its epoch is not a date of
+    /// the calendar.
+    pub fn new(from: &str, to: &str, calendar: &str) -> Option<Rebase> {
+        let cal = Calendar::parse(calendar)?;
+        let (f, t) = (parse_units(from)?, parse_units(to)?);
+        Some(Rebase {
+            from: f.micros_per_unit as i128,
+            to: t.micros_per_unit as i128,
+            delta: epoch_micros(&f, cal)? - epoch_micros(&t, cal)?,
+        })
+    }
+
+    /// Whether values stay as they are.
+    pub fn is_identity(&self) -> bool {
+        self.from == self.to && self.delta == 0
+    }
+
+    /// The value `v` in the target units, approximately (for ordering).
+    pub fn approx(&self, v: f64) -> f64 {
+        (v * self.from as f64 + self.delta as f64) / self.to as f64
+    }
+
+    /// The value `v` in the target units, or `None` when it is not exactly representable
+    /// (an integer type: `integer`, the result must be a whole number; a float: every step
+    /// exact in f64).
+    pub fn apply(&self, v: f64, integer: bool) -> Option<f64> {
+        if !v.is_finite() || v.abs() > EXACT {
+            return None;
+        }
+        // Whole target units per source unit and between the epochs: the small-number path.
+        let (a, b, div) = if self.from % self.to == 0 && self.delta % self.to == 0 {
+            (self.from / self.to, self.delta / self.to, 1)
+        } else {
+            (self.from, self.delta, self.to)
+        };
+        let r = if integer {
+            if v.fract() != 0.0 {
+                return None;
+            }
+            let x = (v as i128).checked_mul(a)?.checked_add(b)?;
+            if x % div != 0 {
+                return None;
+            }
+            (x / div) as f64
+        } else {
+            let (af, bf, df) = (a as f64, b as f64, div as f64);
+            if af.abs() > EXACT || bf.abs() > EXACT || df > EXACT {
+                return None;
+            }
+            let x = exact_mul_add(v, af, bf)?;
+            let r = x / df;
+            if r.mul_add(df, -x) != 0.0 {
+                return None;
+            }
+            r
+        };
+        (r.abs() <= EXACT).then_some(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -425,5 +527,57 @@ mod tests {
         let u = parse_units("days since 2000-01-01").unwrap();
         assert!(label(f64::NAN, &u, Calendar::Standard).is_none());
         assert!(label(1e300, &u, Calendar::Standard).is_none());
+    }
+    #[test]
+    fn rebase_is_exact_or_none() {
+        let r = Rebase::new(
+            "hours since 2024-02-02 00:00:00",
+            "hours since 2024-02-01",
+            "standard",
+        )
+        .unwrap();
+        assert_eq!(r.apply(0.0, true), Some(24.0));
+        assert_eq!(r.apply(23.0, false), Some(47.0));
+        assert_eq!(r.apply(0.5, false), Some(24.5));
+        assert_eq!(r.apply(0.5, true), None);
+        // Days into hours; a leap day in the Gregorian calendar, none in noleap.
+        let g = Rebase::new(
+            "days since 2024-03-01",
+            "hours since 2024-02-28",
+            "gregorian",
+        );
+        assert_eq!(g.unwrap().apply(1.0, true), Some(72.0));
+        let n = Rebase::new("days since 2023-03-01", "hours since 2023-02-28", "noleap");
+        assert_eq!(n.unwrap().apply(1.0, true), Some(48.0));
+        let d = Rebase::new("days since 2000-03-01", "days since 2000-02-30", "360_day");
+        assert_eq!(d.unwrap().apply(0.0, true), Some(1.0));
+        let l = Rebase::new("days since 2001-03-01", "days since 2001-02-28", "all_leap");
+        assert_eq!(l.unwrap().apply(0.0, true), Some(2.0));
+        // Hours into days: whole days only for integers; a third of a day is no f64.
+        let h = Rebase::new(
+            "hours since 2000-01-02",
+            "days since 2000-01-01",
+            "standard",
+        );
+        let h = h.unwrap();
+        assert_eq!(h.apply(24.0, true), Some(2.0));
+        assert_eq!(h.apply(12.0, false), Some(1.5));
+        assert_eq!(h.apply(8.0, false), None);
+        assert_eq!(h.apply(12.0, true), None);
+        assert!(Rebase::new(
+            "months since 2000-01-01",
+            "days since 2000-01-01",
+            "standard"
+        )
+        .is_none());
+        assert!(Rebase::new("days since 2001-02-29", "days since 2001-01-01", "noleap").is_none());
+        assert!(
+            Rebase::new("days since 2000-02-30", "days since 2000-01-01", "standard").is_none()
+        );
+        assert!(
+            Rebase::new("days since 2000-01-01", "days since 2000-01-01", "standard")
+                .unwrap()
+                .is_identity()
+        );
     }
 }
