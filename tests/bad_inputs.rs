@@ -922,10 +922,26 @@ fn tet_chunks_claiming_terabytes_are_refused_by_verify_and_described_by_info() {
         eprintln!("tet-convert {name}: exit 1: {}", err.trim());
     }
     // A plan asking for a chunk past what the pipeline holds in memory is refused before any
-    // work, not by an allocation failure.
-    let path = dir.path().join("terabyte.tet");
+    // work, not by an allocation failure. The input is a valid file with a 3-billion-element
+    // variable that was never written (all fill values, a few KiB on disk, written by netCDF-C's
+    // own ncgen): a `.tet` claiming such chunks is refused as damaged when it is opened.
+    let cdl = dir.path().join("big.cdl");
+    std::fs::write(
+        &cdl,
+        "netcdf big {\ndimensions:\n  x = 3000000000 ;\nvariables:\n  ubyte v(x) ;\n}\n",
+    )
+    .unwrap();
+    let path = dir.path().join("big.nc");
+    let o = Command::new("ncgen")
+        .arg("-4")
+        .arg("-o")
+        .arg(&path)
+        .arg(&cdl)
+        .output()
+        .expect("ncgen (netcdf-bin, installed by .ci/setup)");
+    assert!(o.status.success(), "{o:?}");
     let out = dir.path().join("huge_chunks.tet");
-    let o = run_capped(tet_convert(&path, &out).args(["--chunk", "x:3000000000"])).unwrap();
+    let o = run_capped(tet_convert(&path, &out).args(["--chunk", "v:3000000000"])).unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert_eq!(err.lines().count(), 1, "{err}");
