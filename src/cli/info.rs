@@ -400,7 +400,9 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
         }
         if full {
             for (k, v) in &dm.ext.to_json_map() {
-                let _ = writeln!(o, "  [{k}] {v}");
+                for line in super::facts_text::describe(k, v) {
+                    let _ = writeln!(o, "  {line}");
+                }
             }
         }
     }
@@ -431,7 +433,9 @@ fn render_meta(o: &mut String, f: &TetFile, m: &Footer, a: &InfoArgs) {
     if full && !m.ext.is_empty() {
         let _ = writeln!(o, "\nextension facts:");
         for (k, v) in &m.ext.to_json_map() {
-            let _ = writeln!(o, "  [{k}] {v}");
+            for line in super::facts_text::describe(k, v) {
+                let _ = writeln!(o, "  {line}");
+            }
         }
     }
     let _ = writeln!(o, "\nhistory ({} rows):", m.history.len());

@@ -9,6 +9,7 @@ mod audit;
 mod convert;
 mod damage;
 mod export;
+mod facts_text;
 mod generate;
 mod info;
 mod lineage;

@@ -542,3 +542,31 @@ fn a_file_of_another_format_is_named_for_what_it_is() {
     }
     assert!(!dir.path().join("out.npz").exists());
 }
+
+/// `tet info --metadata` tells the recorded facts in words (what the demo shows first), and
+/// `--json` keeps their machine form.
+#[cfg(feature = "netcdf")]
+#[test]
+fn info_metadata_reads_as_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ocean.tet");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sample/ocean.nc");
+    let o = run(tet_convert().arg(&sample).arg(&out).arg("-q"));
+    assert!(o.status.success(), "{o:?}");
+    let o = run(tet().args(["info", "--metadata"]).arg(&out));
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("  unlimited dimension: time\n"), "{text}");
+    assert!(text.contains("  role: coordinate variable\n"), "{text}");
+    assert!(
+        text.contains("  source filters: shuffle, deflate(4)\n"),
+        "{text}"
+    );
+    assert!(text.contains("  source chunks: 1 × 90 × 180\n"), "{text}");
+    for jargon in ["[source_facts]", "text_list", "[role]", "\"coordinate\""] {
+        assert!(!text.contains(jargon), "{jargon} in: {text}");
+    }
+    let o = run(tet().args(["info", "--json", "--metadata"]).arg(&out));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.to_string().contains("\"text_list\":[\"time\"]"), "{v}");
+}
