@@ -878,6 +878,7 @@ fn a_cancelled_export_stops_between_chunks_and_leaves_nothing() {
 
 /// A netCDF-4 file (`ncgen`) whose variables carry `_FillValue`s of every kind: NaN, ±infinity
 /// and a number for floats, and integers of several widths.
+#[cfg(feature = "netcdf")]
 const FILLS_CDL: &str = r#"netcdf fills {
 dimensions:
 	x = 4 ;
@@ -911,6 +912,7 @@ data:
 /// xarray's Zarr backend (`xr.open_zarr`) decodes the export to what `xr.open_dataset` gives for
 /// the source (values masked alike, fill values, encoded dtypes, attributes); zarr-python reads
 /// the raw values netCDF4 reads unmasked.
+#[cfg(feature = "netcdf")]
 const COMPARE_ZARR_PY: &str = r#"
 import sys, numpy as np, xarray as xr, zarr, netCDF4
 src, store = sys.argv[1:3]
@@ -937,6 +939,7 @@ print("ok", len(a.data_vars))
 
 /// The venv's Python when it has xarray, zarr and netCDF4 (`.ci/python-setup`); under CI its
 /// absence is a broken setup.
+#[cfg(feature = "netcdf")]
 fn python_with(modules: &str) -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
     let ok = std::process::Command::new(&p)
