@@ -937,25 +937,6 @@ with netCDF4.Dataset(src) as n:
 print("ok", len(a.data_vars))
 "#;
 
-/// The venv's Python when it has xarray, zarr and netCDF4 (`.ci/python-setup`); under CI its
-/// absence is a broken setup.
-#[cfg(feature = "netcdf")]
-fn python_with(modules: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    let ok = std::process::Command::new(&p)
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok || std::env::var_os("CI").is_none(),
-        "python/.venv lacks {modules} under CI: run .ci/python-setup first"
-    );
-    if !ok {
-        eprintln!("python/.venv lacks {modules} (run .ci/python-setup): Python comparison skipped");
-    }
-    ok.then_some(p)
-}
-
 /// `_FillValue`s exported to Zarr v3 are written as xarray's Zarr backend reads them (floats:
 /// base64 of the f64 bytes, NaN and ±infinity included; integers: numbers), read back by the
 /// Zarr importer as the numbers, and by xarray and zarr-python as the netCDF libraries read
@@ -1005,7 +986,7 @@ fn zarr_fill_values_are_read_back_by_xarray_and_zarr_python() {
     assert_eq!(attr("dpinf"), AttrValue::F64(vec![f64::INFINITY]));
     assert_eq!(attr("dninf"), AttrValue::F64(vec![f64::NEG_INFINITY]));
     assert_eq!(attr("big"), AttrValue::F32(vec![9.96921e36]));
-    if let Some(py) = python_with("xarray, zarr, netCDF4") {
+    if let Some(py) = common::python_with("xarray, zarr, netCDF4") {
         let o = std::process::Command::new(py)
             .args(["-c", COMPARE_ZARR_PY])
             .arg(&src)

@@ -11,6 +11,8 @@
 //! `make_non_coord.py`: netCDF-C cannot define the dimension after it).
 #![cfg(feature = "netcdf")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -376,19 +378,9 @@ fn complex_types_h5py_named_come_back_under_names_netcdf_takes() {
             assert_eq!(b.values, a.values, "{name}");
         }
     }
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    let has_h5py = std::process::Command::new(&py)
-        .args(["-c", "import h5py"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_h5py || std::env::var_os("CI").is_none(),
-        "python/.venv has no h5py under CI: run .ci/python-setup first"
-    );
-    if !has_h5py {
-        eprintln!("python/.venv has no h5py (run .ci/python-setup): h5py comparison skipped");
+    let Some(py) = common::python_with("h5py") else {
         return;
-    }
+    };
     let script = r#"
 import sys, h5py, numpy as np
 src, out = sys.argv[1:3]
@@ -456,19 +448,9 @@ fn complex_attributes_of_hdf5_files_come_back_as_complex() {
     ] {
         assert!(xtype.contains(complex), "{xtype}");
     }
-    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
-    let has_h5py = std::process::Command::new(&py)
-        .args(["-c", "import h5py"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        has_h5py || std::env::var_os("CI").is_none(),
-        "python/.venv has no h5py under CI: run .ci/python-setup first"
-    );
-    if !has_h5py {
-        eprintln!("python/.venv has no h5py (run .ci/python-setup): h5py comparison skipped");
+    let Some(py) = common::python_with("h5py") else {
         return;
-    }
+    };
     let script = r#"
 import sys, h5py, numpy as np
 src, out = sys.argv[1:3]

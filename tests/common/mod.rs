@@ -218,3 +218,22 @@ pub fn write(
     });
     w.finish(footer).unwrap();
 }
+
+/// python/.venv's Python when it imports `modules` (`.ci/python-setup` installs them); `None`
+/// (with a line saying the comparison is skipped) when it does not, which under CI is a broken
+/// setup and fails the test.
+pub fn python_with(modules: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/.venv/bin/python");
+    let ok = std::process::Command::new(&p)
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok || std::env::var_os("CI").is_none(),
+        "python/.venv lacks {modules} under CI: run .ci/python-setup first"
+    );
+    if !ok {
+        eprintln!("python/.venv lacks {modules} (run .ci/python-setup): Python comparison skipped");
+    }
+    ok.then_some(p)
+}
