@@ -4,7 +4,7 @@
 # interleaved rounds (the order reversed every other round), on a lent machine with nothing but
 # a bundle carried in B (default: this script's folder):
 #   B/bin/{tet-convert-new,tet-convert-base,timeit,gen_npy,zstd}, B/lib/ (their shared libraries)
-# Built here: `cargo build --release --locked --no-default-features --features cli --bin
+# Built here: `cargo build --release --locked -p tet-cli --no-default-features --bin
 # tet-convert --example timeit --example gen_npy` in a `git archive` of each commit (the shared
 # target/), binaries stripped, zstd's and libstdc++'s libraries copied (see device-bundle.sh).
 # Output: $OUT/results.tsv (name round wall user sys maxrss_kib rc) and $OUT/log.txt (machine,

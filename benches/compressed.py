@@ -6,7 +6,7 @@ BENCHMARKS.md ("Chunked netCDF-4 (zlib)").
 
     python3 benches/compressed.py [--dir /work/bench] [--runs 3]
 
-Needs a release build (`cargo build --release --bins -p tet` and
+Needs a release build (`cargo build --release --bins -p tet-cli` and
 `cargo build --release -p tet-netcdf --example gen_nc`), nccopy, zstd and GNU time
 (`bash .ci/setup`). Inputs are made on first use:
   nc4_contig.nc  f32 t(time=256, y=1024, x=1024), 1 GiB, contiguous      (gen_nc)
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import CONV, ENV, sh  # noqa: E402
 
-AUTO_LEVEL = 2  # src/pipeline.rs AUTO_ZSTD_LEVEL
+AUTO_LEVEL = 2  # converters/engine/src/pipeline.rs AUTO_ZSTD_LEVEL
 
 
 def cases(d, contig, z1s):

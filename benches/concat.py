@@ -5,7 +5,7 @@ ratios hold on a shared, noisy machine. Prints a Markdown table (BENCHMARKS.md "
 
     python/.venv/bin/python benches/concat.py [--dir /work/bench] [--runs 3]
 
-Needs a release build (`cargo build --release -p tet --bins`), NCO and GNU time
+Needs a release build (`cargo build --release -p tet-cli --bins`), NCO and GNU time
 (`bash .ci/setup` installs them) and numpy + xarray + netCDF4 in the Python that runs it (the
 package's virtual environment has them). The inputs are made on first use, by xarray as a
 model's daily output is: day01.nc … day31.nc in `DIR/concat/`, each 24 hourly steps of `t2m`

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what `benches/device.sh` needs on a bare lent machine into target/device-bundle (ignored,
 # carried to the machine; the lent machine cannot build or download): tet-convert without the
-# importers that need libhdf5/libnetcdf (`--no-default-features --features cli`), the timeit,
+# importers that need libhdf5/libnetcdf (`-p tet-cli --no-default-features`), the timeit,
 # gen_npy, gen_small and zstd_chunks examples, and this machine's zstd CLI and strace with the
 # shared libraries they link, and tet-convert's libstdc++ / libgcc_s, all stripped. Prints the size
 # and `ldd` of the binaries.
@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 B=target/device-bundle
 NEW=$B.new # filled first, then swapped in: a bundle being carried is never half-written
-cargo build --release --locked --no-default-features --features cli --bin tet-convert \
+cargo build --release --locked -p tet-cli --no-default-features --bin tet-convert \
     --example timeit --example gen_npy --example gen_small --example zstd_chunks
 rm -rf "$NEW"
 mkdir -p "$NEW/bin" "$NEW/lib"

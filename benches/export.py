@@ -5,7 +5,7 @@ shared, noisy machine. Prints the Markdown tables of BENCHMARKS.md ("Export").
 
     python3 benches/export.py [--dir /work/bench] [--runs 3]
 
-Needs a release build (`cargo build --release --bins -p tet --example gen_npy`), nccopy and GNU
+Needs a release build (`cargo build --release --bins -p tet-cli --example gen_npy`), nccopy and GNU
 time (`bash .ci/setup`). Inputs are generated on first use:
   f32_1g.npy       f32 (256, 1024, 1024) = 1 GiB (gen_npy, as benches/run.py)
   f32_1g.tet       that file converted with --codec zstd:3 (4 MiB chunks, [1, 1024, 1024])

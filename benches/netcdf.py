@@ -4,7 +4,7 @@ machine. Prints the Markdown tables of BENCHMARKS.md ("NetCDF").
 
     python3 benches/netcdf.py [--dir /work/bench] [--runs 3]
 
-Needs a release build (`cargo build --release --bins -p tet` and
+Needs a release build (`cargo build --release --bins -p tet-cli` and
 `cargo build --release -p tet-netcdf --example gen_nc`), nccopy and GNU time (`bash .ci/setup`).
 Inputs are generated on first use:
   nc4_contig.nc  f32 t(time=256, y=1024, x=1024), 1 GiB, netCDF-4, contiguous  (gen_nc)

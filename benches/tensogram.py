@@ -5,7 +5,7 @@ BENCHMARKS.md ("Tensogram").
 
     python3 benches/tensogram.py [--dir /work/bench] [--runs 1]
 
-Needs `cargo build --release --bins -p tet` and `cargo build --release -p tet-tensogram --example
+Needs `cargo build --release --bins -p tet-cli` and `cargo build --release -p tet-tensogram --example
 gen_tgm`, and GNU time. Inputs (generated on first use): f32 objects of 100 MiB, one per message,
 zstd level 1 or uncompressed, 4 and 16 messages.
 """

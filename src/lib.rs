@@ -1,47 +1,16 @@
-//! tet-convert: convert tensor files into chunked, compressed, memory-mappable `.tet` files.
-//!
-//! - [`mod@format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
-//! - [`planner`]: the chunk planner (pure);
-//! - [`pipeline`]: parallel read → compress → ordered write;
-//! - [`meta`]: metadata and provenance mapping shared by every importer;
-//! - [`registry`]: the importers compiled into this build;
-//! - [`select`]: `--variables`/`--exclude`/`--isel`/`--sel`, a source over the opened one;
-//! - [`mod@concat`]: `--concat DIM`, several sources combined along a dimension;
-//! - [`tet_input`]: `.tet` files as conversion inputs (re-chunk, re-compress, history kept);
-//! - [`export`]: `.tet` back out to NetCDF-4, Zarr v3, NPY/NPZ (streamed chunk by chunk);
-//! - [`control`]: the progress callback and cancellation token a front end hands the pipeline;
-//! - [`storage`]: `s3://`, `gs://`, `az://`, `https://` objects as inputs and outputs;
-//!
-//! and, with the `cli` feature (default), the front end over that engine:
+//! tet-convert's command line, over the engine crate [`tet`]:
 //!
 //! - [`cli`]: the `tet` and `tet-convert` command lines;
 //! - [`batch`]: many inputs in one run (supervised workers, ledger, signals, shards);
 //! - [`manifest`]: `--manifest jobs.toml` batch lists.
 //!
-//! The engine modules never import the front-end ones (`.ci/test` builds the library without
-//! `cli`, and `cargo tree` of that build lists no front-end crate). Importers live in their own
-//! crates under `converters/` and implement the `tet-source` API.
+//! The binaries (`src/bin`) are thin: each calls one entry point of [`cli`]. Everything that
+//! converts, reads, verifies or exports is the engine's ([`tet`], `converters/engine`), which
+//! depends on none of this crate's front-end crates (clap, indicatif, toml, signal-hook…).
 
 // n-d index arithmetic walks several per-axis arrays in step; index loops read best there.
 #![allow(clippy::needless_range_loop)]
 
-#[cfg(feature = "cli")]
 pub mod batch;
-#[cfg(feature = "cli")]
 pub mod cli;
-pub mod concat;
-pub mod control;
-pub mod export;
-pub mod format;
-pub mod lower;
-#[cfg(feature = "cli")]
 pub mod manifest;
-pub mod meta;
-pub mod pipeline;
-pub mod planner;
-pub mod provenance;
-pub mod registry;
-pub mod select;
-pub mod settings;
-pub mod storage;
-pub mod tet_input;

@@ -29,7 +29,7 @@
 //! output = "monthly/2024-01.tet"
 //! ```
 //!
-//! Options: the fields of [`crate::settings::Settings`] in their serde form — `codec`,
+//! Options: the fields of [`tet::settings::Settings`] in their serde form — `codec`,
 //! `chunk_bytes`, `chunk`, `jobs`, `memory_budget`, `unpack`, `skip_unsupported`,
 //! `follow_external`, `write_through_symlink`, `force_extension`, `variables`, `exclude` (a
 //! string or a list), `no_coords`, `isel`, `sel` (a string or a list, as the repeated flags),
@@ -45,7 +45,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Table;
 
-use crate::settings::{Settings, SettingsError};
+use tet::settings::{Settings, SettingsError};
 
 /// What is wrong with a manifest: one line naming the job (or `[defaults]`) and the key.
 #[derive(Debug, thiserror::Error)]
@@ -273,7 +273,7 @@ pub fn parse(text: &str, dir: &Path, base: &Settings) -> Result<Vec<Job>, Manife
 
 /// A path of the manifest: relative to its folder, an object URL as it is.
 fn beside(dir: &Path, s: &str) -> PathBuf {
-    if crate::storage::is_url(Path::new(s)) {
+    if tet::storage::is_url(Path::new(s)) {
         PathBuf::from(s)
     } else {
         dir.join(s)
@@ -307,7 +307,7 @@ impl Paths {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::CodecChoice;
+    use tet::pipeline::CodecChoice;
 
     fn jobs(text: &str) -> Result<Vec<Job>, ManifestError> {
         parse(text, Path::new("/m"), &Settings::default())
@@ -394,7 +394,7 @@ mod tests {
         let bad = jobs("[[job]]\ninput = \"a\"\noutput = \"b\"\nisel = \"time=3\"\n");
         let e = bad.unwrap_err();
         assert!(
-            matches!(&e, ManifestError::InJob { index: 1, source } if matches!(**source, ManifestError::Settings(SettingsError::Select(crate::select::SelectError::IselSyntax { .. })))),
+            matches!(&e, ManifestError::InJob { index: 1, source } if matches!(**source, ManifestError::Settings(SettingsError::Select(tet::select::SelectError::IselSyntax { .. })))),
             "{e:?}"
         );
         assert!(e.to_string().contains("--isel"));
@@ -516,7 +516,7 @@ mod tests {
                 _ => "true",
             }
         };
-        for f in crate::settings::field_names() {
+        for f in tet::settings::field_names() {
             let paths = match *f {
                 "concat" => "inputs = [\"a\", \"b\"]",
                 "concat_take_first" => "inputs = [\"a\", \"b\"]\nconcat = \"x\"",

@@ -5,7 +5,7 @@
 //! checked in `tests/corpus.rs`'s conversion loop), and as a property of the writer and of the
 //! pipeline over random mixes of datasets, whatever the thread count.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -11,9 +11,9 @@
 //!   TeaFile item areas past the end, Tensogram lengths in terabytes, `.tet` chunks claiming
 //!   terabytes) → a clean refusal.
 //!
-//! `cargo test --test bad_inputs -- --nocapture` prints the counts quoted in RELIABILITY.md.
+//! `cargo test -p tet-cli --test main bad_inputs:: -- --nocapture` prints the counts quoted in RELIABILITY.md.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::{CommandExt, ExitStatusExt};

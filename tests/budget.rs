@@ -3,7 +3,7 @@
 //! than cores do not deadlock, and the output bytes do not depend on the jobs or the budget.
 //! Peak RSS is measured by `benches/budget.py`; here the accounting itself is checked.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,9 @@
 //! The command lines as a user (or a CI gate) runs them: exit codes, one-line errors, no partial
 //! output, determinism across `--jobs`, `SOURCE_DATE_EPOCH`.
 
+#[path = "cli_reports/mod.rs"]
 mod cli_reports;
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

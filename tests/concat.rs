@@ -220,7 +220,7 @@ fn a_dimension_that_is_not_there_is_named_and_every_input_counts() {
     args.push("all.tet");
     let o = run(d.path(), "tet-convert", &args);
     let err = String::from_utf8_lossy(&o.stderr);
-    let human = |n: u64| tet::batch::text::human_bytes(n);
+    let human = |n: u64| tet_cli::batch::text::human_bytes(n);
     assert!(err.contains(&format!("{} in", human(total))), "{err}");
     // `tet audit` shows each input's recorded size.
     let o = run(d.path(), "tet", &["audit", "--json", "all.tet"]);
@@ -1017,7 +1017,6 @@ fn tet_days_combine_like_the_netcdf_ones() {
 /// attributes the output holds a stat stamp for each of its 31 parents (small enough for ext4's
 /// 4 KiB), so the re-run reads no input.
 #[test]
-#[cfg(feature = "cli")]
 fn a_month_rerun_is_skipped_on_its_stamps() {
     let d = tempfile::tempdir().unwrap();
     copy_month(d.path());

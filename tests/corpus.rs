@@ -4,7 +4,7 @@
 //! output. Every output passes `verify --deep` without warnings, and its raw payloads start at a
 //! multiple of their element size.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

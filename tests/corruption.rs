@@ -2,7 +2,7 @@
 //! `verify` return errors or findings, never panic, and never allocate beyond what the bytes
 //! can back; a reader that opens with `Plan::for_reading` gets the original or an error.
 
-mod common;
+use crate::common;
 
 use common::{write_in_order, Array};
 use tet::export::{read_selection, DamagedFooter, Plan};

@@ -20,7 +20,12 @@ fn disk_full_reaches_the_caller_as_storage_full() {
     let out = Command::new("unshare")
         .arg("-rm")
         .arg(&exe)
-        .args(["--exact", "inner", "--ignored", "--test-threads=1"])
+        .args([
+            "--exact",
+            tet_testkit::layout::test_name(module_path!(), "inner").as_str(),
+            "--ignored",
+            "--test-threads=1",
+        ])
         .env(INNER, "1")
         .output()
         .expect("unshare (util-linux) runs");

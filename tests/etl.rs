@@ -3,7 +3,7 @@
 //! longer than the command line allows, the same file name on two days, SIGTERM, a file-size
 //! limit, and re-runs that must not read unchanged inputs.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::ExitStatusExt;

@@ -5,7 +5,7 @@
 //! bytes), element type, shape and, where the target has them, dimension names, attributes,
 //! coordinate roles and global attributes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! the operating system's error, an unreadable footer a container error whose `source()` is the
 //! reader's; classified by variant and error type, not by text.
 
-mod common;
+use crate::common;
 
 use std::error::Error as _;
 use std::path::{Path, PathBuf};

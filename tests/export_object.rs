@@ -5,7 +5,7 @@
 //! `tests/ranged_tet.rs` (the server, the boto3 helper and the proxy are `tests/common/s3.rs`).
 //! Skipped with a printed reason only when moto cannot start.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! the extension codecs (zstd over transformed elements) included; and the element transforms
 //! against reference implementations written here, independently of `tet::format::codec`.
 
-mod common;
+use crate::common;
 
 use common::{write, write_in_order, Array};
 use proptest::prelude::*;

@@ -9,7 +9,7 @@
 //! here: the checksums live only where the reference ignores unknown keys (`metadata.tet_ext`
 //! and a top-level footer key) and every zstd frame is a standard one any decoder reads.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,8 +2,9 @@
 //! over, the history rows kept with one appended per step, and `tet audit` following the lineage
 //! back to the original source.
 
-mod common;
+use crate::common;
 // Signatures, PROV-JSON and the lineage picture (issue 36).
+#[path = "provenance/mod.rs"]
 mod provenance;
 
 use std::path::{Path, PathBuf};

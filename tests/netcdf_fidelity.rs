@@ -11,7 +11,7 @@
 //! `make_non_coord.py`: netCDF-C cannot define the dimension after it).
 #![cfg(feature = "netcdf")]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! conversions run through the `tet-convert` and `tet` binaries. The server, the boto3 helper
 //! and the proxies are `tests/common/s3.rs`.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};

@@ -2,7 +2,7 @@
 //! importer labels), typed attributes, facts, string variables, skipped items, serial-read
 //! sources, and failures that leave no output.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;

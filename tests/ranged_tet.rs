@@ -4,7 +4,7 @@
 //! `tet export` and a conversion of a `.tet` object on a real S3 server (moto, as in
 //! `tests/object_store.rs`), which read the object by ranges with no spool.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,7 +1,7 @@
 //! Files written by the public reference implementation read with the values they imply, and
 //! verify (deep) passes on all but `plan.tet`, whose footer is deliberately corrupt.
 
-mod common;
+use crate::common;
 
 use common::reference;
 use tet::format::verify::{verify, Depth};

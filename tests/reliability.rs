@@ -1,7 +1,7 @@
 //! The converter binary under stress: killed at random moments, out of file space. The target path
 //! holds nothing or a complete, valid file; a clean failure leaves no temporary file behind.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;

@@ -12,7 +12,7 @@
 //! scheduling, host name, user). `--jobs` only changes which thread compresses a chunk; chunks
 //! are placed in index order.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! closest; the history row records the selection and the up-to-date check sees it; the
 //! passthrough fast paths (raw file extents, stored zstd frames) never copy uncut bytes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,7 +3,7 @@
 //! (`docs/etl/slurm-array.sh`) over a folder of inputs. Every input is converted exactly once,
 //! with one report per array task. Where Slurm cannot start, the test says why and passes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! The streaming writer: pinned bytes (golden files, payload alignment), metadata spill, refusal
 //! of bad input, and crash safety (a killed writer leaves nothing at the target path).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -446,7 +446,7 @@ fn slow_writer(target: &std::path::Path, chunks: u64, delay_ms: u64) -> Command 
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         "--exact",
-        "slow_writer_child",
+        tet_testkit::layout::test_name(module_path!(), "slow_writer_child").as_str(),
         "--nocapture",
         "--test-threads=1",
     ])

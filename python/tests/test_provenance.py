@@ -4,7 +4,7 @@ the expected entities (with their SHA-256 digests), activities (time, tool, para
 derivations and the signer as an agent the signed file is attributed to.
 
 Runs the `tet` and `tet-convert` binaries of the workspace (target/debug, built by `cargo build
--p tet --bins`); skipped where they are not built."""
+-p tet-cli --bins`); skipped where they are not built."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def attr(record, name):
 def lineage(tmp_path):
     tet, convert = BIN / "tet", BIN / "tet-convert"
     if not (tet.exists() and convert.exists()):
-        pytest.skip(f"{tet} and {convert} are not built (cargo build -p tet --bins)")
+        pytest.skip(f"{tet} and {convert} are not built (cargo build -p tet-cli --bins)")
     np.save(tmp_path / "x.npy", np.arange(24, dtype="<f4").reshape(6, 4))
     for args in (
         ("x.npy", "a.tet"),

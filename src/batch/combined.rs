@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::fresh::{CannotRead, Freshness, Stamp};
 use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob};
 use super::ledger::{RecordedPath, Status};
-use crate::pipeline::{ConvertError, ConvertOptions};
+use tet::pipeline::{ConvertError, ConvertOptions};
 
 /// The extended attribute that holds the inputs' stamps.
 pub const XATTR: &str = "user.tet-convert.sources";
@@ -108,7 +108,7 @@ pub fn check(
         let known = (0..parents.len()).find(|&k| free(k) && cached.stats.get(k) == Some(&key));
         let k = match known {
             Some(k) => Some(k),
-            None => match crate::meta::digest_input(input) {
+            None => match tet::meta::digest_input(input) {
                 Ok((d, _)) => (0..parents.len()).find(|&k| free(k) && parents[k] == d),
                 Err(e) => return unreadable(e),
             },
@@ -137,7 +137,7 @@ pub fn check(
     }
 }
 
-/// Runs a combined job: the up-to-date check, then [`crate::concat::convert`]; the row names
+/// Runs a combined job: the up-to-date check, then [`tet::concat::convert`]; the row names
 /// the first input as `input` and every input in `inputs`.
 pub fn execute(
     job: &WireJob,
@@ -153,13 +153,10 @@ pub fn execute(
     out.row.inputs = row_inputs(job);
     // An object URL among the inputs or as the output: opened, checked and published as a job
     // of one object input is.
-    if inputs.iter().any(|p| crate::storage::is_url(p)) || crate::storage::is_url(output) {
+    if inputs.iter().any(|p| tet::storage::is_url(p)) || tet::storage::is_url(output) {
         return super::remote::execute_combined(job, inputs, output, opts, stage, out);
     }
-    if let Some(imp) = inputs
-        .first()
-        .and_then(|i| crate::registry::identify(i).ok())
-    {
+    if let Some(imp) = inputs.first().and_then(|i| tet::registry::identify(i).ok()) {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }
@@ -179,7 +176,7 @@ pub fn execute(
             Freshness::Conflict(e) => return failed_row(out, e),
         }
     }
-    if job.make_dirs && !crate::storage::is_url(output) {
+    if job.make_dirs && !tet::storage::is_url(output) {
         if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 return failed_row(out, format!("cannot create {}: {e}", dir.display()));
@@ -193,7 +190,7 @@ pub fn execute(
         output.display(),
         dim
     );
-    match crate::concat::convert_ordered(inputs, output, &opts) {
+    match tet::concat::convert_ordered(inputs, output, &opts) {
         Err(ConvertError::Interrupted(sig)) => {
             out.row.status = Some(Status::Interrupted);
             out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::job::Recheck;
-use crate::format::deep_verify;
-use crate::meta;
+use tet::format::deep_verify;
+use tet::meta;
 
 /// The extended attribute that holds the stamp.
 pub const XATTR: &str = "user.tet-convert.source";

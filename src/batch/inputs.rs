@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
-use crate::registry;
+use tet::registry;
 
 /// One input of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::fresh::{self, Freshness};
 use super::ledger::{from_hex, to_hex, InputRow, Status};
-use crate::control::Cancel;
-use crate::pipeline::{convert, ConvertError, ConvertOptions};
-use crate::registry;
-use crate::settings::Settings;
+use tet::control::Cancel;
+use tet::pipeline::{convert, ConvertError, ConvertOptions};
+use tet::registry;
+use tet::settings::Settings;
 
 /// A path as exact bytes, in hex (the worker protocol never loses a non-UTF-8 path).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ pub enum WireError {
     #[error("a path in the job is not hex")]
     NotHex,
     #[error(transparent)]
-    Settings(#[from] crate::settings::SettingsError),
+    Settings(#[from] tet::settings::SettingsError),
 }
 
 /// How a job treats an existing output.
@@ -109,7 +109,7 @@ pub struct Outcome {
     pub row: InputRow,
     /// The conversion report (when asked for and converted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<crate::pipeline::ConvertReport>,
+    pub report: Option<tet::pipeline::ConvertReport>,
     /// Human lines for the terminal (notes, skipped items).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -153,7 +153,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
     if opts.settings.concat.is_some() {
         return finish(super::combined::execute(job, &output, opts, stage, out));
     }
-    if crate::storage::is_url(&input) || crate::storage::is_url(&output) {
+    if tet::storage::is_url(&input) || tet::storage::is_url(&output) {
         return finish(super::remote::execute(
             job, &input, &output, opts, stage, out,
         ));
@@ -211,7 +211,7 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
 /// Fills the row and notes of a finished conversion `r` (rebuilt for `rebuild_reason`).
 pub(super) fn record_converted(
     out: &mut Outcome,
-    r: &crate::pipeline::ConvertReport,
+    r: &tet::pipeline::ConvertReport,
     rebuild_reason: Option<String>,
     want_report: bool,
 ) {
@@ -265,7 +265,7 @@ fn failed(mut out: Outcome, reason: String) -> Outcome {
 /// Fills what can be known of a failed input: its size and digest (when it can be read).
 pub fn fill_known(row: &mut InputRow, input: &Path) {
     if row.input_digest.is_none() {
-        if let Ok((digest, bytes)) = crate::meta::digest_input(input) {
+        if let Ok((digest, bytes)) = tet::meta::digest_input(input) {
             row.input_digest = Some(digest);
             row.bytes_in = Some(bytes);
         }
@@ -310,7 +310,7 @@ mod tests {
             .keys()
             .map(String::as_str)
             .collect();
-        let mut fields = crate::settings::field_names().to_vec();
+        let mut fields = tet::settings::field_names().to_vec();
         keys.sort_unstable();
         fields.sort_unstable();
         assert_eq!(keys, fields);

@@ -23,7 +23,7 @@ pub mod text;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::format::{TetError, TetFile};
+use tet::format::{TetError, TetFile};
 
 pub use shard::Shard;
 
@@ -59,7 +59,7 @@ pub enum NotRecorded {
 }
 
 /// The last history row of `output` when it is a conversion under the same recorded settings
-/// (`params`' keys that [`crate::settings::is_recorded_key`] names); otherwise why the output does not count (no file, unreadable footer, other options).
+/// (`params`' keys that [`tet::settings::is_recorded_key`] names); otherwise why the output does not count (no file, unreadable footer, other options).
 pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, NotRecorded> {
     let f = TetFile::open(output).map_err(NotRecorded::Unreadable)?;
     let footer = match f.footer() {
@@ -69,7 +69,7 @@ pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Reco
     };
     let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         p.iter()
-            .filter(|(k, _)| crate::settings::is_recorded_key(k))
+            .filter(|(k, _)| tet::settings::is_recorded_key(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     };
@@ -78,7 +78,7 @@ pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Reco
         Some(row) if row.op == "convert" && pick(&row.params) == pick(params) => Ok(Recorded {
             parents: row.parents.clone(),
             input: row.params.get("input").cloned(),
-            object_stamp: row.params.get(crate::storage::OBJECT_STAMP_KEY).cloned(),
+            object_stamp: row.params.get(tet::storage::OBJECT_STAMP_KEY).cloned(),
         }),
         Some(row) if row.op == "convert" => Err(NotRecorded::OptionsChanged),
         _ => Err(NotRecorded::NotAConversion),

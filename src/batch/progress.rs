@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::sync::Mutex;
 
-use crate::control::{Progress, ProgressEvent};
+use tet::control::{Progress, ProgressEvent};
 
 /// A progress bar on stderr, or `None` when stderr is not a terminal (cron, Slurm, pipes).
 pub fn terminal_bar() -> Option<Progress> {

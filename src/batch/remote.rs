@@ -1,4 +1,4 @@
-//! A job whose input or output is an object URL ([`crate::storage`]).
+//! A job whose input or output is an object URL ([`tet::storage`]).
 //!
 //! - An object input in a format the engine decodes itself (NPY/NPZ, TeaFile, Tensogram) is
 //!   read with ranged requests, no spool (`input`). Any other (NetCDF, HDF5: their C libraries
@@ -26,13 +26,13 @@ use super::fresh::Freshness;
 use super::inputs::{Input, Selection};
 use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
 use super::ledger::Status;
-use crate::control::Cancel;
-use crate::format::integrity::FooterDigest;
-use crate::format::TetFile;
-use crate::meta;
-use crate::pipeline::{convert, ConvertError, ConvertOptions};
-use crate::registry;
-use crate::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
+use tet::control::Cancel;
+use tet::format::integrity::FooterDigest;
+use tet::format::TetFile;
+use tet::meta;
+use tet::pipeline::{convert, ConvertError, ConvertOptions};
+use tet::registry;
+use tet::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
 
 mod combined;
 mod input;
@@ -634,7 +634,7 @@ impl LedgerObject {
             self.url.clone()
         };
         let object = Object::parse(&url, &self.options)?;
-        let cancel = crate::control::Cancel::never();
+        let cancel = tet::control::Cancel::never();
         object.upload(self.local(), &storage::UploadMetadata::new(), &cancel)?;
         Ok(url)
     }

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::format::TEMP_SUFFIX;
+use tet::format::TEMP_SUFFIX;
 
 /// Whether `name` is one of our temporary file names; with `target`, one for that output name.
 fn ours(name: &OsStr, target: Option<&OsStr>) -> bool {

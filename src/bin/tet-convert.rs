@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    tet::cli::main_convert()
+    tet_cli::cli::main_convert()
 }

@@ -1,3 +1,3 @@
 fn main() -> std::process::ExitCode {
-    tet::cli::main_tet()
+    tet_cli::cli::main_tet()
 }

@@ -2,7 +2,7 @@
 //! format, time, tool and version, byte-affecting options, parent digests) — and whether its
 //! inputs are unchanged: with `--source PATH…` each given path is re-hashed and looked up among
 //! the recorded parent digests (an object URL is streamed once); without, every `convert` row's recorded input that still exists
-//! is re-hashed ([`crate::meta::inputs`]) and reported unchanged, changed since conversion (old
+//! is re-hashed ([`tet::meta::inputs`]) and reported unchanged, changed since conversion (old
 //! and new size and mtime) or missing.
 //!
 //! One file: the history table, then one line per source or input. Several files: one line per
@@ -23,9 +23,9 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::{fail, one_line, out, outln};
-use crate::format::footer::HistoryRow;
-use crate::meta::inputs::{recheck, InputCheck, InputStatus};
-use crate::meta::unix_iso as iso;
+use tet::format::footer::HistoryRow;
+use tet::meta::inputs::{recheck, InputCheck, InputStatus};
+use tet::meta::unix_iso as iso;
 
 /// What `tet audit` of one file found, in the order of precedence over several files (the
 /// exit code of the worst).

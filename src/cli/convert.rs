@@ -17,12 +17,12 @@ use crate::batch::ledger::{self, InputRow, Ledger, StartRow, Status};
 use crate::batch::run::{self, Isolation, RunOptions};
 use crate::batch::{self, signals, stale};
 use crate::manifest::{self, Job};
-use crate::pipeline::CodecChoice;
-use crate::planner::PlanError;
-use crate::provenance::sign;
-use crate::registry;
-use crate::select::{SelectError, SelectOptions};
-use crate::settings::{ChunkExtents, Settings, SettingsError};
+use tet::pipeline::CodecChoice;
+use tet::planner::PlanError;
+use tet::provenance::sign;
+use tet::registry;
+use tet::select::{SelectError, SelectOptions};
+use tet::settings::{ChunkExtents, Settings, SettingsError};
 
 /// A command line that asks for something that cannot be done: printed as one line, exit 2.
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +127,7 @@ pub struct ConvertArgs {
     #[arg(long, default_value = "auto", value_parser = CodecChoice::from_str)]
     codec: CodecChoice,
     /// Target raw bytes per chunk (e.g. 4MiB, 512KiB, 1000000).
-    #[arg(long, value_parser = crate::planner::parse_size)]
+    #[arg(long, value_parser = tet::planner::parse_size)]
     chunk_bytes: Option<u64>,
     /// Chunk extents: `dim=N[,dim=N…]` by dimension name, or `dataset:N,N,…` (repeatable).
     #[arg(long = "chunk", value_name = "SPEC")]
@@ -137,7 +137,7 @@ pub struct ConvertArgs {
     jobs: Option<usize>,
     /// Chunk data in flight at most, per conversion, whatever --jobs is (e.g. 64MiB, 1GiB;
     /// default 256MiB): threads wait rather than allocate. Never changes the output bytes.
-    #[arg(long, value_name = "SIZE", value_parser = crate::planner::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = tet::planner::parse_size)]
     memory_budget: Option<u64>,
     /// Report and skip items that have no .tet form instead of failing.
     #[arg(long)]
@@ -312,7 +312,7 @@ fn plan_out_dir(
     dir: &Path,
     settings: &Settings,
 ) -> Result<Vec<Planned>, UsageError> {
-    let local = !crate::storage::is_url(dir);
+    let local = !tet::storage::is_url(dir);
     if local && std::fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
         return Err(UsageError::OutDir(dir.to_path_buf()));
     }
@@ -329,7 +329,7 @@ fn plan_out_dir(
     }
     let mut refused_early = Vec::new();
     for p in &listed {
-        if crate::storage::is_url(p) {
+        if tet::storage::is_url(p) {
             // An object or a prefix (listed, keyed by the keys under it); one that cannot be
             // listed is that input's failure.
             if let Err(e) = crate::batch::remote::walk(p, &sel, &a.storage_option, &mut found) {
@@ -437,7 +437,7 @@ pub fn run(a: &ConvertArgs) -> ExitCode {
     if let Some(s) = shard {
         log::info!("shard {s}: {} of {listed} inputs", planned.len());
     }
-    if let Some(p) = planned.iter().find(|p| crate::storage::is_url(&p.output)) {
+    if let Some(p) = planned.iter().find(|p| tet::storage::is_url(&p.output)) {
         if key.is_some() {
             return usage(format_args!(
                 "--sign-key: {} is an object URL: convert to a local file, sign it (or use \
@@ -554,7 +554,7 @@ fn sign_output(o: &Outcome, key: &ssh_key::PrivateKey) -> Result<(), sign::SignE
 
 /// Whether `key` has signed the current content of the file at `path`.
 fn signed_by(path: &Path, key: &ssh_key::PrivateKey) -> bool {
-    let Ok(f) = crate::format::TetFile::open(path) else {
+    let Ok(f) = tet::format::TetFile::open(path) else {
         return false;
     };
     let Ok(signed) = sign::Signed::read(&f) else {
@@ -575,7 +575,7 @@ fn open_report(
     let Some(p) = &a.report else {
         return Ok((None, None));
     };
-    let object = match crate::storage::is_url(p) {
+    let object = match tet::storage::is_url(p) {
         true => Some(
             crate::batch::remote::LedgerObject::open(p, &a.storage_option, a.spool_dir.as_deref())
                 .map_err(|e| super::fail(p, format!("cannot write the report: {e}")))?,
@@ -637,7 +637,7 @@ fn plan(a: &ConvertArgs, settings: &Settings) -> Result<Vec<Planned>, ExitCode> 
 
 /// A local folder that is no store of a known format (a Zarr store is one input).
 fn is_plain_folder(p: &Path) -> bool {
-    !crate::storage::is_url(p) && p.is_dir() && registry::identify(p).is_err()
+    !tet::storage::is_url(p) && p.is_dir() && registry::identify(p).is_err()
 }
 
 /// The shard this run converts: `--shard`, or in batch mode the scheduler's (with

@@ -3,10 +3,10 @@
 //! that filled) says how many bytes it has, how many its data needs and what is missing; a
 //! footer that cannot be read says so. `tet info` of such a file exits 1 with this line, and
 //! `tet verify` and `tet audit` put it first. A file whose superblock or index is cut is refused
-//! when it is opened, with the same kind of words ([`crate::format::TetFile::open`]).
+//! when it is opened, with the same kind of words ([`tet::format::TetFile::open`]).
 
-use crate::format::integrity::FooterDigest;
-use crate::format::{TetFile, FLAG_FOOTER, FOOTER_MAGIC, FOOTER_TRAILER_LEN};
+use tet::format::integrity::FooterDigest;
+use tet::format::{TetFile, FLAG_FOOTER, FOOTER_MAGIC, FOOTER_TRAILER_LEN};
 
 /// Where the file's bytes should end, as its chunk index says: the end of the index and of
 /// the last chunk payload.

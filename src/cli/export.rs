@@ -4,7 +4,7 @@
 //! (`s3://`, `gs://`, `az://`) naming one file (`.nc`, `.npz`, one `.npy`): the export is written
 //! to a staged file in a spool folder under `--spool-dir` (default `$TMPDIR`; the free space
 //! checked first against an estimate), made durable, then published with the same multipart
-//! upload a conversion's object output gets ([`crate::storage::Object::upload`]: completed only
+//! upload a conversion's object output gets ([`tet::storage::Object::upload`]: completed only
 //! after the last part; a failure or SIGINT/SIGTERM aborts it; a killed run's upload is aborted
 //! by the next run to the same key). The spool folder is removed whatever happens. A Zarr store
 //! or a directory of `.npy` files (many objects, which cannot appear at once) is refused.
@@ -18,11 +18,11 @@ use serde_json::json;
 
 use super::{errln, fail, one_line, outln, FetchError, OpenTetError, EXIT_OK, EXIT_USAGE};
 use crate::batch::signals;
-use crate::export::{
+use tet::export::{
     estimated_size, export, export_file, named_as_output, target_for, Compression, ExportError,
     ExportOptions, ExportReport, Target,
 };
-use crate::storage::{self, Cause, Object, Spool, StorageError};
+use tet::storage::{self, Cause, Object, Spool, StorageError};
 
 /// The end of `tet export --help`.
 const EXAMPLES: &str = "\
@@ -128,7 +128,7 @@ fn parse_target(s: &str) -> Result<Target, UnknownTarget> {
 }
 
 pub fn run(a: &ExportArgs) -> ExitCode {
-    let url = crate::storage::is_url(&a.file);
+    let url = tet::storage::is_url(&a.file);
     if !url && !a.file.is_file() {
         errln!(
             "{}: {}: no such .tet file",
@@ -149,9 +149,9 @@ pub fn run(a: &ExportArgs) -> ExitCode {
         compression: a.compress.unwrap_or_default(),
         force: a.force,
         // SIGINT/SIGTERM stop the export between two chunks; its staged output is removed.
-        cancel: crate::control::Cancel::from_fn(signals::pending),
+        cancel: tet::control::Cancel::from_fn(signals::pending),
     };
-    let exported = if crate::storage::is_url(&a.out) {
+    let exported = if tet::storage::is_url(&a.out) {
         match to_object(a, &opts) {
             Ok(r) => Ok(r),
             Err(ToObjectError::Input(e)) => return fail(&a.file, e),
@@ -301,7 +301,7 @@ fn to_object(a: &ExportArgs, opts: &ExportOptions) -> Result<ExportReport, ToObj
         Ok(n) => log::info!("{}: aborted {n} stale upload(s)", dst.url()),
         Err(e) => log::warn!("{e}"),
     }
-    let cancel = crate::control::Cancel::from_fn(signals::pending);
+    let cancel = tet::control::Cancel::from_fn(signals::pending);
     dst.upload(staged.path(), &storage::UploadMetadata::new(), &cancel)?;
     // The staged copy goes now (the spool folder is removed on every path out).
     drop(staged);

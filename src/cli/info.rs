@@ -9,9 +9,9 @@ use clap::Args;
 use serde_json::{json, Map, Value};
 
 use super::{fail, human_bytes, out, outln, EXIT_OK};
-use crate::format::footer::{attr_to_json, attr_to_text, Footer};
-use crate::format::integrity::{ChunkCheck, FooterDigest};
-use crate::format::{Codec, TetFile};
+use tet::format::footer::{attr_to_json, attr_to_text, Footer};
+use tet::format::integrity::{ChunkCheck, FooterDigest};
+use tet::format::{Codec, TetFile};
 
 /// The end of `tet info --help`.
 const EXAMPLES: &str = "\

@@ -1,6 +1,6 @@
 //! `tet audit --prov FILE…` (W3C PROV-JSON on standard output) and `tet audit --graph
 //! PICTURE FILE…` (the lineage drawn by Graphviz): the lineage of several files at once
-//! ([`crate::provenance::lineage`]), their recorded inputs checked again and their signatures
+//! ([`tet::provenance::lineage`]), their recorded inputs checked again and their signatures
 //! checked (against `--signers` when given).
 //!
 //! Exit codes as `tet audit`'s: 0 every recorded input unchanged, 1 an input changed (or a
@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{errln, fail, one_line, outln, program};
-use crate::meta::inputs::{recheck, InputStatus};
-use crate::provenance::allowed::AllowedSigners;
-use crate::provenance::graph::{self, Rendered};
-use crate::provenance::lineage::{FileRecord, Lineage};
-use crate::provenance::prov;
+use tet::meta::inputs::{recheck, InputStatus};
+use tet::provenance::allowed::AllowedSigners;
+use tet::provenance::graph::{self, Rendered};
+use tet::provenance::lineage::{FileRecord, Lineage};
+use tet::provenance::prov;
 
 /// What `tet audit` asked for besides its report.
 pub(crate) struct LineageOut<'a> {
@@ -26,7 +26,7 @@ pub(crate) struct LineageOut<'a> {
 /// Reads one file's record; `Err` is its exit code (the reason printed).
 fn record(
     file: &Path,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
     signers: Option<&AllowedSigners>,
 ) -> Result<FileRecord, u8> {
     let f = super::OpenedTet::open(file, options).map_err(|e| {
@@ -53,7 +53,7 @@ fn record(
         digest,
         inputs: recheck(&history, options),
         history,
-        signatures: crate::provenance::check::check(&f, signers).ok(),
+        signatures: tet::provenance::check::check(&f, signers).ok(),
     })
 }
 
@@ -65,7 +65,7 @@ pub(crate) fn from_audit(
     prov: bool,
     graph: Option<&Path>,
     signers: Option<&Path>,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
 ) -> Option<ExitCode> {
     let allowed = match signers.map(super::sign::load_signers) {
         Some(Err(code)) => return Some(code),
@@ -86,7 +86,7 @@ pub(crate) fn from_audit(
 pub(crate) fn run(
     files: &[PathBuf],
     out: &LineageOut<'_>,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
 ) -> ExitCode {
     let mut records = Vec::new();
     let mut code = 0u8;

@@ -91,7 +91,7 @@ conversions still finish).";
 
 /// Entry point of the `tet` binary.
 pub fn main_tet() -> ExitCode {
-    crate::pipeline::return_freed_memory();
+    tet::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }
@@ -185,7 +185,7 @@ struct ConvertCli {
 
 /// Entry point of the `tet-convert` binary.
 pub fn main_convert() -> ExitCode {
-    crate::pipeline::return_freed_memory();
+    tet::pipeline::return_freed_memory();
     if let Some(code) = worker_entry() {
         return code;
     }
@@ -209,7 +209,7 @@ pub(crate) struct StorageArgs {
     pub storage_option: Vec<(String, String)>,
 }
 
-/// clap's parser of `--storage-option`: [`crate::storage::parse_option`], with an error that never
+/// clap's parser of `--storage-option`: [`tet::storage::parse_option`], with an error that never
 /// shows the argument (clap's own message for a bad value quotes it, and a mistyped option may
 /// be a secret).
 #[derive(Clone, Copy, Debug)]
@@ -231,7 +231,7 @@ impl clap::builder::TypedValueParser for StorageOptionParser {
             )
             .with_cmd(cmd)
         })?;
-        crate::storage::parse_option(text).map_err(|e| {
+        tet::storage::parse_option(text).map_err(|e| {
             clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
                 .with_cmd(cmd)
         })
@@ -239,17 +239,17 @@ impl clap::builder::TypedValueParser for StorageOptionParser {
 }
 
 /// A `.tet` named on the command line, opened: a local file memory-mapped, an object URL read
-/// by ranges ([`crate::storage::RangedObject`]: a HEAD, then only the ranges the command reads;
+/// by ranges ([`tet::storage::RangedObject`]: a HEAD, then only the ranges the command reads;
 /// settings from the environment and `--storage-option`). An object whose server ignores ranges is downloaded into
 /// `$TMPDIR` instead, the copy removed when this is dropped.
 pub(crate) struct OpenedTet {
-    file: crate::format::TetFile,
-    _spool: Option<crate::storage::Spool>,
+    file: tet::format::TetFile,
+    _spool: Option<tet::storage::Spool>,
 }
 
 impl std::ops::Deref for OpenedTet {
-    type Target = crate::format::TetFile;
-    fn deref(&self) -> &crate::format::TetFile {
+    type Target = tet::format::TetFile;
+    fn deref(&self) -> &tet::format::TetFile {
         &self.file
     }
 }
@@ -258,7 +258,7 @@ impl std::ops::Deref for OpenedTet {
 /// on a line that names the URL already.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", .0.cause())]
-pub(crate) struct FetchError(#[source] crate::storage::StorageError);
+pub(crate) struct FetchError(#[source] tet::storage::StorageError);
 
 /// Why a `.tet` named on the command line cannot be opened: the object cannot be fetched, or
 /// the bytes are no `.tet` file the reader can follow (a ranged read that failed is the
@@ -268,7 +268,7 @@ pub(crate) enum OpenTetError {
     #[error(transparent)]
     Fetch(#[from] FetchError),
     #[error(transparent)]
-    Tet(#[from] crate::format::TetError),
+    Tet(#[from] tet::format::TetError),
     /// A file of a format `tet-convert` reads, given where a `.tet` file was expected.
     #[error("not a .tet file but a {0} file (tet-convert FILE OUT.tet converts it)")]
     OtherFormat(&'static str),
@@ -277,10 +277,10 @@ pub(crate) enum OpenTetError {
 impl OpenedTet {
     pub(crate) fn open(
         p: &std::path::Path,
-        options: &crate::storage::Options,
+        options: &tet::storage::Options,
     ) -> Result<OpenedTet, OpenTetError> {
-        use crate::format::{TetError, TetFile};
-        if !crate::storage::is_url(p) {
+        use tet::format::{TetError, TetFile};
+        if !tet::storage::is_url(p) {
             // Not a .tet file: say what it is when an importer recognises it.
             let file = TetFile::open(p).map_err(|e| match e {
                 TetError::Corrupt(_) => other_format(p).map_or(e.into(), OpenTetError::OtherFormat),
@@ -289,13 +289,13 @@ impl OpenedTet {
             return Ok(OpenedTet { file, _spool: None });
         }
         let object =
-            crate::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
+            tet::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
         // Requests stop at the first SIGINT/SIGTERM, as a conversion's do: the spool (if any) is
         // removed, the command says `interrupted` for this file and exits 128 + the signal.
         crate::batch::signals::install();
         let info = object.info().map_err(FetchError)?;
-        let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
-        let ranged = crate::storage::RangedObject::new(object.clone(), info, cancel.clone());
+        let cancel = tet::control::Cancel::from_fn(crate::batch::signals::pending);
+        let ranged = tet::storage::RangedObject::new(object.clone(), info, cancel.clone());
         match TetFile::open_source(std::sync::Arc::new(ranged)) {
             // Answered 200 with the whole object, not 206: a server without ranges.
             Err(TetError::Io(_)) if object.ignores_ranges() => {
@@ -324,11 +324,11 @@ pub(crate) fn other_format(p: &std::path::Path) -> Option<&'static str> {
     let mut head = [0u8; 4];
     let tet = std::fs::File::open(p)
         .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| head == crate::format::MAGIC);
+        .is_ok_and(|()| head == tet::format::MAGIC);
     if tet {
         return None;
     }
-    crate::registry::identify(p).ok().map(|imp| imp.name())
+    tet::registry::identify(p).ok().map(|imp| imp.name())
 }
 
 /// The input digest (`sha256:<hex>`) and size of a path or object URL named on the command
@@ -336,15 +336,15 @@ pub(crate) fn other_format(p: &std::path::Path) -> Option<&'static str> {
 /// downloaded; `options` are the `--storage-option` pairs.
 pub(crate) fn digest_arg(
     p: &std::path::Path,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
 ) -> std::io::Result<(String, u64)> {
-    if !crate::storage::is_url(p) {
-        return crate::meta::digest_input(p);
+    if !tet::storage::is_url(p) {
+        return tet::meta::digest_input(p);
     }
-    let object = crate::storage::Object::parse(&p.to_string_lossy(), options)
+    let object = tet::storage::Object::parse(&p.to_string_lossy(), options)
         .map_err(|e| std::io::Error::other(FetchError(e)))?;
     crate::batch::signals::install();
-    let cancel = crate::control::Cancel::from_fn(crate::batch::signals::pending);
+    let cancel = tet::control::Cancel::from_fn(crate::batch::signals::pending);
     object
         .digest(&cancel)
         .map_err(|e| std::io::Error::other(FetchError(e)))

@@ -1,5 +1,5 @@
 //! `tet audit --reproduce FILE…`: each file re-made from its footer and compared
-//! ([`crate::provenance::reproduce`]). The conversion runs in a worker process of this program
+//! ([`tet::provenance::reproduce`]). The conversion runs in a worker process of this program
 //! (`--tet-worker`, the batch runner's worker: one [`WireJob`] on its standard input, its
 //! [`Outcome`] back), started in the recorded working directory with `SOURCE_DATE_EPOCH` set to
 //! the recorded time — the process globals the pipeline reads — so that this process's own
@@ -19,11 +19,11 @@ use super::{one_line, outln};
 use crate::batch::job::{Outcome, Recheck, WireJob, WirePath};
 use crate::batch::ledger::Status;
 use crate::batch::remote::WireStorage;
-use crate::provenance::reproduce::{self, Convert, Options, Step, StepOutcome, Verdict};
+use tet::provenance::reproduce::{self, Convert, Options, Step, StepOutcome, Verdict};
 
 /// Runs a step in a worker process of this program.
 struct Worker {
-    storage: crate::storage::Options,
+    storage: tet::storage::Options,
 }
 
 impl Convert for Worker {
@@ -113,7 +113,7 @@ pub fn run(
     files: &[PathBuf],
     allow_version_drift: bool,
     json: bool,
-    storage: &crate::storage::Options,
+    storage: &tet::storage::Options,
 ) -> ExitCode {
     let opts = Options {
         allow_version_drift,

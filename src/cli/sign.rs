@@ -1,6 +1,6 @@
 //! `tet sign`: sign `.tet` files with an SSH key, attach a signature `ssh-keygen -Y sign` made,
 //! print a file's message (what is signed) or its signatures (for `ssh-keygen -Y verify`); and
-//! the signature checks `tet verify --signers` and `tet audit` add ([`crate::provenance`]).
+//! the signature checks `tet verify --signers` and `tet audit` add ([`tet::provenance`]).
 //!
 //! Exit 0 when every file was done, 1 when one failed (one line naming it and the reason), 2 on
 //! a usage error.
@@ -11,11 +11,11 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{errln, fail, one_line, out, program, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::format::verify::{Finding, Report};
-use crate::format::TetFile;
-use crate::provenance::allowed::AllowedSigners;
-use crate::provenance::check::{check, SigStatus, Signatures};
-use crate::provenance::sign::{self, Signed, NAMESPACE};
+use tet::format::verify::{Finding, Report};
+use tet::format::TetFile;
+use tet::provenance::allowed::AllowedSigners;
+use tet::provenance::check::{check, SigStatus, Signatures};
+use tet::provenance::sign::{self, Signed, NAMESPACE};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
@@ -217,7 +217,7 @@ pub(crate) fn verify_into(f: &TetFile, allowed: &AllowedSigners, r: &mut Report)
 pub(crate) fn verify_path_into(
     path: &Path,
     allowed: &AllowedSigners,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
     r: &mut Report,
 ) {
     if let Ok(f) = super::OpenedTet::open(path, options) {
@@ -231,7 +231,7 @@ pub(crate) fn verify_path_into(
 pub(crate) fn audit_file(
     path: &Path,
     signers: Option<&Path>,
-    options: &crate::storage::Options,
+    options: &tet::storage::Options,
 ) -> Option<Signatures> {
     let allowed = signers.and_then(|p| AllowedSigners::load(p).ok());
     let f = super::OpenedTet::open(path, options).ok()?;

@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::{one_line, out, outln, EXIT_FAILED, EXIT_OK};
-use crate::format::verify::{verify, Depth, Finding, Report};
+use tet::format::verify::{verify, Depth, Finding, Report};
 
 /// The end of `tet verify --help`.
 const EXAMPLES: &str = "\
@@ -48,7 +48,7 @@ pub struct VerifyArgs {
 }
 
 /// Verifies one file (a file that cannot be opened is one `structure` failure).
-fn check(path: &Path, depth: Depth, options: &crate::storage::Options) -> Report {
+fn check(path: &Path, depth: Depth, options: &tet::storage::Options) -> Report {
     // An object is read by ranges: each checked chunk once.
     let failure = match super::OpenedTet::open(path, options) {
         Ok(f) => {

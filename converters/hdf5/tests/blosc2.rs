@@ -5,7 +5,7 @@
 //! their little-endian bytes). Also: damaged frames are errors, never panics; variants the
 //! decoder lacks are unsupported items naming the filter.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -3,7 +3,7 @@
 //! (real, imaginary) pairs, whatever the members' order, byte order or padding, on every read
 //! path (contiguous, direct chunks, the library, array types, compound fields, 0-d).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

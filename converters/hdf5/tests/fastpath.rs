@@ -551,7 +551,7 @@ fn concurrent_reads_agree() {
 }
 
 /// Speed of the direct path against `H5Dread` on a 128 MiB deflated dataset.
-/// `cargo test -p tet-hdf5 --release --test fastpath -- --ignored --nocapture speed`
+/// `cargo test -p tet-hdf5 --release --test main -- --ignored --nocapture fastpath::speed`
 #[test]
 #[ignore]
 fn speed_direct_vs_library() {
@@ -629,7 +629,7 @@ fn speed_direct_vs_library() {
 
 /// A dataset with many chunks: open time (no chunk table: lazy lookups) and a full read, direct
 /// against `H5Dread`.
-/// `cargo test -p tet-hdf5 --release --test fastpath -- --ignored --nocapture many_chunks`
+/// `cargo test -p tet-hdf5 --release --test main -- --ignored --nocapture fastpath::many_chunks`
 #[test]
 #[ignore]
 fn many_chunks_timing() {

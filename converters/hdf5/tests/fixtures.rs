@@ -9,7 +9,7 @@
 //!   reads: `expect_time.json`): `Time64` as exact microseconds since the epoch, `Time32` as
 //!   seconds, with their CF units.
 
-mod common;
+use crate::common;
 
 use common::{fixture, json_i32s_le, var};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! CArrays and an EArray behind shuffle and fletcher32, chunks PyTables stored raw (the filter
 //! skipped in their filter mask), a chunk never written, and a Table's columns.
 
-mod common;
+use crate::common;
 
 use common::{fixture, read_named, var};
 use serde_json::Value;

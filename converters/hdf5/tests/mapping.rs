@@ -4,7 +4,7 @@
 //! variable-length sequences, padded strings, attribute kinds, links of every sort, named
 //! datatypes and dimension labels without scales.
 
-mod common;
+use crate::common;
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@
 //!   whole file.
 //! * Every decoder refuses damaged chunks with an error (truncated, bit-flipped, made-up headers).
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 

@@ -8,7 +8,7 @@
 //! says so and passes (CI has no plugins; `tests/plugin_filters.rs` checks the refusal there).
 //! One test in this binary: the variable must be set before libhdf5 starts, which reads it once.
 
-mod common;
+use crate::common;
 
 use common::fixture;
 use tet_hdf5::open_path;

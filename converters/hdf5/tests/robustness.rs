@@ -127,7 +127,7 @@ fn run_batch(file: &str, kind: &str) -> Vec<String> {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "child_batch",
+                tet_testkit::layout::test_name(module_path!(), "child_batch").as_str(),
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

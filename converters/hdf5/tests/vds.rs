@@ -11,7 +11,7 @@
 //! * the source files are looked for beside the VDS file's canonical path, never beside a
 //!   symbolic link to it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

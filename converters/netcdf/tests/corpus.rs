@@ -3,7 +3,7 @@
 //! attributes with their types, global and group attributes, storage facts, text variables and
 //! dimension labels, and the CF-unpacked view of packed variables.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

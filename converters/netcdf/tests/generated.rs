@@ -4,7 +4,7 @@
 //! enums, unsupported user types, attributes of every type, CF packing; and a property test
 //! comparing random regions of random variables value for value.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Truncated and bit-flipped corpus files: opening and reading never panics, and whatever opens
 //! never delivers different values than the intact file (no silently zero-filled tails).
 
-mod common;
+use crate::common;
 
 use common::corpus_files;
 use tet_netcdf::{open_bytes, open_path, Container};
@@ -195,7 +195,12 @@ fn random_byte_flips_in_netcdf4_files() {
     let (mut next, mut hangs, mut crashes) = (0usize, Vec::new(), Vec::new());
     while next < count {
         let mut child = Command::new(&exe)
-            .args(["--exact", "open_mutants_child", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                tet_testkit::layout::test_name(module_path!(), "open_mutants_child").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .arg("--test-threads=1")
             .env("TET_NC_MUTANTS", dir.path())
             .env("TET_NC_START", next.to_string())

@@ -6,7 +6,7 @@
 //! types kept as JSON text (enum: the codes) with their recorded types, and the refusals of
 //! ragged, opaque and colliding variables with and without `skip_unsupported`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! Every `.npy` / `.npz` of the public corpus against its `.expect.json` sidecar.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use tet_npy::{NpyImporter, NpzImporter};

@@ -3,7 +3,7 @@
 //! datetime64/timedelta64 with multiplied units, the `=` / `|` byte-order spellings, record
 //! fields with an empty name. Every value is compared with what `np.load` returned.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

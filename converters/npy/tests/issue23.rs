@@ -4,7 +4,7 @@
 //! name instead of silently giving no variable. Every value is compared with what `np.load`
 //! returned.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

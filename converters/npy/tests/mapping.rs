@@ -1,6 +1,6 @@
 //! How dtypes, members and file facts map to variables, skips, attributes and notes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

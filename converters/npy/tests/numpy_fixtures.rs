@@ -3,7 +3,7 @@
 //! complex128, Fortran-order records with sub-arrays, a latin-1 field name, a version-2.0 header,
 //! a 0-d record, a sub-array of records, and a compressed `.npz` with a folder in a key.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! what the same file gives: the same variables, texts, skipped items and values; and a region
 //! of a C-order array fetches the bytes it spans, no more.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! complex, datetime, records with sub-array fields), both byte orders, C and Fortran order,
 //! `.npy` and `.npz` (stored and deflated).
 
-mod common;
+use crate::common;
 
 use common::{npy_bytes, npz_bytes, py_shape};
 use proptest::prelude::*;

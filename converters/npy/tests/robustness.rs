@@ -1,7 +1,7 @@
 //! Damaged inputs: every truncation and random byte flips of corpus files, and hostile headers,
 //! must give `Ok` or `Err`, never a panic (tests run with overflow checks on).
 
-mod common;
+use crate::common;
 
 use common::{npy_bytes, npz_bytes};
 use tet_npy::{open_npy_bytes, open_npz_bytes, NpySource};

@@ -6,7 +6,7 @@
 //! one line, or skipped with `--skip-unsupported`. Property tests encode with the Rust crate and
 //! compare with its own decoder.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -724,7 +724,12 @@ fn damage_report(codec: &str) -> Vec<String> {
         let log = logs.path().join(format!("out{attempt}.txt"));
         let err = logs.path().join(format!("err{attempt}.txt"));
         let mut child = std::process::Command::new(&exe)
-            .args(["--exact", "child_damage", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                tet_testkit::layout::test_name(module_path!(), "child_damage").as_str(),
+                "--ignored",
+                "--nocapture",
+            ])
             .args(["--test-threads=1"])
             .env("TET_TGM_DAMAGE", format!("{codec}:{from}"))
             .stdout(std::fs::File::create(&log).unwrap())

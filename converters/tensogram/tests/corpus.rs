@@ -2,7 +2,7 @@
 //! hashes (after the engine's widening), statistics (NaN/Inf restored from masks), attributes,
 //! global attributes, the pipeline facts and the message layout.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Damaged inputs: every truncation and byte flips of every corpus file, and hostile hand-made
 //! messages, give `Ok` or a clear `Err`, never a panic (tests run with overflow checks on).
 
-mod common;
+use crate::common;
 
 use common::*;
 use tet_source::{AttrValue, OpenOptions, Source, SourceError, Variable};

@@ -3,7 +3,7 @@
 //! byte orders) read back exactly: values compared with the encoder's input (and with
 //! `tensogram::decode` for the lossy encoding; zfp and sz3 are in tests/codecs.rs).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

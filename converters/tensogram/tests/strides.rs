@@ -5,7 +5,7 @@
 //! library's decoded payload (what numpy's `as_strided` gives), whole and in pieces; strides
 //! that overlap are refused in one line.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

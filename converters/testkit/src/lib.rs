@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod layout;
 pub mod ranged;
 
 use serde_json::Value;

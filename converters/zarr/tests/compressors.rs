@@ -6,7 +6,7 @@
 //! that cut chunks, a never-written chunk included; Zarr v2 (`compressor`) and v3 (zarr-python's
 //! `numcodecs.*` names).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use tet_source::{OpenOptions, Source};

@@ -1,6 +1,6 @@
 //! The public corpus store against its `.expect.json` sidecar.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

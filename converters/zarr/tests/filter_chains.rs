@@ -6,7 +6,7 @@
 //! read here is exactly what zarr-python reads, whole arrays, sub-regions that cut chunks and
 //! every element alone, a never-written chunk and edge chunks included.
 
-mod common;
+use crate::common;
 
 use tet_source::{OpenOptions, Source};
 use tet_testkit::json_u64s;

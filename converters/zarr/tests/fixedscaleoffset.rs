@@ -3,7 +3,7 @@
 //! zarr-python reads (stored by the generator as little-endian bytes), whole arrays and
 //! sub-regions, Zarr v2 (filters) and v3 (`numcodecs.fixedscaleoffset`).
 
-mod common;
+use crate::common;
 
 use tet_source::{ElementType, OpenOptions, Source};
 use tet_testkit::{json_u64s, read_all};

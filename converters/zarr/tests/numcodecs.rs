@@ -4,7 +4,7 @@
 //! sub-regions that cut chunks, a never-written chunk included; Zarr v2 (`compressor`,
 //! `filters`) and v3 (zarr-python's `numcodecs.*` names).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use tet_source::{OpenOptions, Source};

@@ -2,7 +2,7 @@
 //! zstd headers claiming huge sizes. Every one gives an error (or, for value bytes that
 //! decode either way, values), never a panic or an abort.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! text variables with zarr-python's strings. Hand-written stores cover what is refused (as
 //! unsupported items, never as broken stores) and corrupt chunks.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

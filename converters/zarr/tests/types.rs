@@ -3,7 +3,7 @@
 //! multiplied units, a never-written chunk), with the data type recorded as for v3; and a
 //! structured array, split into one variable per field (see also `structured.rs`).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use tet_source::{AttrValue, ElementType, OpenOptions, Source};

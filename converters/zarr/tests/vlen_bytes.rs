@@ -3,7 +3,7 @@
 //! variables; the others are CF contiguous ragged arrays of `u8` (values + `<name>_count`),
 //! compared value for value with what zarr-python reads (issue 23).
 
-mod common;
+use crate::common;
 
 use tet_source::{AttrValue, ElementType, Fact, OpenOptions, Source};
 use tet_testkit::{read_all, var_index};

@@ -2,7 +2,7 @@
 //! nested groups, the small types; v2: by zarrs and by hand) read back value for value,
 //! over random sub-regions too.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, OnceLock};

@@ -1,7 +1,7 @@
 //! A combined job (`tet-convert --concat DIM IN… OUT`) with an object URL among its inputs or
 //! as its output: every input opened as a job of one input opens it (read by ranges, spooled
 //! with the free space checked, a Zarr prefix in place; a local file as it is), combined by
-//! [`crate::concat::convert_opened`], each input's digest a parent of the history row and each
+//! [`tet::concat::convert_opened`], each input's digest a parent of the history row and each
 //! URL named in it (`input`, `input.1`, …). The spools live until the conversion ends (success,
 //! failure or signal: they are dropped), an object output is staged and published as for one
 //! input.
@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use super::input::{open_local, ObjectInput};
 use super::{failed, failed_text, interrupted, object_of, run_checked, AllInputs, NoStage, Staged};
 use crate::batch::job::{failed_row, record_converted, Outcome, StageHook, WireJob};
-use crate::pipeline::{ConvertError, ConvertOptions};
-use crate::storage::{self, Object, Origin, OBJECT_STAMP_KEY};
+use tet::pipeline::{ConvertError, ConvertOptions};
+use tet::storage::{self, Object, Origin, OBJECT_STAMP_KEY};
 
 /// Runs a combined job with an object input or output (see the module docs): `inputs` are the
 /// combination's (`opts.combined`), the row already names them.
@@ -74,7 +74,7 @@ impl Staged<'_> {
         // memory budget that chunks do not take (each keeps its windows and cache within it).
         let objects = all.iter().filter(|(_, o)| o.is_some()).count().max(1) as u64;
         let budget = opts.settings.memory_budget_bytes();
-        let reserve = budget - crate::format::pool_limit(budget);
+        let reserve = budget - tet::format::pool_limit(budget);
         let share = reserve / objects;
         for (p, o) in all {
             let one = match o {
@@ -117,7 +117,7 @@ impl Staged<'_> {
             all.len(),
             self.output.display()
         );
-        let r = match crate::concat::convert_opened(opened, local_out, &opts) {
+        let r = match tet::concat::convert_opened(opened, local_out, &opts) {
             Ok((r, _order)) => r,
             Err(ConvertError::Interrupted(sig)) => return interrupted(out, sig),
             Err(e) => return failed_text(out, first, e.to_string()),

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use tet_source::byte_source::ByteSource;
 use tet_source::Importer;
 
-use crate::concat::OpenedInput;
-use crate::control::Cancel;
-use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf, InputDigest};
-use crate::registry;
-use crate::storage::{Object, ObjectStorage, RangedObject, Spool, StorageError};
+use tet::concat::OpenedInput;
+use tet::control::Cancel;
+use tet::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf, InputDigest};
+use tet::registry;
+use tet::storage::{Object, ObjectStorage, RangedObject, Spool, StorageError};
 
 /// How an object input is read.
 pub(super) enum ObjectInput {
@@ -102,7 +102,7 @@ impl ObjectInput {
         let hashed = bytes.clone();
         let digest: InputDigest = Box::new(move || hashed.digest().map_err(std::io::Error::other));
         let source: Arc<dyn ByteSource> = bytes.clone();
-        Some(crate::pipeline::convert_bytes(
+        Some(tet::pipeline::convert_bytes(
             url, *importer, source, digest, output, opts,
         ))
     }
@@ -123,13 +123,9 @@ impl ObjectInput {
             Self::Ranged { bytes, importer } => {
                 let source: Arc<dyn ByteSource> = bytes.clone();
                 // A `.tet` input hands its footer on, from the source opened here.
-                let (source, footer) = crate::tet_input::open_input(
-                    *importer,
-                    url,
-                    Some(source),
-                    &opts.settings.open(),
-                )
-                .map_err(|e| named(&e))?;
+                let (source, footer) =
+                    tet::tet_input::open_input(*importer, url, Some(source), &opts.settings.open())
+                        .map_err(|e| named(&e))?;
                 let hashed = bytes.clone();
                 let digest: InputDigest =
                     Box::new(move || hashed.digest().map_err(std::io::Error::other));
@@ -171,11 +167,10 @@ pub(super) fn open_local(path: &Path, opts: &ConvertOptions) -> Result<OpenedInp
     let named =
         |e: &dyn std::fmt::Display| ConvertError::Refused(format!("{}: {e}", path.display()));
     let importer = registry::identify(path)?;
-    let (source, footer) =
-        crate::tet_input::open_input(importer, path, None, &opts.settings.open())
-            .map_err(|e| named(&e))?;
+    let (source, footer) = tet::tet_input::open_input(importer, path, None, &opts.settings.open())
+        .map_err(|e| named(&e))?;
     let hashed = path.to_path_buf();
-    let digest: InputDigest = Box::new(move || crate::meta::digest_input(&hashed));
+    let digest: InputDigest = Box::new(move || tet::meta::digest_input(&hashed));
     Ok(OpenedInput {
         name: path.to_path_buf(),
         importer,
@@ -200,5 +195,5 @@ fn convert_store(
     let (hashed, cancel) = (prefix.clone(), opts.cancel.clone());
     let digest: InputDigest =
         Box::new(move || hashed.prefix_digest(&cancel).map_err(std::io::Error::other));
-    crate::pipeline::convert_opened(url, Box::new(source), importer.id(), digest, output, opts)
+    tet::pipeline::convert_opened(url, Box::new(source), importer.id(), digest, output, opts)
 }
