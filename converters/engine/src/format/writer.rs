@@ -280,9 +280,9 @@ fn directory_blob(specs: &[DatasetSpec]) -> Vec<u8> {
 pub const TEMP_SUFFIX: &str = ".tet-convert.tmp";
 
 /// Creates the temporary file for `target_name` in `dir`, holding an exclusive advisory lock
-/// (`flock`) on it for as long as the file is open: a cleaner ([`crate::batch`]) removes only temp
-/// files whose lock it can take, so a file being written is never removed, and one whose writer
-/// died (the lock goes with the process) always can be.
+/// (`flock`) on it for as long as the file is open: a cleaner (the batch runner of `tet-cli`)
+/// removes only temp files whose lock it can take, so a file being written is never removed, and
+/// one whose writer died (the lock goes with the process) always can be.
 pub(crate) fn create_temp(dir: &Path, target_name: &str) -> std::io::Result<NamedTempFile> {
     for _ in 0..4 {
         // Created 0666 less the umask, like any output file (tempfile's default is 0600, which

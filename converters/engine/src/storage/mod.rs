@@ -283,7 +283,7 @@ impl StorageError {
 
     /// A failure that is the URL's or the options' (no request was made).
     #[cfg(feature = "object-store")]
-    pub(crate) fn of_url(url: &str, cause: Cause) -> StorageError {
+    pub fn of_url(url: &str, cause: Cause) -> StorageError {
         StorageError::Remote {
             url: url.to_string(),
             cause,
