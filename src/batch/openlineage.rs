@@ -388,7 +388,10 @@ fn recorded_row(output: &Path) -> Option<crate::format::footer::HistoryRow> {
 }
 
 /// The job's inputs as datasets, each with its digest (the output's record, else the ledger's).
-fn input_datasets(row: &InputRow, recorded: Option<&crate::format::footer::HistoryRow>) -> Vec<Value> {
+fn input_datasets(
+    row: &InputRow,
+    recorded: Option<&crate::format::footer::HistoryRow>,
+) -> Vec<Value> {
     let paths: Vec<PathBuf> = match row.inputs.is_empty() {
         true => vec![RecordedPath {
             text: row.input.clone(),
