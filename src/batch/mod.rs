@@ -11,6 +11,7 @@ pub mod fresh;
 pub mod inputs;
 pub mod job;
 pub mod ledger;
+pub mod openlineage;
 pub mod progress;
 pub mod remote;
 pub mod run;

@@ -64,6 +64,7 @@ pub fn run(
         on_ledger_error,
         on_done,
         counts: Counts::default(),
+        lineage: super::openlineage::Emitter::configured(&run_id),
     };
     rec.append(&Row::Start(start));
 
@@ -91,6 +92,14 @@ pub fn run(
         None if counts.failed > 0 || counts.interrupted > 0 => EXIT_SOME_FAILED,
         None => 0,
     };
+    // Events not delivered: said in one line, and the run fails (its outputs are kept).
+    let exit_code = rec.lineage.finish().map_or_else(
+        |e| {
+            eprintln!("tet-convert: {e}");
+            exit_code.max(EXIT_SOME_FAILED)
+        },
+        |()| exit_code,
+    );
     let elapsed = started.elapsed();
     rec.append(&Row::End(EndRow {
         run: run_id,
@@ -116,6 +125,8 @@ struct Recorder<'a> {
     on_ledger_error: &'a mut dyn FnMut(std::io::Error),
     on_done: &'a mut dyn FnMut(&Outcome),
     counts: Counts,
+    /// `--openlineage`: the run events of each job.
+    lineage: super::openlineage::Emitter,
 }
 
 impl Recorder<'_> {
@@ -136,6 +147,7 @@ impl Recorder<'_> {
         self.counts.add(o.row.status());
         self.append(&Row::Input(o.row.clone()));
         (self.on_done)(o);
+        self.lineage.done(o);
     }
 }
 
@@ -153,7 +165,10 @@ fn run_in_process(
             break;
         }
         let o = match job {
-            Ok(job) => execute(&job, &mut |_| {}),
+            Ok(job) => {
+                rec.lineage.start(&job);
+                execute(&job, &mut |_| {})
+            }
             Err(o) => *o,
         };
         if let Some(sig) = o.interrupted_by {
@@ -227,7 +242,10 @@ fn run_in_pool(
                 break;
             };
             let refused = match job {
-                Ok(job) => pool.submit(i, job),
+                Ok(job) => {
+                    rec.lineage.start(&job);
+                    pool.submit(i, job)
+                }
                 Err(o) => Some(*o),
             };
             if let Some(o) = refused {

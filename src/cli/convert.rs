@@ -207,6 +207,8 @@ pub struct ConvertArgs {
     /// output: sign the local file with `tet sign`, then upload it.
     #[arg(long, value_name = "KEY")]
     sign_key: Option<PathBuf>,
+    #[command(flatten)]
+    openlineage: crate::batch::openlineage::OpenLineageArgs,
 }
 
 /// The driver registry as a table, or (`json`) as one JSON array of objects with the keys `id`,

@@ -216,6 +216,29 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
+/// ".tet v1", or, for a file with chunks in extension codecs (docs/FORMAT.md), which of them:
+/// the reference reader refuses such a file, so `tet info` must not call it plain v1.
+fn format_line(f: &TetFile) -> String {
+    let mut ext: Vec<&str> = f
+        .entries
+        .iter()
+        .filter_map(|e| e.codec())
+        .filter(|c| !c.is_v1())
+        .map(|c| c.name())
+        .collect();
+    ext.sort_unstable();
+    ext.dedup();
+    if ext.is_empty() {
+        ".tet v1".to_string()
+    } else {
+        format!(
+            ".tet v1 with extension codecs ({}; the reference reader refuses them, \
+             `tet-convert --codec zstd` rewrites it as plain v1)",
+            ext.join(", ")
+        )
+    }
+}
+
 /// The text form of `tet info`: summary, checksums, dataset table, metadata and history, and
 /// with --chunks the chunk index.
 fn render(f: &TetFile, a: &InfoArgs) -> String {
@@ -225,8 +248,9 @@ fn render(f: &TetFile, a: &InfoArgs) -> String {
     let stored_total: u64 = st.iter().map(|s| s.stored).sum();
     let _ = writeln!(
         o,
-        "{}: .tet v1, {} ({} datasets, {} chunks, data {} stored / {} raw)",
+        "{}: {}, {} ({} datasets, {} chunks, data {} stored / {} raw)",
         a.file.display(),
+        format_line(f),
         human_bytes(f.file_len()),
         f.datasets.len(),
         f.entries.len(),

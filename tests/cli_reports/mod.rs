@@ -570,3 +570,31 @@ fn info_metadata_reads_as_words() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v.to_string().contains("\"text_list\":[\"time\"]"), "{v}");
 }
+
+/// A file with extension codecs is not called plain ".tet v1" (the reference reader refuses it):
+/// `tet info` names the extension codecs; a `--codec zstd` file stays ".tet v1".
+#[test]
+fn info_names_extension_codecs() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("field.npy");
+    common::write_npy(&npy, 64);
+    let first_line = |codec: &str| {
+        let out = dir.path().join(format!("{codec}.tet"));
+        let o = run(tet_convert()
+            .arg(&npy)
+            .arg(&out)
+            .args(["-q", "--codec", codec]));
+        assert!(o.status.success(), "{o:?}");
+        let o = run(tet().arg("info").arg(&out));
+        assert!(o.status.success(), "{o:?}");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    let plain = first_line("zstd");
+    assert!(plain.contains(": .tet v1, "), "{plain}");
+    let ext = first_line("zstd-bitshuffle");
+    assert!(
+        ext.contains(".tet v1 with extension codecs (zstd-bitshuffle;"),
+        "{ext}"
+    );
+}

@@ -16,6 +16,9 @@ use tet::format::TetFile;
 
 use super::common;
 
+// `tet-convert --openlineage` (acceptance 3).
+mod openlineage;
+
 const NS: &str = "tet-convert@file-content";
 
 fn tet(args: &[&str]) -> Output {
