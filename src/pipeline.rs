@@ -367,10 +367,12 @@ fn convert_digested(
         .file
         .insert("library_version".into(), env!("CARGO_PKG_VERSION").into());
     footer.file.insert("created_at".into(), at);
-    writer.finish(&footer).map_err(out_err)?;
+    // Where the file lies now: `output`, or its temporary name when a batch worker leaves
+    // the commit to its supervisor (format::writer::defer_commits).
+    let written = writer.finish(&footer).map_err(out_err)?;
 
-    let bytes_out = std::fs::metadata(output)?.len();
-    let datasets = dataset_reports(source, &planned, &stored, &stored_codecs(output, &planned));
+    let bytes_out = std::fs::metadata(&written)?.len();
+    let datasets = dataset_reports(source, &planned, &stored, &stored_codecs(&written, &planned));
     let warnings = datasets
         .iter()
         .filter_map(|d| {

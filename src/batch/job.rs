@@ -200,7 +200,10 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         }
         Ok(r) => {
             if let Some(s) = stamp {
-                fresh::record(&output, &r.input_digest, &s);
+                // On the temporary file when its commit is left to the supervisor: the
+                // attribute goes with it through the rename.
+                let at = crate::format::writer::last_deferred_temp();
+                fresh::record(at.as_deref().unwrap_or(&output), &r.input_digest, &s);
             }
             record_converted(&mut out, &r, rebuild_reason, job.want_report);
         }
