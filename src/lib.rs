@@ -41,6 +41,8 @@ pub mod pipeline;
 pub mod planner;
 pub mod provenance;
 pub mod registry;
+pub mod request;
+pub use request::{run, Context, Input, Output, Request};
 pub mod select;
 pub mod settings;
 pub mod storage;
