@@ -10,7 +10,8 @@ footer records about them, for the xarray engine (what the netCDF4 library shows
 - a ``char`` variable (``nc_type`` / ``nc_text_encoding`` facts) as its ``S1`` bytes;
 - a text attribute as netCDF4-python returns it (a ``char`` attribute without its NUL bytes);
   an attribute of a complex compound type (``nc_attr_type:<name>`` fact, fields ``r``/``i``)
-  as the complex number(s) it holds.
+  as the complex number(s) it holds; a multi-dimensional HDF5 attribute
+  (``attr_shape:<name>`` fact) in its shape.
 
 Nothing here changes what :mod:`tet._file` returns: these are views over it.
 """
@@ -164,6 +165,12 @@ def view_attrs(attrs: dict, facts: dict, string_attrs=()) -> dict:
             c = _complex_attr(v, rec)
             if c is not None:
                 v = c
+        shape = facts.get(f"attr_shape:{k}")
+        if isinstance(v, np.ndarray) and shape is not None:
+            try:
+                v = v.reshape(tuple(int(n) for n in np.atleast_1d(shape)))
+            except ValueError:
+                pass  # a recorded shape that does not fit: the values as stored
         if isinstance(v, str) and "\x00" in v:
             v = v.split("\x00", 1)[0] if k in string_attrs else v.replace("\x00", "")
         out[k] = v

@@ -153,6 +153,7 @@ class _Layout:
         self.compounds: dict[str, _Compound] = {}
         self.members: set[str] = set()  # stored items shown only through another variable
         self.vlens: dict[str, str] = {}  # values array -> its count array
+        self.aliases: dict[str, str] = {}  # another name of an array (HDF5 link) -> array
         self.groups: set[str] = set()
 
 
@@ -230,9 +231,16 @@ def _layout(f) -> _Layout:
     for name, count in list(lay.vlens.items()):
         if name in lay.members:
             del lay.vlens[name]
+    # HDF5 hard links to one dataset: stored once, shown under each name.
+    for name, ds, kind in items:
+        if kind == "array" and name not in lay.members:
+            for a in _as_list(ds.facts.get("aliases")):
+                if a not in f.datasets and a not in f.text_variables:
+                    lay.aliases[a] = name
     # Groups: recorded by the source, or holding a shown item or an attribute.
     lay.groups.update(_as_list(f.facts.get("nc_groups")))
     shown = [n for n, _, _ in items if n not in lay.members] + list(lay.compounds) + list(f.attrs)
+    shown += list(lay.aliases)
     for n in shown:
         parts = n.split("/")[:-1]
         for i in range(1, len(parts) + 1):
@@ -321,8 +329,10 @@ class TetStore(AbstractDataStore):
     def _array_variables(self, f, lay: "_Layout") -> dict[str, Variable]:
         out: dict[str, Variable] = {}
         phony = self._phony
-        for name, ds in f.datasets.items():
-            short = _in_group(name, self._prefix)
+        shown = [(n, n, d) for n, d in f.datasets.items()]
+        shown += [(a, n, f.datasets[n]) for a, n in lay.aliases.items()]
+        for shown_as, name, ds in shown:
+            short = _in_group(shown_as, self._prefix)
             if short is None or name in lay.members:
                 continue
             dims = ds.dims if ds.dims is not None else _phony_dims(ds.shape, phony)
@@ -400,10 +410,11 @@ class TetStore(AbstractDataStore):
                 attrs[short] = v
         facts = {}
         for k, v in f.facts.items():
-            if k.startswith("nc_attr_type:"):
-                short = _in_group(k[len("nc_attr_type:"):], self._prefix)
+            kind, _, attr = k.partition(":")
+            if kind in ("nc_attr_type", "attr_shape") and attr:
+                short = _in_group(attr, self._prefix)
                 if short is not None:
-                    facts[f"nc_attr_type:{short}"] = v
+                    facts[f"{kind}:{short}"] = v
         strings = [
             s[len(self._prefix):]
             for s in _as_list(f.facts.get("nc_string_attrs"))
