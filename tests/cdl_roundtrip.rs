@@ -26,10 +26,27 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tet::export::{self, ExportOptions, Target};
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
 use tet_netcdf::dump::{
     dump, zero_compound_padding, AttrDump, DimDump, GroupDump, RawValues, VarDump,
 };
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -174,7 +191,7 @@ fn every_cdl_case_survives_the_netcdf4_round_trip() {
             .expect("ncgen (netcdf-bin, .ci/setup) runs");
         assert!(status.success(), "{what}: ncgen fails");
         let tet = tmp.path().join(format!("{k}.tet"));
-        pipeline::convert(&src, &tet, &ConvertOptions::default())
+        convert(&src, &tet, &ConvertOptions::default())
             .unwrap_or_else(|e| panic!("{what}: convert: {e}"));
         let out = tmp.path().join(format!("{k}.back.nc"));
         let opts = ExportOptions {

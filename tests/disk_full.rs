@@ -10,7 +10,24 @@ use std::path::Path;
 use std::process::Command;
 
 use tet::format::TetError;
-use tet::pipeline::{self, ConvertError, ConvertOptions};
+use tet::pipeline::{ConvertError, ConvertOptions};
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 const INNER: &str = "TET_DISK_FULL_INNER";
 
@@ -95,7 +112,7 @@ fn inner() {
             opts.settings.memory_budget = Some(b);
             opts.settings.chunk_bytes = Some(64 << 10);
         }
-        let err = pipeline::convert(&input, &output, &opts).expect_err("the disk is full");
+        let err = convert(&input, &output, &opts).expect_err("the disk is full");
         match &err {
             ConvertError::Write {
                 path,

@@ -7,7 +7,24 @@
 use std::path::{Path, PathBuf};
 
 use tet::export::{self, ExportOptions, Target};
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -51,7 +68,7 @@ fn same_export(legacy: &str, input: &Path) -> Vec<(String, Vec<u8>)> {
         &tmp.path().join("old"),
     );
     let now_tet = tmp.path().join("now.tet");
-    pipeline::convert(input, &now_tet, &ConvertOptions::default())
+    convert(input, &now_tet, &ConvertOptions::default())
         .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
     let now = export_npy(&now_tet, &tmp.path().join("now"));
     assert_eq!(

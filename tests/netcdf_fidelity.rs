@@ -17,10 +17,27 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tet::export::{self, ExportOptions, Target};
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
 use tet_netcdf::dump::{
     dump, zero_compound_padding, AttrDump, DimDump, GroupDump, RawValues, VarDump,
 };
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,7 +50,7 @@ fn round_trip(input: &str) -> (Vec<GroupDump>, Vec<GroupDump>) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = fixture(input);
     let tet = tmp.path().join("x.tet");
-    pipeline::convert(&src, &tet, &ConvertOptions::default())
+    convert(&src, &tet, &ConvertOptions::default())
         .unwrap_or_else(|e| panic!("convert {input}: {e}"));
     let out = tmp.path().join("back.nc");
     let opts = ExportOptions {
@@ -348,7 +365,7 @@ fn complex_types_h5py_named_come_back_under_names_netcdf_takes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = fixture("h5py_complex.nc");
     let tet = tmp.path().join("c.tet");
-    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    convert(&src, &tet, &ConvertOptions::default()).expect("convert");
     let out = tmp.path().join("back.nc");
     let opts = ExportOptions {
         target: Some(Target::NETCDF),
@@ -422,7 +439,7 @@ fn complex_attributes_of_hdf5_files_come_back_as_complex() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = fixture("h5py_complex_attrs.h5");
     let tet = tmp.path().join("a.tet");
-    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    convert(&src, &tet, &ConvertOptions::default()).expect("convert");
     let out = tmp.path().join("a.nc");
     let opts = ExportOptions {
         target: Some(Target::NETCDF),

@@ -5,11 +5,10 @@
 use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use tet::format::verify::{verify, Depth};
 use tet::format::TetFile;
-use tet::pipeline::{convert_source, ConvertOptions};
+use tet::pipeline::{convert_source, ConvertOptions, Opened};
 use tet_source::{
     check_region, AttrValue, DimLabels, ElementType, Fact, Part, Result, Role, Skipped, Source,
     TextVariable, Variable,
@@ -167,7 +166,7 @@ fn synthetic_source_maps_everything() {
     std::fs::write(&input, b"the input bytes").unwrap();
     let out = dir.path().join("o.tet");
     let src = source();
-    let r = convert_source(&src, "syn", &input, &out, &opts(3), Instant::now()).unwrap();
+    let r = convert_source(Opened::new(&src, "syn", &input), &out, &opts(3)).unwrap();
     assert!(
         src.max_concurrent.load(Ordering::SeqCst) > 1,
         "reads never ran in parallel"
@@ -235,7 +234,7 @@ fn synthetic_source_maps_everything() {
 
     // The same bytes from one job.
     let out1 = dir.path().join("o1.tet");
-    convert_source(&source(), "syn", &input, &out1, &opts(1), Instant::now()).unwrap();
+    convert_source(Opened::new(&source(), "syn", &input), &out1, &opts(1)).unwrap();
     let strip = |p: &std::path::Path| std::fs::read(p).unwrap();
     // Only the timestamp may differ between runs without SOURCE_DATE_EPOCH: compare the data.
     let a = strip(&out);
@@ -255,12 +254,9 @@ fn serial_sources_are_read_one_at_a_time() {
     let mut src = source();
     src.parallel = false;
     convert_source(
-        &src,
-        "syn",
-        &input,
+        Opened::new(&src, "syn", &input),
         &dir.path().join("o.tet"),
         &opts(4),
-        Instant::now(),
     )
     .unwrap();
     assert_eq!(src.max_concurrent.load(Ordering::SeqCst), 1);
@@ -278,7 +274,7 @@ fn a_failing_read_leaves_no_output() {
         let mut src = source();
         src.fail_on_var = Some(var);
         let out = dir.path().join("o.tet");
-        let e = convert_source(&src, "syn", &input, &out, &opts(2), Instant::now()).unwrap_err();
+        let e = convert_source(Opened::new(&src, "syn", &input), &out, &opts(2)).unwrap_err();
         assert!(e.to_string().contains(needle), "{e}");
         assert!(e.to_string().contains("synthetic failure"), "{e}");
         assert!(!out.exists());
@@ -306,7 +302,7 @@ fn a_panicking_read_fails_the_conversion_instead_of_hanging() {
             let mut src = source();
             // `grid/temp` (3 x 40 x 50 i8, 1000-byte chunks): a chunk of the second time step.
             src.panic_on = Some((0, 1));
-            let r = convert_source(&src, "syn", &i, &o, &opts(jobs), Instant::now());
+            let r = convert_source(Opened::new(&src, "syn", &i), &o, &opts(jobs));
             let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
         });
         let r = rx

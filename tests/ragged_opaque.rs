@@ -12,7 +12,24 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tet::format::{DType, TetFile};
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/netcdf/tests/fixtures")
@@ -60,7 +77,7 @@ fn check_against_h5py(dir: &Path, tmp: &Path) -> BTreeMap<String, PathBuf> {
     assert_eq!(files.len(), 2);
     for (file, vars) in files {
         let tet = tmp.join(format!("{file}.tet"));
-        pipeline::convert(&dir.join(file), &tet, &ConvertOptions::default())
+        convert(&dir.join(file), &tet, &ConvertOptions::default())
             .unwrap_or_else(|e| panic!("convert {file}: {e}"));
         let got = datasets(&tet);
         let mut checked = 0;
@@ -148,7 +165,7 @@ fn hdf5_vlen_sequences_and_opaque_match_h5py_and_export_to_netcdf() {
             .collect();
         assert!(other.is_empty(), "{file}: {other:?}");
         let back = tmp.path().join(format!("{file}.back.tet"));
-        pipeline::convert(&out, &back, &ConvertOptions::default()).expect("convert back");
+        convert(&out, &back, &ConvertOptions::default()).expect("convert back");
         let (a, b) = (datasets(tet), datasets(&back));
         for (name, v) in &a {
             assert_eq!(b.get(name), Some(v), "{file}: {name} after netCDF-4");
@@ -172,7 +189,7 @@ fn npy_raw_void_exports_back_as_raw_void() {
         .join("converters/npy/tests/fixtures/issue23/raw_void.npy");
     let tmp = tempfile::tempdir().expect("tempdir");
     let tet = tmp.path().join("v.tet");
-    pipeline::convert(&src, &tet, &ConvertOptions::default()).expect("convert");
+    convert(&src, &tet, &ConvertOptions::default()).expect("convert");
     let got = datasets(&tet);
     let (d, s, b) = &got["raw_void"];
     assert_eq!((*d, s.as_slice()), (DType::U8, &[3u64, 8][..]));

@@ -14,7 +14,24 @@ use serde_json::Value;
 use tet::export::{self, ExportOptions, Target};
 use tet::format::verify::{verify, Depth};
 use tet::format::{DType, TetFile};
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn run_request(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +42,7 @@ fn convert(input: &Path, output: &Path) {
         skip_unsupported: true,
         ..Default::default()
     });
-    pipeline::convert(input, output, &opts)
+    run_request(input, output, &opts)
         .unwrap_or_else(|e| panic!("{} → {}: {e}", input.display(), output.display()));
     let f = TetFile::open(output).expect("open the output");
     assert!(

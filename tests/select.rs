@@ -558,12 +558,9 @@ fn a_day_out_of_a_year_reads_only_that_days_chunks() {
     std::fs::write(&input, b"stand-in for the input's digest").unwrap();
     let out = d.path().join("day.tet");
     tet::pipeline::convert_source(
-        source.as_ref(),
-        "test",
-        &input,
+        tet::pipeline::Opened::new(source.as_ref(), "test", &input),
         &out,
         &opts,
-        std::time::Instant::now(),
     )
     .unwrap();
     // 1 March 2001 is day 59 (0-based) of a non-leap year: 5 March is day 63.
@@ -755,12 +752,9 @@ fn a_day_out_of_a_chunked_netcdf4_year_reads_only_that_days_chunk() {
     let (source, _) = tet::select::apply(Box::new(counting), &opts.settings.select()).unwrap();
     let out = d.path().join("day.tet");
     tet::pipeline::convert_source(
-        source.as_ref(),
-        "nc",
-        &path,
+        tet::pipeline::Opened::new(source.as_ref(), "nc", &path),
         &out,
         &opts,
-        std::time::Instant::now(),
     )
     .unwrap();
     // 5 March 2001 is day 63 (0-based) of the 365.

@@ -15,9 +15,26 @@ use std::path::{Path, PathBuf};
 
 use tet::export::{self, ExportOptions, Target};
 use tet::format::TetFile;
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
 use tet_netcdf::dump::{dump, AttrDump, GroupDump, RawValues, VarDump};
 use tet_source::Fact;
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn convert_file(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn fixture_named(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -33,7 +50,7 @@ fn convert(dir: &Path) -> PathBuf {
 /// Fixture `name` converted to `<name>.tet` in `dir`.
 fn convert_named(dir: &Path, name: &str) -> PathBuf {
     let tet = dir.join(format!("{name}.tet"));
-    pipeline::convert(&fixture_named(name), &tet, &ConvertOptions::default()).expect("convert");
+    convert_file(&fixture_named(name), &tet, &ConvertOptions::default()).expect("convert");
     tet
 }
 
@@ -378,7 +395,7 @@ fn the_netcdf_importer_keeps_them_too() {
     export(&tet, &[]);
     let nc = tet.with_extension("0.nc");
     let again = tmp.path().join("again.tet");
-    pipeline::convert(&nc, &again, &ConvertOptions::default()).expect("convert the export");
+    convert_file(&nc, &again, &ConvertOptions::default()).expect("convert the export");
     let f = TetFile::open(&again).expect("open");
     let footer = f.footer().expect("footer").expect("a footer");
     let facts = &footer.ext.global_facts.as_ref().expect("global facts").0;
@@ -475,7 +492,7 @@ fn two_attributes_of_one_key_give_a_warning() {
             .expect("dataset");
     }
     let tet = tmp.path().join("collide.tet");
-    pipeline::convert(&h5, &tet, &ConvertOptions::default()).expect("convert");
+    convert_file(&h5, &tet, &ConvertOptions::default()).expect("convert");
     let (groups, warnings) = export(&tet, &[]);
     assert_eq!(
         warnings,

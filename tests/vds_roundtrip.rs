@@ -8,7 +8,24 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tet::export::{self, ExportOptions, Target};
 use tet::format::TetFile;
-use tet::pipeline::{self, ConvertOptions};
+use tet::pipeline::ConvertOptions;
+
+/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
+fn run_request(
+    input: &std::path::Path,
+    output: &std::path::Path,
+    opts: &ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/hdf5/tests/fixtures/vds")
@@ -19,7 +36,7 @@ fn convert(input: &Path, output: &Path) {
         follow_external: true,
         ..Default::default()
     });
-    pipeline::convert(input, output, &opts)
+    run_request(input, output, &opts)
         .unwrap_or_else(|e| panic!("{} → {}: {e}", input.display(), output.display()));
 }
 
@@ -102,12 +119,12 @@ fn a_vds_with_a_missing_source_is_refused_not_filled() {
         follow_external: true,
         ..Default::default()
     });
-    let err = pipeline::convert(&fixtures().join("missing.h5"), &out, &opts)
+    let err = run_request(&fixtures().join("missing.h5"), &out, &opts)
         .expect_err("a missing source must not read as fill values");
     assert!(
         matches!(
             err,
-            pipeline::ConvertError::Source(tet_source::SourceError::Unsupported { .. })
+            tet::pipeline::ConvertError::Source(tet_source::SourceError::Unsupported { .. })
         ),
         "{err:?}"
     );

@@ -1,19 +1,33 @@
-//! Conversion from Python: `tet::pipeline::convert` (or `tet::concat::convert` for a list of
-//! inputs) with [`tet::settings::Settings`], the settings type of every front end. The Python side
+//! Conversion from Python: a [`tet::Request`] (inputs, output, [`tet::settings::Settings`], the
+//! settings type of every front end) run by [`tet::run`]. The Python side
 //! (`tet/_worker.py`) calls it in a supervised child process, so that a crash of a C library
 //! never takes the interpreter down.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
 use tet::control::{Progress, ProgressEvent};
-use tet::pipeline::{convert as run_convert, ConvertError, ConvertOptions};
+use tet::pipeline::ConvertError;
 use tet::registry::IdentifyError;
 use tet::settings::Settings;
+use tet::{Context, Request};
 use tet_source::SourceError;
 
 use crate::tet_error;
+
+/// Whether an object storage failure says that the object (or its bucket) is not there.
+fn storage_not_found(e: &tet::storage::StorageError) -> bool {
+    use tet::storage::{Cause, StorageError};
+    matches!(
+        e,
+        StorageError::Remote {
+            cause: Cause::NoSuchBucket | Cause::NoSuchKey,
+            ..
+        }
+    )
+}
 
 /// The Python exception class (in `tet.errors`) for a conversion error.
 fn error_class(e: &ConvertError) -> &'static str {
@@ -26,26 +40,34 @@ fn error_class(e: &ConvertError) -> &'static str {
             "UnsupportedError"
         }
         ConvertError::Source(SourceError::Malformed { .. }) => "CorruptError",
+        ConvertError::Storage(e) if storage_not_found(e) => "NotFoundError",
         _ => "ConversionError",
     }
 }
 
 /// Converts `src` into the `.tet` file `dst` and returns the report as JSON text (the CLI's
-/// `--json` report of one conversion).
+/// `--json` report of one conversion): one [`tet::Request`] run by [`tet::run`], as every
+/// front end does.
 ///
-/// `src`: a path, or a list of paths combined along `settings`' `concat` dimension.
+/// `src`: a path or an object URL, or a list of them combined along `settings`' `concat`
+/// dimension; `dst`: a path or an object URL (staged locally, checked, uploaded whole).
 /// `settings`: the conversion's settings in their serde form (JSON text: the keys of a
 /// manifest, [`tet::settings::Settings`]; `tet.convert`'s keyword arguments map onto them).
+/// `storage_options`: credentials and options of the object stores (`--storage-option`
+/// pairs: `endpoint`, `region`, `access_key_id`…); `spool_dir`: where object inputs are
+/// downloaded and object outputs staged.
 /// `progress`: called as `progress(event, bytes)` with `("start", total raw bytes)`,
 /// `("advance", raw bytes of one more chunk)` (from worker threads) and `("finish", 0)`.
 #[pyfunction]
-#[pyo3(signature = (src, dst, settings = "{}", progress = None))]
+#[pyo3(signature = (src, dst, settings = "{}", progress = None, storage_options = None, spool_dir = None))]
 pub(crate) fn convert(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     dst: PathBuf,
     settings: &str,
     progress: Option<Py<PyAny>>,
+    storage_options: Option<BTreeMap<String, String>>,
+    spool_dir: Option<PathBuf>,
 ) -> PyResult<String> {
     let value_error = |m: String| pyo3::exceptions::PyValueError::new_err(m);
     let settings: Settings =
@@ -63,18 +85,27 @@ pub(crate) fn convert(
             "a list of inputs is combined along a dimension: give concat=\"DIM\"".into()
         }));
     }
-    let mut opts = ConvertOptions::from(settings);
-    opts.progress = progress.map(progress_of);
+    let mut storage = Vec::new();
+    for (k, v) in storage_options.unwrap_or_default() {
+        // As `--storage-option KEY=VALUE` is read (the key lower-cased); never echoed.
+        let (k, v) = tet::storage::parse_option(&format!("{k}={v}"))
+            .map_err(|e| value_error(format!("storage_options: {e}")))?;
+        storage.push((k, v));
+    }
     let shown = inputs
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
+    let request = Request::new(inputs, &dst, settings);
+    let context = Context {
+        progress: progress.map(progress_of),
+        storage,
+        spool_dir,
+        ..Context::default()
+    };
     let report = py
-        .detach(|| match inputs.as_slice() {
-            [one] => run_convert(one, &dst, &opts),
-            many => tet::concat::convert(many, &dst, &opts),
-        })
+        .detach(|| tet::run(&request, &context))
         .map_err(|e| match e {
             // A setting that does not fit the input (`chunk` naming no dimension, a cut past
             // the end): the caller's argument, as Python says of one.

@@ -8,6 +8,7 @@
 //! xarray backend, the supervised conversion worker) lives in `python/tet/`.
 
 mod convert;
+mod reproduce;
 mod values;
 
 use std::path::PathBuf;
@@ -420,6 +421,7 @@ fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::digest_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunks_read_total, m)?)?;
     m.add_function(wrap_pyfunction!(verify_file, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce::reproduce, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add("SETTINGS_FIELDS", convert::settings_fields())?;
     Ok(())

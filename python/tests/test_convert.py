@@ -217,3 +217,157 @@ def test_report_codec_is_what_the_chunks_are_stored_with(tmp_path):
     # One codec for every chunk: the codec asked for, with its level.
     r = tet.convert(src, out, codec="raw", chunk={"dim_0": 1})
     assert (r.datasets[0].codec, r.datasets[0].extra["codecs"]) == ("raw", {"raw": 4})
+
+
+def _write_nc(path, t0: int):
+    """A small netCDF file: `time` (3 steps from `t0`), `lat` (4), `temp` and `rain` on them."""
+    netCDF4 = pytest.importorskip("netCDF4")
+    with netCDF4.Dataset(path, "w") as d:
+        d.createDimension("time", 3)
+        d.createDimension("lat", 4)
+        t = d.createVariable("time", "f8", ("time",))
+        t.units = "days since 2000-01-01"
+        t[:] = np.arange(t0, t0 + 3)
+        lat = d.createVariable("lat", "f4", ("lat",))
+        lat[:] = [-30.0, -10.0, 10.0, 30.0]
+        temp = d.createVariable("temp", "f4", ("time", "lat"))
+        temp[:] = (np.arange(12, dtype="f4") + 100 * t0).reshape(3, 4)
+        rain = d.createVariable("rain", "i2", ("time", "lat"))
+        rain[:] = np.arange(12, dtype="i2").reshape(3, 4) * (t0 + 1)
+
+
+def _nc(path, name):
+    import netCDF4
+
+    with netCDF4.Dataset(path) as d:
+        return d[name][...].filled()
+
+
+def test_selection_and_memory_keywords_take_what_the_cli_takes(tmp_path):
+    src = tmp_path / "s.nc"
+    _write_nc(src, 0)
+    out = tmp_path / "s.tet"
+    r = tet.convert(
+        src,
+        out,
+        variables=["temp"],
+        isel="time=1:3",
+        sel=["lat=-10:30"],
+        memory_budget="64MiB",
+    )
+    with tet.open(out) as f:
+        # The chosen variable and its coordinates, cut; `rain` left out.
+        assert sorted(f.keys()) == ["lat", "temp", "time"]
+        np.testing.assert_array_equal(f["temp"][...], _nc(src, "temp")[1:3, 1:4])
+        np.testing.assert_array_equal(f["time"][...], _nc(src, "time")[1:3])
+        np.testing.assert_array_equal(f["lat"][...], _nc(src, "lat")[1:4])
+    assert {d.name for d in r.datasets} == {"lat", "temp", "time"}
+    bare = tmp_path / "bare.tet"
+    tet.convert(src, bare, exclude="time,lat", no_coords=True, variables="rain,temp")
+    with tet.open(bare) as f:
+        assert sorted(f.keys()) == ["rain", "temp"]
+        np.testing.assert_array_equal(f["rain"][...], _nc(src, "rain"))
+    with pytest.raises(ValueError, match="closest"):
+        tet.convert(src, tmp_path / "typo.tet", variables=["tmep"])
+
+
+def test_a_list_of_netcdf_inputs_is_combined_along_concat(tmp_path):
+    paths = []
+    for k, t0 in enumerate((6, 0, 3)):
+        p = tmp_path / f"part{k}.nc"
+        _write_nc(p, t0)
+        paths.append(p)
+    out = tmp_path / "all.tet"
+    r = tet.convert(paths, out, concat="time", variables="temp")
+    assert r.input == str(paths[1])  # the first in the combined order (time 0..2)
+    by_time = [paths[1], paths[2], paths[0]]
+    with tet.open(out) as f:
+        np.testing.assert_array_equal(
+            f["temp"][...], np.concatenate([_nc(p, "temp") for p in by_time])
+        )
+        np.testing.assert_array_equal(f["time"][...], np.arange(9.0))
+
+
+@pytest.fixture(scope="module")
+def moto_s3():
+    """moto's S3 server on a free port, and the storage options that reach it."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("moto.server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        t = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() - t > 30:
+                    pytest.skip("moto's server did not listen within 30 s")
+                time.sleep(0.1)
+        endpoint = f"http://127.0.0.1:{port}"
+        options = {
+            "endpoint": endpoint,
+            "access_key_id": "testing",
+            "secret_access_key": "verysecretvalue",
+            "region": "us-east-1",
+            "allow_http": "true",
+        }
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="verysecretvalue",
+            region_name="us-east-1",
+        )
+        for b in ("inbox", "outbox"):
+            s3.create_bucket(Bucket=b)
+        yield s3, options
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_object_urls_in_and_out_with_storage_options(tmp_path, moto_s3, isolate):
+    s3, options = moto_s3
+    a = (np.arange(600, dtype="<i4") * 7 - 50).reshape(20, 30)
+    src = save_npy(tmp_path, "a", a)
+    s3.upload_file(str(src), "inbox", "in/a.npy")
+    key = f"out/{isolate}/a.tet"
+    r = tet.convert(
+        "s3://inbox/in/a.npy",
+        f"s3://outbox/{key}",
+        storage_options=options,
+        isolate=isolate,
+        isel="dim_0=2:12",
+        spool_dir=tmp_path,
+    )
+    assert r.input == "s3://inbox/in/a.npy"
+    assert r.output.startswith(str(tmp_path))  # staged, then uploaded
+    got = tmp_path / "got.tet"
+    s3.download_file("outbox", key, str(got))
+    local = tmp_path / "local.tet"
+    tet.convert(src, local, isel="dim_0=2:12")
+    with tet.open(got) as f, tet.open(local) as g:
+        np.testing.assert_array_equal(f["a"][...], a[2:12])
+        np.testing.assert_array_equal(f["a"][...], g["a"][...])
+        params = f.history[-1].params
+        assert params["input"] == "s3://inbox/in/a.npy"
+        assert params["input_object"].startswith("object:2528:")  # its stamp: size, ETag
+        assert params["isel"] == "dim_0=2:12"
+    # Nothing is left in the spool folder, and a wrong key is the caller's NotFoundError.
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tet-spool-")]
+    with pytest.raises(tet.NotFoundError):
+        tet.convert("s3://inbox/in/none.npy", tmp_path / "n.tet", storage_options=options)

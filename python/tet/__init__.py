@@ -25,6 +25,7 @@ from ._convert import (
     convert_many,
     verify,
 )
+from ._reproduce import reproduce
 from ._file import Dataset, File, HistoryRow, Parent, TextVariable, open, read_stats
 from .errors import (
     ConversionError,
@@ -58,6 +59,7 @@ __all__ = [
     "convert_many",
     "verify",
     "audit",
+    "reproduce",
     "ConvertReport",
     "DatasetReport",
     "AuditEntry",

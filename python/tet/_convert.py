@@ -177,6 +177,8 @@ def convert(
     timeout: float | None = None,
     isolate: bool = True,
     progress: Callable[[str, int, int], None] | bool | None = None,
+    storage_options: dict[str, str] | None = None,
+    spool_dir: str | os.PathLike | None = None,
     **settings,
 ) -> ConvertReport:
     """Converts ``src`` (NetCDF, HDF5, NPY/NPZ, TeaFile, Tensogram, Zarr or ``.tet``) into
@@ -200,13 +202,24 @@ def convert(
     interpreter. ``progress`` is called as ``progress(event, done_bytes, total_bytes)`` with
     the events ``start``, ``advance`` (one per chunk written) and ``finish``;
     ``progress=True`` draws a tqdm bar when tqdm is installed.
-    Safe to use as a Dask task (``client.map(tet.convert, srcs, dsts)``)."""
+    Safe to use as a Dask task (``client.map(tet.convert, srcs, dsts)``).
+
+    ``src`` and ``dst`` may be object URLs (``s3://``, ``gs://``, ``az://``, ``https://``; a
+    prefix ending in ``/`` is a Zarr store read in place), as with the CLI:
+    ``storage_options`` are the stores' credentials and options (the CLI's
+    ``--storage-option KEY=VALUE``: ``endpoint``, ``region``, ``access_key_id``…; the
+    ``AWS_*``/``GOOGLE_*``/``AZURE_*`` environment is read too), ``spool_dir`` where inputs
+    that need a local file are downloaded and outputs are staged before their upload."""
     if isinstance(src, (str, os.PathLike)):
         src = os.fspath(src)
     else:
         src = [os.fspath(s) for s in src]
     dst = os.fspath(dst)
-    opts = {"settings": _settings(settings)}
+    opts: dict[str, Any] = {"settings": _settings(settings)}
+    if storage_options:
+        opts["storage_options"] = {str(k): str(v) for k, v in storage_options.items()}
+    if spool_dir is not None:
+        opts["spool_dir"] = os.fspath(spool_dir)
     shown = src if isinstance(src, str) else src[0]
     if not isolate:
         from . import _tet

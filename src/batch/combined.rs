@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::fresh::{CannotRead, Freshness, Stamp};
 use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob};
 use super::ledger::{RecordedPath, Status};
-use tet::pipeline::{ConvertError, ConvertOptions};
+use tet::request::{Context, Request};
 
 /// The extended attribute that holds the inputs' stamps.
 pub const XATTR: &str = "user.tet-convert.sources";
@@ -137,33 +137,37 @@ pub fn check(
     }
 }
 
-/// Runs a combined job: the up-to-date check, then [`tet::concat::convert`]; the row names
-/// the first input as `input` and every input in `inputs`.
+/// Runs a combined job: the up-to-date check, then the request ([`tet::request::run`]);
+/// the row names the first input as `input` and every input in `inputs`.
 pub fn execute(
     job: &WireJob,
-    output: &Path,
-    opts: ConvertOptions,
+    req: &Request,
+    cx: Context,
     stage: StageHook<'_>,
     mut out: Outcome,
 ) -> Outcome {
-    let Some(dim) = opts.settings.concat.clone() else {
+    let Some(dim) = req.settings.concat.clone() else {
         return failed_row(out, "no dimension to combine along".into());
     };
-    let inputs = &opts.combined.clone();
+    let inputs: Vec<PathBuf> = req.inputs.iter().map(|i| i.name().to_path_buf()).collect();
+    let output = req.output.name();
     out.row.inputs = row_inputs(job);
     // An object URL among the inputs or as the output: opened, checked and published as a job
     // of one object input is.
-    if inputs.iter().any(|p| tet::storage::is_url(p)) || tet::storage::is_url(output) {
-        return super::remote::execute_combined(job, inputs, output, opts, stage, out);
+    if req.inputs.iter().any(|i| i.url().is_some()) || tet::storage::is_url(output) {
+        return super::remote::execute_combined(job, &inputs, output, req, cx, stage, out);
     }
-    if let Some(imp) = inputs.first().and_then(|i| tet::registry::identify(i).ok()) {
+    if let Some(imp) = inputs
+        .first()
+        .and_then(|i| tet::registry::identify(i).ok())
+    {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }
-    let params = opts.settings.recorded_params();
+    let params = req.settings.recorded_params();
     let mut rebuild_reason = None;
     if !job.recheck.force {
-        match check(inputs, output, &params, job.recheck) {
+        match check(&inputs, output, &params, job.recheck) {
             Freshness::UpToDate { digest, bytes } => {
                 out.row.status = Some(Status::Skipped);
                 out.row.reason = Some("up to date".into());
@@ -176,7 +180,7 @@ pub fn execute(
             Freshness::Conflict(e) => return failed_row(out, e),
         }
     }
-    if job.make_dirs && !tet::storage::is_url(output) {
+    if job.make_dirs {
         if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 return failed_row(out, format!("cannot create {}: {e}", dir.display()));
@@ -190,15 +194,15 @@ pub fn execute(
         output.display(),
         dim
     );
-    match tet::concat::convert_ordered(inputs, output, &opts) {
-        Err(ConvertError::Interrupted(sig)) => {
+    match tet::request::run(req, &cx).map_err(|e| (e.interrupted_by(), e)) {
+        Err((Some(sig), _)) => {
             out.row.status = Some(Status::Interrupted);
             out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));
             out.interrupted_by = Some(sig);
         }
-        Err(e) => out = failed_row(out, e.to_string()),
-        Ok((r, order)) => {
-            stamp_converted(output, &params, &order, &before);
+        Err((None, e)) => out = failed_row(out, e.to_string()),
+        Ok(r) => {
+            stamp_converted(output, &params, &r.order, &before);
             record_converted(&mut out, &r, rebuild_reason, job.want_report);
             if let Some(n) = out.notes.first_mut() {
                 *n = format!("combined along {dim}: {n}");

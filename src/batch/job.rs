@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::fresh::{self, Freshness};
 use super::ledger::{from_hex, to_hex, InputRow, Status};
 use tet::control::Cancel;
-use tet::pipeline::{convert, ConvertError, ConvertOptions};
+use tet::request::{Context, Request};
 use tet::registry;
 use tet::settings::Settings;
 
@@ -56,25 +56,36 @@ pub struct Recheck {
 }
 
 impl WireJob {
-    /// What the conversion runs with: the settings (checked), the runtime context of this
-    /// process (a progress bar, the signal handlers) and the inputs of a combined job.
-    pub fn options(&self) -> Result<ConvertOptions, WireError> {
+    /// The conversion this job asks for: its inputs (every input of a combined job, else the
+    /// one), its output and its settings (checked).
+    pub fn request(&self) -> Result<Request, WireError> {
         self.settings.check()?;
-        Ok(ConvertOptions {
-            settings: self.settings.clone(),
+        let inputs = match self.inputs.is_empty() {
+            true => vec![self.input.path()?],
+            false => self
+                .inputs
+                .iter()
+                .map(WirePath::path)
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Request::new(inputs, self.output.path()?, self.settings.clone()))
+    }
+
+    /// What the conversion runs with in this process: a progress bar, the signal handlers,
+    /// the storage options and the spool folder.
+    pub fn context(&self) -> Context {
+        Context {
             progress: if self.progress {
                 super::progress::terminal_bar()
             } else {
                 None
             },
             cancel: Cancel::from_fn(super::signals::pending),
-            combined: self
-                .inputs
-                .iter()
-                .map(WirePath::path)
-                .collect::<Result<_, _>>()?,
-            input_origin: None,
-        })
+            storage: self.storage.options.clone(),
+            spool_dir: self.storage.spool_dir.as_ref().and_then(|p| p.path().ok()),
+            input_stamp: None,
+            upload_metadata: None,
+        }
     }
 }
 
@@ -146,23 +157,24 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
         out.row.elapsed_s = started.elapsed().as_secs_f64();
         out
     };
-    let opts = match job.options() {
-        Ok(o) => o,
+    let req = match job.request() {
+        Ok(r) => r,
         Err(e) => return finish(failed(out, e.to_string())),
     };
-    if opts.settings.concat.is_some() {
-        return finish(super::combined::execute(job, &output, opts, stage, out));
+    let cx = job.context();
+    if req.settings.concat.is_some() {
+        return finish(super::combined::execute(job, &req, cx, stage, out));
     }
     if tet::storage::is_url(&input) || tet::storage::is_url(&output) {
         return finish(super::remote::execute(
-            job, &input, &output, opts, stage, out,
+            job, &input, &output, &req, cx, stage, out,
         ));
     }
     if let Ok(imp) = registry::identify(&input) {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }
-    let params = opts.settings.recorded_params();
+    let params = req.settings.recorded_params();
     let mut rebuild_reason = None;
     if !job.recheck.force {
         match fresh::check(&input, &output, &params, job.recheck) {
@@ -188,19 +200,22 @@ pub fn execute(job: &WireJob, stage: StageHook<'_>) -> Outcome {
     let stamp = fresh::Stamp::of(&input).ok();
     log::info!("{} -> {}: converting", input.display(), output.display());
     log::debug!("{}: options {params:?}", input.display());
-    match convert(&input, &output, &opts) {
-        Err(ConvertError::Interrupted(sig)) => {
+    match tet::request::run(&req, &cx).map_err(|e| (e.interrupted_by(), e)) {
+        Err((Some(sig), _)) => {
             out.row.status = Some(Status::Interrupted);
             out.row.reason = Some(format!("stopped by {}", super::signals::name(sig)));
             out.interrupted_by = Some(sig);
         }
-        Err(e) => {
+        Err((None, e)) => {
             out = failed(out, e.to_string());
             fill_known(&mut out.row, &input);
         }
         Ok(r) => {
             if let Some(s) = stamp {
-                fresh::record(&output, &r.input_digest, &s);
+                // On the temporary file when its commit is left to the supervisor: the
+                // attribute goes with it through the rename.
+                let at = tet::format::writer::last_deferred_temp();
+                fresh::record(at.as_deref().unwrap_or(&output), &r.input_digest, &s);
             }
             record_converted(&mut out, &r, rebuild_reason, job.want_report);
         }
@@ -316,8 +331,10 @@ mod tests {
         assert_eq!(keys, fields);
         let back: WireJob = serde_json::from_value(wire.clone()).unwrap();
         assert_eq!(back.settings, settings);
-        let opts = back.options().unwrap();
-        assert_eq!(opts.combined, [Path::new("a.nc"), Path::new("b.nc")]);
+        let req = back.request().unwrap();
+        let names: Vec<&Path> = req.inputs.iter().map(|i| i.name()).collect();
+        assert_eq!(names, [Path::new("a.nc"), Path::new("b.nc")]);
+        assert_eq!(req.settings, settings);
         let mut bad = wire;
         bad["settings"]["threads"] = 2.into();
         let e = serde_json::from_value::<WireJob>(bad).unwrap_err();

@@ -27,17 +27,13 @@ use super::inputs::{Input, Selection};
 use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
 use super::ledger::Status;
 use tet::control::Cancel;
-use tet::format::integrity::FooterDigest;
-use tet::format::TetFile;
 use tet::meta;
-use tet::pipeline::{convert, ConvertError, ConvertOptions};
 use tet::registry;
-use tet::storage::{self, Cause, Object, Origin, Spool, StorageError, OBJECT_STAMP_KEY};
+use tet::request::{Context, Request};
+use tet::storage::{self, Object, Spool, StorageError};
 
 mod combined;
-mod input;
 pub use combined::execute_combined;
-use input::ObjectInput;
 
 /// Object metadata keys of an uploaded output (S3 lower-cases them).
 const META_DIGEST: &str = "tet-input-digest";
@@ -284,7 +280,8 @@ pub fn execute(
     job: &WireJob,
     input: &Path,
     output: &Path,
-    opts: ConvertOptions,
+    req: &Request,
+    cx: Context,
     stage: StageHook<'_>,
     out: Outcome,
 ) -> Outcome {
@@ -294,228 +291,195 @@ pub fn execute(
         (Ok(s), Ok(d)) => (s, d),
         (Err(e), _) | (_, Err(e)) => return failed(out, input, &e),
     };
-    // Every store of the job (clones share their store's count of retried requests).
-    let stores: Vec<Object> = src.iter().chain(dst.iter()).cloned().collect();
-    let mut out = run_checked(job, input, output, opts, stage, out, src, dst, root, &[]);
-    out.row.retries = Some(stores.iter().map(Object::retries).sum());
-    out
-}
-
-/// [`execute`] once the URLs are parsed: the up-to-date check, then the conversion.
-#[allow(clippy::too_many_arguments)]
-fn run_checked(
-    job: &WireJob,
-    input: &Path,
-    output: &Path,
-    opts: ConvertOptions,
-    stage: StageHook<'_>,
-    out: Outcome,
-    src: Option<Object>,
-    dst: Option<Object>,
-    root: PathBuf,
-    all: &AllInputs,
-) -> Outcome {
-    let stamp = if all.is_empty() {
-        input_stamp(input, src.as_ref())
-    } else {
-        all.iter()
-            .map(|(p, o)| input_stamp(p, o.as_ref()))
-            .collect::<Result<Vec<_>, _>>()
-            .map(|s| combined_stamp(&s))
-    };
-    let stamp = match stamp {
-        Ok(s) => s,
-        Err(e) => return failed(out, input, &e),
-    };
-    let params = opts.settings.recorded_params();
-    let mut rebuild = None;
-    if !job.recheck.force {
-        let check = Check {
-            input,
-            output,
-            src: src.as_ref(),
-            dst: dst.as_ref(),
-            params: &params,
-            stamp: &stamp,
-            recheck: job.recheck,
-            root: &root,
-            cancel: &opts.cancel,
-            all,
-        };
-        match check.decide() {
-            Fresh::UpToDate(digest, bytes) => {
-                let mut out = out;
-                out.row.status = Some(Status::Skipped);
-                out.row.reason = Some("up to date".into());
-                out.row.input_digest = Some(digest);
-                out.row.bytes_in = Some(bytes);
-                return out;
-            }
-            Fresh::Absent => {}
-            Fresh::Rebuild(why) => rebuild = Some(why),
-            Fresh::Conflict(why) => return failed_row(out, why),
-        }
-    }
-    let staged = Staged {
+    let objects = Objects {
         job,
         input,
         output,
         src,
         dst,
         root,
-        stamp,
-        params,
+        all: Vec::new(),
     };
-    if all.is_empty() {
-        staged.run(opts, stage, out, rebuild)
-    } else {
-        staged.run_combined(all, opts, stage, out, rebuild)
-    }
+    objects.run_checked(req, cx, stage, out)
 }
 
-/// A job past its up-to-date check.
-struct Staged<'a> {
+/// A job's objects: its input (the first of a combination), output and their objects, the
+/// spool folder, and every input of a combined job (empty for one input).
+struct Objects<'a> {
     job: &'a WireJob,
     input: &'a Path,
     output: &'a Path,
     src: Option<Object>,
     dst: Option<Object>,
     root: PathBuf,
-    stamp: (String, u64),
-    params: BTreeMap<String, String>,
+    all: Vec<(PathBuf, Option<Object>)>,
 }
 
-impl Staged<'_> {
-    fn run(
+impl Objects<'_> {
+    /// Requests to the stores of the job retried so far (clones share their store's count).
+    fn retries(&self) -> u64 {
+        let all = self.all.iter().filter_map(|(_, o)| o.as_ref());
+        // A combination's first input is among `all`.
+        let src = self.src.iter().filter(|_| self.all.is_empty());
+        src.chain(self.dst.iter())
+            .chain(all)
+            .map(Object::retries)
+            .sum()
+    }
+
+    /// The up-to-date check, then the conversion.
+    fn run_checked(
         self,
-        mut opts: ConvertOptions,
+        req: &Request,
+        cx: Context,
+        stage: StageHook<'_>,
+        out: Outcome,
+    ) -> Outcome {
+        let mut out = self.checked(req, cx, stage, out);
+        out.row.retries = Some(out.row.retries.unwrap_or(0) + self.retries());
+        out
+    }
+
+    fn checked(&self, req: &Request, cx: Context, stage: StageHook<'_>, out: Outcome) -> Outcome {
+        let (input, all) = (self.input, self.all.as_slice());
+        let stamp = if all.is_empty() {
+            input_stamp(input, self.src.as_ref())
+        } else {
+            all.iter()
+                .map(|(p, o)| input_stamp(p, o.as_ref()))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|s| combined_stamp(&s))
+        };
+        let stamp = match stamp {
+            Ok(s) => s,
+            Err(e) => return failed(out, input, &e),
+        };
+        let params = req.settings.recorded_params();
+        let mut rebuild = None;
+        if !self.job.recheck.force {
+            let check = Check {
+                input,
+                output: self.output,
+                src: self.src.as_ref(),
+                dst: self.dst.as_ref(),
+                params: &params,
+                stamp: &stamp,
+                recheck: self.job.recheck,
+                root: &self.root,
+                cancel: &cx.cancel,
+                all,
+            };
+            match check.decide() {
+                Fresh::UpToDate(digest, bytes) => {
+                    let mut out = out;
+                    out.row.status = Some(Status::Skipped);
+                    out.row.reason = Some("up to date".into());
+                    out.row.input_digest = Some(digest);
+                    out.row.bytes_in = Some(bytes);
+                    return out;
+                }
+                Fresh::Absent => {}
+                Fresh::Rebuild(why) => rebuild = Some(why),
+                Fresh::Conflict(why) => return failed_row(out, why),
+            }
+        }
+        let bytes = stamp.1;
+        let cx = self.context(cx, stamp.0, params);
+        let mut out = self.convert(req, cx, stage, out, rebuild);
+        // A combination's bytes in: the inputs' total (their stamps').
+        if !all.is_empty() && out.row.status == Some(Status::Ok) {
+            out.row.bytes_in = Some(bytes);
+        }
+        out
+    }
+
+    /// The job's context for the request: the stamp its up-to-date check saw, recorded as
+    /// the object inputs' (`input_object`), and the metadata an object output carries for
+    /// the next run's check (one HEAD, no GET).
+    fn context(&self, mut cx: Context, stamp: String, params: BTreeMap<String, String>) -> Context {
+        let combined = !self.all.is_empty();
+        if combined || self.src.is_some() {
+            cx.input_stamp = Some(stamp.clone());
+        }
+        if self.dst.is_some() {
+            let input = self.input.display().to_string();
+            cx.upload_metadata = Some(std::sync::Arc::new(move |r, staged| {
+                let digest = match combined {
+                    // What the output records as its input digest: the parents', combined.
+                    true => combined_digest(
+                        &super::recorded(staged, &params)
+                            .map(|r| r.parents)
+                            .unwrap_or_default(),
+                    ),
+                    false => r.input_digest.clone(),
+                };
+                let mut meta = storage::UploadMetadata::new();
+                meta.insert(META_DIGEST.into(), digest);
+                meta.insert(META_STAMP.into(), stamp.clone());
+                meta.insert(META_PARAMS.into(), params_digest(&params));
+                if input.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
+                    meta.insert(META_INPUT.into(), input.clone());
+                }
+                meta
+            }));
+        }
+        cx
+    }
+
+    /// Converts past the up-to-date check: [`tet::request::run`], the output's folder made
+    /// first (`--make-dirs`) when it is local.
+    fn convert(
+        &self,
+        req: &Request,
+        cx: Context,
         stage: StageHook<'_>,
         mut out: Outcome,
         rebuild: Option<Rebuild>,
     ) -> Outcome {
         let input = self.input;
-        let object_in = match &self.src {
-            Some(o) => match ObjectInput::open(o, &self.root, &opts.cancel) {
-                Ok(i) => Some(i),
-                Err(e) => return failed(out, input, &e),
-            },
-            None => None,
-        };
-        let spool = object_in.as_ref().and_then(ObjectInput::spool);
-        let local_in = spool.map_or(input, Spool::path);
-        let importer = object_in.as_ref().and_then(ObjectInput::importer);
-        if let Some(imp) = importer.map_or_else(|| registry::identify(local_in).ok(), Some) {
-            out.row.format = Some(imp.id().to_owned());
-            stage(imp.name());
+        if self.src.is_none() {
+            if let Ok(imp) = registry::identify(input) {
+                out.row.format = Some(imp.id().to_owned());
+                stage(imp.name());
+            }
         }
-        let staged_out = match self.staged_output() {
-            Ok(s) => s,
-            Err(NoStage::Storage(e)) => return failed(out, input, &e),
-            Err(NoStage::Dir(why)) => return failed_text(out, input, why),
-        };
-        let local_out = staged_out.as_ref().map_or(self.output, Spool::path);
-        if let Some(o) = &self.src {
-            let mut params = BTreeMap::new();
-            params.insert(OBJECT_STAMP_KEY.to_string(), self.stamp.0.clone());
-            opts.input_origin = Some(Origin {
-                name: o.url().to_string(),
-                params,
-            });
+        if let (None, Some(dir)) = (&self.dst, self.output.parent()) {
+            if self.job.make_dirs && !dir.as_os_str().is_empty() {
+                if let Err(e) = std::fs::create_dir_all(dir) {
+                    return failed_text(
+                        out,
+                        input,
+                        format!("cannot create {}: {e}", dir.display()),
+                    );
+                }
+            }
         }
         log::info!(
             "{} -> {}: converting",
             input.display(),
             self.output.display()
         );
-        let converted = object_in
-            .as_ref()
-            .and_then(|i| i.convert(input, local_out, &opts));
-        let r = match converted.unwrap_or_else(|| convert(local_in, local_out, &opts)) {
+        let r = match tet::request::run(req, &cx) {
             Ok(r) => r,
-            Err(ConvertError::Interrupted(sig)) => return interrupted(out, sig),
-            Err(e) => return failed_text(out, input, e.to_string()),
-        };
-        drop(object_in);
-        if let Some(o) = &self.dst {
-            if let Err(e) = self.publish(o, local_out, &r.input_digest, &opts) {
-                return match e {
-                    StorageError::Interrupted { signal, .. } => interrupted(out, signal),
-                    e => failed(out, input, &e),
-                };
-            }
-        }
-        let rebuild = rebuild.map(|why| why.to_string());
-        record_converted(&mut out, &r, rebuild, self.job.want_report);
-        out
-    }
-
-    /// Where the conversion writes: a staged file in a spool folder for an object output,
-    /// else the output itself (its folder made with `--make-dirs`).
-    fn staged_output(&self) -> Result<Option<Spool>, NoStage> {
-        if let Some(o) = &self.dst {
-            let name = o.file_name().unwrap_or("out.tet");
-            return Spool::for_output(&self.root, name)
-                .map(Some)
-                .map_err(NoStage::Storage);
-        }
-        if let Some(dir) = self.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if self.job.make_dirs {
-                if let Err(e) = std::fs::create_dir_all(dir) {
-                    return Err(NoStage::Dir(format!(
-                        "cannot create {}: {e}",
-                        dir.display()
-                    )));
+            Err(e) => {
+                return match e.interrupted_by() {
+                    Some(sig) => interrupted(out, sig),
+                    None => failed_text(out, input, e.to_string()),
                 }
             }
+        };
+        out.row.retries = Some(r.retries);
+        let rebuild = rebuild.map(|why| why.to_string());
+        record_converted(&mut out, &r, rebuild, self.job.want_report);
+        if let (Some(n), Some(dim), false) = (
+            out.notes.first_mut(),
+            &req.settings.concat,
+            self.all.is_empty(),
+        ) {
+            *n = format!("combined along {dim}: {n}");
         }
-        Ok(None)
+        out
     }
-
-    /// Checks the staged output's footer digest, then uploads it with the up-to-date metadata.
-    fn publish(
-        &self,
-        o: &Object,
-        staged: &Path,
-        digest: &str,
-        opts: &ConvertOptions,
-    ) -> Result<(), StorageError> {
-        let f = TetFile::open(staged).map_err(|e| StorageError::Remote {
-            url: o.url().to_string(),
-            cause: Cause::BadStagedOutput(format!("unreadable: {e}")),
-            retries: 0,
-            source: Some(Box::new(e)),
-        })?;
-        match f.footer_digest() {
-            FooterDigest::Ok(_) | FooterDigest::Absent => {}
-            other => {
-                let cause = Cause::BadStagedOutput(format!("footer digest {other:?}"));
-                return Err(StorageError::of_url(o.url(), cause));
-            }
-        }
-        drop(f);
-        // Uploads to this key that killed runs left behind are aborted first.
-        match o.abort_stale_uploads() {
-            Ok(0) => {}
-            Ok(n) => log::info!("{}: aborted {n} stale upload(s)", o.url()),
-            Err(e) => log::warn!("{e}"),
-        }
-        let mut meta = storage::UploadMetadata::new();
-        meta.insert(META_DIGEST.into(), digest.to_string());
-        meta.insert(META_STAMP.into(), self.stamp.0.clone());
-        meta.insert(META_PARAMS.into(), params_digest(&self.params));
-        let input = self.input.display().to_string();
-        if input.bytes().all(|b| b.is_ascii_graphic() || b == b' ') {
-            meta.insert(META_INPUT.into(), input);
-        }
-        o.upload(staged, &meta, &opts.cancel)
-    }
-}
-
-/// Why there is no place to write the output.
-enum NoStage {
-    Storage(StorageError),
-    /// Its folder could not be made.
-    Dir(String),
 }
 
 fn interrupted(mut out: Outcome, sig: i32) -> Outcome {

@@ -256,7 +256,7 @@ fn run_in_pool(
                 }
             }
         }
-        if pool.busy() == 0 {
+        if pool.busy() == 0 && pool.uncommitted() == 0 {
             break;
         }
         for (_, o) in pool.poll(Duration::from_millis(200)) {

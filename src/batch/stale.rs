@@ -2,7 +2,9 @@
 //! went down): a file of ours is named `.<output>.XXXXXX.tet-convert.tmp` and its writer holds an
 //! exclusive `flock` on it while it lives. A file whose lock can be taken has no live writer and
 //! is removed (while the lock is held, so the writer's own check sees it). Works across hosts on
-//! file systems whose `flock` is shared (local, NFS with locking).
+//! file systems whose `flock` is shared (local, NFS with locking). A finished output a batch
+//! worker hands to its supervisor for the group commit ([`super::supervise`]) is held with a
+//! shared lock by both before the worker lets go, so it is never taken for a dead writer's.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -6,6 +6,12 @@
 //! `crashed: SIGSEGV in the NetCDF 3/4 importer`, `timed out after 600 s` — and is replaced; the
 //! run goes on. Temporary files of a dead worker are removed ([`super::stale`]).
 //!
+//! Small outputs are made durable as a group (issue 34): a worker leaves a finished output of
+//! at most [`GROUP_FILE_MAX`] bytes unsynced under its temporary name and names it in its answer,
+//! the file's lock shared with the supervisor; the supervisor fsyncs a group of them, renames
+//! each over its target, fsyncs each folder once, and only then gives their outcomes (the `ok`
+//! ledger rows). RELIABILITY.md has the argument and the kill test.
+//!
 //! Workers die with their supervisor (`PR_SET_PDEATHSIG`), and exit when their input pipe closes.
 //! A worker's standard output is the protocol; anything a library prints there is moved to
 //! standard error, which the worker shares with its supervisor (logs, progress bars).
@@ -23,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::job::{execute, Outcome, WireJob};
 use super::ledger::{InputRow, Status};
 use super::{signals, stale};
+use tet::format::writer;
 
 /// The first argument that makes either binary a worker.
 pub const WORKER_FLAG: &str = "--tet-worker";
@@ -33,8 +40,49 @@ pub const WORKER_FLAG: &str = "--tet-worker";
 enum Msg {
     /// The input was identified: a crash from here on is blamed on this importer.
     Stage { importer: String },
-    /// The job's outcome.
-    Done { outcome: Box<Outcome> },
+    /// The job's outcome; with `pending`, an `ok` whose output waits for the group commit.
+    Done {
+        outcome: Box<Outcome>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pending: Vec<WirePending>,
+    },
+}
+
+/// An output a worker finished and left to its supervisor to commit: whole, unsynced, under
+/// its temporary name, with a shared `flock` on it (see [`tet::format::writer::defer_commits`]).
+#[derive(Debug, Serialize, Deserialize)]
+struct WirePending {
+    temp: super::job::WirePath,
+    target: super::job::WirePath,
+    len: u64,
+}
+
+/// Outputs up to this size are committed as a group; larger ones are synced and renamed by
+/// their worker as before (their own write dwarfs two fsyncs, and the supervisor stays free).
+const GROUP_FILE_MAX: u64 = 8 << 20;
+/// A group is committed once it holds this many outputs, this many bytes, or its oldest output
+/// has waited this long — or when no job is running.
+const GROUP_FILES: usize = 256;
+const GROUP_BYTES: u64 = 64 << 20;
+const GROUP_AGE: Duration = Duration::from_millis(1000);
+
+/// Whether a job's output may wait for the group commit: a local file from one input (object
+/// outputs are uploaded from the finished file; combined jobs keep their own path).
+fn group_committable(job: &WireJob) -> bool {
+    let local =
+        |p: Result<PathBuf, super::job::WireError>| p.is_ok_and(|p| !tet::storage::is_url(&p));
+    job.settings.concat.is_none() && local(job.input.path()) && local(job.output.path())
+}
+
+/// A finished output the supervisor holds (its shared lock in `file`) until the group commit.
+struct Uncommitted {
+    index: usize,
+    outcome: Outcome,
+    temp: PathBuf,
+    target: PathBuf,
+    file: std::fs::File,
+    len: u64,
+    since: Instant,
 }
 
 /// The worker's main loop: jobs from standard input, messages to the protocol descriptor.
@@ -50,10 +98,19 @@ pub fn worker_main() -> std::process::ExitCode {
         return std::process::ExitCode::from(1);
     };
     let stdin = std::io::stdin().lock();
+    // Outputs handed over with the last answer, their lock shared with the supervisor: kept
+    // open until the next job comes, which the supervisor sends only after it holds them.
+    let mut handed: Vec<std::fs::File> = Vec::new();
     for line in stdin.lines() {
+        handed.clear();
         let Ok(line) = line else { break };
         let outcome = match serde_json::from_str::<WireJob>(&line) {
             Ok(job) => {
+                writer::defer_commits(if group_committable(&job) {
+                    GROUP_FILE_MAX
+                } else {
+                    0
+                });
                 let mut hook = |importer: &str| {
                     let _ = send(
                         &mut proto,
@@ -80,10 +137,29 @@ pub fn worker_main() -> std::process::ExitCode {
                 o
             }
         };
+        let mut pending = Vec::new();
+        for d in writer::take_deferred() {
+            // One output per job; anything else (a failure after the file was finished) is
+            // removed, its lock still held so no cleaner races us.
+            if outcome.row.status() == Status::Ok && pending.is_empty() {
+                // Shared, so the supervisor can take it too before this process lets go.
+                if d.file.lock_shared().is_ok() {
+                    pending.push(WirePending {
+                        temp: super::job::WirePath::of(&d.temp),
+                        target: super::job::WirePath::of(&d.target),
+                        len: d.len,
+                    });
+                    handed.push(d.file);
+                    continue;
+                }
+            }
+            let _ = std::fs::remove_file(&d.temp);
+        }
         if send(
             &mut proto,
             &Msg::Done {
                 outcome: Box::new(outcome),
+                pending,
             },
         )
         .is_err()
@@ -155,6 +231,8 @@ pub struct Pool {
     rx: Receiver<(usize, u64, Event)>,
     timeout: Option<Duration>,
     capture_stderr: bool,
+    /// Finished outputs waiting for the group commit, in the order they finished.
+    uncommitted: Vec<Uncommitted>,
 }
 
 impl Pool {
@@ -178,6 +256,7 @@ impl Pool {
             // On a terminal the workers draw progress bars there; elsewhere (cron, Slurm) their
             // standard error is read, so a C library's dying words end up in the input's row.
             capture_stderr: !std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            uncommitted: Vec::new(),
         };
         for i in 0..size.max(1) {
             let slot = pool.spawn(i)?;
@@ -240,6 +319,11 @@ impl Pool {
         self.slots.iter().filter(|s| s.busy.is_some()).count()
     }
 
+    /// Jobs finished whose outputs wait for the group commit (their outcome not yet given).
+    pub fn uncommitted(&self) -> usize {
+        self.uncommitted.len()
+    }
+
     /// Whether a worker is free for a job.
     pub fn has_idle(&self) -> bool {
         self.slots.iter().any(|s| s.busy.is_none())
@@ -290,6 +374,11 @@ impl Pool {
     /// workers past the timeout.
     pub fn poll(&mut self, wait: Duration) -> Vec<(usize, Outcome)> {
         let mut done = Vec::new();
+        if self.busy() == 0 {
+            // The caller had nothing more to start: nothing to wait for but the commit.
+            done.extend(self.commit());
+            return done;
+        }
         let until = Instant::now() + wait;
         loop {
             self.enforce_timeouts();
@@ -300,9 +389,8 @@ impl Pool {
             let step = (until - now).min(Duration::from_millis(100));
             match self.rx.recv_timeout(step) {
                 Ok((id, generation, ev)) => {
-                    if let Some(d) = self.handle(id, generation, ev) {
-                        done.push(d);
-                        // Hand back at once so the caller can keep workers fed.
+                    if self.handle(id, generation, ev, &mut done) {
+                        // A worker is free: hand back at once so the caller can keep it fed.
                         break;
                     }
                 }
@@ -312,11 +400,79 @@ impl Pool {
         }
         // Take whatever else is already waiting.
         while let Ok((id, generation, ev)) = self.rx.try_recv() {
-            if let Some(d) = self.handle(id, generation, ev) {
-                done.push(d);
-            }
+            self.handle(id, generation, ev, &mut done);
+        }
+        let due = self.uncommitted.len() >= GROUP_FILES
+            || self.uncommitted.iter().map(|u| u.len).sum::<u64>() >= GROUP_BYTES
+            || self
+                .uncommitted
+                .first()
+                .is_some_and(|u| u.since.elapsed() >= GROUP_AGE);
+        if due {
+            done.extend(self.commit());
         }
         done
+    }
+
+    /// The group commit: syncs the waiting outputs (their writeback was started by the
+    /// workers, so the first fsync commits the journal for the whole group and the others find
+    /// their data on disk), renames each over its target, syncs each folder once, and only then
+    /// gives their outcomes (`ok`, now naming durable files). An output that cannot be synced
+    /// or renamed fails, its temporary file removed.
+    fn commit(&mut self) -> Vec<(usize, Outcome)> {
+        let group = std::mem::take(&mut self.uncommitted);
+        if group.is_empty() {
+            return Vec::new();
+        }
+        let syncfs = std::env::var_os("TET_GROUP_SYNC").is_some_and(|v| v == "syncfs");
+        let mut synced_fs: Vec<(u64, std::io::Result<()>)> = Vec::new();
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        // Every file first, then the renames: no rename can reach the disk before its data.
+        let synced: Vec<std::io::Result<()>> = group
+            .iter()
+            .map(|u| {
+                if syncfs {
+                    sync_filesystem_of(&u.file, &mut synced_fs)
+                } else {
+                    u.file.sync_all()
+                }
+            })
+            .collect();
+        let mut out = Vec::with_capacity(group.len());
+        for (u, synced) in group.into_iter().zip(synced) {
+            let placed = synced
+                .map_err(|e| format!("cannot sync the output: {e}"))
+                .and_then(|()| {
+                    std::fs::rename(&u.temp, &u.target)
+                        .map_err(|e| format!("cannot move the output into place: {e}"))
+                });
+            let mut o = u.outcome;
+            match placed {
+                Ok(()) => {
+                    let dir = match u.target.parent() {
+                        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                        _ => PathBuf::from("."),
+                    };
+                    if !dirs.contains(&dir) {
+                        dirs.push(dir);
+                    }
+                }
+                Err(reason) => {
+                    let _ = std::fs::remove_file(&u.temp);
+                    o.row.status = Some(Status::Failed);
+                    o.row.reason = Some(reason);
+                    o.notes.clear();
+                }
+            }
+            out.push((u.index, o));
+        }
+        // Best effort, as for one file: not every file system can sync a folder.
+        for d in &dirs {
+            if let Ok(f) = std::fs::File::open(d) {
+                let _ = f.sync_all();
+            }
+        }
+        out
     }
 
     fn enforce_timeouts(&mut self) {
@@ -331,7 +487,51 @@ impl Pool {
         }
     }
 
-    fn handle(&mut self, id: usize, generation: u64, ev: Event) -> Option<(usize, Outcome)> {
+    /// Handles one event of worker `id`; a finished job's outcome goes to `done`, or, when its
+    /// output waits for the group commit, to `self.uncommitted`. Returns whether a worker
+    /// became free.
+    fn handle(
+        &mut self,
+        id: usize,
+        generation: u64,
+        ev: Event,
+        done: &mut Vec<(usize, Outcome)>,
+    ) -> bool {
+        match self.event(id, generation, ev) {
+            None => false,
+            Some((index, outcome, pending)) => {
+                match pending.into_iter().next() {
+                    None => done.push((index, *outcome)),
+                    Some(p) => match take_over(p) {
+                        Ok((temp, target, file, len)) => self.uncommitted.push(Uncommitted {
+                            index,
+                            outcome: *outcome,
+                            temp,
+                            target,
+                            file,
+                            len,
+                            since: Instant::now(),
+                        }),
+                        Err(reason) => {
+                            let mut o = *outcome;
+                            o.row.status = Some(Status::Failed);
+                            o.row.reason = Some(reason);
+                            o.notes.clear();
+                            done.push((index, o));
+                        }
+                    },
+                }
+                true
+            }
+        }
+    }
+
+    fn event(
+        &mut self,
+        id: usize,
+        generation: u64,
+        ev: Event,
+    ) -> Option<(usize, Box<Outcome>, Vec<WirePending>)> {
         let timeout = self.timeout;
         let slot = self.slots.get_mut(id)?;
         if slot.generation != generation {
@@ -344,7 +544,7 @@ impl Pool {
                 }
                 None
             }
-            Event::Msg(Msg::Done { outcome }) => {
+            Event::Msg(Msg::Done { outcome, pending }) => {
                 let b = slot.busy.take()?;
                 if b.timed_out {
                     // Answered in the instant it was killed: the kill stands, so does the answer.
@@ -354,7 +554,7 @@ impl Pool {
                 for line in take(&slot.stray) {
                     eprintln!("{line}");
                 }
-                Some((b.index, *outcome))
+                Some((b.index, outcome, pending))
             }
             Event::Eof => {
                 slot.stdin = None;
@@ -371,7 +571,7 @@ impl Pool {
                 }
                 let mut o = dead_worker_outcome(&b.job, reason);
                 o.row.elapsed_s = b.started.elapsed().as_secs_f64();
-                Some((b.index, o))
+                Some((b.index, Box::new(o), Vec::new()))
             }
         }
     }
@@ -379,6 +579,8 @@ impl Pool {
     /// Stops every worker (SIGTERM, then SIGKILL after `grace`); the jobs they were running end
     /// as `interrupted` by `sig`.
     pub fn stop(&mut self, sig: i32, grace: Duration) -> Vec<(usize, Outcome)> {
+        // Finished outputs are committed: their conversions are done.
+        let mut out = self.commit();
         for s in &mut self.slots {
             s.stdin = None;
             if !s.dead {
@@ -390,7 +592,6 @@ impl Pool {
             }
         }
         let until = Instant::now() + grace;
-        let mut out = Vec::new();
         for s in &mut self.slots {
             if s.dead {
                 continue;
@@ -422,6 +623,10 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        // Outputs no outcome will be given for (a caller that stopped polling) are not placed.
+        for u in std::mem::take(&mut self.uncommitted) {
+            let _ = std::fs::remove_file(&u.temp);
+        }
         for s in &mut self.slots {
             s.stdin = None;
             if !s.dead {
@@ -430,6 +635,51 @@ impl Drop for Pool {
             }
         }
     }
+}
+
+/// The supervisor's hold on a handed-over output: opened, its shared lock taken (so no
+/// cleaner removes it once the worker lets go), and still linked (a cleaner that took the lock in
+/// the instant the worker changed its kind would have removed it).
+fn take_over(p: WirePending) -> Result<(PathBuf, PathBuf, std::fs::File, u64), String> {
+    let lost = |e: &dyn std::fmt::Display| format!("the finished output was lost: {e}");
+    let temp = p.temp.path().map_err(|e| lost(&e))?;
+    let target = p.target.path().map_err(|e| lost(&e))?;
+    let file = std::fs::File::open(&temp).map_err(|e| lost(&e))?;
+    file.try_lock_shared().map_err(|e| lost(&e))?;
+    let meta = file.metadata().map_err(|e| lost(&e))?;
+    if std::os::unix::fs::MetadataExt::nlink(&meta) == 0 || meta.len() != p.len {
+        return Err(lost(&"its temporary file was removed or changed"));
+    }
+    Ok((temp, target, file, p.len))
+}
+
+/// `syncfs` of the file system `file` is on, once per file system per group (`done` keeps the
+/// results).
+fn sync_filesystem_of(
+    file: &std::fs::File,
+    done: &mut Vec<(u64, std::io::Result<()>)>,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let dev = std::os::unix::fs::MetadataExt::dev(&file.metadata()?);
+    if let Some((_, r)) = done.iter().find(|(d, _)| *d == dev) {
+        return r
+            .as_ref()
+            .map(|_| ())
+            .map_err(|e| std::io::Error::new(e.kind(), e.to_string()));
+    }
+    // SAFETY: syncfs on a descriptor this process owns for the duration of the call.
+    let rc = unsafe { libc::syncfs(file.as_raw_fd()) };
+    let r = if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    };
+    let back = r
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| std::io::Error::new(e.kind(), e.to_string()));
+    done.push((dev, r));
+    back
 }
 
 fn take(v: &Mutex<Vec<String>>) -> Vec<String> {

@@ -20,62 +20,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::{json, Value};
 
 use super::{fail, one_line, out, outln};
 use tet::format::footer::HistoryRow;
-use tet::meta::inputs::{recheck, InputCheck, InputStatus};
+use tet::meta::inputs::{InputCheck, InputStatus};
 use tet::meta::unix_iso as iso;
-
-/// What `tet audit` of one file found, in the order of precedence over several files (the
-/// exit code of the worst).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Verdict {
-    /// Every source matched a recorded parent, every recorded input re-hashed to its digest
-    /// (or none was recorded).
-    Unchanged,
-    /// Nothing changed that could be checked, but a recorded input is missing or unreadable,
-    /// a `--source` cannot be read, or the `.tet` file itself cannot be read.
-    Unchecked,
-    /// A recorded input changed, or a `--source` is no recorded parent.
-    Changed,
-}
-
-impl Verdict {
-    /// Exit 0, 1 or 2 (see the module docs).
-    fn exit_code(self) -> u8 {
-        match self {
-            Verdict::Unchanged => 0,
-            Verdict::Changed => 1,
-            Verdict::Unchecked => 2,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Verdict::Unchanged => "unchanged",
-            Verdict::Changed => "changed",
-            Verdict::Unchecked => "unchecked",
-        }
-    }
-
-    /// The verdict of one file: the worst of its sources and recorded inputs.
-    fn of(checked: &[Checked], inputs: &[InputCheck]) -> Verdict {
-        let sources = checked
-            .iter()
-            .map(|c| match (&c.digest, c.rows.is_empty()) {
-                (Err(_), _) => Verdict::Unchecked,
-                (Ok(_), true) => Verdict::Changed,
-                (Ok(_), false) => Verdict::Unchanged,
-            });
-        let inputs = inputs.iter().map(|c| match c.status {
-            InputStatus::Changed => Verdict::Changed,
-            InputStatus::Missing | InputStatus::Unreadable => Verdict::Unchecked,
-            InputStatus::Unchanged | InputStatus::NotRecorded => Verdict::Unchanged,
-        });
-        sources.chain(inputs).max().unwrap_or(Verdict::Unchanged)
-    }
-}
+use tet::provenance::allowed::AllowedSigners;
+use tet::provenance::report::{audit_file, Checked, Verdict};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
@@ -112,14 +63,6 @@ pub struct AuditArgs {
     allow_version_drift: bool,
     #[command(flatten)]
     storage: super::StorageArgs,
-}
-
-/// One checked source: its digest and the history rows that name it as a parent.
-struct Checked {
-    path: PathBuf,
-    /// Its digest, or why it could not be read.
-    digest: Result<String, std::io::Error>,
-    rows: Vec<usize>,
 }
 
 /// The end of `tet audit --help`: an example and the exit codes.
@@ -170,126 +113,38 @@ pub fn run(a: &AuditArgs) -> ExitCode {
     ExitCode::from(worst.exit_code())
 }
 
-/// Audits one file and prints its report; returns its verdict.
+/// Audits one file ([`tet::provenance::report::audit_file`], what Python's `tet.audit`
+/// returns) and prints its report; returns its verdict.
 fn audit_one(a: &AuditArgs, file: &Path, many: bool) -> Verdict {
-    // An object is read by ranges: its head and its footer.
-    let history: Vec<HistoryRow> = match super::OpenedTet::open(file, &a.storage.storage_option) {
+    let options = &a.storage.storage_option;
+    // Named signers: the file given was read (and its faults said) by `run` already.
+    let allowed = a
+        .signers
+        .as_deref()
+        .and_then(|p| AllowedSigners::load(p).ok());
+    let cancel = super::signal_cancel(file);
+    let r = match audit_file(file, &a.source, allowed.as_ref(), options, &cancel) {
+        Ok(r) => r,
         Err(e) => {
             fail(file, e);
             return Verdict::Unchecked;
         }
-        Ok(f) => match f.footer() {
-            Ok(Some(m)) => m.history.clone(),
-            Ok(None) => Vec::new(),
-            Err(e) => {
-                let why = super::damage::truncation(&f)
-                    .unwrap_or_else(|| format!("footer unreadable, no history: {e}"));
-                fail(file, why);
-                return Verdict::Unchecked;
-            }
-        },
     };
-    let checked: Vec<Checked> = a
-        .source
-        .iter()
-        .map(|p| {
-            let digest = super::digest_arg(p, &a.storage.storage_option).map(|(d, _)| d);
-            let rows = match &digest {
-                Ok(d) => (0..history.len())
-                    .filter(|&i| history[i].parents.iter().any(|x| x == d))
-                    .collect(),
-                Err(_) => Vec::new(),
-            };
-            Checked {
-                path: p.clone(),
-                digest,
-                rows,
-            }
-        })
-        .collect();
-    // Without --source: the recorded inputs.
-    let inputs: Vec<InputCheck> = if a.source.is_empty() {
-        recheck(&history, &a.storage.storage_option)
-    } else {
-        Vec::new()
-    };
-    let mut verdict = Verdict::of(&checked, &inputs);
-    let signatures = super::sign::audit_file(file, a.signers.as_deref(), &a.storage.storage_option);
-    if signatures.as_ref().is_some_and(super::sign::any_invalid) {
-        verdict = verdict.max(Verdict::Changed);
-    }
-    let ok = verdict == Verdict::Unchanged;
-
     if a.json {
-        let rows: Vec<Value> = history
-            .iter()
-            .enumerate()
-            .map(|(i, h)| {
-                json!({
-                    "index": i,
-                    "op": h.op,
-                    "source": h.source,
-                    "at": h.at,
-                    "at_iso": iso(&h.at),
-                    "parents": h.parents,
-                    "params": h.params,
-                })
-            })
-            .collect();
-        let sources: Vec<Value> = checked
-            .iter()
-            .map(|c| {
-                json!({
-                    "path": c.path.display().to_string(),
-                    "digest": c.digest.as_ref().ok(),
-                    "error": c.digest.as_ref().err().map(|e| format!("cannot read: {e}")),
-                    "matches_rows": c.rows,
-                    "ok": !c.rows.is_empty(),
-                })
-            })
-            .collect();
-        let inputs: Vec<Value> = inputs.iter().map(input_json).collect();
-        let v = json!({
-            "schema": "tet-audit/1",
-            "file": file.display().to_string(),
-            "history": rows,
-            "sources": sources,
-            "inputs": inputs,
-            "verdict": verdict.name(),
-            "signatures": signatures,
-            "ok": ok,
-        });
-        outln!("{v}");
+        outln!("{}", r.to_json(&file.display().to_string()));
     } else if many {
         outln!(
             "{}",
-            one_line_summary(file, &history, &checked, &inputs, verdict)
+            one_line_summary(file, &r.history, &r.checked, &r.inputs, r.verdict)
         );
     } else {
-        out!("{}", table(file, &history, &checked));
-        out!("{}", input_lines(&inputs));
-        if let Some(s) = &signatures {
+        out!("{}", table(file, &r.history, &r.checked));
+        out!("{}", input_lines(&r.inputs));
+        if let Some(s) = &r.signatures {
             out!("{}", super::sign::audit_lines(s));
         }
     }
-    verdict
-}
-
-fn input_json(c: &InputCheck) -> Value {
-    json!({
-        "row": c.row,
-        "input": c.input,
-        "path": c.path.as_ref().map(|p| p.display().to_string()),
-        "resolved_against": c.resolved_against,
-        "status": c.status.name(),
-        "recorded_digest": c.recorded_digest,
-        "recorded_bytes": c.recorded_bytes,
-        "recorded_mtime": c.recorded_mtime,
-        "digest": c.digest,
-        "bytes": c.bytes,
-        "mtime": c.mtime,
-        "error": c.error,
-    })
+    r.verdict
 }
 
 /// A recorded mtime (`secs.nanos`) as UTC ISO 8601, or as recorded when it is not that form.

@@ -238,116 +238,40 @@ impl clap::builder::TypedValueParser for StorageOptionParser {
     }
 }
 
-/// A `.tet` named on the command line, opened: a local file memory-mapped, an object URL read
-/// by ranges ([`tet::storage::RangedObject`]: a HEAD, then only the ranges the command reads;
-/// settings from the environment and `--storage-option`). An object whose server ignores ranges is downloaded into
-/// `$TMPDIR` instead, the copy removed when this is dropped.
-pub(crate) struct OpenedTet {
-    file: tet::format::TetFile,
-    _spool: Option<tet::storage::Spool>,
-}
+pub(crate) use tet::storage::{other_format, FetchError, OpenTetError};
 
-impl std::ops::Deref for OpenedTet {
-    type Target = tet::format::TetFile;
-    fn deref(&self) -> &tet::format::TetFile {
-        &self.file
-    }
-}
-
-/// An object named on the command line that could not be fetched: shown as the cause alone,
-/// on a line that names the URL already.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", .0.cause())]
-pub(crate) struct FetchError(#[source] tet::storage::StorageError);
-
-/// Why a `.tet` named on the command line cannot be opened: the object cannot be fetched, or
-/// the bytes are no `.tet` file the reader can follow (a ranged read that failed is the
-/// reader's I/O error).
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum OpenTetError {
-    #[error(transparent)]
-    Fetch(#[from] FetchError),
-    #[error(transparent)]
-    Tet(#[from] tet::format::TetError),
-    /// A file of a format `tet-convert` reads, given where a `.tet` file was expected.
-    #[error("not a .tet file but a {0} file (tet-convert FILE OUT.tet converts it)")]
-    OtherFormat(&'static str),
-}
+/// A `.tet` named on the command line, opened by the engine ([`tet::storage::open_tet`]: a
+/// local file memory-mapped, an object read by ranges with the environment's settings and
+/// `--storage-option`). Requests stop at the first SIGINT/SIGTERM, as a conversion's do: the
+/// spool (if any) is removed, the command says `interrupted` for this file and exits 128 + the
+/// signal.
+pub(crate) struct OpenedTet;
 
 impl OpenedTet {
     pub(crate) fn open(
         p: &std::path::Path,
         options: &tet::storage::Options,
-    ) -> Result<OpenedTet, OpenTetError> {
-        use tet::format::{TetError, TetFile};
-        if !tet::storage::is_url(p) {
-            // Not a .tet file: say what it is when an importer recognises it.
-            let file = TetFile::open(p).map_err(|e| match e {
-                TetError::Corrupt(_) => other_format(p).map_or(e.into(), OpenTetError::OtherFormat),
-                e => e.into(),
-            })?;
-            return Ok(OpenedTet { file, _spool: None });
-        }
-        let object =
-            tet::storage::Object::parse(&p.to_string_lossy(), options).map_err(FetchError)?;
-        // Requests stop at the first SIGINT/SIGTERM, as a conversion's do: the spool (if any) is
-        // removed, the command says `interrupted` for this file and exits 128 + the signal.
-        crate::batch::signals::install();
-        let info = object.info().map_err(FetchError)?;
-        let cancel = tet::control::Cancel::from_fn(crate::batch::signals::pending);
-        let ranged = tet::storage::RangedObject::new(object.clone(), info, cancel.clone());
-        match TetFile::open_source(std::sync::Arc::new(ranged)) {
-            // Answered 200 with the whole object, not 206: a server without ranges.
-            Err(TetError::Io(_)) if object.ignores_ranges() => {
-                log::debug!("{}: the server ignores ranges, spooled", object.url());
-                let spool = object
-                    .download(&std::env::temp_dir(), &cancel)
-                    .map_err(FetchError)?;
-                Ok(OpenedTet {
-                    file: TetFile::open(spool.path())?,
-                    _spool: Some(spool),
-                })
-            }
-            opened => Ok(OpenedTet {
-                file: opened?,
-                _spool: None,
-            }),
-        }
+    ) -> Result<tet::storage::OpenedTet, OpenTetError> {
+        tet::storage::open_tet(p, options, &signal_cancel(p))
     }
 }
 
-/// The name of the format of the local file `p` when it is no `.tet` file (it does not start
-/// with the `.tet` magic bytes) but one an importer recognises: what a user gave `tet info` or
-/// `tet export` by mistake (`ocean.nc`).
-pub(crate) fn other_format(p: &std::path::Path) -> Option<&'static str> {
-    use std::io::Read as _;
-    let mut head = [0u8; 4];
-    let tet = std::fs::File::open(p)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| head == tet::format::MAGIC);
-    if tet {
-        return None;
+/// The cancel token of a command that reads `p`: SIGINT/SIGTERM (the handlers installed when
+/// `p` is an object URL).
+pub(crate) fn signal_cancel(p: &std::path::Path) -> tet::control::Cancel {
+    if tet::storage::is_url(p) {
+        crate::batch::signals::install();
     }
-    tet::registry::identify(p).ok().map(|imp| imp.name())
+    tet::control::Cancel::from_fn(crate::batch::signals::pending)
 }
 
 /// The input digest (`sha256:<hex>`) and size of a path or object URL named on the command
-/// line (`tet audit --source`), as a conversion records it: an object is streamed once, not
-/// downloaded; `options` are the `--storage-option` pairs.
+/// line (`tet audit --source`), as a conversion records it ([`tet::storage::digest_path`]).
 pub(crate) fn digest_arg(
     p: &std::path::Path,
     options: &tet::storage::Options,
 ) -> std::io::Result<(String, u64)> {
-    if !tet::storage::is_url(p) {
-        return tet::meta::digest_input(p);
-    }
-    let object = tet::storage::Object::parse(&p.to_string_lossy(), options)
-        .map_err(|e| std::io::Error::other(FetchError(e)))?;
-    crate::batch::signals::install();
-    let cancel = tet::control::Cancel::from_fn(crate::batch::signals::pending);
-    object
-        .digest(&cancel)
-        .map_err(|e| std::io::Error::other(FetchError(e)))
+    tet::storage::digest_path(p, options, &signal_cancel(p))
 }
 
 /// Prints `PROGRAM: FILE: reason` on one line and returns the failure exit code.

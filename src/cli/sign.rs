@@ -11,11 +11,10 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{errln, fail, one_line, out, program, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use tet::format::verify::{Finding, Report};
 use tet::format::TetFile;
 use tet::provenance::allowed::AllowedSigners;
-use tet::provenance::check::{check, SigStatus, Signatures};
-use tet::provenance::sign::{self, Signed, NAMESPACE};
+use tet::provenance::check::{SigStatus, Signatures};
+use tet::provenance::sign::{self, Signed};
 
 #[derive(Args, Debug)]
 #[command(after_long_help = AFTER_HELP)]
@@ -164,82 +163,6 @@ pub(crate) fn load_signers(path: &Path) -> Result<AllowedSigners, ExitCode> {
     }
 }
 
-/// `tet verify --signers`: a `signature` failure unless every signature is valid over the
-/// file's content and one is by an allowed signer; a `signature-unknown` warning for a valid
-/// signature by a key the allowed signers do not list.
-pub(crate) fn verify_into(f: &TetFile, allowed: &AllowedSigners, r: &mut Report) {
-    let fail = |r: &mut Report, message: String| {
-        r.failures.push(Finding {
-            code: "signature",
-            message,
-        })
-    };
-    let sigs = match check(f, Some(allowed)) {
-        Ok(s) => s,
-        Err(e) => return fail(r, format!("signatures cannot be checked: {e}")),
-    };
-    if sigs.signatures.is_empty() {
-        return fail(
-            r,
-            format!("the file is not signed (content {})", sigs.content_digest),
-        );
-    }
-    for s in &sigs.signatures {
-        let reason = s.reason.as_deref().unwrap_or("");
-        match s.status {
-            SigStatus::Invalid => fail(
-                r,
-                format!("signature #{} by {}: {reason}", s.index, s.signer()),
-            ),
-            SigStatus::Unknown if !sigs.trusted() => fail(
-                r,
-                format!("signature #{} by {}: {reason}", s.index, s.signer()),
-            ),
-            SigStatus::Unknown => r.warnings.push(Finding {
-                code: "signature-unknown",
-                message: format!("signature #{} by {}: {reason}", s.index, s.signer()),
-            }),
-            SigStatus::Trusted | SigStatus::Valid => r.notes.push(Finding {
-                code: "signed",
-                message: format!(
-                    "signature #{} by {} over {} ({NAMESPACE})",
-                    s.index,
-                    s.signer(),
-                    sigs.content_digest
-                ),
-            }),
-        }
-    }
-}
-
-/// [`verify_into`] for a file named on the command line (one that cannot be opened has its
-/// `structure` failure already).
-pub(crate) fn verify_path_into(
-    path: &Path,
-    allowed: &AllowedSigners,
-    options: &tet::storage::Options,
-    r: &mut Report,
-) {
-    if let Ok(f) = super::OpenedTet::open(path, options) {
-        verify_into(&f, allowed, r);
-    }
-}
-
-/// The signatures of a file for `tet audit`, checked against the `--signers` file when given
-/// (`run` read it once already and said what is wrong with it); `None` when the file has no
-/// footer or cannot be read, or has no signatures.
-pub(crate) fn audit_file(
-    path: &Path,
-    signers: Option<&Path>,
-    options: &tet::storage::Options,
-) -> Option<Signatures> {
-    let allowed = signers.and_then(|p| AllowedSigners::load(p).ok());
-    let f = super::OpenedTet::open(path, options).ok()?;
-    check(&f, allowed.as_ref())
-        .ok()
-        .filter(|s| !s.signatures.is_empty())
-}
-
 /// `tet audit`'s lines about signatures: who signed, and whether it holds.
 pub(crate) fn audit_lines(s: &Signatures) -> String {
     use std::fmt::Write as _;
@@ -276,7 +199,4 @@ pub(crate) fn audit_lines(s: &Signatures) -> String {
     o
 }
 
-/// Whether any signature of an audited file is invalid (the file changed since it was signed).
-pub(crate) fn any_invalid(s: &Signatures) -> bool {
-    s.signatures.iter().any(|c| c.status == SigStatus::Invalid)
-}
+pub(crate) use tet::provenance::report::any_invalid;

@@ -5,14 +5,14 @@
 //! `--json`: one `tet-verify/1` object per file, one per line. Exit 0 when every file passes,
 //! 1 when any fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use serde_json::{json, Value};
 
 use super::{one_line, out, outln, EXIT_FAILED, EXIT_OK};
-use tet::format::verify::{verify, Depth, Finding, Report};
+use tet::format::verify::{Depth, Report};
+use tet::provenance::report::{verify_file, verify_json};
 
 /// The end of `tet verify --help`.
 const EXAMPLES: &str = "\
@@ -45,56 +45,6 @@ pub struct VerifyArgs {
     signers: Option<PathBuf>,
     #[command(flatten)]
     storage: super::StorageArgs,
-}
-
-/// Verifies one file (a file that cannot be opened is one `structure` failure).
-fn check(path: &Path, depth: Depth, options: &tet::storage::Options) -> Report {
-    // An object is read by ranges: each checked chunk once.
-    let failure = match super::OpenedTet::open(path, options) {
-        Ok(f) => {
-            let mut r = verify(&f, depth);
-            // A file cut short: said first, in words (the findings it causes follow).
-            if let Some(t) = super::damage::truncation(&f) {
-                r.failures.insert(
-                    0,
-                    Finding {
-                        code: "truncated",
-                        message: t,
-                    },
-                );
-            }
-            return r;
-        }
-        Err(e) => e.to_string(),
-    };
-    let mut r = Report {
-        footer_digest: "absent",
-        ..Report::default()
-    };
-    r.failures.push(Finding {
-        code: "structure",
-        message: failure,
-    });
-    r
-}
-
-fn to_json(file: &str, deep: bool, r: &Report) -> Value {
-    json!({
-        "schema": "tet-verify/1",
-        "file": file,
-        "ok": r.ok(),
-        "depth": if deep { "deep" } else { "sample" },
-        "chunks": r.chunks,
-        "decoded": r.decoded,
-        "checksums": {
-            "footer_digest": r.footer_digest,
-            "chunks_with_checksum": r.checksummed,
-            "chunks_checked": r.checked,
-        },
-        "failures": r.failures,
-        "warnings": r.warnings,
-        "notes": r.notes,
-    })
 }
 
 /// `ok (12 chunks, 3 decoded, 12 checked against checksums, 0 failures, 0 warnings)`.
@@ -165,14 +115,15 @@ pub fn run(a: &VerifyArgs) -> ExitCode {
         if super::interrupted() {
             break;
         }
-        let mut report = check(path, depth, &a.storage.storage_option);
-        if let Some(s) = &signers {
-            super::sign::verify_path_into(path, s, &a.storage.storage_option, &mut report);
-        }
+        // The engine's report (what Python's tet.verify returns): an object is read by ranges,
+        // each checked chunk once.
+        let cancel = super::signal_cancel(path);
+        let options = &a.storage.storage_option;
+        let report = verify_file(path, depth, signers.as_ref(), options, &cancel);
         all_ok &= report.ok();
         let file = path.display().to_string();
         if a.json {
-            outln!("{}", to_json(&file, a.deep, &report));
+            outln!("{}", verify_json(&file, depth, &report));
         } else if !a.quiet {
             out!("{}", text(&file, &report, many));
         }

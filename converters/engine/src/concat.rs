@@ -1,7 +1,7 @@
 //! Combining inputs along a dimension (issue 24, `tet-convert --concat DIM IN… OUT`): [`Concat`]
 //! is a [`Source`] over several opened sources whose variables agree on names, element types,
-//! dims and attributes, and on shapes except along the dimension; [`convert`] opens the inputs,
-//! combines them and converts the result, every input a parent in the history row (`input`,
+//! dims and attributes, and on shapes except along the dimension; [`combine`] joins the
+//! opened inputs and converts the result, every input a parent in the history row (`input`,
 //! `input.1`, … in the combined order, which `tet audit` re-checks; past the reference's 16
 //! parents and 32 params per row the footer keeps the complete lists in its history extension).
 //!
@@ -16,12 +16,12 @@
 //! both inputs and what differs — before anything is read for the output. Variables without the
 //! dimension come from the first input (`take_first` skips the equality check). A region of a
 //! combined variable is read from the inputs it spans, so memory stays bounded by the region.
+//! The inputs arrive opened ([`OpenedInput`]: local files, objects; [`crate::request`] opens
+//! them); [`combine`] is the step that joins and converts them.
 //! `.tet` inputs (with `.tet` inputs only) carry their footers over as one `.tet` input does:
 //! `combine_footers` keeps every input's history rows as ancestry and joins the labels.
-//! Inputs the caller opened (object URLs: read by ranges, spooled, a Zarr prefix; see
-//! `batch::remote`) are combined the same way by [`convert_opened`], each with its own digest.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use tet_source::{
@@ -29,7 +29,7 @@ use tet_source::{
 };
 
 use crate::meta::cftime;
-use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, DigestOf};
+use crate::pipeline::{ConvertError, ConvertOptions, ConvertReport, Opened};
 
 /// Why inputs cannot be combined: each names the inputs (as the caller named them) and what
 /// differs.
@@ -149,111 +149,39 @@ pub enum Difference {
     Shape(Vec<u64>, Vec<u64>),
 }
 
-/// The inputs of a combined conversion after the first (none for a plain one).
-pub fn more_inputs(opts: &ConvertOptions) -> &[PathBuf] {
-    opts.combined.get(1..).unwrap_or(&[])
-}
-
-/// Converts `inputs` combined along `opts.settings.concat`'s dimension (then chosen and cut by
-/// `opts.select`) into `output`. Every disagreement is refused before anything is written.
-pub fn convert(
-    inputs: &[PathBuf],
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<ConvertReport, ConvertError> {
-    convert_ordered(inputs, output, opts).map(|(r, _)| r)
-}
-
-/// [`convert`], also giving the combined order: the index in `inputs` of each parent of the
-/// history row, in turn.
-pub fn convert_ordered(
-    inputs: &[PathBuf],
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
-    let started = Instant::now();
-    let refused = |m: String| ConvertError::Refused(m);
-    if opts.settings.concat.is_none() {
-        return Err(refused("no dimension to combine along".into()));
-    }
-    if inputs.len() < 2 {
-        return Err(refused("--concat needs at least two inputs".into()));
-    }
-    // Object URLs are opened by the batch runner (a spool, or reads by ranges) and combined
-    // with [`convert_opened`]; here a URL would be taken for a local path.
-    if let Some(url) = inputs
-        .iter()
-        .chain([&output.to_path_buf()])
-        .find(|p| crate::storage::is_url(p))
-    {
-        return Err(refused(format!(
-            "{}: an object URL is combined through the batch runner (tet-convert --concat), \
-             not as a local file",
-            url.display()
-        )));
-    }
-    let mut opened = Vec::with_capacity(inputs.len());
-    for p in inputs {
-        let importer = crate::registry::identify(p)?;
-        let (source, footer) =
-            crate::tet_input::open_input(importer, p, None, &opts.settings.open())
-                .map_err(|e| refused(format!("{}: {e}", p.display())))?;
-        opened.push(OpenedInput {
-            name: p.clone(),
-            importer,
-            source,
-            footer,
-            digest: DigestOf::File,
-        });
-    }
-    combine_opened(opened, output, opts, started, false)
-}
-
-/// An input of a combined conversion that the caller opened (an object read by ranges, a
-/// spooled copy, a Zarr prefix, a local file).
+/// An input of a combined conversion, opened (a local file, an object read by ranges, a
+/// spooled copy, a Zarr prefix).
 pub struct OpenedInput {
-    /// What the history row and the errors name it (a URL, a path).
-    pub name: PathBuf,
+    /// What the history row and the errors name it (a URL, a path), and how its digest is had.
+    pub parent: crate::pipeline::Parent,
     /// Its format.
     pub importer: &'static dyn tet_source::Importer,
     pub source: Box<dyn Source>,
     /// A `.tet` input's footer, carried over as one `.tet` input's is.
     pub footer: Option<crate::format::Footer>,
-    /// How its input digest is had.
-    pub digest: DigestOf,
 }
 
-/// [`convert_ordered`] of inputs the caller opened (`--concat` over object URLs): every input a
-/// parent of the history row, named by its `name` (`input`, `input.1`, … in the combined
-/// order), its digest from its `digest`.
-pub fn convert_opened(
+/// Combines the opened `inputs` along `opts.settings.concat`'s dimension (then chosen and cut
+/// by the selection) and converts the combination into `output`: every input a parent of the
+/// history row (`input`, `input.1`, … in the combined order; `input_params` beside them), the
+/// report's `order` the index in `inputs` of each, in turn. Every disagreement is refused
+/// before anything is written.
+pub fn combine(
     inputs: Vec<OpenedInput>,
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
-    if inputs.len() < 2 {
-        return Err(ConvertError::Refused(
-            "--concat needs at least two inputs".into(),
-        ));
-    }
-    combine_opened(inputs, output, opts, Instant::now(), true)
-}
-
-/// Combines the opened `inputs` and converts the combination; `given` says that their
-/// digests are the inputs' own (else the pipeline hashes the paths they name).
-fn combine_opened(
-    inputs: Vec<OpenedInput>,
+    input_params: std::collections::BTreeMap<String, String>,
     output: &Path,
     opts: &ConvertOptions,
     started: Instant,
-    given: bool,
-) -> Result<(ConvertReport, Vec<usize>), ConvertError> {
+) -> Result<ConvertReport, ConvertError> {
     let refused = |m: String| ConvertError::Refused(m);
     let dim = opts
         .settings
         .concat
         .as_deref()
         .ok_or_else(|| refused("no dimension to combine along".into()))?;
+    if inputs.len() < 2 {
+        return Err(refused("--concat needs at least two inputs".into()));
+    }
     let first = inputs.first().map(|i| i.importer.id());
     let is_tet = |f: &str| f == crate::tet_input::ID;
     if let Some(other) = inputs
@@ -262,59 +190,42 @@ fn combine_opened(
     {
         return Err(refused(format!(
             "{} and {}: .tet inputs are combined with .tet inputs only",
-            inputs[0].name.display(),
-            other.name.display()
+            inputs[0].parent.name.display(),
+            other.parent.name.display()
         )));
     }
-    let names: Vec<PathBuf> = inputs.iter().map(|i| i.name.clone()).collect();
     let mut parts = Vec::with_capacity(inputs.len());
     let mut footers = Vec::new();
-    let mut digests = Vec::with_capacity(inputs.len());
+    let mut parents = Vec::with_capacity(inputs.len());
     for i in inputs {
-        parts.push((i.name.display().to_string(), i.source));
+        parts.push((i.parent.name.display().to_string(), i.source));
         footers.extend(i.footer);
-        digests.push(Some(i.digest));
+        parents.push(Some(i.parent));
     }
     let concat = Concat::new(parts, dim, opts.settings.concat_take_first)
         .map_err(|e| refused(crate::format::schema::error_chain(&e)))?;
     let order = concat.order.clone();
-    let ordered: Vec<PathBuf> = order.iter().map(|&i| names[i].clone()).collect();
     let mut carried = combine_footers(footers, &order, dim);
-    let mut o = opts.clone();
-    o.combined = ordered.clone();
-    let (source, cuts) = crate::select::apply(Box::new(concat), &o.settings.select())?;
+    let (source, cuts) = crate::select::apply(Box::new(concat), &opts.settings.select())?;
     if let Some(f) = carried.as_mut() {
         cuts.cut_carried(f)?;
     }
-    let format = first.unwrap_or("concat");
-    let report = if given {
-        let digests = order
-            .iter()
-            .map(|&i| digests.get_mut(i).and_then(Option::take))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| refused("the combined order lost an input".into()))?;
-        crate::pipeline::convert_combined(
-            source.as_ref(),
-            format,
-            &ordered[0],
-            output,
-            &o,
-            started,
-            carried,
-            digests,
-        )?
-    } else {
-        crate::pipeline::convert_carrying(
-            source.as_ref(),
-            format,
-            &ordered[0],
-            output,
-            &o,
-            started,
-            carried,
-        )?
+    let parents = order
+        .iter()
+        .map(|&i| parents.get_mut(i).and_then(Option::take))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| refused("the combined order lost an input".into()))?;
+    let opened = Opened {
+        source: source.as_ref(),
+        format: first.unwrap_or("concat"),
+        parents,
+        input_params,
+        carried,
+        started,
     };
-    Ok((report, order))
+    let mut report = crate::pipeline::convert_source(opened, output, opts)?;
+    report.order = order;
+    Ok(report)
 }
 
 /// The footer a combination of `.tet` inputs carries over (`None` for other inputs): the first

@@ -1,5 +1,7 @@
 //! tet-convert: convert tensor files into chunked, compressed, memory-mappable `.tet` files.
 //!
+//! - [`request`]: one conversion as one value ([`Request`]: inputs, output, settings) and the one
+//!   function that runs it ([`run`], with a runtime [`Context`]);
 //! - [`mod@format`]: the `.tet` v1 container (reader, streaming writer, footer, verifier);
 //! - [`planner`]: the chunk planner (pure);
 //! - [`pipeline`]: parallel read → compress → ordered write;
@@ -32,6 +34,8 @@ pub mod pipeline;
 pub mod planner;
 pub mod provenance;
 pub mod registry;
+pub mod request;
+pub use request::{run, Context, Input, Output, Request};
 pub mod select;
 pub mod settings;
 pub mod storage;

@@ -1,9 +1,10 @@
-//! The conversion pipeline: open a source through the registry, plan every dataset's chunks,
-//! then read → (widen) → compress on a pool of worker threads feeding the ordered writer.
+//! The conversion pipeline: an opened source ([`Opened`], from [`crate::request::run`]) planned
+//! dataset by dataset, then read → (widen) → compress on a pool of worker threads feeding the
+//! ordered writer ([`convert_source`]).
 //!
 //! Workers claim chunk jobs in index order from the [`MemoryBudget`], each with the most memory
 //! it can need, and wait — allocating nothing — while that does not fit: the bytes in flight are
-//! bounded by `ConvertOptions::memory_budget` (default 256 MiB), whatever the number of jobs or
+//! bounded by the settings' `memory_budget` (default 256 MiB), whatever the number of jobs or
 //! the input size, and the chunk the writer waits for is always claimed, so it cannot deadlock
 //! (see `format::budget`). Read buffers, compressed buffers and zstd contexts are reused through
 //! the budget's idle pool. The pipeline knows nothing of any
@@ -29,19 +30,19 @@ pub use encode::ZSTD_MIN_SAVING_DIVISOR;
 pub use options::{
     CodecChoice, CodecError, ConvertOptions, AUTO_ZSTD_LEVEL, DEFAULT_ZSTD_LEVEL, ZSTD_LEVELS,
 };
+pub(crate) use paths::check_paths;
 pub use paths::OutputError;
 pub use plan::{DatasetError, MAX_CHUNK_BYTES, MAX_LABELS};
 pub use report::{ConvertError, ConvertReport, DatasetReport, SkippedItem};
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use tet_source::byte_source::ByteSource;
 use tet_source::{Importer, Skipped, Source};
 
-use paths::check_paths;
 use plan::{dimension_labels, plan_all, Planned};
 use workers::{input_ranges, run_workers, Stored};
 
@@ -49,35 +50,12 @@ use crate::format::budget::MemoryBudget;
 use crate::format::footer::Footer;
 use crate::format::{Codec, TetError, TetWriter, WriterOptions};
 use crate::meta;
-use crate::registry;
 use crate::tet_input;
 
-/// Converts `input` into the `.tet` file `output`.
-pub fn convert(
-    input: &Path,
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<ConvertReport, ConvertError> {
-    let started = Instant::now();
-    let output = &check_paths(input, output, &opts.settings)?;
-    let importer = registry::identify(input)?;
-    log::debug!("{}: identified as {}", input.display(), importer.name());
-    let (source, carried) = open_selected(importer, input, None, opts)?;
-    convert_carrying(
-        source.as_ref(),
-        importer.id(),
-        input,
-        output,
-        opts,
-        started,
-        carried,
-    )
-}
-
-/// The input opened (from its path, or from `bytes` read by ranges) and cut to what `opts`
+/// An importer opened on `input` (its path, or `bytes` read by ranges) and cut to what `opts`
 /// selects (`--variables`, `--isel`…: a source over the source), with the footer a `.tet`
 /// input hands on (history and metadata, read from the same open file), cut alike.
-fn open_selected(
+pub(crate) fn open_selected(
     importer: &dyn Importer,
     input: &Path,
     bytes: Option<Arc<dyn ByteSource>>,
@@ -96,8 +74,9 @@ pub type InputDigest = Box<dyn FnOnce() -> std::io::Result<(String, u64)> + Send
 
 /// How the input digest of a conversion is had.
 pub enum DigestOf {
-    /// The input is a local file (or folder), read on a thread of its own.
-    File,
+    /// Read from this local file (or folder) on a thread of its own: the input itself, or the
+    /// local copy of an object.
+    File(PathBuf),
     /// Computed on a thread of its own while the conversion runs (the objects of a Zarr
     /// prefix stream themselves once).
     Beside(InputDigest),
@@ -106,150 +85,134 @@ pub enum DigestOf {
     After(InputDigest),
 }
 
-/// [`convert`] of an input that is no local file: `bytes` are its bytes (an object read by
-/// ranges), `importer` its format ([`Importer::opens_bytes`]), `digest` its input digest, asked
-/// for once every chunk is read (so that the reads can feed it); `input` names it (a URL).
-pub fn convert_bytes(
-    input: &Path,
-    importer: &dyn Importer,
-    bytes: Arc<dyn ByteSource>,
-    digest: InputDigest,
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<ConvertReport, ConvertError> {
-    let started = Instant::now();
-    log::debug!("{}: read by ranges as {}", input.display(), importer.name());
-    let (source, carried) = open_selected(importer, input, Some(bytes), opts)?;
-    convert_digested(
-        source.as_ref(),
-        importer.id(),
-        input,
-        output,
-        opts,
-        started,
-        carried,
-        Digests {
-            first: DigestOf::After(digest),
-            more: None,
-        },
-    )
+/// One input of a conversion: what the history row and the report name it (a path, a URL) and
+/// how its digest is had.
+pub struct Parent {
+    pub name: PathBuf,
+    pub digest: DigestOf,
 }
 
-/// [`convert`] of a source the caller opened from an input that is no local file (a Zarr store
-/// under an object prefix, read through a zarrs storage): `format` is its importer's id,
-/// `digest` its input digest; `input` names it (a URL).
-pub fn convert_opened(
-    input: &Path,
-    source: Box<dyn Source>,
-    format: &str,
-    digest: InputDigest,
-    output: &Path,
-    opts: &ConvertOptions,
-) -> Result<ConvertReport, ConvertError> {
-    let started = Instant::now();
-    let (source, _cuts) = crate::select::apply(source, &opts.settings.select())?;
-    convert_digested(
-        source.as_ref(),
-        format,
-        input,
-        output,
-        opts,
-        started,
-        None,
-        Digests {
-            first: DigestOf::Beside(digest),
-            more: None,
-        },
-    )
+impl Parent {
+    /// A local file or folder, named by its path.
+    pub fn file(path: &Path) -> Parent {
+        Parent {
+            name: path.to_path_buf(),
+            digest: DigestOf::File(path.to_path_buf()),
+        }
+    }
+
+    /// The local file read for the input: itself, or its local copy (else its name).
+    fn local(&self) -> &Path {
+        match &self.digest {
+            DigestOf::File(p) => p,
+            _ => &self.name,
+        }
+    }
 }
 
-/// Converts an opened source (format id `format`, read from `input`, which is also what the
-/// history digest covers) into `output`. `started` is when the conversion began, for the report.
+/// A source opened for the pipeline, with what its output's footer and history row are made
+/// of besides the chunks.
+pub struct Opened<'a> {
+    /// The source, selection applied.
+    pub source: &'a dyn Source,
+    /// Its importer's id (the history row's `format`).
+    pub format: &'a str,
+    /// Its inputs, in the combined order for a combination (each a parent of the history row).
+    pub parents: Vec<Parent>,
+    /// History params that describe the inputs (an object input's stamp).
+    pub input_params: BTreeMap<String, String>,
+    /// The footer of an input `.tet` whose history rows, dataset metadata, global attributes,
+    /// skipped items and extension keys the output keeps (the new row is appended to its rows).
+    pub carried: Option<Footer>,
+    /// When the conversion began (opening included), for the report.
+    pub started: Instant,
+}
+
+impl<'a> Opened<'a> {
+    /// `source` (of format `format`) opened from the local file `input`, carrying nothing.
+    pub fn new(source: &'a dyn Source, format: &'a str, input: &Path) -> Opened<'a> {
+        Opened {
+            source,
+            format,
+            parents: vec![Parent::file(input)],
+            input_params: BTreeMap::new(),
+            carried: None,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Converts an opened source into the `.tet` file `output`: the pipeline's step of every
+/// conversion ([`crate::request::run`] opens the inputs and calls it).
 pub fn convert_source(
-    source: &dyn Source,
-    format: &str,
-    input: &Path,
+    opened: Opened<'_>,
     output: &Path,
     opts: &ConvertOptions,
-    started: Instant,
 ) -> Result<ConvertReport, ConvertError> {
-    convert_carrying(source, format, input, output, opts, started, None)
-}
-
-/// [`convert_source`], starting from `carried`: the footer of an input `.tet` whose history rows,
-/// dataset metadata, global attributes, skipped items and extension keys the output keeps (the
-/// new history row is appended to its rows).
-pub(crate) fn convert_carrying(
-    source: &dyn Source,
-    format: &str,
-    input: &Path,
-    output: &Path,
-    opts: &ConvertOptions,
-    started: Instant,
-    carried: Option<Footer>,
-) -> Result<ConvertReport, ConvertError> {
-    let digests = Digests {
-        first: DigestOf::File,
-        more: None,
+    let Opened {
+        source,
+        format,
+        parents,
+        input_params,
+        carried,
+        started,
+    } = opened;
+    let mut parents = parents.into_iter();
+    let first = parents
+        .next()
+        .ok_or_else(|| ConvertError::Refused("no input".into()))?;
+    let more: Vec<Parent> = parents.collect();
+    let input = first.local().to_path_buf();
+    let names = Names {
+        first: first.name,
+        more: more.iter().map(|p| p.name.clone()).collect(),
+        params: input_params,
     };
     convert_digested(
-        source, format, input, output, opts, started, carried, digests,
+        source,
+        format,
+        &input,
+        &names,
+        output,
+        opts,
+        (started, carried),
+        (first.digest, more),
     )
 }
 
-/// [`convert_carrying`] of a combination of inputs the caller opened (`--concat` over object
-/// URLs): `digests` are the inputs' digests in the combined order (`opts.combined`
-/// names them, the first is `input`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn convert_combined(
-    source: &dyn Source,
-    format: &str,
-    input: &Path,
-    output: &Path,
-    opts: &ConvertOptions,
-    started: Instant,
-    carried: Option<Footer>,
-    digests: Vec<DigestOf>,
-) -> Result<ConvertReport, ConvertError> {
-    let mut digests = digests.into_iter();
-    let digests = Digests {
-        first: digests.next().unwrap_or(DigestOf::File),
-        more: Some(digests.collect()),
-    };
-    convert_digested(
-        source, format, input, output, opts, started, carried, digests,
-    )
-}
-
-/// The input digests of a conversion: the first input's, and the other inputs' of a combined
-/// one (`None`: hashed from the paths `opts.combined` names).
-struct Digests {
-    first: DigestOf,
-    more: Option<Vec<DigestOf>>,
+/// What the history row names as the inputs: the first, the others of a combination, and
+/// the params that describe them.
+struct Names {
+    first: PathBuf,
+    more: Vec<PathBuf>,
+    params: BTreeMap<String, String>,
 }
 
 /// A combined conversion's (`--concat`) other inputs: checked not to be the output, then
-/// hashed on a thread of their own (each one is a parent of the history row), or as `given`
-/// says (inputs the caller opened).
+/// hashed: local files in turn on one thread of their own (each one is a parent of the
+/// history row), the others as their [`DigestOf`] says.
 fn digest_more_inputs(
     output: &Path,
     opts: &ConvertOptions,
-    given: Option<Vec<DigestOf>>,
+    more: Vec<Parent>,
 ) -> Result<MorePending, ConvertError> {
-    for more in crate::concat::more_inputs(opts) {
-        check_paths(more, output, &opts.settings)?;
+    for m in &more {
+        check_paths(m.local(), output, &opts.settings)?;
     }
-    if let Some(given) = given {
-        let pending = given
-            .into_iter()
-            .map(|d| digest_beside(d, Path::new(""), Vec::new()))
-            .collect();
-        return Ok(MorePending::Given(pending));
+    if more.iter().all(|m| matches!(m.digest, DigestOf::File(_))) {
+        let paths: Vec<PathBuf> = more.iter().map(|m| m.local().to_path_buf()).collect();
+        return Ok(MorePending::Paths(std::thread::spawn(move || {
+            paths.iter().map(|p| meta::digest_input(p)).collect()
+        })));
     }
-    let more = crate::concat::more_inputs(opts).to_vec();
-    Ok(MorePending::Paths(std::thread::spawn(move || {
-        more.iter().map(|p| meta::digest_input(p)).collect()
-    })))
+    let pending = more
+        .into_iter()
+        .map(|m| {
+            let local = m.local().to_path_buf();
+            digest_beside(m.digest, &local, Vec::new())
+        })
+        .collect();
+    Ok(MorePending::Given(pending))
 }
 
 /// The other inputs' digests under way.
@@ -275,25 +238,28 @@ impl MorePending {
     }
 }
 
-/// [`convert_carrying`]; the input digest as `digest_of` says (by reading `input` for a file).
+/// [`convert_source`]: `input` is the local file of the first input (read for its digest and
+/// the raw chunks copied file to file), `names` what the row names.
 #[allow(clippy::too_many_arguments)]
 fn convert_digested(
     source: &dyn Source,
     format: &str,
     input: &Path,
+    names: &Names,
     output: &Path,
     opts: &ConvertOptions,
-    started: Instant,
-    carried: Option<Footer>,
-    digests: Digests,
+    (started, carried): (Instant, Option<Footer>),
+    (first_digest, more): (DigestOf, Vec<Parent>),
 ) -> Result<ConvertReport, ConvertError> {
     let output = &check_paths(input, output, &opts.settings)?;
-    let more_digests = digest_more_inputs(output, opts, digests.more)?;
+    let more_digests = digest_more_inputs(output, opts, more)?;
     // From here on the source is what `.tet` stores: 0-d as [1], complex as two parts.
     let lowered = crate::lower::Lowered::new(source);
     let source: &dyn Source = &lowered;
     // The input's size and mtime as the conversion starts (what `tet audit` compares later).
-    let input_stat = meta::inputs::stat_input(input).ok();
+    let input_stat = (!crate::storage::is_url(&names.first))
+        .then(|| meta::inputs::stat_input(&names.first).ok())
+        .flatten();
     let (planned, skipped) = plan_all(source, opts, carried.is_some())?;
     let checksums = opts.settings.checksums;
     // Hash the input on its own thread while the conversion runs. The raw chunks copied file to
@@ -307,7 +273,7 @@ fn convert_digested(
     let ranges: Vec<(u64, u64)> = ranged.iter().map(|r| (r.1, r.2)).collect();
     let mut later: Vec<u64> = ranged.iter().map(|r| r.0).collect();
     later.sort_unstable();
-    let digest = digest_beside(digests.first, input, ranges);
+    let digest = digest_beside(first_digest, input, ranges);
     let labels = dimension_labels(source)?;
     let (mut footer, skipped) = start_footer(&lowered, &planned, carried, &labels, skipped);
 
@@ -350,7 +316,7 @@ fn convert_digested(
     log::debug!("memory budget: {:?}", budget.stats());
     let at = meta::timestamp();
     let input_mtime = input_stat.map(|(_, mtime)| mtime);
-    let mut params = history_params(opts, input, bytes_in, input_mtime, carried);
+    let mut params = history_params(opts, names, bytes_in, input_mtime, carried);
     let chooser = match opts.settings.codec {
         CodecChoice::Smallest { ext, .. } => Some(ext),
         CodecChoice::AutoExt => Some(true),
@@ -367,10 +333,17 @@ fn convert_digested(
         .file
         .insert("library_version".into(), env!("CARGO_PKG_VERSION").into());
     footer.file.insert("created_at".into(), at);
-    writer.finish(&footer).map_err(out_err)?;
+    // Where the file lies now: `output`, or its temporary name when a batch worker leaves
+    // the commit to its supervisor (format::writer::defer_commits).
+    let written = writer.finish(&footer).map_err(out_err)?;
 
-    let bytes_out = std::fs::metadata(output)?.len();
-    let datasets = dataset_reports(source, &planned, &stored, &stored_codecs(output, &planned));
+    let bytes_out = std::fs::metadata(&written)?.len();
+    let datasets = dataset_reports(
+        source,
+        &planned,
+        &stored,
+        &stored_codecs(&written, &planned),
+    );
     let warnings = datasets
         .iter()
         .filter_map(|d| {
@@ -380,7 +353,7 @@ fn convert_digested(
         })
         .collect();
     Ok(ConvertReport {
-        input: input.display().to_string(),
+        input: names.first.display().to_string(),
         output: output.display().to_string(),
         format: format.into(),
         input_digest: digest,
@@ -405,6 +378,8 @@ fn convert_digested(
             })
             .collect(),
         warnings,
+        order: Vec::new(),
+        retries: 0,
     })
 }
 
@@ -450,7 +425,7 @@ fn digest_beside(digest_of: DigestOf, input: &Path, ranges: Vec<(u64, u64)>) -> 
         DigestOf::Beside(f) => Pending::Thread(std::thread::spawn(move || {
             f().map(|(d, n)| (d, n, Vec::new()))
         })),
-        DigestOf::File => Pending::Thread(std::thread::spawn(move || {
+        DigestOf::File(_) => Pending::Thread(std::thread::spawn(move || {
             meta::digest_input_and_ranges(&path, &ranges)
         })),
     }
@@ -510,7 +485,7 @@ fn start_footer(
 /// chunks kept the source's zstd frame.
 fn history_params(
     opts: &ConvertOptions,
-    input: &Path,
+    names: &Names,
     bytes_in: u64,
     input_mtime: Option<String>,
     frames_kept: u64,
@@ -523,27 +498,17 @@ fn history_params(
     if frames_kept > 0 {
         params.insert(ZSTD_FRAMES_KEPT_KEY.into(), frames_kept.to_string());
     }
-    // An object input read from a local copy: its URL and stamp, never the copy's path or time.
-    // (A combination of object inputs names them itself: `input` is the first, a URL; the
-    // origin adds the inputs' stamp.)
-    if let Some(origin) = &opts.input_origin {
-        if opts.settings.concat.is_none() {
-            params.insert("input".into(), origin.name.clone());
-            params.extend(origin.params.clone());
-            return params;
-        }
-        params.extend(origin.params.clone());
-    }
-    params.insert("input".into(), input.display().to_string());
+    // What describes the inputs (an object input's stamp, never a local copy's path or time).
+    params.extend(names.params.clone());
+    params.insert("input".into(), names.first.display().to_string());
     // The other inputs of a combined conversion, in the combined order (`input` is the first).
-    let more = crate::concat::more_inputs(opts);
-    for (k, m) in more.iter().enumerate() {
+    for (k, m) in names.more.iter().enumerate() {
         params.insert(format!("input.{}", k + 1), m.display().to_string());
     }
     // Where a relative input lies, for `tet audit` (recorded, never byte-affecting; a URL is
     // no relative path).
     let relative = |p: &Path| p.is_relative() && !crate::storage::is_url(p);
-    if relative(input) || more.iter().any(|m| relative(m)) {
+    if relative(&names.first) || names.more.iter().any(|m| relative(m)) {
         if let Ok(cwd) = std::env::current_dir() {
             params.insert(meta::inputs::CWD_KEY.into(), cwd.display().to_string());
         }

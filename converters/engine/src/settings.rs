@@ -259,10 +259,17 @@ impl Settings {
             p.insert(k.to_string(), v);
         };
         put("codec", self.codec.to_string());
-        put("chunk", self.plan().describe());
+        let mut chunk = self.plan().describe();
+        if self.chunk_bytes == Some(crate::planner::DEFAULT_CHUNK_BYTES) {
+            // Given, the default target re-chunks a `.tet` input (which keeps its chunks
+            // without it): recorded apart from no `chunk_bytes`.
+            let at = chunk.find(';').unwrap_or(chunk.len());
+            chunk.insert_str(at, GIVEN_TARGET);
+        }
+        put("chunk", chunk);
         put("skip_unsupported", self.skip_unsupported.to_string());
         let flag = |on: bool| on.then(|| "true".to_string());
-        let list = |l: &[String], sep: &str| (!l.is_empty()).then(|| l.join(sep));
+        let list = |l: &[String], sep: &str| (!l.is_empty()).then(|| join_list(l, sep));
         for (k, v) in [
             ("unpack", flag(self.unpack)),
             ("follow_external", flag(self.follow_external)),
@@ -284,6 +291,30 @@ impl Settings {
         }
         p
     }
+}
+
+/// What follows a recorded `chunk` target given explicitly and equal to the default.
+const GIVEN_TARGET: &str = " (given)";
+
+/// A recorded list: joined by `sep` (as outputs have always recorded it), or as a JSON array
+/// when an item holds `sep` (a variable named `a,b`, a cut `time=a;b`) or the joined text
+/// would read as one (it starts with `[`).
+fn join_list(l: &[String], sep: &str) -> String {
+    let joined = l.join(sep);
+    if l.iter().any(|x| x.contains(sep)) || joined.starts_with('[') {
+        return serde_json::to_string(l).unwrap_or(joined);
+    }
+    joined
+}
+
+/// A recorded list back ([`join_list`]): a JSON array of strings, else split at `sep`.
+fn split_list(v: &str, sep: char) -> Vec<String> {
+    if v.starts_with('[') {
+        if let Ok(l) = serde_json::from_str::<Vec<String>>(v) {
+            return l;
+        }
+    }
+    v.split(sep).map(str::to_string).collect()
 }
 
 /// `--chunk` settings: fixed extents by dimension name and whole chunk shapes by dataset name.
@@ -589,8 +620,8 @@ pub struct RecordedParamError {
 impl Settings {
     /// The settings a history row's params record: the inverse of
     /// [`Settings::recorded_params`] over the recorded fields (the runtime-only ones take their
-    /// defaults). A `chunk` target equal to the default reads back as no `chunk_bytes` (the
-    /// params do not tell the two apart). Params that describe the run (`input`, `tool`, …)
+    /// defaults). A `chunk` target equal to the default without ` (given)` reads back as no
+    /// `chunk_bytes` (outputs written before it was recorded do not tell the two apart). Params that describe the run (`input`, `tool`, …)
     /// are ignored; a recorded param that does not parse is an error.
     pub fn from_recorded(
         params: &BTreeMap<String, String>,
@@ -607,7 +638,7 @@ impl Settings {
             Some(v) => Err(bad(k, v, "neither true nor false".into())),
         };
         let list = |k: &str, sep: char| -> Vec<String> {
-            get(k).map_or(Vec::new(), |v| v.split(sep).map(str::to_string).collect())
+            get(k).map_or(Vec::new(), |v| split_list(v, sep))
         };
         let mut s = Settings {
             skip_unsupported: flag("skip_unsupported")?,
@@ -629,10 +660,14 @@ impl Settings {
         if let Some(c) = get("chunk") {
             let mut parts = c.split(';');
             let target = parts.next().unwrap_or_default();
+            let (target, given) = match target.strip_suffix(GIVEN_TARGET) {
+                Some(t) => (t, true),
+                None => (target, false),
+            };
             let n: u64 = target
                 .parse()
                 .map_err(|_| bad("chunk", c, "no byte target first".into()))?;
-            s.chunk_bytes = (n != crate::planner::DEFAULT_CHUNK_BYTES).then_some(n);
+            s.chunk_bytes = (given || n != crate::planner::DEFAULT_CHUNK_BYTES).then_some(n);
             for spec in parts {
                 s.chunk
                     .add_spec(spec)
@@ -689,15 +724,60 @@ mod from_recorded_tests {
             assert_eq!(recorded_fields(&back), recorded_fields(&s), "{params:?}");
             assert_eq!(back.recorded_params(), s.recorded_params());
         }
-        // The default target written out reads back as the default.
+        // The default target given reads back as given, not as none (a `.tet` input keeps
+        // its chunks without it, and is re-chunked with it).
         let d = Settings {
             chunk_bytes: Some(crate::planner::DEFAULT_CHUNK_BYTES),
             ..Settings::default()
         };
+        let given = d.recorded_params();
+        assert_eq!(given["chunk"], "4194304 (given)");
+        assert_ne!(given, Settings::default().recorded_params());
+        assert_eq!(Settings::from_recorded(&given).unwrap(), d);
+        let with_dims = Settings {
+            chunk: serde_json::from_value(serde_json::json!(["time=1"])).unwrap(),
+            ..d.clone()
+        };
         assert_eq!(
-            Settings::from_recorded(&d.recorded_params()).unwrap(),
-            Settings::default()
+            with_dims.recorded_params()["chunk"],
+            "4194304 (given);time=1"
         );
+        assert_eq!(
+            Settings::from_recorded(&with_dims.recorded_params()).unwrap(),
+            with_dims
+        );
+        // Before it was recorded apart: the bare default reads back as no target.
+        let old: BTreeMap<String, String> = [("chunk".to_string(), "4194304".to_string())].into();
+        assert_eq!(Settings::from_recorded(&old).unwrap().chunk_bytes, None);
+    }
+
+    #[test]
+    fn names_and_cuts_holding_the_separator_survive_the_params() {
+        let s = Settings {
+            variables: vec!["a,b".into(), "c".into()],
+            exclude: vec!["[xy]*".into()],
+            isel: vec!["time=0:2".into()],
+            sel: vec!["time=2020-01-01;x:2020-02-01".into(), "lat=0:1".into()],
+            ..Settings::default()
+        };
+        let p = s.recorded_params();
+        assert_eq!(p["variables"], r#"["a,b","c"]"#);
+        assert_eq!(p["exclude"], r#"["[xy]*"]"#);
+        assert_eq!(p["isel"], "time=0:2");
+        let back = Settings::from_recorded(&p).unwrap();
+        assert_eq!(
+            (back.variables, back.exclude, back.isel, back.sel),
+            (s.variables, s.exclude, s.isel, s.sel)
+        );
+        // What outputs recorded before: joined, read back by splitting.
+        let old: BTreeMap<String, String> = [
+            ("variables".to_string(), "t,u".to_string()),
+            ("exclude".to_string(), "[ab]*,c".to_string()),
+        ]
+        .into();
+        let back = Settings::from_recorded(&old).unwrap();
+        assert_eq!(back.variables, ["t", "u"]);
+        assert_eq!(back.exclude, ["[ab]*", "c"]);
     }
 
     #[test]

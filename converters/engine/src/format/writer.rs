@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tempfile::NamedTempFile;
@@ -273,6 +274,45 @@ fn directory_blob(specs: &[DatasetSpec]) -> Vec<u8> {
         }
     }
     blob
+}
+
+/// Outputs of at most this many bytes are left for a group commit instead of being synced and
+/// renamed one by one (0: never). Set by a batch worker process ([`defer_commits`]).
+static DEFER_UP_TO: AtomicU64 = AtomicU64::new(0);
+/// Outputs finished but not committed, in the order they finished.
+static DEFERRED: Mutex<Vec<Deferred>> = Mutex::new(Vec::new());
+
+/// A finished output left under its temporary name for a group commit: every byte written, not
+/// synced, not renamed; `file` still holds the exclusive `flock` that keeps cleaners away.
+#[derive(Debug)]
+pub struct Deferred {
+    pub temp: PathBuf,
+    pub target: PathBuf,
+    pub file: File,
+    pub len: u64,
+}
+
+/// Makes [`TetWriter::finish`] in this process leave outputs of at most `max_bytes` whole but
+/// unsynced under their temporary name ([`take_deferred`] hands them over) instead of fsyncing
+/// and renaming each; 0 turns it off. Only a batch worker turns it on: its supervisor syncs the
+/// files as a group, renames them, syncs each folder once and only then records them as
+/// converted, so the promises stay (a crash leaves an output path whole or absent; a
+/// `converted` ledger row names a durable file) while a batch of small files costs one journal
+/// commit per group instead of two per file.
+pub fn defer_commits(max_bytes: u64) {
+    DEFER_UP_TO.store(max_bytes, Ordering::Relaxed);
+}
+
+/// The outputs finished since the last call and not committed (see [`defer_commits`]).
+pub fn take_deferred() -> Vec<Deferred> {
+    std::mem::take(&mut *lock(&DEFERRED))
+}
+
+/// The temporary path of the last output finished and left for a group commit, not yet
+/// handed over (see [`defer_commits`]): a batch worker runs one job at a time, so it is that
+/// job's output (wherever `--write-through-symlink` sent it).
+pub fn last_deferred_temp() -> Option<PathBuf> {
+    lock(&DEFERRED).last().map(|d| d.temp.clone())
 }
 
 /// The suffix of our temporary files, `.<target name>.XXXXXX.tet-convert.tmp` beside the target:
@@ -698,8 +738,10 @@ impl<'a> TetWriter<'a> {
     }
 
     /// Writes the footer and the index, fsyncs and renames the file into place. Fails (and
-    /// removes the temporary file) if any chunk is missing.
-    pub fn finish(self, footer: &Footer) -> Result<()> {
+    /// removes the temporary file) if any chunk is missing. Returns where the file now lies:
+    /// the target, or, when this process defers commits ([`defer_commits`]) and the file is
+    /// small enough, its temporary path (complete, not yet synced nor renamed).
+    pub fn finish(self, footer: &Footer) -> Result<PathBuf> {
         {
             let st = lock(&self.state);
             if let Some(f) = &st.failed {
@@ -807,11 +849,28 @@ impl<'a> TetWriter<'a> {
             .file
             .into_inner()
             .map_err(|e| TetError::Io(e.into_error()))?;
+        let defer_up_to = DEFER_UP_TO.load(Ordering::Relaxed);
+        if defer_up_to > 0 {
+            let len = tmp.as_file().metadata()?.len();
+            if len <= defer_up_to {
+                // Left whole but unsynced under its temporary name, its lock held, for the
+                // batch supervisor's group commit (see [`defer_commits`]).
+                start_writeback(tmp.as_file(), 0, len);
+                let (file, temp) = tmp.keep().map_err(|e| TetError::Io(e.error))?;
+                lock(&DEFERRED).push(Deferred {
+                    temp: temp.clone(),
+                    target: self.target.clone(),
+                    file,
+                    len,
+                });
+                return Ok(temp);
+            }
+        }
         tmp.as_file().sync_all()?;
         tmp.persist(&self.target)
             .map_err(|e| TetError::Io(e.error))?;
         sync_dir(&self.target);
-        Ok(())
+        Ok(self.target.clone())
     }
 
     /// Dataset and grid coordinates of a sequence number.

@@ -1,7 +1,6 @@
 //! What shapes a conversion: `--codec` ([`CodecChoice`]) and what one conversion runs with
 //! ([`ConvertOptions`]: its [`Settings`] and its runtime context).
 
-use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::control::{Cancel, Progress};
@@ -112,10 +111,10 @@ impl std::fmt::Display for CodecChoice {
     }
 }
 
-/// What a conversion runs with: its [`Settings`] (the one serde type every front end builds;
-/// the history row's params derive from it), the runtime context that is no part of the result
-/// (progress, cancellation), and what the history row names as the inputs where that is not
-/// the path converted (the inputs of a combined conversion, an object spooled to a local copy).
+/// What the pipeline runs with: the conversion's [`Settings`] (the one serde type every front
+/// end builds; the history row's params derive from it) and the part of the request's runtime
+/// context the pipeline reads (progress, cancellation). The inputs are no part of it: they
+/// arrive opened ([`super::Opened`]).
 #[derive(Debug, Clone)]
 pub struct ConvertOptions {
     /// Every setting of the conversion (codec, chunking, selection, combine, threads…).
@@ -124,12 +123,6 @@ pub struct ConvertOptions {
     pub progress: Option<Progress>,
     /// Asked between chunks whether to stop (the CLI's asks its signal handlers).
     pub cancel: Cancel,
-    /// Every input of a combined conversion (`settings.concat`), in the combined order once
-    /// [`crate::concat::convert`] has ordered them (the first is the conversion's `input`).
-    pub combined: Vec<PathBuf>,
-    /// What the history row names as the input when `input` is a local copy of it (an object
-    /// URL spooled by `batch::remote`); `None`: the input path itself.
-    pub input_origin: Option<crate::storage::Origin>,
 }
 
 impl Default for ConvertOptions {
@@ -144,8 +137,6 @@ impl From<Settings> for ConvertOptions {
             settings,
             progress: None,
             cancel: Cancel::never(),
-            combined: Vec::new(),
-            input_origin: None,
         }
     }
 }

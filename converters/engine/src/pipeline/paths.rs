@@ -97,7 +97,7 @@ fn resolve_output(output: &Path, through: bool) -> Result<PathBuf, ConvertError>
 /// Refuses an output that would overwrite the input (the same path, a link to it, or another
 /// name of the same file), is a directory, or has no directory; returns the path to write
 /// (see [`resolve_output`]).
-pub(super) fn check_paths(
+pub(crate) fn check_paths(
     input: &Path,
     output: &Path,
     settings: &Settings,

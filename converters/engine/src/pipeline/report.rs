@@ -50,6 +50,14 @@ pub struct ConvertReport {
     pub memory: Option<crate::format::budget::BudgetStats>,
     pub skipped: Vec<SkippedItem>,
     pub warnings: Vec<String>,
+    /// A combined conversion's inputs in the combined order: the index in the request's inputs
+    /// of each parent of the history row, in turn (empty for one input; not in the JSON
+    /// report, whose `input` is the first).
+    #[serde(skip)]
+    pub order: Vec<usize>,
+    /// Requests to object storage that were retried (not in the JSON report).
+    #[serde(skip)]
+    pub retries: u64,
 }
 
 /// A source item with no `.tet` form.
@@ -147,6 +155,22 @@ pub enum ConvertError {
     /// Stopped between two chunks by a signal (SIGTERM, SIGINT); nothing was left behind.
     #[error("stopped by signal {0}")]
     Interrupted(i32),
+    /// Reading an object input or writing an object output failed.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}
+
+impl ConvertError {
+    /// The signal that stopped the conversion (between chunks or during a transfer).
+    pub fn interrupted_by(&self) -> Option<i32> {
+        match self {
+            ConvertError::Interrupted(sig) => Some(*sig),
+            ConvertError::Storage(crate::storage::StorageError::Interrupted { signal, .. }) => {
+                Some(*signal)
+            }
+            _ => None,
+        }
+    }
 }
 
 impl From<crate::tet_input::OpenInputError> for ConvertError {

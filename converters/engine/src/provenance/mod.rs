@@ -7,6 +7,8 @@
 //! - [`lineage`]: the history rows of several files as one graph of entities and activities,
 //!   joined by digest; written as W3C PROV-JSON by [`prov`] (`tet audit --prov`) and drawn with
 //!   Graphviz by [`graph`] (`tet audit --graph`).
+//! - [`report`]: the reports of `tet verify` and `tet audit` (`--json`), which the Python
+//!   package's `tet.verify` and `tet.audit` return as they are.
 //! - [`reproduce`]: a file re-made from what its footer records and compared with it
 //!   (`tet audit --reproduce`).
 //!
@@ -18,5 +20,6 @@ pub mod check;
 pub mod graph;
 pub mod lineage;
 pub mod prov;
+pub mod report;
 pub mod reproduce;
 pub mod sign;

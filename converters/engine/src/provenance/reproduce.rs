@@ -6,12 +6,14 @@
 //! first), its recorded byte-affecting params turned back into [`Settings`]
 //! ([`Settings::from_recorded`]), under the recorded time (`SOURCE_DATE_EPOCH` = the row's
 //! `at`) and in the recorded working directory, so that the facts of the run the footer holds
-//! come out the same. When that row converted a `.tet` that is still there unchanged, that
-//! file is reproduced first the same way (a lineage, step by step from its first parent).
+//! come out the same. When that row converted `.tet` files that are still there unchanged
+//! (one, or the inputs of a combine), each is reproduced first the same way, once (a lineage,
+//! step by step from its first parents).
 //!
-//! The conversion itself is the front end's ([`Convert`]: the command line runs the pipeline
-//! in a worker process, the one the batch runner uses), into a temporary folder removed on
-//! every path. The result is compared with the file:
+//! The conversion itself goes through the engine's one conversion entry
+//! ([`crate::request::run`]) in this process ([`InProcess`], what `tet audit --reproduce` and
+//! Python's `tet.reproduce` both use; [`Convert`] lets a test put another in its place), into a
+//! temporary folder removed on every path. The result is compared with the file:
 //!
 //! - byte for byte first;
 //! - else where it first differs: the datasets' records, then each chunk index row and its
@@ -110,6 +112,89 @@ pub struct Options {
     pub storage: crate::storage::Options,
 }
 
+/// Runs each step in this process through the engine's conversion entry
+/// ([`crate::request::run`]). The recorded working directory and time are process globals that
+/// the pipeline reads (`std::env::current_dir` for relative inputs and the `cwd` it records,
+/// `SOURCE_DATE_EPOCH` for `at` and `created_at`): they are set for the conversion and put
+/// back after it, under one lock, so reproductions in one process take turns. Another thread of
+/// the process that reads them meanwhile sees the recorded ones: Python's `tet.reproduce` runs
+/// this in a child process for that reason (and as `tet.convert` does, so that a C library's
+/// crash does not take the interpreter down).
+#[derive(Debug, Clone, Default)]
+pub struct InProcess {
+    /// `--storage-option` pairs for object inputs.
+    pub storage: crate::storage::Options,
+}
+
+/// Held while a step runs with the recorded working directory and time.
+static GLOBALS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+impl Convert for InProcess {
+    fn convert(&self, step: &Step, output: &Path) -> Result<(), String> {
+        let _turn = GLOBALS.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = std::env::current_dir().ok();
+        let at = std::env::var_os("SOURCE_DATE_EPOCH");
+        if let Some(cwd) = &step.cwd {
+            std::env::set_current_dir(cwd).map_err(|e| {
+                format!(
+                    "cannot enter the recorded working directory {}: {e}",
+                    cwd.display()
+                )
+            })?;
+        }
+        std::env::set_var("SOURCE_DATE_EPOCH", &step.at);
+        let req = crate::request::Request::new(&step.inputs, output, step.settings.clone());
+        let cx = crate::request::Context {
+            storage: self.storage.clone(),
+            ..crate::request::Context::default()
+        };
+        let result = crate::request::run(&req, &cx);
+        match at {
+            Some(v) => std::env::set_var("SOURCE_DATE_EPOCH", v),
+            None => std::env::remove_var("SOURCE_DATE_EPOCH"),
+        }
+        if let Some(d) = dir {
+            // Where this process was: it was there a moment ago.
+            let _ = std::env::set_current_dir(d);
+        }
+        result.map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// [`reproduce`] in this process ([`InProcess`]) and its report, the value `tet audit
+/// --reproduce --json` prints for a file and Python's `tet.reproduce` returns: `schema`
+/// `tet-reproduce/1`, `file`, `verdict` (the worst of its steps) and `steps`, each with the
+/// `file` it made, its history `row`, its `verdict` and the one-line `detail`.
+pub fn reproduce_report(file: &Path, opts: &Options) -> (Verdict, Value) {
+    let conv = InProcess {
+        storage: opts.storage.clone(),
+    };
+    let steps = reproduce(file, opts, &conv);
+    let verdict = verdict(&steps);
+    (verdict, report(file, verdict, &steps))
+}
+
+/// The `tet-reproduce/1` report of `file`'s steps.
+pub fn report(file: &Path, verdict: Verdict, steps: &[StepOutcome]) -> Value {
+    let rows: Vec<Value> = steps
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "file": s.file.display().to_string(),
+                "row": s.row,
+                "verdict": s.verdict.name(),
+                "detail": s.detail,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "schema": "tet-reproduce/1",
+        "file": file.display().to_string(),
+        "verdict": verdict.name(),
+        "steps": rows,
+    })
+}
+
 /// The most `.tet` parents followed back (a guard against a file that names itself).
 const MAX_STEPS: usize = 64;
 
@@ -154,9 +239,11 @@ fn step(file: &Path, opts: &Options, conv: &dyn Convert, depth: usize, out: &mut
         Ok(p) => p,
         Err(why) => return done(last, Verdict::NotTried, why),
     };
-    // A `.tet` parent that is still there: its own step first.
-    if let (Some(parent), true) = (&planned.tet_parent, depth < MAX_STEPS) {
-        step(parent, opts, conv, depth + 1, out);
+    // The `.tet` parents that are still there: their own steps first (each once).
+    for parent in &planned.tet_parents {
+        if depth < MAX_STEPS && !out.iter().any(|s| &s.file == parent) {
+            step(parent, opts, conv, depth + 1, out);
+        }
     }
     let (verdict, detail) = run_and_compare(file, &planned, conv);
     out.push(StepOutcome {
@@ -172,8 +259,9 @@ struct Planned {
     step: Step,
     /// The recorded tool version differs and that is allowed: compare values.
     drift: Option<String>,
-    /// The row's input, when it is a local `.tet` file (found unchanged).
-    tet_parent: Option<PathBuf>,
+    /// The row's inputs that are local `.tet` files (found unchanged): one, or those of a
+    /// combine.
+    tet_parents: Vec<PathBuf>,
 }
 
 /// Checks what re-running `row` needs: a conversion by this version (or drift allowed), its
@@ -230,12 +318,13 @@ fn plan(row: &HistoryRow, index: usize, opts: &Options) -> Result<Planned, Strin
         return Err(format!("row {index} records no input"));
     }
     let settings = Settings::from_recorded(&row.params).map_err(|e| e.to_string())?;
-    let tet_parent = match (row.source.as_str(), checks.as_slice()) {
-        ("tet", [c]) => c
-            .path
-            .clone()
-            .filter(|p| !crate::storage::is_url(p) && p.is_file()),
-        _ => None,
+    let tet_parents = match row.source.as_str() {
+        "tet" => checks
+            .iter()
+            .filter_map(|c| c.path.clone())
+            .filter(|p| !crate::storage::is_url(p) && p.is_file())
+            .collect(),
+        _ => Vec::new(),
     };
     Ok(Planned {
         step: Step {
@@ -245,7 +334,7 @@ fn plan(row: &HistoryRow, index: usize, opts: &Options) -> Result<Planned, Strin
             settings,
         },
         drift,
-        tet_parent,
+        tet_parents,
     })
 }
 

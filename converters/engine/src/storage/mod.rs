@@ -14,10 +14,12 @@
 
 use std::path::{Path, PathBuf};
 
+mod open;
 #[cfg(feature = "object-store")]
 mod remote;
 #[cfg(feature = "object-store")]
 mod zarr;
+pub use open::{digest_path, open_tet, other_format, FetchError, OpenTetError, OpenedTet};
 #[cfg(feature = "object-store")]
 pub use remote::ranged::RangedObject;
 #[cfg(feature = "object-store")]
@@ -147,8 +149,8 @@ pub enum Cause {
     NoRoom { dir: PathBuf, free: u64, need: u64 },
     /// The text is not a URL of an object store this build reads.
     NotAnObjectUrl(String),
-    /// A `--storage-option` this kind of store does not take.
-    UnknownOption(String),
+    /// A `--storage-option` this kind of store does not take, and the closest names it takes.
+    UnknownOption { key: String, closest: Vec<String> },
     /// A numeric `--storage-option` (`max_retries`, `retry_timeout`) that is not a number.
     NotANumber(String),
     /// Writing to a kind of URL that takes no uploads (plain HTTP).
@@ -184,7 +186,11 @@ impl std::fmt::Display for Cause {
                 dir.display()
             ),
             Cause::NotAnObjectUrl(d) => write!(f, "not an object URL: {d}"),
-            Cause::UnknownOption(k) => write!(f, "unknown storage option {k} for this kind of URL"),
+            Cause::UnknownOption { key, closest } => write!(
+                f,
+                "unknown storage option {key} for this kind of URL {}",
+                crate::select::closest_note(closest)
+            ),
             Cause::NotANumber(k) => write!(f, "storage option {k}: not a number"),
             Cause::ReadOnly => f.write_str("this kind of URL is read-only here (no uploads)"),
             Cause::NotSupported(d) => write!(f, "not supported by this store ({d})"),

@@ -318,6 +318,47 @@ fn both<S: ObjectStore + MultipartStore>(s: S) -> Stores {
     (s.clone(), Some(s))
 }
 
+/// The `--storage-option` / `storage_options` names a kind of store takes, for naming the
+/// closest to one it does not: every name below that the store's own parser accepts (each
+/// store also takes its prefixed forms, `aws_…`, `google_…`, `azure_…`), and ours.
+fn option_names(scheme: &ObjectStoreScheme) -> Vec<&'static str> {
+    #[rustfmt::skip]
+    const NAMES: &[&str] = &[
+        // ours
+        "max_retries", "retry_timeout",
+        // every HTTP client
+        "allow_http", "allow_invalid_certificates", "connect_timeout", "timeout", "proxy_url",
+        "proxy_ca_certificate", "proxy_excludes", "user_agent", "http1_only", "http2_only",
+        "pool_idle_timeout", "read_timeout", "default_content_type",
+        // s3://
+        "access_key_id", "secret_access_key", "session_token", "region", "default_region",
+        "endpoint", "endpoint_url", "bucket", "virtual_hosted_style_request", "skip_signature",
+        "unsigned_payload", "checksum_algorithm", "s3_express", "imdsv1_fallback",
+        "metadata_endpoint", "role_arn", "role_session_name", "web_identity_token_file",
+        "request_payer", "server_side_encryption", "sse_kms_key_id", "conditional_put",
+        "copy_if_not_exists", "disable_tagging", "aws_access_key_id", "aws_secret_access_key",
+        "aws_session_token", "aws_region", "aws_endpoint", "aws_endpoint_url", "aws_allow_http",
+        // gs://
+        "service_account", "service_account_key", "application_credentials", "bearer_token",
+        "base_url", "google_service_account", "google_application_credentials",
+        // az://
+        "account_name", "access_key", "client_id", "client_secret", "tenant_id", "sas_token",
+        "token", "use_emulator", "use_azure_cli", "container_name", "azure_storage_account_name",
+        "azure_storage_account_key", "azure_storage_endpoint", "azure_allow_http",
+    ];
+    let takes = |k: &str| -> bool {
+        use object_store::{aws, azure, gcp, ClientConfigKey};
+        matches!(k, "max_retries" | "retry_timeout")
+            || match scheme {
+                ObjectStoreScheme::AmazonS3 => k.parse::<aws::AmazonS3ConfigKey>().is_ok(),
+                ObjectStoreScheme::GoogleCloudStorage => k.parse::<gcp::GoogleConfigKey>().is_ok(),
+                ObjectStoreScheme::MicrosoftAzure => k.parse::<azure::AzureConfigKey>().is_ok(),
+                _ => k.parse::<ClientConfigKey>().is_ok(),
+            }
+    };
+    NAMES.iter().copied().filter(|k| takes(k)).collect()
+}
+
 /// Our own options, read before the store's: retries of transient errors.
 fn retry_config(options: &Options) -> Result<RetryConfig, Cause> {
     let mut r = RetryConfig {
@@ -506,7 +547,14 @@ impl Object {
         let retry = retry_config(options).map_err(fail)?;
         let ours = |k: &str| matches!(k, "max_retries" | "retry_timeout");
         let theirs = options.iter().filter(|(k, _)| !ours(k));
-        let unknown = |k: &str| fail(Cause::UnknownOption(k.to_string()));
+        let unknown = |k: &str| {
+            let known = option_names(&scheme);
+            let closest = crate::select::closest(k, known.iter().copied());
+            fail(Cause::UnknownOption {
+                key: k.to_string(),
+                closest,
+            })
+        };
         let tally = Arc::new(Tally::default());
         let built = |e: object_store::Error| StorageError::Remote {
             url: url.to_string(),
