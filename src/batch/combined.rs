@@ -157,10 +157,7 @@ pub fn execute(
     if req.inputs.iter().any(|i| i.url().is_some()) || tet::storage::is_url(output) {
         return super::remote::execute_combined(job, &inputs, output, req, cx, stage, out);
     }
-    if let Some(imp) = inputs
-        .first()
-        .and_then(|i| tet::registry::identify(i).ok())
-    {
+    if let Some(imp) = inputs.first().and_then(|i| tet::registry::identify(i).ok()) {
         out.row.format = Some(imp.id().to_owned());
         stage(imp.name());
     }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::fresh::{self, Freshness};
 use super::ledger::{from_hex, to_hex, InputRow, Status};
 use tet::control::Cancel;
-use tet::request::{Context, Request};
 use tet::registry;
+use tet::request::{Context, Request};
 use tet::settings::Settings;
 
 /// A path as exact bytes, in hex (the worker protocol never loses a non-UTF-8 path).
@@ -68,7 +68,11 @@ impl WireJob {
                 .map(WirePath::path)
                 .collect::<Result<_, _>>()?,
         };
-        Ok(Request::new(inputs, self.output.path()?, self.settings.clone()))
+        Ok(Request::new(
+            inputs,
+            self.output.path()?,
+            self.settings.clone(),
+        ))
     }
 
     /// What the conversion runs with in this process: a progress bar, the signal handlers,
