@@ -6,6 +6,8 @@
 //! Skipped with a printed reason only when moto cannot start.
 
 use crate::common;
+// `#[macro_export]` puts the macro at the test crate's root (tests/common/s3.rs).
+use crate::moto_or_skip;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,8 @@
 //! and the proxies are `tests/common/s3.rs`.
 
 use crate::common;
+// `#[macro_export]` puts the macro at the test crate's root (tests/common/s3.rs).
+use crate::moto_or_skip;
 
 use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};

@@ -2,8 +2,6 @@
 //! importer labels), typed attributes, facts, string variables, skipped items, serial-read
 //! sources, and failures that leave no output.
 
-use crate::common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tet::format::verify::{verify, Depth};

@@ -5,6 +5,8 @@
 //! `tests/object_store.rs`), which read the object by ranges with no spool.
 
 use crate::common;
+// `#[macro_export]` puts the macro at the test crate's root (tests/common/s3.rs).
+use crate::moto_or_skip;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

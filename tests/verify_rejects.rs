@@ -1,8 +1,6 @@
 //! `tet verify` rejects every kind of broken file, naming the dataset and chunk, and the files
 //! are built byte by byte here so the writer's own checks cannot hide a reader gap.
 
-use crate::common;
-
 use tet::format::verify::{verify_bytes, Depth, Report};
 
 struct Ds {
