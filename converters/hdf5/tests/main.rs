@@ -21,6 +21,10 @@ mod robustness;
 mod vds;
 // -- end of the test files --
 
+// Every test of this binary shares one process: a program one test starts must not hold
+// libhdf5's lock on a file another test is writing (tet_testkit::hdf5_without_file_locks).
+tet_testkit::hdf5_without_file_locks!();
+
 /// With `autotests = false` a file of `tests/` that is not declared above would never be
 /// compiled nor run: none may be missing.
 #[test]

@@ -65,6 +65,33 @@ pub fn test_name(module_path: &str, name: &str) -> String {
     }
 }
 
+/// In a test binary's root (`tests/main.rs`): turns libhdf5's file locks off for the process and
+/// the programs it starts (`HDF5_USE_FILE_LOCKING=FALSE`, unless already set), before `main`.
+///
+/// Why: libhdf5 (under netCDF-C too) opens files without close-on-exec, so a program a test
+/// starts while another test of the same process writes a netCDF-4 or HDF5 file inherits the
+/// descriptor, and with it the file's lock, until it exits; re-opening the file in the
+/// meantime fails ("NetCDF: HDF error"). With one test binary per crate every test of the crate
+/// shares the process, so one test's child could break another test's re-open. No test checks
+/// the locks themselves.
+#[macro_export]
+macro_rules! hdf5_without_file_locks {
+    () => {
+        /// Runs before `main`, as an ELF constructor: the process has one thread then, so the
+        /// environment can be changed safely.
+        #[used]
+        #[link_section = ".init_array"]
+        static HDF5_WITHOUT_FILE_LOCKS: extern "C" fn() = {
+            extern "C" fn init() {
+                if std::env::var_os("HDF5_USE_FILE_LOCKING").is_none() {
+                    std::env::set_var("HDF5_USE_FILE_LOCKING", "FALSE");
+                }
+            }
+            init
+        };
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
