@@ -19,6 +19,13 @@
 #     `strace -f -c -w` of the batch at 8 and 16 workers on 2,000 such files; `vmstat 1`
 #     throughout; `perf` profiles when perf exists and time is left.
 #
+# Issue 34 (the default, TET_CASES="batch memory"): the batch of 20,000 NPY files of 4 KiB at
+# --workers 16 (and 4) beside `cp -r` + sync, now that small outputs are committed as a group; and
+# the memory promise: the 1 GiB NPY → --codec zstd:3 at --jobs 64 / 16 / 2 under the default
+# 256 MiB budget and at --jobs 64 under 128 MiB, peak RSS of the process beside the budget, the
+# outputs compared with `cmp` (the bytes must not depend on --jobs or the budget). Two rounds.
+# The issue 25 sections run when named: TET_CASES="scaling batch twocpu diagnostics perf memory".
+#
 # Every measurement is appended to $OUT/device-results.tsv as it ends and the summary tables go to
 # $OUT/device-results.md, so a run cut short still returns what it measured. A measurement is not
 # started once TET_LIMIT_S seconds (default 330) have passed; the first round of every case comes
@@ -26,7 +33,7 @@
 #
 #     bash benches/device.sh          # on the lent machine, with target/device-bundle carried
 #
-# Settings (environment): OUT (default ./device-out), TET_BUNDLE (target/device-bundle),
+# Settings (environment): TET_CASES (see above), OUT (default ./device-out), TET_BUNDLE (target/device-bundle),
 # TET_BENCH_DIR (target/device-work: the disk the repository is on), TET_PLANES (512 planes of
 # 4 MiB = 2 GiB), TET_PLANES2 (256: the 1 GiB input on two CPUs), TET_NFILES (20000), TET_JOBS
 # ("1 2 4 8 16"), TET_WORKERS ("1 4 8 16"), TET_ROUNDS (3), TET_LIMIT_S (330).
@@ -39,8 +46,11 @@ PLANES=${TET_PLANES:-512}
 PLANES2=${TET_PLANES2:-256}
 NFILES=${TET_NFILES:-20000}
 JOBS=${TET_JOBS:-"1 2 4 8 16"}
-WORKERS=${TET_WORKERS:-"1 4 8 16"}
-ROUNDS=${TET_ROUNDS:-3}
+WORKERS=${TET_WORKERS:-"4 16"}
+ROUNDS=${TET_ROUNDS:-2}
+CASES=${TET_CASES:-"batch memory"}
+FOLDERS=${TET_FOLDERS:-0}
+on() { [[ " $CASES " == *" $1 "* ]]; }
 LIMIT=${TET_LIMIT_S:-330}
 mkdir -p "$OUT" "$W"
 RES=$OUT/device-results.tsv
@@ -118,10 +128,11 @@ measure() {
 
 log "generating inputs in $W"
 NPY=$W/f32_${PLANES}.npy
-[ -f "$NPY" ] || log "gen_npy $PLANES planes: $("$TIMEIT" "$B/bin/gen_npy $NPY $PLANES 1024 1024")"
+{ on scaling || on diagnostics || on perf; } && [ ! -f "$NPY" ] && log "gen_npy $PLANES planes: $("$TIMEIT" "$B/bin/gen_npy $NPY $PLANES 1024 1024")"
 SMALL=$W/small
-[ -d "$SMALL" ] || log "gen_small $NFILES: $("$TIMEIT" "$B/bin/gen_small $SMALL $NFILES")"
-ls -l "$NPY" >>"$LOG"
+on batch && [ ! -d "$SMALL" ] &&
+    log "gen_small $NFILES: $("$TIMEIT" "$B/bin/gen_small $SMALL $NFILES $FOLDERS")"
+ls -l "$NPY" >>"$LOG" 2>&1
 
 scaling_pair() { # jobs round: zstd and tet-convert, the order alternating with the round
     local j=$1 r=$2
@@ -156,13 +167,40 @@ batch_round() { # round
     PREP_MKDIR=""
 }
 
+# Issue 34: peak RSS of one conversion of the 1 GiB input beside --memory-budget, and the
+# outputs of every --jobs and budget compared byte for byte.
+memory_round() { # round
+    local r=$1 j
+    local npy=$W/f32_${PLANES2}.npy
+    [ -f "$npy" ] || "$B/bin/gen_npy" "$npy" "$PLANES2" 1024 1024
+    PREP_RM=""
+    PREP_WARM=$npy
+    for j in 64 16 2; do
+        rm -f "$W/mem.j$j.tet"
+        measure "memory: zstd:3 --jobs $j (budget 256 MiB)" "$r" \
+            "$CONV -q --codec zstd:3 --jobs $j $npy $W/mem.j$j.tet"
+    done
+    rm -f "$W/mem.b128.tet"
+    measure "memory: zstd:3 --jobs 64 --memory-budget 128MiB" "$r" \
+        "$CONV -q --codec zstd:3 --jobs 64 --memory-budget 128MiB $npy $W/mem.b128.tet"
+    for f in "$W"/mem.j16.tet "$W"/mem.j2.tet "$W"/mem.b128.tet; do
+        [ -f "$f" ] && [ -f "$W/mem.j64.tet" ] &&
+            log "cmp $(basename "$f") mem.j64.tet: $(cmp "$f" "$W/mem.j64.tet" >/dev/null 2>&1 &&
+                echo identical || echo DIFFERENT)"
+    done
+    rm -f "$W"/mem.*.tet
+}
+
 log "round 1"
-scaling_pair 1 1
-for j in $JOBS; do [ "$j" != 1 ] && scaling_pair "$j" 1; done
-batch_round 1
+if on scaling; then
+    scaling_pair 1 1
+    for j in $JOBS; do [ "$j" != 1 ] && scaling_pair "$j" 1; done
+fi
+on batch && batch_round 1
+on memory && memory_round 1
 
 # The 2-vCPU machine's acceptance figures, on two CPUs of this quiet one.
-if command -v taskset >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
+if on twocpu && command -v taskset >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
     log "two CPUs (taskset -c 0,1)"
     NPY1=$W/f32_${PLANES2}.npy
     [ -f "$NPY1" ] || "$B/bin/gen_npy" "$NPY1" "$PLANES2" 1024 1024
@@ -181,6 +219,7 @@ if command -v taskset >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
     rm -f "$W"/out.* "$NPY1"
 fi
 
+if on diagnostics; then
 log "diagnostics"
 PREP_RM="$W/out.zst"
 PREP_WARM=$NPY
@@ -224,15 +263,19 @@ if [ -n "$STRACE" ] && [ "$(elapsed)" -lt "$LIMIT" ]; then
     done
     rm -rf "$W/s4.out"
 fi
+fi # diagnostics
 
 for ((r = 2; r <= ROUNDS; r++)); do
     log "round $r"
-    for j in $JOBS; do [ "$j" != 1 ] && scaling_pair "$j" "$r"; done
-    batch_round "$r"
-    scaling_pair 1 "$r"
+    if on scaling; then
+        for j in $JOBS; do [ "$j" != 1 ] && scaling_pair "$j" "$r"; done
+    fi
+    on batch && batch_round "$r"
+    on memory && memory_round "$r"
+    on scaling && scaling_pair 1 "$r"
 done
 
-if command -v perf >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
+if on perf && command -v perf >/dev/null && [ "$(elapsed)" -lt "$LIMIT" ]; then
     log "perf profiles (--jobs 1 and zstd -T1)"
     perf record -F 999 -g -o "$W/perf.tet" -- $CONV -q --codec zstd:3 --jobs 1 \
         "$NPY" "$W/out.tet" >>"$LOG" 2>&1
@@ -282,6 +325,9 @@ awk -F'\t' -v planes="$PLANES" -v nfiles="$NFILES" '
       if (("2 CPUs: tet-convert zstd:3 --jobs 2") in best && ("2 CPUs: zstd -T2 -3 + sync") in best)
         printf "| 2 CPUs: zstd:3 --jobs 2 / zstd -T2 -3 | %.3f | <= 1.0 |\n",
             best["2 CPUs: tet-convert zstd:3 --jobs 2"] / best["2 CPUs: zstd -T2 -3 + sync"]
+      for (i = 1; i <= k; i++) { c = order[i]
+        if (c ~ /^memory: /) { b = (c ~ /128MiB/) ? 128 : 256
+          printf "| %s: peak RSS / budget | %.2f | <= 1.0 |\n", substr(c, 9), rss[c] / 1024 / b } }
       cp = "batch: cp -r + sync"
       for (i = 1; i <= k; i++) { c = order[i]
         if (c ~ /^batch: / && c != cp && (cp in best))

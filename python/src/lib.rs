@@ -4,7 +4,10 @@
 //! and raises its datasets to what the source held (`tet::export::Plan` with every element
 //! type), and reads outer selections of them with `tet::export::read_selection` — the GIL
 //! released, chunks decoded on the engine's rayon pool. Conversion and verification call
-//! `tet::pipeline::convert` and `tet::format::verify`. Everything Pythonic (indexing, the
+//! `tet::pipeline::convert` and `tet::format::verify`; `verify_json`/`audit_json` return the
+//! engine's `tet verify --json`/`tet audit --json` reports (`tet::provenance::report`). A `.tet`
+//! may be an object URL (`s3://`, `gs://`, `az://`, `https://`), read by ranges
+//! (`tet::storage::open_tet`, the cargo feature `object-store`). Everything Pythonic (indexing, the
 //! xarray backend, the supervised conversion worker) lives in `python/tet/`.
 
 mod convert;
@@ -20,9 +23,11 @@ use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyType};
 
+use tet::control::Cancel;
 use tet::export::{read_selection, DamagedFooter, ExportError, Plan};
 use tet::format::verify::{verify, Depth, Finding};
 use tet::format::{Footer, TetError, TetFile};
+use tet::storage::{open_tet, Cause, OpenTetError, OpenedTet, StorageError};
 
 use values::{attrs_to_py, facts_to_py};
 
@@ -48,6 +53,37 @@ fn from_tet(py: Python<'_>, what: &str, e: TetError) -> PyErr {
         TetError::Invalid(m) => PyValueError::new_err(format!("{what}: {m}")),
         e => tet_error(py, "CorruptError", format!("{what}: {e}")),
     }
+}
+
+/// The exception for a `.tet` (a path or an object URL) that cannot be opened: a missing file
+/// or object `NotFoundError`, a storage setting the store does not take `ValueError` (naming
+/// the closest), another storage failure `TetError`, bytes that are no `.tet` `CorruptError`.
+fn from_open(py: Python<'_>, what: &str, e: OpenTetError) -> PyErr {
+    match e {
+        OpenTetError::Tet(t) => from_tet(py, what, t),
+        OpenTetError::Fetch(f) => {
+            let msg = format!("{what}: {f}");
+            match &f.0 {
+                s if s.is_not_found() => tet_error(py, "NotFoundError", msg),
+                StorageError::Remote {
+                    cause:
+                        Cause::UnknownOption { .. } | Cause::NotANumber(_) | Cause::NotAnObjectUrl(_),
+                    ..
+                } => PyValueError::new_err(msg),
+                _ => tet_error(py, "TetError", msg),
+            }
+        }
+        e @ OpenTetError::OtherFormat(_) => tet_error(py, "CorruptError", format!("{what}: {e}")),
+    }
+}
+
+/// `storage_options` as the engine takes them: keys lower-cased (as `--storage-option`).
+fn storage_pairs(options: Option<Vec<(String, String)>>) -> tet::storage::Options {
+    options
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v))
+        .collect()
 }
 
 /// The exception for an error of a read.
@@ -96,7 +132,7 @@ fn chunks_read_total() -> u64 {
 
 /// An open file and its raised model.
 struct Open {
-    tet: TetFile,
+    tet: OpenedTet,
     plan: Plan,
 }
 
@@ -154,17 +190,24 @@ fn footer_of(tet: &TetFile) -> &Footer {
 
 #[pymethods]
 impl Reader {
-    /// Opens `path`: maps the file, reads its directory, index and footer (no chunk data),
+    /// Opens `path` (a local path, or an object URL read by ranges with `storage_options`:
+    /// `tet::storage::open_tet`): reads its directory, index and footer (no chunk data),
     /// checks the footer digest and that the index covers every dataset
     /// (`tet::export::Plan::for_reading`). A file whose footer is unreadable raises
     /// `CorruptError` unless `allow_damaged_footer` (its datasets are then read as stored).
     #[new]
-    #[pyo3(signature = (path, allow_damaged_footer = false))]
-    fn new(py: Python<'_>, path: PathBuf, allow_damaged_footer: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, allow_damaged_footer = false, storage_options = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        allow_damaged_footer: bool,
+        storage_options: Option<Vec<(String, String)>>,
+    ) -> PyResult<Self> {
         let shown = path.display().to_string();
+        let options = storage_pairs(storage_options);
         let tet = py
-            .detach(|| TetFile::open(&path))
-            .map_err(|e| from_tet(py, &shown, e))?;
+            .detach(|| open_tet(&path, &options, &Cancel::never()))
+            .map_err(|e| from_open(py, &shown, e))?;
         let damaged = if allow_damaged_footer {
             DamagedFooter::ReadStored
         } else {
@@ -413,6 +456,150 @@ fn verify_file<'py>(py: Python<'py>, path: PathBuf, deep: bool) -> PyResult<Boun
     verify_report(py, &tet, deep)
 }
 
+/// `tet verify --json` of `path` (a local path or an object URL): the `tet-verify/1` object as
+/// JSON text, built by the engine function the CLI prints
+/// (`tet::provenance::report::verify_file`). `signers`: an `allowed_signers` file.
+#[pyfunction]
+#[pyo3(signature = (path, deep = false, signers = None, storage_options = None))]
+fn verify_json(
+    py: Python<'_>,
+    path: PathBuf,
+    deep: bool,
+    signers: Option<PathBuf>,
+    storage_options: Option<Vec<(String, String)>>,
+) -> PyResult<String> {
+    use tet::provenance::report;
+    let options = storage_pairs(storage_options);
+    let allowed = load_signers(py, signers)?;
+    let depth = if deep { Depth::Deep } else { Depth::Sample };
+    let r = py
+        .detach(|| report::verify_file(&path, depth, allowed.as_ref(), &options, &Cancel::never()));
+    Ok(report::verify_json(&path.display().to_string(), depth, &r).to_string())
+}
+
+/// `tet audit --json` of `path` (a local path or an object URL): the `tet-audit/1` object as
+/// JSON text (`tet::provenance::report::audit_file`, what the CLI prints). `sources`: the
+/// `--source` paths or URLs. Raises when the file or its history cannot be read (the CLI's
+/// one-line failure).
+#[pyfunction]
+#[pyo3(signature = (path, sources = Vec::new(), signers = None, storage_options = None))]
+fn audit_json(
+    py: Python<'_>,
+    path: PathBuf,
+    sources: Vec<PathBuf>,
+    signers: Option<PathBuf>,
+    storage_options: Option<Vec<(String, String)>>,
+) -> PyResult<String> {
+    use tet::provenance::report::{audit_file, AuditError};
+    let options = storage_pairs(storage_options);
+    let allowed = load_signers(py, signers)?;
+    let shown = path.display().to_string();
+    let r = py.detach(|| {
+        audit_file(
+            &path,
+            &sources,
+            allowed.as_ref(),
+            &options,
+            &Cancel::never(),
+        )
+    });
+    match r {
+        Ok(r) => Ok(r.to_json(&shown).to_string()),
+        Err(AuditError::Open(e)) => Err(from_open(py, &shown, e)),
+        Err(e) => Err(tet_error(py, "CorruptError", format!("{shown}: {e}"))),
+    }
+}
+
+/// `tet export SRC DST --json`: exports the `.tet` `src` (a local path or an object URL, read
+/// by ranges) to `dst` with the engine's export (`tet::export`: the same formats, checks and
+/// errors as the CLI); returns the CLI's `--json` object as JSON text. `to`: the format name
+/// (else from `dst`'s extension), `datasets`: names to export, `compress`: the codec spelling
+/// of `--compress`.
+#[pyfunction]
+#[pyo3(signature = (src, dst, to = None, datasets = Vec::new(), compress = None, force = false, storage_options = None))]
+#[allow(clippy::too_many_arguments)]
+fn export(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    to: Option<String>,
+    datasets: Vec<String>,
+    compress: Option<String>,
+    force: bool,
+    storage_options: Option<Vec<(String, String)>>,
+) -> PyResult<String> {
+    use std::str::FromStr as _;
+    use tet::export::{Compression, ExportOptions, Target};
+    let shown = src.display().to_string();
+    if tet::storage::is_url(&dst) {
+        return Err(PyValueError::new_err(format!(
+            "{}: an object URL as the output of tet.export is not supported yet; export to a \
+             local path (or use `tet export`)",
+            dst.display()
+        )));
+    }
+    let target = match to.as_deref() {
+        None => None,
+        Some(n) => Some(Target::from_name(n).ok_or_else(|| {
+            PyValueError::new_err(format!("unknown format `{n}` ({})", Target::names()))
+        })?),
+    };
+    let compression = match compress.as_deref() {
+        None => Compression::default(),
+        Some(c) => Compression::from_str(c).map_err(|e| PyValueError::new_err(e.to_string()))?,
+    };
+    let opts = ExportOptions {
+        target,
+        datasets,
+        compression,
+        force,
+        cancel: Cancel::never(),
+    };
+    let options = storage_pairs(storage_options);
+    let report = if tet::storage::is_url(&src) {
+        // An object is read by ranges, one chunk at a time as the writer asks for it.
+        let opened = py
+            .detach(|| open_tet(&src, &options, &Cancel::never()))
+            .map_err(|e| from_open(py, &shown, e))?;
+        py.detach(|| tet::export::export_file(&opened, &src, &dst, &opts))
+    } else {
+        if !src.is_file() {
+            return Err(tet_error(
+                py,
+                "NotFoundError",
+                format!("{shown}: no such .tet file"),
+            ));
+        }
+        if let Some(name) = tet::storage::other_format(&src) {
+            let e = OpenTetError::OtherFormat(name);
+            return Err(tet_error(py, "CorruptError", format!("{shown}: {e}")));
+        }
+        py.detach(|| tet::export::export(&src, &dst, &opts))
+    }
+    .map_err(|e| from_export(py, &shown, e))?;
+    let v = serde_json::json!({
+        "input": shown,
+        "output": report.output.display().to_string(),
+        "format": report.target.name(),
+        "arrays": report.arrays.iter().map(|(n, t, s)| serde_json::json!({"name": n, "dtype": t, "shape": s})).collect::<Vec<_>>(),
+        "reused_chunks": report.reused_chunks,
+        "warnings": report.warnings,
+    });
+    Ok(v.to_string())
+}
+
+/// The allowed signers file `path` (its left-out lines are ignored, as the CLI warns of them).
+fn load_signers(
+    py: Python<'_>,
+    path: Option<PathBuf>,
+) -> PyResult<Option<tet::provenance::allowed::AllowedSigners>> {
+    path.map(|p| {
+        tet::provenance::allowed::AllowedSigners::load(&p)
+            .map_err(|e| tet_error(py, "TetError", e.to_string()))
+    })
+    .transpose()
+}
+
 /// The extension module.
 #[pymodule]
 fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -421,6 +608,9 @@ fn _tet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::digest_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunks_read_total, m)?)?;
     m.add_function(wrap_pyfunction!(verify_file, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_json, m)?)?;
+    m.add_function(wrap_pyfunction!(audit_json, m)?)?;
+    m.add_function(wrap_pyfunction!(export, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce::reproduce, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
     m.add("SETTINGS_FIELDS", convert::settings_fields())?;

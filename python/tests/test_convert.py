@@ -103,14 +103,14 @@ def test_verify_and_audit(tmp_path):
     out = tmp_path / "v.tet"
     r = tet.convert(src, out)
     v = tet.verify(out, deep=True)
-    assert v["ok"] and v["footer_digest"] == "ok" and v["failures"] == []
-    (entry,) = tet.audit(out)
-    assert entry.status == "unchanged" and entry.recorded == r.input_digest
+    assert v["ok"] and v["checksums"]["footer_digest"] == "ok" and v["failures"] == []
+    (entry,) = tet.audit(out)["inputs"]
+    assert entry["status"] == "unchanged" and entry["recorded_digest"] == r.input_digest
     np.save(src, np.arange(100, dtype=np.int32) + 1)
-    (entry,) = tet.audit(out)
-    assert entry.status == "changed" and entry.current != entry.recorded
+    (entry,) = tet.audit(out)["inputs"]
+    assert entry["status"] == "changed" and entry["digest"] != entry["recorded_digest"]
     os.unlink(src)
-    assert tet.audit(out)[0].status == "missing"
+    assert tet.audit(out)["inputs"][0]["status"] == "missing"
 
 
 def test_verify_reports_a_damaged_file_instead_of_raising(tmp_path):

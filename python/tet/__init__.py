@@ -4,7 +4,11 @@
   ``.attrs``, ``.history``, ``.text_variables``; ``f["name"][0, ::2]`` reads only the chunks
   the selection touches and returns numpy values in the source's type.
 - :func:`convert` any supported input to ``.tet`` in a supervised worker process,
-  :func:`convert_many`, :func:`verify`, :func:`audit`.
+  :func:`convert_many`, :func:`verify`, :func:`audit` (what ``tet verify --json`` and ``tet
+  audit --json`` print), :func:`export` (``tet export``).
+- A ``.tet`` may be an object URL (``s3://``, ``gs://``, ``az://``, ``https://``) wherever a
+  path is, with ``storage_options`` (:mod:`tet._storage`): read by ranged GETs, only the chunks
+  a selection touches.
 - ``xr.open_dataset("out.tet")``: the xarray engine ``tet`` (:mod:`tet.xarray_backend`).
 
 Importing the package loads no native code: the extension module ``tet._tet`` (and the C
@@ -20,11 +24,10 @@ from ._convert import (
     AuditEntry,
     ConvertReport,
     DatasetReport,
-    audit,
     convert,
     convert_many,
-    verify,
 )
+from ._reports import audit, export, verify
 from ._reproduce import reproduce
 from ._file import Dataset, File, HistoryRow, Parent, TextVariable, open, read_stats
 from .errors import (
@@ -59,6 +62,7 @@ __all__ = [
     "convert_many",
     "verify",
     "audit",
+    "export",
     "reproduce",
     "ConvertReport",
     "DatasetReport",

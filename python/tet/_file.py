@@ -7,12 +7,13 @@ import json
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
 from ._native import native as _tet  # loaded on first use (see _native)
 from ._indexing import Selection
+from ._storage import pairs
 from .errors import CorruptError, NotFoundError, TetError
 
 #: numpy dtypes of the engine's element types (little-endian, as the file stores them).
@@ -225,9 +226,15 @@ class File:
     chunk data, and checks what can be checked without reading the chunks (see :func:`open`).
     Use it as a context manager, or call :meth:`close`."""
 
-    def __init__(self, path: str | os.PathLike, *, allow_damaged_footer: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        allow_damaged_footer: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+    ):
         self.path = os.fspath(path)
-        self._reader = _tet.Reader(self.path, allow_damaged_footer)
+        self._reader = _tet.Reader(self.path, allow_damaged_footer, pairs(storage_options))
         try:
             self._load(self._reader)
         except TetError:
@@ -344,9 +351,19 @@ class File:
 
 
 def open(  # noqa: A001 - the package's entry point
-    path: str | os.PathLike, *, allow_damaged_footer: bool = False
+    path: str | os.PathLike,
+    *,
+    allow_damaged_footer: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> File:
     """Opens a ``.tet`` file (reads its directory, index and footer; no chunk data).
+
+    ``path`` may be an object URL (``s3://bucket/key.tet``, ``gs://``, ``az://``,
+    ``https://``): the object is read by ranged GETs — its head, chunk index and footer once at
+    open, then only the chunks a selection touches — with the same checks as a local file.
+    ``storage_options`` are the store's settings (``endpoint``, ``region``,
+    ``access_key_id``, ``secret_access_key``, ``allow_http``…: see :mod:`tet._storage`); a
+    key the store does not take raises ``ValueError`` naming the closest.
 
     Before it returns, the file's footer is read and, when the file records checksums, its
     digest is checked against the superblock, directory, chunk index and footer; the chunk
@@ -361,4 +378,4 @@ def open(  # noqa: A001 - the package's entry point
 
     Raises :class:`tet.NotFoundError` when there is no such file and
     :class:`tet.CorruptError` when it is damaged."""
-    return File(path, allow_damaged_footer=allow_damaged_footer)
+    return File(path, allow_damaged_footer=allow_damaged_footer, storage_options=storage_options)

@@ -314,11 +314,16 @@ class TetStore(AbstractDataStore):
 
     @classmethod
     def open(
-        cls, filename, group=None, append_history=True, allow_damaged_footer=False
+        cls, filename, group=None, append_history=True, allow_damaged_footer=False,
+        storage_options=None,
     ) -> "TetStore":
         """A store over ``filename`` whose file handle xarray's file manager opens, caches and
-        reopens (after pickling) by path (``allow_damaged_footer``: see :func:`tet.open`)."""
-        kwargs = {"allow_damaged_footer": True} if allow_damaged_footer else None
+        reopens (after pickling) by path (``allow_damaged_footer``, ``storage_options`` of an
+        object URL: see :func:`tet.open`)."""
+        kwargs = {"allow_damaged_footer": True} if allow_damaged_footer else {}
+        if storage_options:  # as pairs: the file manager's key must hash
+            kwargs["storage_options"] = tuple(sorted(dict(storage_options).items()))
+        kwargs = kwargs or None
         manager = CachingFileManager(_open_file, os.fspath(filename), kwargs=kwargs)
         return cls(manager, group, append_history)
 
@@ -488,6 +493,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
         "group",
         "append_history",
         "allow_damaged_footer",
+        "storage_options",
     )
     supports_groups = True
 
@@ -520,6 +526,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
         group: str | None = None,
         append_history: bool = True,
         allow_damaged_footer: bool = False,
+        storage_options=None,
     ):
         """Opens ``filename_or_obj`` (a path); ``group`` selects a group by its path;
         ``append_history=False`` leaves the ``history`` attribute exactly as the source's;
@@ -531,6 +538,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
             group=group,
             append_history=append_history,
             allow_damaged_footer=allow_damaged_footer,
+            storage_options=storage_options,
         )
         return StoreBackendEntrypoint().open_dataset(
             store,
@@ -557,6 +565,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
         group: str | None = None,
         append_history: bool = True,
         allow_damaged_footer: bool = False,
+        storage_options=None,
     ) -> dict[str, Any]:
         """Every group of the file (the source's groups, empty ones included, and those
         holding an item or an attribute) as a dataset, by path (``/`` for the root, or for
@@ -568,6 +577,7 @@ class TetBackendEntrypoint(BackendEntrypoint):
             group=group,
             append_history=append_history,
             allow_damaged_footer=allow_damaged_footer,
+            storage_options=storage_options,
         )
         f = store._manager.acquire()
         lay = _layout(f)

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::fresh::{CannotRead, Freshness, Stamp};
-use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob};
 use super::ledger::{RecordedPath, Status};
+use super::outcome::{failed_row, record_converted, Outcome, StageHook};
+use super::wire::{Recheck, WireJob};
 use tet::request::{Context, Request};
 
 /// The extended attribute that holds the inputs' stamps.
@@ -78,7 +79,7 @@ pub fn check(
     if std::fs::symlink_metadata(output).is_err() {
         return Freshness::Rebuild(None);
     }
-    let parents = match super::recorded(output, params) {
+    let parents = match super::fresh::recorded(output, params) {
         Ok(r) => r.parents,
         Err(why) => return Freshness::Rebuild(Some(why.to_string())),
     };
@@ -223,7 +224,7 @@ fn stamp_converted(
     order: &[usize],
     before: &[Option<Stamp>],
 ) {
-    let Ok(rec) = super::recorded(output, params) else {
+    let Ok(rec) = super::fresh::recorded(output, params) else {
         return;
     };
     let stats: Option<Vec<String>> = order

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::job::Recheck;
+use super::wire::Recheck;
 use tet::format::deep_verify;
+use tet::format::{TetError, TetFile};
 use tet::meta;
 
 /// The extended attribute that holds the stamp.
@@ -87,7 +88,7 @@ impl Stamp {
 
 /// What the extended attribute holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Recorded {
+struct StampRecord {
     digest: String,
     #[serde(flatten)]
     stamp: Stamp,
@@ -96,7 +97,7 @@ struct Recorded {
 /// Stamps `output` as the conversion of an input with `digest` whose stat was `stamp`. Best
 /// effort: a file system without user xattrs only makes the next check hash again.
 pub fn record(output: &Path, digest: &str, stamp: &Stamp) {
-    let rec = Recorded {
+    let rec = StampRecord {
         digest: digest.to_owned(),
         stamp: stamp.clone(),
     };
@@ -107,7 +108,7 @@ pub fn record(output: &Path, digest: &str, stamp: &Stamp) {
     }
 }
 
-fn recorded(output: &Path) -> Option<Recorded> {
+fn stamp_record(output: &Path) -> Option<StampRecord> {
     let v = xattr::get(output, XATTR).ok()??;
     serde_json::from_slice(&v).ok()
 }
@@ -152,7 +153,7 @@ pub fn check(
     if std::fs::symlink_metadata(output).is_err() {
         return Freshness::Rebuild(None);
     }
-    let rec = match super::recorded(output, params) {
+    let rec = match recorded(output, params) {
         Ok(r) => r,
         Err(why) => return Freshness::Rebuild(Some(why.to_string())),
     };
@@ -162,7 +163,7 @@ pub fn check(
         Ok(s) => s,
         Err(e) => return unreadable(e),
     };
-    let cached = recorded(output)
+    let cached = stamp_record(output)
         .filter(|r| !recheck.rehash && r.stamp == now && parents.contains(&r.digest));
     let (digest, bytes) = match cached {
         Some(r) => (r.digest, r.stamp.bytes),
@@ -207,4 +208,67 @@ pub(super) fn existing_output_fails_verify(output: &Path) -> Option<Freshness> {
             super::text::one_line(&e.to_string())
         )))),
     }
+}
+
+/// What an existing output's last history row says of the conversion that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The input digests (parents).
+    pub parents: Vec<String>,
+    /// The input path as it was given then.
+    pub input: Option<String>,
+    /// An object input's stamp (ETag, size, last-modified) then.
+    pub object_stamp: Option<String>,
+}
+
+/// Why an existing output does not hold the conversion asked for (so it is rebuilt).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRecorded {
+    /// The output cannot be opened as a `.tet` file.
+    #[error("existing output unreadable: {0}")]
+    Unreadable(#[source] TetError),
+    /// The output has no footer, so no history.
+    #[error("existing output has no footer")]
+    NoFooter,
+    /// The output's footer cannot be read.
+    #[error("existing output's footer unreadable: {0}")]
+    FooterUnreadable(#[source] TetError),
+    /// The output was converted under other byte-affecting options.
+    #[error("the options changed")]
+    OptionsChanged,
+    /// The output's last history row is not a conversion.
+    #[error("existing output is not a conversion")]
+    NotAConversion,
+}
+
+/// The last history row of `output` when it is a conversion under the same recorded settings
+/// (`params`' keys that [`tet::settings::is_recorded_key`] names); otherwise why the output does not count (no file, unreadable footer, other options).
+pub fn recorded(output: &Path, params: &BTreeMap<String, String>) -> Result<Recorded, NotRecorded> {
+    let f = TetFile::open(output).map_err(NotRecorded::Unreadable)?;
+    let footer = match f.footer() {
+        Ok(Some(footer)) => footer,
+        Ok(None) => return Err(NotRecorded::NoFooter),
+        Err(e) => return Err(NotRecorded::FooterUnreadable(e)),
+    };
+    let pick = |p: &BTreeMap<String, String>| -> BTreeMap<String, String> {
+        p.iter()
+            .filter(|(k, _)| tet::settings::is_recorded_key(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    // The last row made the file; earlier ones are the lineage a `.tet` input carried over.
+    match footer.history.last() {
+        Some(row) if row.op == "convert" && pick(&row.params) == pick(params) => Ok(Recorded {
+            parents: row.parents.clone(),
+            input: row.params.get("input").cloned(),
+            object_stamp: row.params.get(tet::storage::OBJECT_STAMP_KEY).cloned(),
+        }),
+        Some(row) if row.op == "convert" => Err(NotRecorded::OptionsChanged),
+        _ => Err(NotRecorded::NotAConversion),
+    }
+}
+
+/// Whether `output` already holds the conversion of an input with `digest` under `params`.
+pub fn up_to_date(output: &Path, digest: &str, params: &BTreeMap<String, String>) -> bool {
+    recorded(output, params).is_ok_and(|r| r.parents.iter().any(|d| d == digest))
 }

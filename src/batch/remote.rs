@@ -12,28 +12,31 @@
 //!   carries the input's digest and stamp and a digest of the byte-affecting options as object
 //!   metadata, which is what the next run's up-to-date check reads (one HEAD, no GET).
 //! - Up to date: the output exists and records the same options and the same input stamp. A
-//!   changed stamp rebuilds (object inputs are never hashed just to decide).
+//!   changed stamp rebuilds (object inputs are never hashed just to decide). A combined job
+//!   (`--concat`) with an object among its inputs or as its output: the stamp of the
+//!   combination (the inputs' stamps, in any order, hashed: `input_object` of the history
+//!   row, or the upload's `tet-input-stamp`); `--rehash` compares the inputs' digests.
+//! - The conversion itself is the job's request ([`tet::request::run`]: objects read by
+//!   ranges, in place or spooled, an object output staged, checked and uploaded); this module
+//!   gives it the stamp its check saw and the metadata the upload carries.
 //! - Listing a prefix for a batch (`walk`): objects matching the selection, and `*.zarr`
 //!   prefixes taken whole as one input each.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::fresh::Freshness;
+use super::fresh::{recorded, Freshness, Recorded};
 use super::inputs::{Input, Selection};
-use super::job::{failed_row, record_converted, Outcome, Recheck, StageHook, WireJob, WirePath};
 use super::ledger::Status;
+use super::outcome::{failed_row, record_converted, Outcome, StageHook};
+use super::wire::{Recheck, WireJob};
 use tet::control::Cancel;
 use tet::meta;
 use tet::registry;
 use tet::request::{Context, Request};
 use tet::storage::{self, Object, Spool, StorageError};
-
-mod combined;
-pub use combined::execute_combined;
 
 /// Object metadata keys of an uploaded output (S3 lower-cases them).
 const META_DIGEST: &str = "tet-input-digest";
@@ -42,24 +45,6 @@ const META_PARAMS: &str = "tet-params";
 /// The input an uploaded output was converted from (its URL or path, when it is printable
 /// ASCII, which object metadata takes).
 const META_INPUT: &str = "tet-input";
-
-/// The storage settings of a job: `--storage-option` pairs and `--spool-dir`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WireStorage {
-    pub options: storage::Options,
-    pub spool_dir: Option<WirePath>,
-}
-
-impl WireStorage {
-    /// Where downloads and staged outputs go: `--spool-dir`, else `$TMPDIR`.
-    fn spool_root(&self) -> PathBuf {
-        self.spool_dir
-            .as_ref()
-            .and_then(|p| p.path().ok())
-            .unwrap_or_else(std::env::temp_dir)
-    }
-}
 
 /// A digest of the byte-affecting options, as stored with an uploaded output.
 fn params_digest(params: &BTreeMap<String, String>) -> String {
@@ -128,14 +113,6 @@ enum Rebuild {
     Damaged(String),
 }
 
-/// What an existing output records of the conversion that made it.
-struct Recorded {
-    digest: Option<String>,
-    stamp: Option<String>,
-    /// The input it was converted from, when recorded.
-    input: Option<String>,
-}
-
 /// What is up to date when: the existing output, the input and the options of the job.
 struct Check<'a> {
     input: &'a Path,
@@ -174,7 +151,7 @@ impl Check<'_> {
             Ok(None) => return Fresh::Absent,
             Err(why) => return Fresh::Rebuild(why),
         };
-        let Some(digest) = rec.digest else {
+        let Some(digest) = rec.parents.first().cloned() else {
             return Fresh::Rebuild(Rebuild::Input);
         };
         let unchanged = if self.recheck.rehash {
@@ -183,7 +160,7 @@ impl Check<'_> {
                 Err(e) => return Fresh::Rebuild(Rebuild::Unreadable(e)),
             }
         } else {
-            rec.stamp.as_deref() == Some(self.stamp.0.as_str())
+            rec.object_stamp.as_deref() == Some(self.stamp.0.as_str())
         };
         if !unchanged {
             let ours = self.input.display().to_string();
@@ -208,7 +185,9 @@ impl Check<'_> {
         Fresh::UpToDate(digest, self.stamp.1)
     }
 
-    /// What the output records (`None`: there is none); `Err` when it is rebuilt anyway.
+    /// What the output records (`None`: there is none); `Err` when it is rebuilt anyway. Its
+    /// one parent is the digest compared: an object output's metadata, a combination's
+    /// parents combined ([`combined_digest`]).
     fn recorded(&self) -> Result<Option<Recorded>, Rebuild> {
         if let Some(o) = self.dst {
             let Some((_, meta)) = o.metadata().map_err(Rebuild::Unreadable)? else {
@@ -218,25 +197,21 @@ impl Check<'_> {
                 return Err(Rebuild::Options);
             }
             return Ok(Some(Recorded {
-                digest: meta.get(META_DIGEST).cloned(),
-                stamp: meta.get(META_STAMP).cloned(),
+                parents: meta.get(META_DIGEST).cloned().into_iter().collect(),
+                object_stamp: meta.get(META_STAMP).cloned(),
                 input: meta.get(META_INPUT).cloned(),
             }));
         }
         if std::fs::symlink_metadata(self.output).is_err() {
             return Ok(None);
         }
-        let rec = super::recorded(self.output, self.params)
-            .map_err(|e| Rebuild::Recorded(e.to_string()))?;
-        let digest = match self.all.is_empty() {
-            true => rec.parents.first().cloned(),
-            false => Some(combined_digest(&rec.parents)),
+        let mut rec =
+            recorded(self.output, self.params).map_err(|e| Rebuild::Recorded(e.to_string()))?;
+        rec.parents = match self.all.is_empty() {
+            true => rec.parents.into_iter().take(1).collect(),
+            false => vec![combined_digest(&rec.parents)],
         };
-        Ok(Some(Recorded {
-            digest,
-            stamp: rec.object_stamp,
-            input: rec.input,
-        }))
+        Ok(Some(rec))
     }
 
     /// The input's digest and size, read now (`--rehash`); of a combination, every input's,
@@ -299,6 +274,45 @@ pub fn execute(
         dst,
         root,
         all: Vec::new(),
+    };
+    objects.run_checked(req, cx, stage, out)
+}
+
+/// Runs a combined job with an object input or output (see the module docs): `inputs` are the
+/// request's, the row already names them.
+pub fn execute_combined(
+    job: &WireJob,
+    inputs: &[PathBuf],
+    output: &Path,
+    req: &Request,
+    cx: Context,
+    stage: StageHook<'_>,
+    out: Outcome,
+) -> Outcome {
+    let Some(first) = inputs.first() else {
+        return failed_row(out, "--concat needs at least two inputs".into());
+    };
+    let root = job.storage.spool_root();
+    storage::clean_stale_spools(&root);
+    let mut all = Vec::with_capacity(inputs.len());
+    for p in inputs {
+        match object_of(p, job) {
+            Ok(o) => all.push((p.clone(), o)),
+            Err(e) => return failed(out, p, &e),
+        }
+    }
+    let dst = match object_of(output, job) {
+        Ok(d) => d,
+        Err(e) => return failed(out, first, &e),
+    };
+    let objects = Objects {
+        job,
+        input: first,
+        output,
+        src: all[0].1.clone(),
+        dst,
+        root,
+        all,
     };
     objects.run_checked(req, cx, stage, out)
 }
@@ -407,7 +421,7 @@ impl Objects<'_> {
                 let digest = match combined {
                     // What the output records as its input digest: the parents', combined.
                     true => combined_digest(
-                        &super::recorded(staged, &params)
+                        &recorded(staged, &params)
                             .map(|r| r.parents)
                             .unwrap_or_default(),
                     ),

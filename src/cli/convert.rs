@@ -714,7 +714,7 @@ fn wire_jobs(
                 recheck,
                 make_dirs: batch_mode,
                 want_report: a.json && !batch_mode,
-                storage: crate::batch::remote::WireStorage {
+                storage: crate::batch::wire::WireStorage {
                     options: a.storage_option.clone(),
                     spool_dir: a.spool_dir.as_deref().map(WirePath::of),
                 },

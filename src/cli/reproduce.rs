@@ -24,8 +24,11 @@ pub fn run(
         allow_version_drift,
         storage: storage.clone(),
     };
+    // SIGINT/SIGTERM stop the step that runs (its temporary folder removed) and the run.
+    crate::batch::signals::install();
     let conv = InProcess {
         storage: storage.clone(),
+        cancel: tet::control::Cancel::from_fn(crate::batch::signals::pending),
     };
     let mut worst = Verdict::Reproduced;
     for file in files {

@@ -32,12 +32,15 @@
 //! * **Variable-length sequences** of numbers (`H5T_VLEN`: h5py's `vlen_dtype`, PyTables'
 //!   VLArray) are CF contiguous ragged arrays (module `ragged`, `tet_source::ragged`): the
 //!   values under the dataset's name and `<name>_count` (`i64`, one per element, with
-//!   `sample_dimension`), gathered at open (at most 256 MiB).
+//!   `sample_dimension`), gathered at open (at most 256 MiB). Sequences of arrays of numbers
+//!   keep the arrays' axes after the sample axis; sequences of time values get their units
+//!   (module `time`); sequences of strings are ragged text (a [`TextVariable`] of the strings
+//!   with `Fact::Ragged`, and the counts).
 //! * **Strings** (fixed or variable length, ASCII or UTF-8, also as compound fields) become
 //!   [`TextVariable`]s (values in C order; fixed strings lose their NUL/space padding). A 1-D
 //!   string dimension scale also gives [`DimLabels`].
 //! * **Unsupported** (an error, or with `skip_unsupported` an entry in [`Source::skipped`]):
-//!   references, sequences of anything but numbers, non-IEEE floats, virtual datasets
+//!   references, sequences of anything but numbers, arrays of numbers and strings, non-IEEE floats, virtual datasets
 //!   whose sources cannot be checked (below), datasets with external raw-data files, filters neither this crate nor libhdf5 (with the
 //!   plugins it finds in `HDF5_PLUGIN_PATH`) can decode (named in the message, with the plugin
 //!   directories searched), compound datasets whose field names collide once `/` becomes `_`

@@ -37,7 +37,9 @@
 //!   compound `_FillValue` with them; otherwise their fields stay variables (with a warning).
 //!   Complex compounds (netCDF4-python's `r`/`i` pairs) come back as `<x>/real`, `<x>/imag`.
 //! - Ragged arrays ([`Fact::Ragged`]: values + `<name>_count`, from a netCDF vlen variable or
-//!   an HDF5 vlen sequence) are one variable of a vlen type again, opaque values
+//!   an HDF5 vlen sequence) are one variable of a vlen type again (a vlen of vlens when the
+//!   count array is ragged itself; ragged text, a string variable with the fact, a vlen of
+//!   `string`), opaque values
 //!   ([`Fact::Opaque`]: `u8` with a trailing byte axis) one of an opaque type (module
 //!   `ragged`).
 //! - Attributes of compound types (JSON text in the `.tet`, their type recorded by the
@@ -1108,6 +1110,8 @@ struct Defined<'m> {
     strings: Vec<TextVar<'m>>,
     records: Vec<(records::RecordVar, (c_int, c_int))>,
     vlens: Vec<(ragged::VlenVar, (c_int, c_int))>,
+    /// Ragged text rebuilt as vlen-of-string variables.
+    text_vlens: Vec<(ragged::TextVlen, (c_int, c_int))>,
     /// Attributes netCDF-C cannot write, for libhdf5 once the file is closed.
     slashed: Vec<h5attrs::SlashedAttr>,
 }
@@ -1135,6 +1139,8 @@ fn define_all<'m>(
         .into_iter()
         .filter(|v| !in_records.contains(&v.values))
         .collect();
+    let text_vlens = ragged::plan_text(model, warnings);
+    let ragged_texts: HashSet<usize> = text_vlens.iter().map(|t| t.text).collect();
     let members: HashSet<records::Member> = recs
         .iter()
         .flat_map(|r| r.leaves.iter().map(|(_, m)| *m))
@@ -1150,7 +1156,10 @@ fn define_all<'m>(
                 records::Member::Array(v.values),
                 records::Member::Array(v.count),
             ]
+            .into_iter()
+            .chain(v.outer.iter().map(|(c, _)| records::Member::Array(*c)))
         }))
+        .chain(text_vlens.iter().map(|t| records::Member::Array(t.count)))
         .collect();
     let member = |i: usize| members.contains(&records::Member::Array(i));
     let text_member = |i: usize| members.contains(&records::Member::Text(i));
@@ -1209,11 +1218,16 @@ fn define_all<'m>(
         let ids = ragged::define(&v, model, &mut ctx)?;
         vlen_vars.push((v, ids));
     }
+    let mut text_vlen_vars = Vec::with_capacity(text_vlens.len());
+    for t in text_vlens {
+        let ids = ragged::define_text(&t, model, &mut ctx)?;
+        text_vlen_vars.push((t, ids));
+    }
     write_globals(model, root, &mut ctx)?;
     let mut strings = Vec::new();
     for (i, t) in model.text_variables.iter().enumerate() {
         match t {
-            TextEntry::Variable(_) if text_member(i) => {}
+            TextEntry::Variable(_) if text_member(i) || ragged_texts.contains(&i) => {}
             TextEntry::Variable(v) => strings.push(define_text(v, &mut ctx)?),
             TextEntry::Malformed { .. } => ctx.warnings.push(format!(
                 "string variable `{}` is malformed in the footer; left out",
@@ -1228,6 +1242,7 @@ fn define_all<'m>(
         strings,
         records,
         vlens: vlen_vars,
+        text_vlens: text_vlen_vars,
         slashed,
     })
 }
@@ -1273,6 +1288,9 @@ pub fn write(
     }
     for (v, ids) in &d.vlens {
         ragged::write(v, model, chunks, *ids)?;
+    }
+    for (t, ids) in &d.text_vlens {
+        ragged::write_text(t, model, chunks, *ids)?;
     }
     nc(|| format!("close {}", out.staging.display()), file.close())?;
     h5attrs::write(out.staging, &cpath, &d.slashed, &mut warnings)?;

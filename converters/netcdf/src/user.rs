@@ -498,7 +498,7 @@ impl Drop for Records<'_> {
 }
 
 /// Reads a pointer-sized native value at `off` of `b` (0 when out of bounds).
-fn usize_at(b: &[u8], off: usize) -> usize {
+pub(crate) fn usize_at(b: &[u8], off: usize) -> usize {
     const P: usize = std::mem::size_of::<usize>();
     let mut a = [0u8; P];
     if let Some(s) = b.get(off..off + P) {
@@ -508,7 +508,7 @@ fn usize_at(b: &[u8], off: usize) -> usize {
 }
 
 /// The `nc_vlen_t` at `off` of `b`.
-fn vlen_at(b: &[u8], off: usize) -> nc::nc_vlen_t {
+pub(crate) fn vlen_at(b: &[u8], off: usize) -> nc::nc_vlen_t {
     let len = usize_at(b, off);
     let p = usize_at(b, off + std::mem::size_of::<usize>()) as *mut std::ffi::c_void;
     nc::nc_vlen_t { len, p }
@@ -518,7 +518,7 @@ fn vlen_at(b: &[u8], off: usize) -> nc::nc_vlen_t {
 ///
 /// # Safety
 /// `vl` was filled by a netCDF read of a vlen of `base` and is not freed yet.
-unsafe fn vlen_bytes<'a>(vl: &nc::nc_vlen_t, base: &NcType) -> &'a [u8] {
+pub(crate) unsafe fn vlen_bytes<'a>(vl: &nc::nc_vlen_t, base: &NcType) -> &'a [u8] {
     let bytes = vl.len.checked_mul(base.size());
     match bytes {
         Some(n) if !vl.p.is_null() && n > 0 => {

@@ -29,6 +29,12 @@ fn chunk_cost(source: &dyn Source, p: &Planned, coords: &[u64]) -> u64 {
     let read = elems.saturating_mul(source.variables()[p.var].dtype.size() as u64);
     let stored = elems.saturating_mul(p.spec.dtype.size() as u64);
     let mut cost = read;
+    if source.contiguous_bytes(p.var).is_some() {
+        // A memory-mapped input: the pages the read copies from are resident until the importer
+        // drops them after the copy (issue 34: uncounted, they took --jobs 64 to 307 MiB under
+        // the 256 MiB default).
+        cost = cost.saturating_add(read);
+    }
     if p.widen.converts() {
         cost = cost.saturating_add(stored);
     }
@@ -239,7 +245,14 @@ pub(super) fn run_workers<'s>(
             }
         }
     };
-    let threads = pool_threads(jobs, planned);
+    let threads = pool_threads(jobs, planned).min(threads_within(
+        opts.settings.memory_budget_bytes(),
+        budget.limit(),
+        resident_bytes(),
+    ));
+    if threads < jobs {
+        log::debug!("{threads} worker threads: what the memory budget leaves room for");
+    }
     let written = run_pool(threads, writer, budget, &failed, &worker)?;
     if let Some(p) = progress {
         p.report(ProgressEvent::Finish);
@@ -262,6 +275,36 @@ fn pool_threads(jobs: usize, planned: &[Planned]) -> usize {
     let chunks: u64 = planned.iter().map(|p| p.grid.total).sum();
     jobs.min(usize::try_from(chunks).unwrap_or(usize::MAX))
         .max(1)
+}
+
+/// The resident memory a worker thread costs beyond its claims: the stack pages it touches, its
+/// share of the allocator's per-thread arenas (glibc keeps up to 8 per core) and rayon's
+/// bookkeeping: a generous bound (a worker's stack stays within a few pages, its small
+/// allocations within an arena's first heap pages), checked by the peak RSS at `--jobs 64`
+/// (tests/memory_budget.rs, BENCHMARKS.md issue 34).
+const THREAD_BYTES: u64 = 256 << 10;
+
+/// The most worker threads the memory budget leaves room for: chunk data gets `chunk_limit` of
+/// the `budget` ([`crate::format::pool_limit`]); what the process already holds (`resident`: the
+/// binary, the libraries, the importer, the writer) comes out of the rest, and each thread costs
+/// [`THREAD_BYTES`] of what is left. At least one. The output does not depend on it: chunks are
+/// written in index order whatever the number of threads.
+fn threads_within(budget: u64, chunk_limit: u64, resident: Option<u64>) -> usize {
+    let rest = budget.saturating_sub(chunk_limit);
+    // Where the resident size cannot be read, a typical start (25 MiB) stands for it.
+    let room = rest.saturating_sub(resident.unwrap_or(25 << 20));
+    usize::try_from(room / THREAD_BYTES)
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
+/// This process's resident set size (`/proc/self/statm`), where the system tells it.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.checked_mul(u64::try_from(page).ok()?)
 }
 
 /// Runs `worker` on `jobs` threads beside the write stage (one thread writing chunks in index
@@ -361,4 +404,29 @@ fn run_outcome(
 pub(super) struct Stored {
     pub(super) sizes: Vec<(u64, u64)>,
     pub(super) carried: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The threads fit in what the budget leaves beside chunk data and the process's own memory;
+    /// at least one whatever the budget.
+    #[test]
+    fn threads_fit_in_the_rest_of_the_budget() {
+        let mib = 1u64 << 20;
+        let b = 256 * mib;
+        let limit = crate::format::pool_limit(b);
+        // 256 MiB: a fifth (51.2 MiB) beside chunk data; 25 MiB resident leaves 26.2 MiB,
+        // room for 104 threads of 256 KiB.
+        assert_eq!(threads_within(b, limit, Some(25 * mib)), 104);
+        assert_eq!(threads_within(b, limit, None), 104);
+        assert_eq!(threads_within(b, limit, Some(51 * mib)), 1);
+        assert_eq!(
+            threads_within(1, crate::format::pool_limit(1), Some(25 * mib)),
+            1
+        );
+        let t = threads_within(b, limit, Some(30 * mib)) as u64;
+        assert!(30 * mib + t * THREAD_BYTES + limit <= b);
+    }
 }

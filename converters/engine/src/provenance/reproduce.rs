@@ -124,6 +124,9 @@ pub struct Options {
 pub struct InProcess {
     /// `--storage-option` pairs for object inputs.
     pub storage: crate::storage::Options,
+    /// Asked between chunks whether to stop (the command line's asks its signal handlers; the
+    /// temporary folder is removed as the step returns).
+    pub cancel: crate::control::Cancel,
 }
 
 /// Held while a step runs with the recorded working directory and time.
@@ -146,6 +149,7 @@ impl Convert for InProcess {
         let req = crate::request::Request::new(&step.inputs, output, step.settings.clone());
         let cx = crate::request::Context {
             storage: self.storage.clone(),
+            cancel: self.cancel.clone(),
             ..crate::request::Context::default()
         };
         let result = crate::request::run(&req, &cx);
@@ -168,6 +172,7 @@ impl Convert for InProcess {
 pub fn reproduce_report(file: &Path, opts: &Options) -> (Verdict, Value) {
     let conv = InProcess {
         storage: opts.storage.clone(),
+        ..InProcess::default()
     };
     let steps = reproduce(file, opts, &conv);
     let verdict = verdict(&steps);

@@ -14,8 +14,8 @@ use hdf5_sys::h5d::H5D_layout_t;
 use hdf5_sys::h5p::{H5Pget_external_count, H5Pget_layout, H5P_DEFAULT};
 use hdf5_sys::h5s::{H5S_class_t, H5Sget_simple_extent_type};
 use tet_source::{
-    AttrValue, Attrs, DimLabels, Fact, Feature, Lib, OpenOptions, Part, PathIssue, Request, Result,
-    Role, Skipped, SourceError, SourceLayout, TextVariable, Variable,
+    AttrValue, Attrs, DimLabels, ElementType, Fact, Feature, Lib, OpenOptions, Part, PathIssue,
+    Request, Result, Role, Skipped, SourceError, SourceLayout, TextVariable, Variable,
 };
 
 use crate::chunks::{ChunkAccess, ChunkedVar};
@@ -605,64 +605,115 @@ impl Walker<'_> {
         dim_names: &[Option<String>],
     ) -> Result<()> {
         let name = f.name.as_str();
-        let Some((et, be)) = types::numeric_type(base) else {
-            let why = format!(
-                "variable-length sequence of {} has no tensor form (sequences of numbers \
-                 become ragged arrays)",
-                types::describe(base)
-            );
-            return self.unsupported(name, Feature::DataType, why);
-        };
         let n = outer
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| Part::Shape.malformed(format!("dataset '{name}': shape overflows")))?;
-        let gathered = match ragged::read_sequences(f.ds.id(), dtype.id(), n, et, be, name) {
+        if matches!(base.kind, Kind::FixedStr { .. } | Kind::VarStr { .. }) {
+            return self.vlen_text(src, f, dtype, base, n, outer, dim_names);
+        }
+        // A sequence of arrays of numbers: the arrays' axes follow the sample axis.
+        let (elem, inner): (&TypeInfo, &[u64]) = match &base.kind {
+            Kind::Array { dims, base } => (base, dims),
+            _ => (base, &[]),
+        };
+        let Some((et, be)) = types::numeric_type(elem) else {
+            let why = format!(
+                "variable-length sequence of {} has no tensor form (sequences of numbers \
+                 or of arrays of numbers become ragged arrays, of strings ragged text)",
+                types::describe(base)
+            );
+            return self.unsupported(name, Feature::DataType, why);
+        };
+        let time = matches!(elem.kind, Kind::Int { time: true, .. });
+        let values = ragged::Values {
+            et,
+            be,
+            time64: time && elem.size == 8,
+        };
+        let mut v = vlen_variable(f, et, outer, dim_names);
+        if let Kind::Enum { members, .. } = &elem.kind {
+            v.facts.push(Fact::EnumMapping(members.clone()));
+        }
+        if time {
+            time_attrs(elem, &mut v.attrs, &mut v.notes);
+        }
+        if !inner.is_empty() {
+            let per = inner
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(d))
+                .and_then(|p| usize::try_from(p).ok())
+                .ok_or_else(|| {
+                    Part::Shape.malformed(format!("dataset '{name}': shape overflows"))
+                })?;
+            let (bytes, counts) =
+                match ragged::read_array_sequences(f.ds.id(), dtype.id(), n, values, per, name) {
+                    Err(SourceError::Unsupported { feature, detail }) => {
+                        return self.unsupported(name, feature, detail)
+                    }
+                    r => r?,
+                };
+            let ((mut vals, _), (count, cdata)) = counts.into_variables(v, "")?;
+            let short = short_name(name).to_string();
+            vals.dtype = et;
+            vals.shape.extend_from_slice(inner);
+            if let Some(d) = vals.dims.as_mut() {
+                d.extend((1..=inner.len()).map(|k| format!("{short}_dim{k}")));
+            }
+            vals.notes.push(format!(
+                "each value of the sequences is an array of shape {inner:?}: its axes follow \
+                 the sample axis"
+            ));
+            let vdata = tet_source::ragged::InMemory::new(vals.shape.clone(), et.size(), bytes);
+            push_memory(src, f, dtype, [(vals, vdata), (count, cdata)]);
+            return Ok(());
+        }
+        let gathered = match ragged::read_sequences(f.ds.id(), dtype.id(), n, values, name) {
             Err(SourceError::Unsupported { feature, detail }) => {
                 return self.unsupported(name, feature, detail)
             }
             r => r?,
         };
-        let mut v = Variable::new(name, et, outer.to_vec());
-        v.attrs = f.attrs.clone();
-        v.notes = f.notes.clone();
-        v.facts = f.attr_shapes.iter().chain(&f.facts).cloned().collect();
-        if let Kind::Enum { members, .. } = &base.kind {
-            v.facts.push(Fact::EnumMapping(members.clone()));
-        }
-        if !outer.is_empty()
-            && dim_names.len() == outer.len()
-            && dim_names.iter().any(Option::is_some)
-        {
-            let short = short_name(name);
-            v.dims = Some(
-                dim_names
-                    .iter()
-                    .enumerate()
-                    .map(|(k, d)| d.clone().unwrap_or_else(|| format!("{short}_dim{k}")))
-                    .collect(),
-            );
-        }
         let ((values, vdata), (count, cdata)) = gathered.into_variables(v, "")?;
-        for (var, data) in [(values, vdata), (count, cdata)] {
-            let size = var.dtype.size();
-            src.entries.push(Entry {
-                name: var.name.clone(),
-                file: f.file,
-                ds: f.ds.clone(),
-                dtype: dtype.clone(),
-                record: size,
-                outer: var.shape.clone(),
-                indirect: false,
-                access: Access::Memory(data),
-            });
-            src.plans.push(Plan {
-                entry: src.entries.len() - 1,
-                leaf: types::le_leaf(var.dtype),
-            });
-            src.variables.push(var);
-        }
+        push_memory(src, f, dtype, [(values, vdata), (count, cdata)]);
+        Ok(())
+    }
+
+    /// A variable-length sequence dataset of strings: ragged text (module `ragged`), its
+    /// strings and counts gathered now.
+    #[allow(clippy::too_many_arguments)]
+    fn vlen_text(
+        &mut self,
+        src: &mut H5Source,
+        f: &Found,
+        dtype: &hdf5::Datatype,
+        base: &TypeInfo,
+        n: usize,
+        outer: &[u64],
+        dim_names: &[Option<String>],
+    ) -> Result<()> {
+        let name = f.name.as_str();
+        // Strings that are not UTF-8 are decoded lossily, as those of string datasets.
+        let (strings, counts, _lossy) =
+            match ragged::read_string_sequences(f.ds.id(), dtype.id(), n, base, name) {
+                Err(SourceError::Unsupported { feature, detail }) => {
+                    return self.unsupported(name, feature, detail)
+                }
+                r => r?,
+            };
+        let v = vlen_variable(f, ElementType::U8, outer, dim_names);
+        let ((values, _), (count, cdata)) = counts.into_variables(v, "")?;
+        src.text_variables.push(TextVariable {
+            name: values.name,
+            shape: values.shape,
+            dims: values.dims,
+            values: strings,
+            attrs: values.attrs,
+            char_axis: None,
+            facts: values.facts,
+        });
+        push_memory(src, f, dtype, [(count, cdata)]);
         Ok(())
     }
 
@@ -954,6 +1005,60 @@ impl Walker<'_> {
             facts: Vec::new(),
         });
         Ok(())
+    }
+}
+
+/// The variable of vlen dataset `f` as the file has it (its element type `et`, its shape
+/// `outer`, dims where the file names some), before its ragged form.
+fn vlen_variable(
+    f: &Found,
+    et: ElementType,
+    outer: &[u64],
+    dim_names: &[Option<String>],
+) -> Variable {
+    let name = f.name.as_str();
+    let mut v = Variable::new(name, et, outer.to_vec());
+    v.attrs = f.attrs.clone();
+    v.notes = f.notes.clone();
+    v.facts = f.attr_shapes.iter().chain(&f.facts).cloned().collect();
+    if !outer.is_empty() && dim_names.len() == outer.len() && dim_names.iter().any(Option::is_some)
+    {
+        let short = short_name(name);
+        v.dims = Some(
+            dim_names
+                .iter()
+                .enumerate()
+                .map(|(k, d)| d.clone().unwrap_or_else(|| format!("{short}_dim{k}")))
+                .collect(),
+        );
+    }
+    v
+}
+
+/// Adds variables gathered in memory from dataset `f` (type `dtype`) to `src`.
+fn push_memory<const N: usize>(
+    src: &mut H5Source,
+    f: &Found,
+    dtype: &hdf5::Datatype,
+    vars: [(Variable, tet_source::ragged::InMemory); N],
+) {
+    for (var, data) in vars {
+        let size = var.dtype.size();
+        src.entries.push(Entry {
+            name: var.name.clone(),
+            file: f.file,
+            ds: f.ds.clone(),
+            dtype: dtype.clone(),
+            record: size,
+            outer: var.shape.clone(),
+            indirect: false,
+            access: Access::Memory(data),
+        });
+        src.plans.push(Plan {
+            entry: src.entries.len() - 1,
+            leaf: types::le_leaf(var.dtype),
+        });
+        src.variables.push(var);
     }
 }
 
@@ -1296,6 +1401,12 @@ fn time_units(leaf: &Leaf, attrs: &mut Attrs, notes: &mut Vec<String>) {
     if !matches!(ty.kind, Kind::Int { time: true, .. }) {
         return;
     }
+    time_attrs(ty, attrs, notes);
+}
+
+/// The CF `units` and `calendar` of HDF5 time values of type `ty`, unless `attrs` has its own
+/// (then kept, with a note).
+fn time_attrs(ty: &TypeInfo, attrs: &mut Attrs, notes: &mut Vec<String>) {
     let units = if ty.size == 8 {
         time::UNITS_MICROSECONDS
     } else {

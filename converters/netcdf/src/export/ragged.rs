@@ -9,10 +9,16 @@
 //! in one `nc_put_vara`. A ragged array whose count array is not exported, is no `i64` array,
 //! or is larger stays two plain variables, with a warning.
 //!
+//! A ragged array whose count array carries [`Fact::Ragged`] itself (a vlen of vlens, see
+//! `crate::ragged`) is one variable of a vlen of a vlen type (the count array's recorded type
+//! name, else `<short>_vlen_vlen_t`) with the dims of the count array's count array; ragged
+//! text (a string variable with [`Fact::Ragged`]) is one variable of a vlen of `string`.
+//!
 //! A `u8` array with [`Fact::Opaque`] is a variable of that opaque type (its recorded name,
 //! else `<short>_opaque_t`; the size its trailing axis) without the trailing axis.
 
-use std::ffi::c_int;
+use std::collections::HashSet;
+use std::ffi::{c_int, CString};
 
 use tet_source::export::{ChunkSource, ExportError, Model, Result};
 use tet_source::{ElementType, Fact};
@@ -30,39 +36,139 @@ pub(crate) struct VlenVar {
     pub values: usize,
     pub count: usize,
     pub type_name: String,
+    /// A vlen of vlens: the count array's own count array (one count of inner sequences per
+    /// element) and the outer type's name; the variable takes its dims.
+    pub outer: Option<(usize, String)>,
 }
 
-/// The ragged arrays of `model` that become vlen variables; `warnings` gets why others stay
-/// plain.
-pub(crate) fn plan(model: &Model, warnings: &mut Vec<String>) -> Vec<VlenVar> {
+/// A vlen-of-strings variable to rebuild from ragged text: the string variable (its index in
+/// the model's text variables), the count array, the type's name.
+#[derive(Debug, Clone)]
+pub(crate) struct TextVlen {
+    pub text: usize,
+    pub count: usize,
+    pub type_name: String,
+}
+
+/// The count array and type name of a ragged array's facts.
+fn ragged_fact(facts: &[Fact]) -> Option<(&String, &String)> {
+    facts.iter().find_map(|f| match f {
+        Fact::Ragged { count, type_name } => Some((count, type_name)),
+        _ => None,
+    })
+}
+
+/// Why the count array `count` (found at `found`) cannot rebuild a vlen of `values_bytes`
+/// bytes of values; `None` when it can.
+fn count_problem(
+    model: &Model,
+    count: &str,
+    found: Option<usize>,
+    values_bytes: Option<usize>,
+) -> Option<String> {
+    match found.map(|c| &model.arrays[c]) {
+        None => Some(format!("its count array `{count}` is not exported")),
+        Some(c) if c.dtype != ElementType::I64 => {
+            Some(format!("its count array `{count}` is no i64 array"))
+        }
+        Some(c)
+            if bytes(&c.shape, 8)
+                .zip(values_bytes)
+                .is_none_or(|(x, y)| x.checked_add(y).is_none_or(|t| t > MAX_BYTES)) =>
+        {
+            Some(format!("larger than {} MiB", MAX_BYTES >> 20))
+        }
+        Some(_) => None,
+    }
+}
+
+/// The ragged text variables of `model` that become vlen-of-string variables; `warnings` gets
+/// why others stay a string variable and a count array.
+pub(crate) fn plan_text(model: &Model, warnings: &mut Vec<String>) -> Vec<TextVlen> {
     let mut out = Vec::new();
-    for (i, a) in model.arrays.iter().enumerate() {
-        let Some((count, type_name)) = a.facts.iter().find_map(|f| match f {
-            Fact::Ragged { count, type_name } => Some((count, type_name)),
-            _ => None,
-        }) else {
+    for (i, t) in model.text_variables.iter().enumerate() {
+        let tet_source::export::TextEntry::Variable(t) = t else {
+            continue;
+        };
+        let Some((count, type_name)) = ragged_fact(&t.facts) else {
             continue;
         };
         let found = model.arrays.iter().position(|c| &c.name == count);
-        let why = match found.map(|c| &model.arrays[c]) {
-            None => Some(format!("its count array `{count}` is not exported")),
-            Some(c) if c.dtype != ElementType::I64 => {
-                Some(format!("its count array `{count}` is no i64 array"))
-            }
-            Some(c)
-                if bytes(&c.shape, 8)
-                    .zip(bytes(&a.shape, a.dtype.size()))
-                    .is_none_or(|(x, y)| x.checked_add(y).is_none_or(|t| t > MAX_BYTES)) =>
-            {
-                Some(format!("larger than {} MiB", MAX_BYTES >> 20))
-            }
-            Some(_) => None,
+        let text_bytes = t
+            .values
+            .iter()
+            .try_fold(0usize, |a, v| a.checked_add(v.len()));
+        let nested = found.is_some_and(|c| ragged_fact(&model.arrays[c].facts).is_some());
+        let why = if nested {
+            Some(format!("its count array `{count}` is ragged itself"))
+        } else if t.shape.len() != 1 {
+            Some("it is not 1-D".to_string())
+        } else {
+            count_problem(model, count, found, text_bytes)
         };
+        match (why, found) {
+            (None, Some(c)) => out.push(TextVlen {
+                text: i,
+                count: c,
+                type_name: type_name.clone(),
+            }),
+            (why, _) => warnings.push(format!(
+                "ragged text `{}` exported as its strings and counts: {}",
+                t.name,
+                why.unwrap_or_default()
+            )),
+        }
+    }
+    out
+}
+
+/// The ragged arrays of `model` that become vlen variables; `warnings` gets why others stay
+/// plain. A ragged array whose count array is ragged itself (a vlen of vlens) is one variable
+/// of a vlen of a vlen type; that count array is then no variable of its own.
+pub(crate) fn plan(model: &Model, warnings: &mut Vec<String>) -> Vec<VlenVar> {
+    let mut out = Vec::new();
+    let position = |name: &str| model.arrays.iter().position(|c| c.name == name);
+    // Count arrays of other ragged arrays (the middle level of a vlen of vlens).
+    let counts: HashSet<&str> = model
+        .arrays
+        .iter()
+        .filter_map(|a| ragged_fact(&a.facts).map(|(c, _)| c.as_str()))
+        .collect();
+    for (i, a) in model.arrays.iter().enumerate() {
+        let Some((count, type_name)) = ragged_fact(&a.facts) else {
+            continue;
+        };
+        if counts.contains(a.name.as_str()) {
+            continue;
+        }
+        let found = position(count);
+        let values_bytes = bytes(&a.shape, a.dtype.size());
+        let outer = found.and_then(|c| ragged_fact(&model.arrays[c].facts));
+        let mut why = if a.shape.len() == 1 {
+            count_problem(model, count, found, values_bytes)
+        } else {
+            Some("its values are arrays (netCDF has no vlen of arrays)".to_string())
+        };
+        let mut nested = None;
+        if let (None, Some((cc, outer_type))) = (&why, outer) {
+            let at = position(cc);
+            let middle = found.and_then(|c| bytes(&model.arrays[c].shape, 8));
+            why = count_problem(
+                model,
+                cc,
+                at,
+                values_bytes.zip(middle).and_then(|(x, y)| x.checked_add(y)),
+            );
+            if let Some(at) = at {
+                nested = Some((at, outer_type.clone()));
+            }
+        }
         match (why, found) {
             (None, Some(c)) => out.push(VlenVar {
                 values: i,
                 count: c,
                 type_name: type_name.clone(),
+                outer: nested,
             }),
             (why, _) => warnings.push(format!(
                 "ragged array `{}` exported as its values and counts: {}",
@@ -116,7 +222,17 @@ pub(super) fn define(
     } else {
         r.type_name.clone()
     };
-    let tid = ctx.enums.vlen(gid, &type_name, base)?;
+    let mut tid = ctx.enums.vlen(gid, &type_name, base)?;
+    let mut c = c;
+    if let Some((cc, outer_name)) = &r.outer {
+        c = &model.arrays[*cc];
+        let outer_name = if outer_name.is_empty() {
+            format!("{short}_vlen_vlen_t")
+        } else {
+            outer_name.clone()
+        };
+        tid = ctx.enums.vlen(gid, &outer_name, tid)?;
+    }
     let at = super::DimHomes::of(g, &c.facts);
     let dimids = super::dim_ids(
         ctx.groups,
@@ -186,14 +302,50 @@ pub(super) fn write(
     (gid, varid): (c_int, c_int),
 ) -> Result<()> {
     let a = &model.arrays[r.values];
-    let c = &model.arrays[r.count];
+    let c = match &r.outer {
+        Some((cc, _)) => &model.arrays[*cc],
+        None => &model.arrays[r.count],
+    };
     let le = gather(model, chunks, r.values)?;
     let mut tmp = Vec::new();
     let values = super::native(a.dtype, &le, &mut tmp);
     let counts = gather(model, chunks, r.count)?;
     let size = a.dtype.size();
     let bad = |why: &str| ExportError::Data(format!("ragged array `{}`: {why}", a.name));
-    let mut vl = Vec::with_capacity(counts.len() * 2);
+    let inner = vlens(&counts, values, size, &bad)?;
+    match &r.outer {
+        None => put_vlens(c, (gid, varid), &inner, &bad, &a.name),
+        Some((cc, _)) => {
+            // A vlen of vlens: the outer vlens point into the inner ones.
+            let outer_counts = gather(model, chunks, *cc)?;
+            let outer = vlens(
+                &outer_counts,
+                vlen_bytes(&inner),
+                std::mem::size_of::<nc::nc_vlen_t>(),
+                &bad,
+            )?;
+            put_vlens(c, (gid, varid), &outer, &bad, &a.name)
+        }
+    }
+}
+
+/// The native bytes of `vl`.
+fn vlen_bytes(vl: &[nc::nc_vlen_t]) -> &[u8] {
+    // SAFETY: `nc_vlen_t` is a plain `repr(C)` pair of a length and a pointer without padding;
+    // its bytes are read only.
+    unsafe { std::slice::from_raw_parts(vl.as_ptr().cast::<u8>(), std::mem::size_of_val(vl)) }
+}
+
+/// The `nc_vlen_t` of each count of `counts` (`i64` little-endian) over `values` (whole
+/// values of `size` bytes, one run per count, in order); the pointers point into `values`,
+/// which must outlive the write.
+fn vlens(
+    counts: &[u8],
+    values: &[u8],
+    size: usize,
+    bad: &dyn Fn(&str) -> ExportError,
+) -> Result<Vec<nc::nc_vlen_t>> {
+    let mut vl = Vec::with_capacity(counts.len() / 8);
     let mut at = 0usize;
     for e in counts.chunks_exact(8) {
         let mut b = [0u8; 8];
@@ -204,14 +356,26 @@ pub(super) fn write(
             .and_then(|l| at.checked_add(l))
             .filter(|&end| end <= values.len())
             .ok_or_else(|| bad("its counts sum to more than its values"))?;
-        let p = values[at..end].as_ptr() as usize;
-        vl.extend_from_slice(&n.to_ne_bytes());
-        vl.extend_from_slice(&p.to_ne_bytes());
+        vl.push(nc::nc_vlen_t {
+            len: n,
+            p: values[at..end].as_ptr().cast_mut().cast(),
+        });
         at = end;
     }
     if at != values.len() {
         return Err(bad("its counts sum to fewer than its values"));
     }
+    Ok(vl)
+}
+
+/// Writes `vl` as the whole of vlen variable `gid`/`varid`, whose shape is count array `c`'s.
+fn put_vlens(
+    c: &tet_source::export::Array,
+    (gid, varid): (c_int, c_int),
+    vl: &[nc::nc_vlen_t],
+    bad: &dyn Fn(&str) -> ExportError,
+    name: &str,
+) -> Result<()> {
     let count: Vec<usize> = c
         .shape
         .iter()
@@ -222,7 +386,92 @@ pub(super) fn write(
         return Ok(());
     }
     nc(
-        || format!("write vlen variable `{}`", a.name),
-        ffi::put_vara(gid, varid, &vec![0; count.len()], &count, &vl),
+        || format!("write vlen variable `{name}`"),
+        ffi::put_vara(gid, varid, &vec![0; count.len()], &count, vlen_bytes(vl)),
     )
+}
+
+/// Defines the vlen-of-strings variable `r` (type, the count array's dims, the string
+/// variable's attributes) in its group.
+pub(super) fn define_text(
+    r: &TextVlen,
+    model: &Model,
+    ctx: &mut super::Defining<'_>,
+) -> Result<(c_int, c_int)> {
+    let tet_source::export::TextEntry::Variable(t) = &model.text_variables[r.text] else {
+        return Err(ExportError::Invalid("ragged text is malformed".into()));
+    };
+    let c = &model.arrays[r.count];
+    let (g, short) = tet_source::export::split_group(&t.name);
+    let gid = ctx.groups.ensure(g)?;
+    let type_name = if r.type_name.is_empty() {
+        format!("{short}_vlen_t")
+    } else {
+        r.type_name.clone()
+    };
+    let tid = ctx.enums.vlen(gid, &type_name, nc::NC_STRING)?;
+    let at = super::DimHomes::of(g, &c.facts);
+    let dimids = super::dim_ids(
+        ctx.groups,
+        ctx.dims,
+        &at,
+        short,
+        &c.shape,
+        c.dims.as_ref(),
+        &c.unlimited_dims,
+    )?;
+    let varid = nc(
+        || format!("define vlen variable `{}`", t.name),
+        ffi::def_var(gid, &cname(short)?, tid, &dimids),
+    )?;
+    let hints = super::AttrHints::of(&t.facts);
+    let owner = super::Owner {
+        gid,
+        varid,
+        what: format!("variable `{}`", t.name),
+        hints: &hints,
+    };
+    for (k, v) in &t.attrs {
+        if k == "_FillValue" {
+            ctx.warnings.push(format!(
+                "`{}`: the _FillValue of a vlen variable is not written",
+                t.name
+            ));
+            continue;
+        }
+        ctx.var_attr(&owner, &t.name, k, v)?;
+    }
+    Ok((gid, varid))
+}
+
+/// Writes the vlen-of-strings variable `r` (defined as `gid`/`varid`) from its strings and
+/// counts.
+pub(super) fn write_text(
+    r: &TextVlen,
+    model: &Model,
+    chunks: &mut dyn ChunkSource,
+    ids: (c_int, c_int),
+) -> Result<()> {
+    let tet_source::export::TextEntry::Variable(t) = &model.text_variables[r.text] else {
+        return Err(ExportError::Invalid("ragged text is malformed".into()));
+    };
+    let what = || format!("ragged text `{}`", t.name);
+    let strings: Vec<CString> = super::TextHints::of(&t.facts)
+        .bytes(&t.values, &what)?
+        .into_iter()
+        .map(|b| super::c_bytes(b, &what))
+        .collect::<Result<_>>()?;
+    let ptrs: Vec<*const std::ffi::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+    // SAFETY: viewing the pointers (plain integers here) as their native bytes; `ptrs` and
+    // `strings` outlive the write below, which only reads through them.
+    let ptr_bytes = unsafe {
+        std::slice::from_raw_parts(
+            ptrs.as_ptr().cast::<u8>(),
+            std::mem::size_of_val(ptrs.as_slice()),
+        )
+    };
+    let counts = gather(model, chunks, r.count)?;
+    let bad = |why: &str| ExportError::Data(format!("ragged text `{}`: {why}", t.name));
+    let vl = vlens(&counts, ptr_bytes, std::mem::size_of::<usize>(), &bad)?;
+    put_vlens(&model.arrays[r.count], ids, &vl, &bad, &t.name)
 }
