@@ -11,6 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Runs tet-convert on `input` → `output` with `args`; returns its peak resident set in bytes.
+// The child is reaped by wait4 (for its rusage), which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn peak_rss(input: &Path, output: &Path, args: &[&str]) -> u64 {
     // The child's high-water mark starts from this process's (the exec replaces a memory map
     // shared with, or copied from, this one, and its peak is kept): bring this process's peak
