@@ -42,8 +42,33 @@ fn peak_rss(input: &Path, output: &Path, args: &[&str]) -> u64 {
     u64::try_from(usage.ru_maxrss).unwrap() * 1024
 }
 
+/// Set in the process that measures (see the test below).
+const ALONE: &str = "TET_MEMORY_BUDGET_ALONE";
+
+/// A child's peak RSS starts from this process's resident memory (see `peak_rss`), and in the
+/// one test binary (issue 31) the other tests running beside this one hold memory too: the
+/// measurement runs in a process of its own, the test binary re-run for this test alone.
 #[test]
 fn peak_rss_stays_within_the_budget_at_64_jobs() {
+    if std::env::var_os(ALONE).is_none() {
+        let name = tet_testkit::layout::test_name(
+            module_path!(),
+            "peak_rss_stays_within_the_budget_at_64_jobs",
+        );
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name.as_str(), "--test-threads=1", "--nocapture"])
+            .env(ALONE, "1")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success() && text.contains("1 passed"), "{text}");
+        eprint!("{text}");
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.npy");
     common::write_npy(&input, 8192); // 128 MiB of f32
