@@ -133,16 +133,9 @@ PENDING: dict[tuple[str, str, str], str] = {}
 # (helpers PY and REQ landed tet.convert with URLs, tet.open/verify/audit of objects: none left.)
 
 #: Cells that fail because of a defect found by this matrix, described (strict xfail: fixed,
-#: the cell fails until it is unmarked).
-DEFECTS: dict[tuple[str, str, str], str] = {
-    ("batch", "store", op): (
-        "defect: a Zarr store prefix named as a batch argument (tet-convert s3://inbox/sa.zarr/ "
-        "--out-dir D, or listed in --files-from) finds 0 inputs and exits 0, writing nothing; "
-        "the local folder sa.zarr is one input (sa.tet). batch::remote::walk keys the listing "
-        "relative to the prefix, so no part ends in .zarr and zarr.json is no input extension"
-    )
-    for op in ("convert", "select", "verify", "audit")
-}
+#: the cell fails until it is unmarked). The one found (a Zarr store prefix named as a batch
+#: argument found 0 inputs) is fixed in batch::remote::walk.
+DEFECTS: dict[tuple[str, str, str], str] = {}
 MARKED = {**PENDING, **DEFECTS}
 
 

@@ -541,6 +541,16 @@ pub fn walk(
         return Ok(());
     }
     let base = text.trim_end_matches('/');
+    if names_a_zarr_store(base, &listed) {
+        // The prefix is itself a Zarr store (`s3://b/x.zarr/`, as a local `x.zarr` folder is):
+        // one input, keyed by its last segment, not the store's own keys (none is an input).
+        let name = base.rsplit('/').next().unwrap_or("input").to_string();
+        out.push(Input {
+            key: PathBuf::from(name),
+            path: PathBuf::from(format!("{base}/")),
+        });
+        return Ok(());
+    }
     let mut stores = std::collections::BTreeSet::new();
     for l in listed {
         let parts: Vec<&str> = l.relative.split('/').collect();
@@ -565,6 +575,17 @@ pub fn walk(
         });
     }
     Ok(())
+}
+
+/// Whether a listed prefix is one Zarr store: its name ends in `.zarr`, or its top level holds a
+/// store's metadata (`zarr.json`, `.zgroup`, `.zarray`).
+fn names_a_zarr_store(base: &str, listed: &[storage::Listed]) -> bool {
+    base.rsplit('/')
+        .next()
+        .is_some_and(|n| n.ends_with(".zarr"))
+        || listed
+            .iter()
+            .any(|l| matches!(l.relative.as_str(), "zarr.json" | ".zgroup" | ".zarray"))
 }
 
 fn is_zarr_meta(name: &str) -> bool {
