@@ -85,6 +85,66 @@ def test_hanging_input_times_out(tmp_path):
         pytest.fail("hang.nc converted")
 
 
+def _workers_of(parent: int) -> list[int]:
+    """The pids of live conversion workers started by process ``parent`` (their environment
+    names it)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{d}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"TET_WORKER_PARENT={parent}".encode() in env and state != b"Z":
+            found.append(int(d))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_a_hung_worker_dies_with_its_killed_caller(tmp_path):
+    """A conversion hung inside a C library does not run on as an orphan when the Python
+    process that called tet.convert is killed (the worker asks for PR_SET_PDEATHSIG)."""
+    import subprocess
+    import sys
+    import time
+
+    src = need(FIXTURES / "crash" / "hang.nc")
+    code = (
+        "import tet, sys; "
+        f"tet.convert({str(src)!r}, {str(tmp_path / 'hang.tet')!r}, timeout=600)"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        workers = []
+        while time.monotonic() < deadline and not workers:
+            if caller.poll() is not None:
+                pytest.skip("hang.nc did not hang here (the caller ended by itself)")
+            workers = _workers_of(caller.pid)
+            time.sleep(0.2)
+        assert workers, "no conversion worker appeared"
+        time.sleep(1.0)  # the worker is inside the conversion now
+        if caller.poll() is not None:
+            pytest.skip("hang.nc did not hang here (the caller ended by itself)")
+        caller.send_signal(signal.SIGKILL)
+        caller.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _workers_of(caller.pid):
+            time.sleep(0.2)
+        left = _workers_of(caller.pid)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, f"worker(s) {left} outlived the killed caller"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+
+
 def test_convert_many_with_ledger(tmp_path):
     good = save_npy(tmp_path, "g", np.arange(4, dtype=np.float64))
     bad = tmp_path / "bad.bin"

@@ -310,6 +310,7 @@ def _convert_in_worker(src, dst, opts, timeout, progress=None) -> ConvertReport:
             stdout=subprocess.PIPE,
             stderr=err,
             start_new_session=True,
+            env={**os.environ, "TET_WORKER_PARENT": str(os.getpid())},
         )
         try:
             proc.stdin.write(job.encode())
