@@ -13,7 +13,7 @@ use super::encode::{encode_chunk, file_range};
 use super::options::{ConvertOptions, DEFAULT_ZSTD_LEVEL};
 use super::plan::Planned;
 use super::report::ConvertError;
-use crate::control::ProgressEvent;
+use crate::control::{Progress, ProgressEvent};
 use crate::format::budget::MemoryBudget;
 use crate::format::{ChunkDigest, TetError, TetWriter};
 
@@ -122,6 +122,19 @@ pub(super) fn input_ranges(
     ranges
 }
 
+/// Tells the progress observer the conversion starts, with the raw bytes it will read.
+fn report_start(planned: &[Planned], progress: Option<&Progress>) {
+    let raw_total: u64 = planned
+        .iter()
+        .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
+        .sum();
+    if let Some(p) = progress {
+        p.report(ProgressEvent::Start {
+            total_bytes: raw_total,
+        });
+    }
+}
+
 /// Runs the workers; returns what they stored.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_workers<'s>(
@@ -135,16 +148,8 @@ pub(super) fn run_workers<'s>(
     later: &[u64],
 ) -> Result<Stored, ConvertError> {
     let bases = chunk_bases(planned);
-    let raw_total: u64 = planned
-        .iter()
-        .map(|p| p.grid.byte_len(p.spec.dtype.size()).unwrap_or(0))
-        .sum();
     let progress = opts.progress.as_ref();
-    if let Some(p) = progress {
-        p.report(ProgressEvent::Start {
-            total_bytes: raw_total,
-        });
-    }
+    report_start(planned, progress);
     // What a chunk may hold in memory at most: claimed before a worker touches it.
     let cost = |seq: u64| {
         let d = bases.partition_point(|&b| b <= seq) - 1;
