@@ -15,22 +15,7 @@ use tet::format::verify::{verify, Depth};
 use tet::format::{payload_alignment, Codec, DType, Footer, HistoryRow, TetFile};
 use tet::pipeline::ConvertOptions;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 /// The layout rule on an opened file: payloads in index order, each raw one at a multiple of its
 /// element size, each separated from the one before by fewer bytes than its alignment, all of

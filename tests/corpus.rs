@@ -15,22 +15,7 @@ use tet::format::{Codec, TetFile};
 use tet::meta::cftime;
 use tet::pipeline::ConvertOptions;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 fn check_output(input: &Path, out: &Path, expect: &Value) {
     let ctx = input.file_name().unwrap().to_string_lossy().to_string();

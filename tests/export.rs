@@ -17,22 +17,7 @@ use tet::format::{DType, DatasetMeta, TetFile};
 use tet::pipeline::ConvertOptions;
 use tet_source::AttrValue;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 /// Held by the test that spawns the `tet` binary and by the tests that write netCDF files: a
 /// child started while this process has a netCDF-4 file open for writing inherits its file

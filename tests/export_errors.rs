@@ -11,22 +11,7 @@ use tet::export::{export, ExportError, ExportOptions, FooterUnreadable};
 use tet::format::TetError;
 use tet::pipeline::ConvertOptions;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 /// A small `.tet` file in `dir` (one f32 array, converted from an `.npy`).
 fn make_tet(dir: &Path) -> PathBuf {

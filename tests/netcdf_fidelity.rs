@@ -22,22 +22,7 @@ use tet_netcdf::dump::{
     dump, zero_compound_padding, AttrDump, DimDump, GroupDump, RawValues, VarDump,
 };
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

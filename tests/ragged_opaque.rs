@@ -14,22 +14,7 @@ use serde_json::Value;
 use tet::format::{DType, TetFile};
 use tet::pipeline::ConvertOptions;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/netcdf/tests/fixtures")

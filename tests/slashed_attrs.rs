@@ -19,22 +19,7 @@ use tet::pipeline::ConvertOptions;
 use tet_netcdf::dump::{dump, AttrDump, GroupDump, RawValues, VarDump};
 use tet_source::Fact;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn convert_file(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert as convert_file;
 
 fn fixture_named(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,22 +10,7 @@ use tet::export::{self, ExportOptions, Target};
 use tet::format::TetFile;
 use tet::pipeline::ConvertOptions;
 
-/// Converts `input` into `output` under `opts`: one request run by [`tet::run`].
-fn run_request(
-    input: &std::path::Path,
-    output: &std::path::Path,
-    opts: &ConvertOptions,
-) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
-    let cx = tet::Context {
-        progress: opts.progress.clone(),
-        cancel: opts.cancel.clone(),
-        ..tet::Context::default()
-    };
-    tet::run(
-        &tet::Request::new([input], output, opts.settings.clone()),
-        &cx,
-    )
-}
+use crate::common::convert as run_request;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("converters/hdf5/tests/fixtures/vds")

@@ -7,7 +7,7 @@
 //! run goes on. Temporary files of a dead worker are removed ([`super::stale`]).
 //!
 //! Small outputs are made durable as a group (issue 34): a worker leaves a finished output of
-//! at most [`GROUP_FILE_MAX`] bytes unsynced under its temporary name and names it in its answer,
+//! at most `GROUP_FILE_MAX` (8 MiB) unsynced under its temporary name and names it in its answer,
 //! the file's lock shared with the supervisor; the supervisor fsyncs a group of them, renames
 //! each over its target, fsyncs each folder once, and only then gives their outcomes (the `ok`
 //! ledger rows). RELIABILITY.md has the argument and the kill test.

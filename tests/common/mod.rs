@@ -237,3 +237,21 @@ pub fn python_with(modules: &str) -> Option<PathBuf> {
     }
     ok.then_some(p)
 }
+
+/// Converts `input` into `output` under `opts` as a front end does: one request run by
+/// [`tet::run`] (its progress and cancel carried in the context).
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    opts: &tet::pipeline::ConvertOptions,
+) -> Result<tet::pipeline::ConvertReport, tet::pipeline::ConvertError> {
+    let cx = tet::Context {
+        progress: opts.progress.clone(),
+        cancel: opts.cancel.clone(),
+        ..tet::Context::default()
+    };
+    tet::run(
+        &tet::Request::new([input], output, opts.settings.clone()),
+        &cx,
+    )
+}
