@@ -294,14 +294,28 @@ const THREAD_BYTES: u64 = 256 << 10;
 /// binary, the libraries, the importer, the writer) comes out of the rest, and each thread costs
 /// [`THREAD_BYTES`] of what is left. At least one. The output does not depend on it: chunks are
 /// written in index order whatever the number of threads.
+///
+/// A resident size larger than the whole rest is not the converter's own: it is a host process
+/// (a Python session with its arrays, a test harness running many tests in one process) holding
+/// memory for other work, which no budget of ours can shrink; counting it would leave every
+/// conversion there one thread, so the converter's typical start stands for it. (The `tet`
+/// binary starts at 25–40 MiB, within the rest of the default budget.)
 fn threads_within(budget: u64, chunk_limit: u64, resident: Option<u64>) -> usize {
     let rest = budget.saturating_sub(chunk_limit);
     // Where the resident size cannot be read, a typical start (25 MiB) stands for it.
-    let room = rest.saturating_sub(resident.unwrap_or(25 << 20));
+    let own = match resident {
+        Some(r) if r <= rest => r,
+        _ => TYPICAL_START,
+    };
+    let room = rest.saturating_sub(own);
     usize::try_from(room / THREAD_BYTES)
         .unwrap_or(usize::MAX)
         .max(1)
 }
+
+/// What the converter's own process holds when it starts (binary, libraries): the stand-in for a
+/// resident size that cannot be read or is a host's.
+const TYPICAL_START: u64 = 25 << 20;
 
 /// This process's resident set size (`/proc/self/statm`), where the system tells it.
 fn resident_bytes() -> Option<u64> {
@@ -427,6 +441,9 @@ mod tests {
         assert_eq!(threads_within(b, limit, Some(25 * mib)), 104);
         assert_eq!(threads_within(b, limit, None), 104);
         assert_eq!(threads_within(b, limit, Some(51 * mib)), 1);
+        // A host process far larger than the budget's rest (a Python session, a test harness)
+        // is not counted as the converter's own: its typical start stands for it.
+        assert_eq!(threads_within(b, limit, Some(2048 * mib)), 104);
         assert_eq!(
             threads_within(1, crate::format::pool_limit(1), Some(25 * mib)),
             1
