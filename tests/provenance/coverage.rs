@@ -76,10 +76,11 @@ fn corpus_inputs() -> Vec<PathBuf> {
         .unwrap()
         .iter()
         .filter(|f| f["expect_error"].is_null())
-        .filter(|f| match f["format"].as_str().unwrap() {
-            "netcdf" => cfg!(feature = "netcdf"),
-            "hdf5" => cfg!(feature = "hdf5"),
-            _ => true,
+        .filter(|f| {
+            // Formats whose importer this build lacks are left out.
+            let format = f["format"].as_str().unwrap();
+            (format != "netcdf" || cfg!(feature = "netcdf"))
+                && (format != "hdf5" || cfg!(feature = "hdf5"))
         })
         .map(|f| root.join(f["file"].as_str().unwrap()))
         .collect()

@@ -299,6 +299,7 @@ fn openlineage_http_events_received_by_a_server() {
     assert_eq!(events[0]["run"]["runId"], events[1]["run"]["runId"]);
     assert_eq!(events[1]["inputs"][0]["name"], s(&dir.join("a.npy")));
     assert_eq!(events[1]["outputs"][0]["name"], s(&dir.join("a.tet")));
+    #[cfg_attr(not(feature = "netcdf"), allow(unused_mut))]
     let mut all = events.clone();
 
     // A URL with a path is used as given; a combine is one job with every input.
