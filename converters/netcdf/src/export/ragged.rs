@@ -233,6 +233,32 @@ pub(super) fn define(
         };
         tid = ctx.enums.vlen(gid, &outer_name, tid)?;
     }
+    let var = VlenVarParts {
+        name: &a.name,
+        facts: &a.facts,
+        attrs: &a.attrs,
+    };
+    define_var(ctx, (gid, g, short), c, tid, &var)
+}
+
+/// What a vlen variable takes from the dataset it is exported from: its name, facts and
+/// attributes (its dims are the count array's).
+struct VlenVarParts<'m> {
+    name: &'m str,
+    facts: &'m [Fact],
+    attrs: &'m tet_source::Attrs,
+}
+
+/// Defines a vlen variable of type `tid` in group `gid` (path `g`, short name `short`) over the
+/// dims of the count array `c`, with `var`'s attributes (its _FillValue left out, with a
+/// warning: netCDF has none for vlens).
+fn define_var(
+    ctx: &mut super::Defining<'_>,
+    (gid, g, short): (c_int, &str, &str),
+    c: &tet_source::export::Array,
+    tid: c_int,
+    var: &VlenVarParts<'_>,
+) -> Result<(c_int, c_int)> {
     let at = super::DimHomes::of(g, &c.facts);
     let dimids = super::dim_ids(
         ctx.groups,
@@ -244,25 +270,25 @@ pub(super) fn define(
         &c.unlimited_dims,
     )?;
     let varid = nc(
-        || format!("define vlen variable `{}`", a.name),
+        || format!("define vlen variable `{}`", var.name),
         ffi::def_var(gid, &cname(short)?, tid, &dimids),
     )?;
-    let hints = super::AttrHints::of(&a.facts);
+    let hints = super::AttrHints::of(var.facts);
     let owner = super::Owner {
         gid,
         varid,
-        what: format!("variable `{}`", a.name),
+        what: format!("variable `{}`", var.name),
         hints: &hints,
     };
-    for (k, v) in &a.attrs {
+    for (k, v) in var.attrs {
         if k == "_FillValue" {
             ctx.warnings.push(format!(
                 "`{}`: the _FillValue of a vlen variable is not written",
-                a.name
+                var.name
             ));
             continue;
         }
-        ctx.var_attr(&owner, &a.name, k, v)?;
+        ctx.var_attr(&owner, var.name, k, v)?;
     }
     Ok((gid, varid))
 }
@@ -410,38 +436,12 @@ pub(super) fn define_text(
         r.type_name.clone()
     };
     let tid = ctx.enums.vlen(gid, &type_name, nc::NC_STRING)?;
-    let at = super::DimHomes::of(g, &c.facts);
-    let dimids = super::dim_ids(
-        ctx.groups,
-        ctx.dims,
-        &at,
-        short,
-        &c.shape,
-        c.dims.as_ref(),
-        &c.unlimited_dims,
-    )?;
-    let varid = nc(
-        || format!("define vlen variable `{}`", t.name),
-        ffi::def_var(gid, &cname(short)?, tid, &dimids),
-    )?;
-    let hints = super::AttrHints::of(&t.facts);
-    let owner = super::Owner {
-        gid,
-        varid,
-        what: format!("variable `{}`", t.name),
-        hints: &hints,
+    let var = VlenVarParts {
+        name: &t.name,
+        facts: &t.facts,
+        attrs: &t.attrs,
     };
-    for (k, v) in &t.attrs {
-        if k == "_FillValue" {
-            ctx.warnings.push(format!(
-                "`{}`: the _FillValue of a vlen variable is not written",
-                t.name
-            ));
-            continue;
-        }
-        ctx.var_attr(&owner, &t.name, k, v)?;
-    }
-    Ok((gid, varid))
+    define_var(ctx, (gid, g, short), c, tid, &var)
 }
 
 /// Writes the vlen-of-strings variable `r` (defined as `gid`/`varid`) from its strings and
