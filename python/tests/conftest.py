@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import pathlib
 
 import numpy as np
@@ -45,3 +47,40 @@ def save_npy(tmp_path: pathlib.Path, name: str, a: np.ndarray) -> pathlib.Path:
     p = tmp_path / f"{name}.npy"
     np.save(p, a)
     return p
+
+
+@contextlib.contextmanager
+def moto_server():
+    """moto's S3 server on a free port of 127.0.0.1 while the block runs: yields the port.
+    Skips the test where moto[server] is missing or the server does not listen within 30 s."""
+    import socket
+    import subprocess
+    import time
+
+    try:
+        import boto3  # noqa: F401
+        import moto.server  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"no moto[server] in {sys.executable}: {e}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        t = time.monotonic()
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() - t > 30:
+                    pytest.skip("moto's server did not listen within 30 s")
+                time.sleep(0.1)
+        yield port
+    finally:
+        proc.kill()
+        proc.wait()

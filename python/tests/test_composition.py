@@ -60,15 +60,14 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 import tet
+from conftest import moto_server
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("TET_BIN_DIR", REPO / "target" / "debug"))
@@ -153,39 +152,12 @@ RESULTS: dict[tuple[str, str, str], str] = {}
 # -- the world: inputs, the S3 server, the binaries ------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
     """moto's S3 server on a free port of 127.0.0.1, for the session."""
-    try:
-        import boto3  # noqa: F401
-        import moto.server  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"no moto[server] in {sys.executable}: {e}")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    t = time.monotonic()
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() - t > 30:
-                proc.kill()
-                pytest.skip("moto's server did not listen within 30 s")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.kill()
-    proc.wait()
+    with moto_server() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _s3_env(endpoint: str) -> dict[str, str]:

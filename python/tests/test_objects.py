@@ -19,16 +19,15 @@ import http.server
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import tet
+from conftest import moto_server
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("TET_BIN_DIR", REPO / "target" / "debug"))
@@ -41,11 +40,6 @@ def _bin(name: str) -> str:
         pytest.skip(f"no {p} (cargo build -p tet-cli --bins, or set TET_BIN_DIR)")
     return str(p)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class _Log:
@@ -113,36 +107,14 @@ def _proxy(upstream_port: int, log: _Log):
 @pytest.fixture(scope="module")
 def s3():
     """moto's S3 server behind the counting proxy: (proxy endpoint, moto endpoint, log)."""
-    try:
-        import boto3  # noqa: F401
-        import moto.server  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"no moto[server] in {sys.executable}: {e}")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    t = time.monotonic()
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() - t > 30:
-                proc.kill()
-                pytest.skip("moto's server did not listen within 30 s")
-            time.sleep(0.1)
-    log = _Log()
-    proxy = _proxy(port, log)
-    moto_url = f"http://127.0.0.1:{port}"
-    client = _client(moto_url)
-    client.create_bucket(Bucket=BUCKET)
-    yield f"http://127.0.0.1:{proxy.server_address[1]}", moto_url, log
-    proxy.shutdown()
-    proc.kill()
-    proc.wait()
+    with moto_server() as port:
+        log = _Log()
+        proxy = _proxy(port, log)
+        moto_url = f"http://127.0.0.1:{port}"
+        client = _client(moto_url)
+        client.create_bucket(Bucket=BUCKET)
+        yield f"http://127.0.0.1:{proxy.server_address[1]}", moto_url, log
+        proxy.shutdown()
 
 
 def _client(endpoint):
